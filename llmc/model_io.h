@@ -1,0 +1,363 @@
+/*
+ * The GPT-2 model: its configuration, the 16 parameter tensors in llm.c's order, the model
+ * descriptors (-e d12, -e L2:C64:H4) and the model .bin file (llm.c layout, byte-compatible).
+ *
+ * Dimension legend used across the project:
+ *   B  micro-batch size (sequences per rank per micro-step)   T  sequence length
+ *   C  channels (model width)      NH  attention heads        HS = C / NH, head size
+ *   L  layers                      V   vocabulary size (50257) Vp  padded vocabulary (50304)
+ *   maxT  max sequence length (positions in wpe)
+ *
+ * Model file: 256 int32 header, then the parameters in the order of gpt2_param_names.
+ *   header[0] = 20240326 (magic)   header[1] = 3 (fp32) or 5 (bf16)
+ *   header[2] = maxT  header[3] = V  header[4] = L  header[5] = NH  header[6] = C  header[7] = Vp
+ *   header[252] = MODEL_CRC_TAG and header[253] = CRC-32 of the payload, when written by this
+ *   project (llm.c leaves these zero and ignores them; files without the tag load unchecked).
+ */
+#ifndef LLMC_MODEL_IO_H
+#define LLMC_MODEL_IO_H
+
+#include <ctype.h>
+#include <math.h>
+#include "utils.h"
+
+#define MODEL_MAGIC 20240326
+#define MODEL_VERSION_FP32 3
+#define MODEL_VERSION_BF16 5
+#define MODEL_CRC_TAG 0x43524331  // "1CRC": header[253] holds a CRC-32 of the payload
+#define HEADER_INTS 256
+#define HEADER_BYTES (HEADER_INTS * (long)sizeof(int))
+#define NUM_PARAMETER_TENSORS 16
+
+typedef struct {
+    int max_seq_len;        // maxT, e.g. 1024
+    int vocab_size;         // V, e.g. 50257
+    int padded_vocab_size;  // Vp, V rounded up to a multiple of 128, e.g. 50304
+    int num_layers;         // L
+    int num_heads;          // NH
+    int channels;           // C
+} GPT2Config;
+
+static const char *gpt2_param_names[NUM_PARAMETER_TENSORS] = {
+    "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+
+// element counts of the 16 tensors; shapes in the comments
+static inline void gpt2_param_sizes(size_t sizes[NUM_PARAMETER_TENSORS], const GPT2Config *c) {
+    size_t Vp = c->padded_vocab_size, C = c->channels, maxT = c->max_seq_len, L = c->num_layers;
+    sizes[0] = Vp * C;            // wte (Vp, C)
+    sizes[1] = maxT * C;          // wpe (maxT, C)
+    sizes[2] = L * C;             // ln1w (L, C)
+    sizes[3] = L * C;             // ln1b (L, C)
+    sizes[4] = L * (3 * C) * C;   // qkvw (L, 3C, C)
+    sizes[5] = L * (3 * C);       // qkvb (L, 3C)
+    sizes[6] = L * C * C;         // attprojw (L, C, C)
+    sizes[7] = L * C;             // attprojb (L, C)
+    sizes[8] = L * C;             // ln2w (L, C)
+    sizes[9] = L * C;             // ln2b (L, C)
+    sizes[10] = L * (4 * C) * C;  // fcw (L, 4C, C)
+    sizes[11] = L * (4 * C);      // fcb (L, 4C)
+    sizes[12] = L * C * (4 * C);  // fcprojw (L, C, 4C)
+    sizes[13] = L * C;            // fcprojb (L, C)
+    sizes[14] = C;                // lnfw (C)
+    sizes[15] = C;                // lnfb (C)
+}
+
+static inline size_t gpt2_num_params(const GPT2Config *c) {
+    size_t sizes[NUM_PARAMETER_TENSORS], n = 0;
+    gpt2_param_sizes(sizes, c);
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { n += sizes[i]; }
+    return n;
+}
+
+// tensors that get weight decay: the 2-D ones (embeddings and matmul weights), not biases or LayerNorm
+static inline int gpt2_param_is_decayed(int i) {
+    return i == 0 || i == 1 || i == 4 || i == 6 || i == 10 || i == 12;
+}
+
+static inline int round_up_128(int v) { return ((v + 127) / 128) * 128; }
+
+// sanity checks shared by descriptors and file headers; returns NULL if fine, else what is wrong
+static inline const char *gpt2_config_problem(const GPT2Config *c) {
+    if (c->num_layers <= 0) { return "number of layers must be positive"; }
+    if (c->channels <= 0 || c->num_heads <= 0) { return "channels and heads must be positive"; }
+    if (c->channels % c->num_heads != 0) { return "channels must be divisible by the number of heads"; }
+    if (c->vocab_size <= 0 || c->vocab_size > 65536) { return "vocab size must be in 1..65536 (tokens are uint16)"; }
+    if (c->padded_vocab_size < c->vocab_size) { return "padded vocab size is smaller than the vocab size"; }
+    if (c->max_seq_len <= 0) { return "max sequence length must be positive"; }
+    return NULL;
+}
+
+/*
+ * Model descriptors for -e:
+ *   d12, d24, d36, d48   GPT-2 124M, 350M, 774M, 1558M (C = 768, 1024, 1280, 1600; NH = 12, 16, 20, 25)
+ *   dN (other N)         N layers, C = 64*N, NH = N (head size 64)
+ *   L<n>:C<n>:H<n>[:T<n>][:V<n>]   explicit; T = max_seq_len (default 1024), V = vocab (default 50257)
+ * All use maxT 1024 and V 50257 unless given; Vp = V rounded up to a multiple of 128.
+ * Returns 1 and fills c if desc is a descriptor, 0 if it is not one (then it is a file path).
+ * A string that looks like a descriptor but is malformed is an error.
+ */
+static inline int gpt2_parse_descriptor(const char *desc, GPT2Config *c) {
+    c->max_seq_len = 1024;
+    c->vocab_size = 50257;
+    if (desc[0] == 'd' && desc[1] != '\0') {
+        for (const char *p = desc + 1; *p; p++) { if (!isdigit((unsigned char)*p)) { return 0; } }
+        int depth = atoi(desc + 1);
+        if (depth <= 0 || depth > 1000) { llmc_die("-e %s: depth must be in 1..1000", desc); }
+        c->num_layers = depth;
+        switch (depth) {
+            case 12: c->channels = 768; c->num_heads = 12; break;
+            case 24: c->channels = 1024; c->num_heads = 16; break;
+            case 36: c->channels = 1280; c->num_heads = 20; break;
+            case 48: c->channels = 1600; c->num_heads = 25; break;
+            default: c->channels = 64 * depth; c->num_heads = depth; break;
+        }
+    } else if (desc[0] == 'L' && isdigit((unsigned char)desc[1])) {
+        int have_c = 0, have_h = 0;
+        c->num_layers = 0;
+        const char *p = desc;
+        while (*p) {
+            char key = *p++;
+            char *end;
+            long v = strtol(p, &end, 10);
+            if (end == p || v <= 0 || v > 1000000) {
+                llmc_die("-e %s: bad descriptor; expected e.g. L2:C64:H4 or L2:C64:H4:T256:V512", desc);
+            }
+            switch (key) {
+                case 'L': c->num_layers = (int)v; break;
+                case 'C': c->channels = (int)v; have_c = 1; break;
+                case 'H': c->num_heads = (int)v; have_h = 1; break;
+                case 'T': c->max_seq_len = (int)v; break;
+                case 'V': c->vocab_size = (int)v; break;
+                default: llmc_die("-e %s: unknown descriptor field '%c' (fields: L C H T V)", desc, key);
+            }
+            p = end;
+            if (*p == ':') { p++; } else if (*p != '\0') {
+                llmc_die("-e %s: bad descriptor; fields are separated by ':' as in L2:C64:H4", desc);
+            }
+        }
+        if (!have_c || !have_h) { llmc_die("-e %s: a descriptor needs L, C and H, e.g. L2:C64:H4", desc); }
+    } else {
+        return 0;
+    }
+    c->padded_vocab_size = round_up_128(c->vocab_size);
+    const char *problem = gpt2_config_problem(c);
+    if (problem) { llmc_die("-e %s: %s", desc, problem); }
+    return 1;
+}
+
+static inline void gpt2_config_print(const GPT2Config *c) {
+    printf("| max_seq_len %d | vocab_size %d | padded_vocab_size %d | num_layers %d | num_heads %d | channels %d |\n",
+           c->max_seq_len, c->vocab_size, c->padded_vocab_size, c->num_layers, c->num_heads, c->channels);
+}
+
+// ----------------------------------------------------------------------------
+// bf16 <-> fp32 on the host
+
+static inline float bf16_to_float(uint16_t b) {
+    uint32_t u = ((uint32_t)b) << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+// round to nearest even (what PyTorch's .to(torch.bfloat16) does); NaN stays NaN
+static inline uint16_t float_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) { return (uint16_t)((u >> 16) | 0x40); }
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+// ----------------------------------------------------------------------------
+// model .bin reading and writing
+
+typedef struct {
+    GPT2Config config;
+    int version;        // 3 (fp32) or 5 (bf16)
+    int has_crc;        // header carries a CRC-32 of the payload
+    uint32_t crc;       // that CRC
+    size_t num_params;  // total parameter count
+} ModelFileInfo;
+
+#define MODEL_FILE_HINT "make one with: python train_gpt2.py --model d12 --write-model out.bin (or train_gpt2 -n)"
+
+// read and validate the header and the file size; dies with a message naming the file
+static inline void model_file_info(const char *path, ModelFileInfo *info) {
+    if (!file_exists(path)) {
+        llmc_die("model file '%s' not found (-e takes a .bin file or a descriptor such as d12 or L2:C64:H4)", path);
+    }
+    long long size = file_size_bytes(path);
+    if (size < HEADER_BYTES) {
+        llmc_die("model file '%s' is %lld bytes, smaller than its 1024-byte header (truncated?)", path, size);
+    }
+    int header[HEADER_INTS];
+    FILE *fp = fopenCheck(path, "rb");
+    freadCheck(header, sizeof(int), HEADER_INTS, fp);
+    fcloseCheck(fp);
+    if (header[0] != MODEL_MAGIC) {
+        llmc_die("'%s' is not a GPT-2 model file (magic %d, expected %d); %s", path, header[0], MODEL_MAGIC, MODEL_FILE_HINT);
+    }
+    if (header[1] != MODEL_VERSION_FP32 && header[1] != MODEL_VERSION_BF16) {
+        llmc_die("model file '%s' has version %d; this trainer reads version 3 (fp32) and 5 (bf16); %s",
+                 path, header[1], MODEL_FILE_HINT);
+    }
+    info->version = header[1];
+    info->config.max_seq_len = header[2];
+    info->config.vocab_size = header[3];
+    info->config.num_layers = header[4];
+    info->config.num_heads = header[5];
+    info->config.channels = header[6];
+    info->config.padded_vocab_size = header[7];
+    const char *problem = gpt2_config_problem(&info->config);
+    if (problem) { llmc_die("model file '%s' has a bad header: %s", path, problem); }
+    info->num_params = gpt2_num_params(&info->config);
+    long long expected = HEADER_BYTES + (long long)info->num_params * (info->version == MODEL_VERSION_FP32 ? 4 : 2);
+    if (size != expected) {
+        llmc_die("model file '%s' is %lld bytes but its header (L=%d C=%d NH=%d Vp=%d maxT=%d, version %d) "
+                 "implies %lld bytes (truncated or corrupt); %s",
+                 path, size, info->config.num_layers, info->config.channels, info->config.num_heads,
+                 info->config.padded_vocab_size, info->config.max_seq_len, info->version, expected, MODEL_FILE_HINT);
+    }
+    info->has_crc = header[252] == MODEL_CRC_TAG;
+    info->crc = (uint32_t)header[253];
+}
+
+// load all parameters, converting to fp32 (dst_bf16 == NULL) and/or bf16 (dst_fp32 == NULL);
+// either pointer may be NULL. Verifies the CRC when the file has one.
+static inline void model_file_load(const char *path, const ModelFileInfo *info, float *dst_fp32, uint16_t *dst_bf16) {
+    FILE *fp = fopenCheck(path, "rb");
+    fseekCheck(fp, HEADER_BYTES, SEEK_SET);
+    const size_t chunk = 1 << 20;  // elements per read
+    size_t elem = info->version == MODEL_VERSION_FP32 ? 4 : 2;
+    unsigned char *buf = (unsigned char *)mallocCheck(chunk * elem);
+    uint32_t crc = 0;
+    for (size_t i = 0; i < info->num_params; i += chunk) {
+        size_t n = info->num_params - i < chunk ? info->num_params - i : chunk;
+        freadCheck(buf, elem, n, fp);
+        crc = crc32_update(crc, buf, n * elem);
+        if (info->version == MODEL_VERSION_FP32) {
+            const float *src = (const float *)buf;
+            if (dst_fp32) { memcpy(dst_fp32 + i, src, n * 4); }
+            if (dst_bf16) { for (size_t j = 0; j < n; j++) { dst_bf16[i + j] = float_to_bf16(src[j]); } }
+        } else {
+            const uint16_t *src = (const uint16_t *)buf;
+            if (dst_bf16) { memcpy(dst_bf16 + i, src, n * 2); }
+            if (dst_fp32) { for (size_t j = 0; j < n; j++) { dst_fp32[i + j] = bf16_to_float(src[j]); } }
+        }
+    }
+    free(buf);
+    fcloseCheck(fp);
+    if (info->has_crc && crc != info->crc) {
+        llmc_die("model file '%s' is corrupt: checksum %08x, header says %08x; use another checkpoint", path,
+                 crc, info->crc);
+    }
+}
+
+static inline void model_header_fill(int header[HEADER_INTS], const GPT2Config *c, int version) {
+    memset(header, 0, HEADER_INTS * sizeof(int));
+    header[0] = MODEL_MAGIC;
+    header[1] = version;
+    header[2] = c->max_seq_len;
+    header[3] = c->vocab_size;
+    header[4] = c->num_layers;
+    header[5] = c->num_heads;
+    header[6] = c->channels;
+    header[7] = c->padded_vocab_size;
+    header[252] = MODEL_CRC_TAG;
+}
+
+// write a model file atomically from fp32 params: version 3 as is, version 5 rounded to bf16 (RNE)
+static inline void model_file_write_fp32(const char *path, const GPT2Config *c, const float *params, int version) {
+    int header[HEADER_INTS];
+    model_header_fill(header, c, version);
+    AtomicFile af;
+    atomic_open(&af, path);
+    atomic_write(&af, header, sizeof(header), 0);
+    size_t n = gpt2_num_params(c);
+    if (version == MODEL_VERSION_FP32) {
+        atomic_write(&af, params, n * sizeof(float), 1);
+    } else {
+        const size_t chunk = 1 << 20;
+        uint16_t *buf = (uint16_t *)mallocCheck(chunk * 2);
+        for (size_t i = 0; i < n; i += chunk) {
+            size_t m = n - i < chunk ? n - i : chunk;
+            for (size_t j = 0; j < m; j++) { buf[j] = float_to_bf16(params[i + j]); }
+            atomic_write(&af, buf, m * 2, 1);
+        }
+        free(buf);
+    }
+    header[253] = (int)af.crc;
+    atomic_patch(&af, 0, header, sizeof(header));
+    atomic_commit(&af);
+}
+
+// write a version 5 model file atomically from bf16 params (the CUDA trainer's layout)
+static inline void model_file_write_bf16(const char *path, const GPT2Config *c, const uint16_t *params) {
+    int header[HEADER_INTS];
+    model_header_fill(header, c, MODEL_VERSION_BF16);
+    AtomicFile af;
+    atomic_open(&af, path);
+    atomic_write(&af, header, sizeof(header), 0);
+    atomic_write(&af, params, gpt2_num_params(c) * 2, 1);
+    header[253] = (int)af.crc;
+    atomic_patch(&af, 0, header, sizeof(header));
+    atomic_commit(&af);
+}
+
+// ----------------------------------------------------------------------------
+// random initialization (GPT-2 / llm.c scheme), shared by both trainers so they init alike:
+// weights N(0, 0.02); attprojw and fcprojw N(0, 0.02/sqrt(2L)); biases 0; LayerNorm weight 1,
+// bias 0; the padded vocab rows of wte stay 0. Deterministic for a seed (not PyTorch's stream).
+
+static inline uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+// uniform in (0, 1)
+static inline double rand_uniform_open(uint64_t *state) {
+    return ((double)(splitmix64(state) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+static inline void fill_normal(float *x, size_t n, float stddev, uint64_t *state) {
+    for (size_t i = 0; i < n; i += 2) {
+        // Box-Muller: two independent normals per two uniforms
+        double u1 = rand_uniform_open(state), u2 = rand_uniform_open(state);
+        double r = sqrt(-2.0 * log(u1));
+        x[i] = (float)(stddev * r * cos(2.0 * M_PI * u2));
+        if (i + 1 < n) { x[i + 1] = (float)(stddev * r * sin(2.0 * M_PI * u2)); }
+    }
+}
+
+static inline void gpt2_init_params(float *params, const GPT2Config *c, uint64_t seed) {
+    size_t sizes[NUM_PARAMETER_TENSORS];
+    gpt2_param_sizes(sizes, c);
+    float residual_std = 0.02f / sqrtf(2.0f * c->num_layers);
+    float *p = params;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        // each tensor gets its own stream so that sizes of one do not shift the others
+        uint64_t state = seed * 1000003ULL + (uint64_t)i;
+        if (i == 2 || i == 8 || i == 14) {         // LayerNorm weights
+            for (size_t j = 0; j < sizes[i]; j++) { p[j] = 1.0f; }
+        } else if (gpt2_param_is_decayed(i)) {     // 2-D weights
+            float std = (i == 6 || i == 12) ? residual_std : 0.02f;
+            if (i == 0) {
+                // wte: only the V real rows are random, padded rows are 0
+                size_t real = (size_t)c->vocab_size * c->channels;
+                fill_normal(p, real, std, &state);
+                memset(p + real, 0, (sizes[i] - real) * sizeof(float));
+            } else {
+                fill_normal(p, sizes[i], std, &state);
+            }
+        } else {                                   // biases
+            memset(p, 0, sizes[i] * sizeof(float));
+        }
+        p += sizes[i];
+    }
+}
+
+#endif  // LLMC_MODEL_IO_H

@@ -1,0 +1,300 @@
+/*
+ * Host utilities shared by every binary: error reporting, checked libc calls, file helpers,
+ * CRC-32 checksums and crash-safe (write to temporary, fsync, rename) file output.
+ *
+ * Conventions that span files:
+ * - Every fatal error goes through llmc_die(): one line "error: ..." (prefixed with the rank when
+ *   more than one process runs), then the abort hook (MPI_Abort / NCCL abort, set by comm.h),
+ *   then exit(1). Messages name the file or flag and say what to do.
+ * - Everything here is C that also compiles as C++ (nvcc builds train_gpt2.cu with it).
+ */
+#ifndef LLMC_UTILS_H
+#define LLMC_UTILS_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+// ----------------------------------------------------------------------------
+// error reporting
+
+static int llmc_rank = 0;        // this process's rank, for message prefixes
+static int llmc_world_size = 1;  // prefix messages with the rank only when > 1
+static void (*llmc_abort_hook)(void) = NULL;  // set by comm.h to take the other ranks down too
+
+static inline void llmc_set_rank(int rank, int world_size) {
+    llmc_rank = rank;
+    llmc_world_size = world_size;
+}
+
+static inline void llmc_vprint(FILE *f, const char *kind, const char *fmt, va_list ap) {
+    char msg[4096];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    if (llmc_world_size > 1) {
+        fprintf(f, "[rank %d] %s: %s\n", llmc_rank, kind, msg);
+    } else {
+        fprintf(f, "%s: %s\n", kind, msg);
+    }
+    fflush(f);
+}
+
+#if defined(__GNUC__)
+#define LLMC_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define LLMC_PRINTF(a, b)
+#endif
+
+static void llmc_die(const char *fmt, ...) LLMC_PRINTF(1, 2);
+static void llmc_die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    llmc_vprint(stderr, "error", fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    if (llmc_abort_hook) { llmc_abort_hook(); }
+    exit(EXIT_FAILURE);
+}
+
+static void llmc_warn(const char *fmt, ...) LLMC_PRINTF(1, 2);
+static void llmc_warn(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    llmc_vprint(stderr, "warning", fmt, ap);
+    va_end(ap);
+}
+
+// ----------------------------------------------------------------------------
+// checked libc calls: the failing call's file and line, and the path where there is one
+
+static inline FILE *fopen_check(const char *path, const char *mode, const char *file, int line) {
+    FILE *fp = fopen(path, mode);
+    if (fp == NULL) {
+        llmc_die("cannot open '%s' (mode %s): %s [%s:%d]", path, mode, strerror(errno), file, line);
+    }
+    return fp;
+}
+#define fopenCheck(path, mode) fopen_check(path, mode, __FILE__, __LINE__)
+
+static inline void fread_check(void *ptr, size_t size, size_t nmemb, FILE *fp, const char *file, int line) {
+    size_t got = fread(ptr, size, nmemb, fp);
+    if (got != nmemb) {
+        llmc_die("read failed: wanted %zu items of %zu bytes, got %zu (%s; file truncated?) [%s:%d]",
+                 nmemb, size, got, feof(fp) ? "end of file" : "read error", file, line);
+    }
+}
+#define freadCheck(ptr, size, nmemb, fp) fread_check(ptr, size, nmemb, fp, __FILE__, __LINE__)
+
+static inline void fwrite_check(const void *ptr, size_t size, size_t nmemb, FILE *fp, const char *file, int line) {
+    size_t put = fwrite(ptr, size, nmemb, fp);
+    if (put != nmemb) {
+        llmc_die("write failed: wanted %zu items of %zu bytes, wrote %zu (%s; disk full?) [%s:%d]",
+                 nmemb, size, put, strerror(errno), file, line);
+    }
+}
+#define fwriteCheck(ptr, size, nmemb, fp) fwrite_check(ptr, size, nmemb, fp, __FILE__, __LINE__)
+
+static inline void fseek_check(FILE *fp, long off, int whence, const char *file, int line) {
+    if (fseek(fp, off, whence) != 0) {
+        llmc_die("seek to %ld failed: %s [%s:%d]", off, strerror(errno), file, line);
+    }
+}
+#define fseekCheck(fp, off, whence) fseek_check(fp, off, whence, __FILE__, __LINE__)
+
+static inline void fclose_check(FILE *fp, const char *file, int line) {
+    if (fclose(fp) != 0) {
+        llmc_die("closing a file failed: %s [%s:%d]", strerror(errno), file, line);
+    }
+}
+#define fcloseCheck(fp) fclose_check(fp, __FILE__, __LINE__)
+
+static inline void *malloc_check(size_t size, const char *file, int line) {
+    void *p = malloc(size > 0 ? size : 1);
+    if (p == NULL) {
+        llmc_die("out of host memory allocating %zu bytes (%.2f GiB) [%s:%d]; use a smaller -b or -t",
+                 size, size / (1024.0 * 1024.0 * 1024.0), file, line);
+    }
+    return p;
+}
+#define mallocCheck(size) malloc_check(size, __FILE__, __LINE__)
+
+static inline void *calloc_check(size_t n, size_t size, const char *file, int line) {
+    void *p = calloc(n > 0 ? n : 1, size > 0 ? size : 1);
+    if (p == NULL) {
+        llmc_die("out of host memory allocating %zu x %zu bytes [%s:%d]; use a smaller -b or -t",
+                 n, size, file, line);
+    }
+    return p;
+}
+#define callocCheck(n, size) calloc_check(n, size, __FILE__, __LINE__)
+
+// ----------------------------------------------------------------------------
+// files and directories
+
+static inline int file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static inline int dir_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// size of a file in bytes, or -1 if it cannot be stat'ed
+static inline long long file_size_bytes(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) { return -1; }
+    return (long long)st.st_size;
+}
+
+// mkdir -p; dies with the path on failure
+static inline void make_dirs(const char *path) {
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0) { return; }
+    if (n >= sizeof(buf)) { llmc_die("path too long: %s", path); }
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == '\0') {
+            char saved = buf[i];
+            buf[i] = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+                llmc_die("cannot create directory '%s': %s", buf, strerror(errno));
+            }
+            buf[i] = saved;
+        }
+    }
+    if (!dir_exists(path)) { llmc_die("'%s' exists and is not a directory", path); }
+}
+
+// ----------------------------------------------------------------------------
+// CRC-32 (the zlib / PNG polynomial, so Python's zlib.crc32 gives the same value), slicing-by-8
+
+static uint32_t llmc_crc_table[8][256];
+static int llmc_crc_ready = 0;
+
+static inline void crc32_init_tables(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) { c = (c & 1) ? (0xEDB88320u ^ (c >> 1)) : (c >> 1); }
+        llmc_crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = llmc_crc_table[0][i];
+        for (int t = 1; t < 8; t++) {
+            c = llmc_crc_table[0][c & 0xff] ^ (c >> 8);
+            llmc_crc_table[t][i] = c;
+        }
+    }
+    llmc_crc_ready = 1;
+}
+
+// running CRC: start with crc = 0, feed chunks in order
+static inline uint32_t crc32_update(uint32_t crc, const void *data, size_t len) {
+    if (!llmc_crc_ready) { crc32_init_tables(); }
+    const unsigned char *p = (const unsigned char *)data;
+    crc = ~crc;
+    while (len >= 8) {
+        uint32_t lo, hi;
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + 4, 4);
+        lo ^= crc;
+        crc = llmc_crc_table[7][lo & 0xff] ^ llmc_crc_table[6][(lo >> 8) & 0xff] ^
+              llmc_crc_table[5][(lo >> 16) & 0xff] ^ llmc_crc_table[4][lo >> 24] ^
+              llmc_crc_table[3][hi & 0xff] ^ llmc_crc_table[2][(hi >> 8) & 0xff] ^
+              llmc_crc_table[1][(hi >> 16) & 0xff] ^ llmc_crc_table[0][hi >> 24];
+        p += 8;
+        len -= 8;
+    }
+    while (len--) { crc = llmc_crc_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8); }
+    return ~crc;
+}
+
+// ----------------------------------------------------------------------------
+// crash-safe output: write "<path>.tmp.<pid>", then fsync + rename over <path>.
+// A reader never sees a half-written file under the final name.
+
+typedef struct {
+    FILE *fp;
+    char final_path[4096];
+    char tmp_path[4160];
+    uint32_t crc;       // CRC-32 of everything passed to atomic_write()
+    long long bytes;    // bytes written so far
+} AtomicFile;
+
+static inline void atomic_open(AtomicFile *af, const char *path) {
+    if (strlen(path) >= sizeof(af->final_path)) { llmc_die("path too long: %s", path); }
+    strcpy(af->final_path, path);
+    snprintf(af->tmp_path, sizeof(af->tmp_path), "%s.tmp.%d", path, (int)getpid());
+    af->fp = fopen(af->tmp_path, "wb");
+    if (af->fp == NULL) {
+        llmc_die("cannot create '%s': %s (does the output directory exist and is it writable?)",
+                 af->tmp_path, strerror(errno));
+    }
+    af->crc = 0;
+    af->bytes = 0;
+}
+
+// write bytes; include them in the checksum if checksum != 0
+static inline void atomic_write(AtomicFile *af, const void *data, size_t size, int checksum) {
+    if (size == 0) { return; }
+    fwriteCheck(data, 1, size, af->fp);
+    if (checksum) { af->crc = crc32_update(af->crc, data, size); }
+    af->bytes += (long long)size;
+}
+
+// overwrite bytes at an absolute offset (used to patch a header once the checksum is known)
+static inline void atomic_patch(AtomicFile *af, long offset, const void *data, size_t size) {
+    fseekCheck(af->fp, offset, SEEK_SET);
+    fwriteCheck(data, 1, size, af->fp);
+    fseekCheck(af->fp, 0, SEEK_END);
+}
+
+static inline void fsync_dir_of(const char *path) {
+    char dir[4096];
+    strncpy(dir, path, sizeof(dir) - 1);
+    dir[sizeof(dir) - 1] = '\0';
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL) { strcpy(dir, "."); } else if (slash == dir) { dir[1] = '\0'; } else { *slash = '\0'; }
+    int fd = open(dir, O_RDONLY);
+    if (fd >= 0) { fsync(fd); close(fd); }
+}
+
+static inline void atomic_commit(AtomicFile *af) {
+    if (fflush(af->fp) != 0) { llmc_die("flushing '%s' failed: %s", af->tmp_path, strerror(errno)); }
+    if (fsync(fileno(af->fp)) != 0) { llmc_die("fsync of '%s' failed: %s", af->tmp_path, strerror(errno)); }
+    fcloseCheck(af->fp);
+    af->fp = NULL;
+    if (rename(af->tmp_path, af->final_path) != 0) {
+        llmc_die("renaming '%s' to '%s' failed: %s", af->tmp_path, af->final_path, strerror(errno));
+    }
+    fsync_dir_of(af->final_path);
+}
+
+// ----------------------------------------------------------------------------
+// misc
+
+static inline double llmc_wall_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// 64-bit FNV-1a, for hashing configurations across ranks (not for file integrity)
+static inline uint64_t fnv1a64(uint64_t h, const void *data, size_t len) {
+    const unsigned char *p = (const unsigned char *)data;
+    if (h == 0) { h = 1469598103934665603ULL; }
+    for (size_t i = 0; i < len; i++) { h ^= p[i]; h *= 1099511628211ULL; }
+    return h;
+}
+
+#endif  // LLMC_UTILS_H
