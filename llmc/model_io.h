@@ -38,7 +38,7 @@ typedef struct {
     int channels;           // C
 } GPT2Config;
 
-static const char *gpt2_param_names[NUM_PARAMETER_TENSORS] = {
+static const char *const gpt2_param_names[NUM_PARAMETER_TENSORS] = {
     "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
     "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
 
@@ -183,25 +183,29 @@ typedef struct {
 
 #define MODEL_FILE_HINT "make one with: python train_gpt2.py --model d12 --write-model out.bin (or train_gpt2 -n)"
 
-// read and validate the header and the file size; dies with a message naming the file
-static inline void model_file_info(const char *path, ModelFileInfo *info) {
+// read and validate the header and the file size; returns 0, or 1 with the problem in err
+static inline int model_file_probe(const char *path, ModelFileInfo *info, char *err, size_t errlen) {
     if (!file_exists(path)) {
-        llmc_die("model file '%s' not found (-e takes a .bin file or a descriptor such as d12 or L2:C64:H4)", path);
+        snprintf(err, errlen, "model file '%s' not found (-e takes a .bin file or a descriptor such as d12 or L2:C64:H4)", path);
+        return 1;
     }
     long long size = file_size_bytes(path);
     if (size < HEADER_BYTES) {
-        llmc_die("model file '%s' is %lld bytes, smaller than its 1024-byte header (truncated?)", path, size);
+        snprintf(err, errlen, "model file '%s' is %lld bytes, smaller than its 1024-byte header (truncated?)", path, size);
+        return 1;
     }
     int header[HEADER_INTS];
     FILE *fp = fopenCheck(path, "rb");
     freadCheck(header, sizeof(int), HEADER_INTS, fp);
     fcloseCheck(fp);
     if (header[0] != MODEL_MAGIC) {
-        llmc_die("'%s' is not a GPT-2 model file (magic %d, expected %d); %s", path, header[0], MODEL_MAGIC, MODEL_FILE_HINT);
+        snprintf(err, errlen, "'%s' is not a GPT-2 model file (magic %d, expected %d); %s", path, header[0], MODEL_MAGIC, MODEL_FILE_HINT);
+        return 1;
     }
     if (header[1] != MODEL_VERSION_FP32 && header[1] != MODEL_VERSION_BF16) {
-        llmc_die("model file '%s' has version %d; this trainer reads version 3 (fp32) and 5 (bf16); %s",
+        snprintf(err, errlen, "model file '%s' has version %d; this trainer reads version 3 (fp32) and 5 (bf16); %s",
                  path, header[1], MODEL_FILE_HINT);
+        return 1;
     }
     info->version = header[1];
     info->config.max_seq_len = header[2];
@@ -211,17 +215,53 @@ static inline void model_file_info(const char *path, ModelFileInfo *info) {
     info->config.channels = header[6];
     info->config.padded_vocab_size = header[7];
     const char *problem = gpt2_config_problem(&info->config);
-    if (problem) { llmc_die("model file '%s' has a bad header: %s", path, problem); }
+    if (problem) {
+        snprintf(err, errlen, "model file '%s' has a bad header: %s", path, problem);
+        return 1;
+    }
     info->num_params = gpt2_num_params(&info->config);
     long long expected = HEADER_BYTES + (long long)info->num_params * (info->version == MODEL_VERSION_FP32 ? 4 : 2);
     if (size != expected) {
-        llmc_die("model file '%s' is %lld bytes but its header (L=%d C=%d NH=%d Vp=%d maxT=%d, version %d) "
+        snprintf(err, errlen, "model file '%s' is %lld bytes but its header (L=%d C=%d NH=%d Vp=%d maxT=%d, version %d) "
                  "implies %lld bytes (truncated or corrupt); %s",
                  path, size, info->config.num_layers, info->config.channels, info->config.num_heads,
                  info->config.padded_vocab_size, info->config.max_seq_len, info->version, expected, MODEL_FILE_HINT);
+        return 1;
     }
     info->has_crc = header[252] == MODEL_CRC_TAG;
     info->crc = (uint32_t)header[253];
+    return 0;
+}
+
+static inline void model_file_info(const char *path, ModelFileInfo *info) {
+    char err[2048];
+    if (model_file_probe(path, info, err, sizeof(err))) { llmc_die("%s", err); }
+}
+
+// recompute the payload CRC; 0 if it matches the header (or the file carries none), else 1
+static inline int model_file_verify(const char *path, const ModelFileInfo *info) {
+    if (!info->has_crc) { return 0; }
+    FILE *fp = fopenCheck(path, "rb");
+    fseekCheck(fp, HEADER_BYTES, SEEK_SET);
+    size_t total = info->num_params * (info->version == MODEL_VERSION_FP32 ? 4 : 2);
+    const size_t chunk = 1 << 22;
+    unsigned char *buf = (unsigned char *)mallocCheck(chunk);
+    uint32_t crc = 0;
+    for (size_t done = 0; done < total;) {
+        size_t n = total - done < chunk ? total - done : chunk;
+        freadCheck(buf, 1, n, fp);
+        crc = crc32_update(crc, buf, n);
+        done += n;
+    }
+    free(buf);
+    fcloseCheck(fp);
+    return crc != info->crc;
+}
+
+static inline int gpt2_config_equal(const GPT2Config *a, const GPT2Config *b) {
+    return a->max_seq_len == b->max_seq_len && a->vocab_size == b->vocab_size &&
+           a->padded_vocab_size == b->padded_vocab_size && a->num_layers == b->num_layers &&
+           a->num_heads == b->num_heads && a->channels == b->channels;
 }
 
 // load all parameters, converting to fp32 (dst_bf16 == NULL) and/or bf16 (dst_fp32 == NULL);

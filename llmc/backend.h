@@ -1,0 +1,67 @@
+/*
+ * The interface between the shared training loop (train_loop.h) and a trainer's model: the CPU
+ * trainer (train_gpt2.c) and the CUDA trainer (train_gpt2.cu) each fill one Backend.
+ *
+ * The loop owns everything that is the same on both: data, batch arithmetic, schedule, guards,
+ * evaluation, sampling, logging, checkpoint files and preemption. The backend owns the model
+ * memory, forward, backward, the gradient reduction across ranks and the AdamW update.
+ *
+ * Contract:
+ * - Runtime B and T of every call are at most the B and T the backend was built for.
+ * - Token ids passed in are already checked (< vocab_size).
+ * - Parameters are one flat array in the model file's order (model_io.h); "parameter index"
+ *   means the position in that array. The optimizer state a rank holds covers the half-open
+ *   range [opt_offset, opt_offset + opt_count): everything, or this rank's ZeRO-1 shard.
+ */
+#ifndef LLMC_BACKEND_H
+#define LLMC_BACKEND_H
+
+#include "model_io.h"
+
+typedef struct Backend {
+    void *self;                 // the trainer's model object
+    const char *name;           // "cpu" or "cuda", for messages
+    GPT2Config config;
+    size_t num_params;
+    int B, T;                   // the maxima the activations were sized for
+    int has_master;             // fp32 master weights are kept apart from the params (checkpointed)
+    size_t opt_offset;          // optimizer-state range held by this rank (see above)
+    size_t opt_count;
+    double flops_per_token;     // training FLOPs per token (forward + backward), for MFU; 0 = unknown
+    double peak_flops;          // peak FLOP/s of one device, for MFU; 0 = do not print MFU
+
+    // Training micro-step k of n: forward and backward of one micro-batch (B x T inputs and
+    // targets), accumulating parameter gradients; k == 0 starts from zero gradients. dloss is
+    // the gradient of the step's loss with respect to each token's loss (1 / (B*T*n*ranks)).
+    // On k == n-1 the backend may start reducing gradients across ranks as they become final.
+    void (*train_micro_step)(struct Backend *b, const int *inputs, const int *targets, int B, int T,
+                             float dloss, int k, int n);
+    // After the last micro-step: the sum over this rank's micro-steps of the micro-batch mean loss.
+    double (*step_loss_sum)(struct Backend *b);
+    // After the last micro-step: finish the gradient reduction across ranks (gradients become
+    // the mean over all ranks) and return the global L2 norm of the gradients.
+    float (*reduce_grads)(struct Backend *b);
+    // AdamW on the held range (ZeRO: then share the updated parameters). t = 1-based count of
+    // applied updates (bias correction); grad_scale multiplies the gradients (clipping);
+    // seed feeds stochastic rounding where the backend rounds.
+    void (*update)(struct Backend *b, float lr, float beta1, float beta2, float eps, float weight_decay,
+                   float grad_scale, int t, unsigned long long seed);
+    // Forward only: per-token losses (B*T floats, host memory) of a batch.
+    void (*forward_losses)(struct Backend *b, const int *inputs, const int *targets, int B, int T, float *losses);
+    // Forward only, one sequence of length T: softmax probabilities over the V real tokens at
+    // position pos (host memory, V floats).
+    void (*forward_probs)(struct Backend *b, const int *tokens, int T, int pos, float *probs);
+    // Model file I/O (save is called on rank 0 only).
+    void (*save_model)(struct Backend *b, const char *path);
+    void (*load_model)(struct Backend *b, const char *path);
+    // Copy optimizer state of [offset, offset+count) (inside the held range) out of / into the
+    // backend. master may be NULL: on get when !has_master; on set, to derive the master
+    // weights from the current parameters.
+    void (*get_opt_state)(struct Backend *b, size_t offset, size_t count, float *m, float *v, float *master);
+    void (*set_opt_state)(struct Backend *b, size_t offset, size_t count, const float *m, const float *v,
+                          const float *master);
+    // CRC-32 of the parameters as they would be saved (to prove all ranks hold the same model).
+    uint32_t (*params_crc)(struct Backend *b);
+} Backend;
+
+#endif  // LLMC_BACKEND_H

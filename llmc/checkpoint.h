@@ -1,0 +1,416 @@
+/*
+ * Checkpoints: crash-safe writing, verified loading, re-sharding across rank counts, pruning.
+ *
+ * A checkpoint of step N (N optimizer steps completed) in the output dir is
+ *   model_%08d.bin        the model file (model_io.h), written by rank 0
+ *   state_%08d_%05d.bin   one per rank: optimizer state of a slice of the parameters, the
+ *                         training position, the RNG and the numeric-guard history
+ *   DONE_%08d             written last by rank 0, after every rank has finished its files
+ * Every file is written under a temporary name, fsync'ed and renamed, so a crash leaves either
+ * the old file or the new one. A checkpoint without DONE is incomplete and never used.
+ *
+ * State file (this project's version 2 of llm.c's state file; all little-endian):
+ *   header 256 int32:
+ *     [0] 20240527 magic  [1] 2 version  [2] world size  [3] rank  [4] has fp32 master weights
+ *     [5] shuffle  [6] B  [7] T  [8..9] total batch d (int64)  [10] step  [11] AdamW updates
+ *     [12..13] number of parameters P (int64)  [14..15] slice offset (int64)  [16..17] slice count
+ *     [18..19] seed  [20..21] sampling RNG state  [22] guard count  [23] guard head
+ *     [24] guard consecutive skips  [25..26] guard total skips (int64)
+ *     [30..35] model config: maxT V Vp L NH C
+ *     [251] CRC-32 of the guard history  [252] CRC tag  [253] CRC-32 of m  [254] of v  [255] of master
+ *   payload: m[count], v[count], master[count] (if [4]), guard loss history[100], norm history[100]
+ * The slices of the W state files partition [0, P): rank r holds its ZeRO-1 shard, or without
+ * ZeRO the even split [P*r/W, P*(r+1)/W) (so no rank writes what another writes). On resume,
+ * each rank reads the parts of whichever old files overlap the range it needs: a run saved on
+ * 4 ranks resumes on 1, 2 or 8.
+ */
+#ifndef LLMC_CHECKPOINT_H
+#define LLMC_CHECKPOINT_H
+
+#include <dirent.h>
+#include "backend.h"
+#include "comm.h"
+#include "guard.h"
+
+#define STATE_MAGIC 20240527
+#define STATE_VERSION 2
+#define CKPT_CHUNK ((size_t)1 << 22)  // elements per chunk of optimizer state moved at once
+
+// what a checkpoint carries besides model and optimizer state
+typedef struct {
+    int step;                        // completed optimizer steps
+    int opt_steps;                   // applied AdamW updates (skipped steps excluded)
+    unsigned long long sample_rng;   // state of the sampling RNG
+    Guard guard;
+    // settings that define the data stream; a resume must use the same
+    int B, T, shuffle;
+    long long total_batch;
+    unsigned long long seed;
+} TrainState;
+
+static inline void ckpt_path(char *out, size_t n, const char *dir, const char *kind, int step, int rank) {
+    if (rank >= 0) {
+        snprintf(out, n, "%s/%s_%08d_%05d.bin", dir, kind, step, rank);
+    } else if (!strcmp(kind, "DONE")) {
+        snprintf(out, n, "%s/DONE_%08d", dir, step);
+    } else {
+        snprintf(out, n, "%s/%s_%08d.bin", dir, kind, step);
+    }
+}
+
+static inline void hdr_set64(int *h, int i, long long v) { memcpy(&h[i], &v, 8); }
+static inline long long hdr_get64(const int *h, int i) { long long v; memcpy(&v, &h[i], 8); return v; }
+
+// the slice of the optimizer state that `rank` writes
+static inline void ckpt_save_range(const Backend *b, const Comm *c, size_t *lo, size_t *n) {
+    if (b->opt_count < b->num_params) {  // ZeRO shard: each rank saves what it holds
+        *lo = b->opt_offset;
+        *n = b->opt_count;
+    } else {
+        size_t P = b->num_params;
+        *lo = (size_t)((unsigned long long)P * c->rank / c->world_size);
+        *n = (size_t)((unsigned long long)P * (c->rank + 1) / c->world_size) - *lo;
+    }
+}
+
+static inline void state_file_write(const char *path, Backend *b, const Comm *c, const TrainState *st) {
+    size_t lo, n;
+    ckpt_save_range(b, c, &lo, &n);
+    int h[HEADER_INTS];
+    memset(h, 0, sizeof(h));
+    h[0] = STATE_MAGIC; h[1] = STATE_VERSION; h[2] = c->world_size; h[3] = c->rank; h[4] = b->has_master;
+    h[5] = st->shuffle; h[6] = st->B; h[7] = st->T; hdr_set64(h, 8, st->total_batch);
+    h[10] = st->step; h[11] = st->opt_steps;
+    hdr_set64(h, 12, (long long)b->num_params); hdr_set64(h, 14, (long long)lo); hdr_set64(h, 16, (long long)n);
+    hdr_set64(h, 18, (long long)st->seed); hdr_set64(h, 20, (long long)st->sample_rng);
+    h[22] = st->guard.count; h[23] = st->guard.head; h[24] = st->guard.consecutive;
+    hdr_set64(h, 25, st->guard.total_skipped);
+    const GPT2Config *cf = &b->config;
+    h[30] = cf->max_seq_len; h[31] = cf->vocab_size; h[32] = cf->padded_vocab_size;
+    h[33] = cf->num_layers; h[34] = cf->num_heads; h[35] = cf->channels;
+    h[252] = MODEL_CRC_TAG;
+
+    AtomicFile af;
+    atomic_open(&af, path);
+    fwriteCheck(h, sizeof(int), HEADER_INTS, af.fp);
+    int nsec = b->has_master ? 3 : 2;
+    size_t chunk = n < CKPT_CHUNK ? (n > 0 ? n : 1) : CKPT_CHUNK;
+    float *buf[3];
+    for (int s = 0; s < 3; s++) { buf[s] = (float *)mallocCheck(chunk * sizeof(float)); }
+    uint32_t crc[3] = {0, 0, 0};
+    for (size_t off = 0; off < n; off += chunk) {
+        size_t m = n - off < chunk ? n - off : chunk;
+        b->get_opt_state(b, lo + off, m, buf[0], buf[1], b->has_master ? buf[2] : NULL);
+        for (int s = 0; s < nsec; s++) {
+            // section s starts after the header and s sections of n floats
+            fseekCheck(af.fp, HEADER_BYTES + (long)((s * n + off) * sizeof(float)), SEEK_SET);
+            fwriteCheck(buf[s], sizeof(float), m, af.fp);
+            crc[s] = crc32_update(crc[s], buf[s], m * sizeof(float));
+        }
+    }
+    for (int s = 0; s < 3; s++) { free(buf[s]); }
+    fseekCheck(af.fp, HEADER_BYTES + (long)(nsec * n * sizeof(float)), SEEK_SET);
+    uint32_t gcrc = crc32_update(0, st->guard.loss_hist, sizeof(st->guard.loss_hist));
+    gcrc = crc32_update(gcrc, st->guard.norm_hist, sizeof(st->guard.norm_hist));
+    fwriteCheck(st->guard.loss_hist, sizeof(float), GUARD_WINDOW, af.fp);
+    fwriteCheck(st->guard.norm_hist, sizeof(float), GUARD_WINDOW, af.fp);
+    h[251] = (int)gcrc; h[253] = (int)crc[0]; h[254] = (int)crc[1]; h[255] = (int)crc[2];
+    atomic_patch(&af, 0, h, sizeof(h));
+    atomic_commit(&af);
+}
+
+// read a state file's header and check its size; 0 if fine, else 1 with the reason in err
+static inline int state_file_header(const char *path, int h[HEADER_INTS], char *err, size_t errlen) {
+    if (!file_exists(path)) { snprintf(err, errlen, "state file '%s' is missing", path); return 1; }
+    long long size = file_size_bytes(path);
+    if (size < HEADER_BYTES) { snprintf(err, errlen, "state file '%s' is truncated (%lld bytes)", path, size); return 1; }
+    FILE *fp = fopenCheck(path, "rb");
+    freadCheck(h, sizeof(int), HEADER_INTS, fp);
+    fcloseCheck(fp);
+    if (h[0] != STATE_MAGIC || h[1] != STATE_VERSION) {
+        snprintf(err, errlen, "'%s' is not a version %d state file of this trainer (magic %d version %d)", path,
+                 STATE_VERSION, h[0], h[1]);
+        return 1;
+    }
+    long long n = hdr_get64(h, 16);
+    long long expected = HEADER_BYTES + (long long)((h[4] ? 3 : 2) * n + 2 * GUARD_WINDOW) * 4;
+    if (n < 0 || size != expected) {
+        snprintf(err, errlen, "state file '%s' is %lld bytes, its header implies %lld (truncated or corrupt)", path, size, expected);
+        return 1;
+    }
+    return 0;
+}
+
+// recompute all CRCs of a state file; 0 if they match
+static inline int state_file_verify(const char *path, const int h[HEADER_INTS]) {
+    long long n = hdr_get64(h, 16);
+    int nsec = h[4] ? 3 : 2;
+    FILE *fp = fopenCheck(path, "rb");
+    fseekCheck(fp, HEADER_BYTES, SEEK_SET);
+    float *buf = (float *)mallocCheck(CKPT_CHUNK * sizeof(float));
+    int bad = 0;
+    for (int s = 0; s < nsec; s++) {
+        uint32_t crc = 0;
+        for (long long off = 0; off < n; off += CKPT_CHUNK) {
+            size_t m = (size_t)(n - off < (long long)CKPT_CHUNK ? n - off : (long long)CKPT_CHUNK);
+            freadCheck(buf, sizeof(float), m, fp);
+            crc = crc32_update(crc, buf, m * sizeof(float));
+        }
+        if (crc != (uint32_t)h[253 + s]) { bad = 1; }
+    }
+    freadCheck(buf, sizeof(float), 2 * GUARD_WINDOW, fp);
+    if (crc32_update(0, buf, 2 * GUARD_WINDOW * sizeof(float)) != (uint32_t)h[251]) { bad = 1; }
+    free(buf);
+    fcloseCheck(fp);
+    return bad;
+}
+
+// ----------------------------------------------------------------------------
+// saving
+
+static inline void checkpoint_prune(const char *dir, int keep);
+
+// all ranks call this; rank 0 writes the model and the DONE marker after everyone's state file
+static inline void checkpoint_save(const char *dir, Backend *b, Comm *c, const TrainState *st, int keep) {
+    char path[4096];
+    if (c->rank == 0) {
+        ckpt_path(path, sizeof(path), dir, "model", st->step, -1);
+        b->save_model(b, path);
+    }
+    ckpt_path(path, sizeof(path), dir, "state", st->step, c->rank);
+    state_file_write(path, b, c, st);
+    c->barrier(c);  // every file of this checkpoint is on disk
+    if (c->rank == 0) {
+        ckpt_path(path, sizeof(path), dir, "DONE", st->step, -1);
+        AtomicFile af;
+        atomic_open(&af, path);
+        char text[256];
+        int len = snprintf(text, sizeof(text), "step %d\nworld_size %d\n", st->step, c->world_size);
+        atomic_write(&af, text, (size_t)len, 0);
+        atomic_commit(&af);
+        if (keep > 0) { checkpoint_prune(dir, keep); }
+    }
+}
+
+// steps of the DONE markers in dir, newest first; returns the count (list is malloc'ed)
+static inline int checkpoint_list(const char *dir, int **steps_out) {
+    int cap = 16, n = 0;
+    int *steps = (int *)mallocCheck(cap * sizeof(int));
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            int step;
+            char tail;
+            if (strncmp(e->d_name, "DONE_", 5) == 0 && strlen(e->d_name) == 13 &&
+                sscanf(e->d_name + 5, "%d%c", &step, &tail) == 1) {
+                if (n == cap) { cap *= 2; steps = (int *)realloc(steps, cap * sizeof(int)); }
+                steps[n++] = step;
+            }
+        }
+        closedir(d);
+    }
+    for (int i = 1; i < n; i++) {  // insertion sort, descending
+        int v = steps[i], j = i - 1;
+        while (j >= 0 && steps[j] < v) { steps[j + 1] = steps[j]; j--; }
+        steps[j + 1] = v;
+    }
+    *steps_out = steps;
+    return n;
+}
+
+static inline int read_done_world_size(const char *dir, int step) {
+    char path[4096];
+    ckpt_path(path, sizeof(path), dir, "DONE", step, -1);
+    FILE *fp = fopen(path, "r");
+    if (!fp) { return -1; }
+    int s = -1, w = -1;
+    if (fscanf(fp, "step %d\nworld_size %d", &s, &w) != 2 || s != step) { w = -1; }
+    fclose(fp);
+    return w;
+}
+
+// delete the files of checkpoint `step` (DONE first, so a crash midway leaves it incomplete, not wrong)
+static inline void checkpoint_delete(const char *dir, int step) {
+    char path[4096];
+    int w = read_done_world_size(dir, step);
+    ckpt_path(path, sizeof(path), dir, "DONE", step, -1);
+    remove(path);
+    ckpt_path(path, sizeof(path), dir, "model", step, -1);
+    remove(path);
+    for (int r = 0; r < (w > 0 ? w : 0); r++) {
+        ckpt_path(path, sizeof(path), dir, "state", step, r);
+        remove(path);
+    }
+}
+
+// keep the newest `keep` complete checkpoints (the newest one is never deleted)
+static inline void checkpoint_prune(const char *dir, int keep) {
+    int *steps;
+    int n = checkpoint_list(dir, &steps);
+    for (int i = (keep > 1 ? keep : 1); i < n; i++) { checkpoint_delete(dir, steps[i]); }
+    free(steps);
+}
+
+// ----------------------------------------------------------------------------
+// loading
+
+/*
+ * Check that checkpoint `step` is complete and intact for this rank: the model file and every
+ * old state file whose slice overlaps the range this rank holds. Returns 0, or 1 with the
+ * reason in err. Fatal mismatches (another model size, other data settings) die right away:
+ * they are mistakes in the command line, not damage, and an older checkpoint would not help.
+ */
+static inline int checkpoint_verify(const char *dir, int step, Backend *b, const TrainState *cur, char *err, size_t errlen) {
+    char path[4096];
+    int w = read_done_world_size(dir, step);
+    if (w <= 0) { snprintf(err, errlen, "marker DONE_%08d in '%s' is unreadable", step, dir); return 1; }
+    ckpt_path(path, sizeof(path), dir, "model", step, -1);
+    ModelFileInfo info;
+    if (model_file_probe(path, &info, err, errlen)) { return 1; }
+    if (!gpt2_config_equal(&info.config, &b->config)) {
+        llmc_die("checkpoint model '%s' is L=%d C=%d NH=%d V=%d maxT=%d, but this run's model (-e) is L=%d C=%d NH=%d "
+                 "V=%d maxT=%d; resume with the -e of the run that wrote it, or use another -o",
+                 path, info.config.num_layers, info.config.channels, info.config.num_heads, info.config.vocab_size,
+                 info.config.max_seq_len, b->config.num_layers, b->config.channels, b->config.num_heads,
+                 b->config.vocab_size, b->config.max_seq_len);
+    }
+    if (model_file_verify(path, &info)) { snprintf(err, errlen, "model file '%s' fails its checksum", path); return 1; }
+    size_t lo = b->opt_offset, hi = b->opt_offset + b->opt_count;
+    long long covered = 0;
+    for (int r = 0; r < w; r++) {
+        int h[HEADER_INTS];
+        ckpt_path(path, sizeof(path), dir, "state", step, r);
+        if (state_file_header(path, h, err, errlen)) { return 1; }
+        if (h[2] != w || h[3] != r || hdr_get64(h, 12) != (long long)b->num_params || h[10] != step) {
+            snprintf(err, errlen, "state file '%s' does not belong to checkpoint %d of %d ranks with %zu parameters "
+                     "(header: step %d, rank %d of %d, %lld parameters)", path, step, w, b->num_params, h[10], h[3],
+                     h[2], hdr_get64(h, 12));
+            return 1;
+        }
+        if (h[7] != cur->T || hdr_get64(h, 8) != cur->total_batch || h[5] != cur->shuffle ||
+            (unsigned long long)hdr_get64(h, 18) != cur->seed) {
+            llmc_die("checkpoint '%s' was written with -t %d -d %lld -sh %d -rs %llu; this run has -t %d -d %lld -sh %d "
+                     "-rs %llu; the data position of a resumed run depends on these, so resume with the same values",
+                     path, h[7], hdr_get64(h, 8), h[5], (unsigned long long)hdr_get64(h, 18), cur->T, cur->total_batch,
+                     cur->shuffle, cur->seed);
+        }
+        long long flo = hdr_get64(h, 14), fn = hdr_get64(h, 16);
+        if (flo != covered) {
+            snprintf(err, errlen, "state files of checkpoint %d do not tile the parameters (rank %d starts at %lld, expected %lld)",
+                     step, r, flo, covered);
+            return 1;
+        }
+        covered += fn;
+        int overlaps = (size_t)flo < hi && (size_t)(flo + fn) > lo;
+        if ((overlaps || r == 0) && state_file_verify(path, h)) {
+            snprintf(err, errlen, "state file '%s' fails its checksum", path);
+            return 1;
+        }
+    }
+    if (covered != (long long)b->num_params) {
+        snprintf(err, errlen, "state files of checkpoint %d cover %lld of %zu parameters", step, covered, b->num_params);
+        return 1;
+    }
+    return 0;
+}
+
+// load a verified checkpoint: model, this rank's optimizer range (re-sharded), and the train state
+static inline void checkpoint_load(const char *dir, int step, Backend *b, TrainState *st) {
+    char path[4096];
+    int w = read_done_world_size(dir, step);
+    ckpt_path(path, sizeof(path), dir, "model", step, -1);
+    b->load_model(b, path);
+    size_t lo = b->opt_offset, n = b->opt_count;
+    size_t chunk = n < CKPT_CHUNK ? (n > 0 ? n : 1) : CKPT_CHUNK;
+    float *buf[3];
+    for (int s = 0; s < 3; s++) { buf[s] = (float *)mallocCheck(chunk * sizeof(float)); }
+    // old files' headers, once
+    int (*hdr)[HEADER_INTS] = (int (*)[HEADER_INTS])mallocCheck((size_t)w * sizeof(*hdr));
+    char err[1024];
+    for (int r = 0; r < w; r++) {
+        ckpt_path(path, sizeof(path), dir, "state", step, r);
+        if (state_file_header(path, hdr[r], err, sizeof(err))) { llmc_die("%s", err); }
+    }
+    int file_master = hdr[0][4];
+    for (size_t off = 0; off < n; off += chunk) {
+        size_t m = n - off < chunk ? n - off : chunk;
+        size_t a = lo + off, z = a + m;  // parameter range of this chunk
+        for (int r = 0; r < w; r++) {
+            size_t flo = (size_t)hdr_get64(hdr[r], 14), fn = (size_t)hdr_get64(hdr[r], 16);
+            size_t s0 = a > flo ? a : flo, s1 = z < flo + fn ? z : flo + fn;
+            if (s0 >= s1) { continue; }
+            ckpt_path(path, sizeof(path), dir, "state", step, r);
+            FILE *fp = fopenCheck(path, "rb");
+            for (int s = 0; s < (file_master ? 3 : 2); s++) {
+                fseekCheck(fp, HEADER_BYTES + (long)((s * fn + (s0 - flo)) * sizeof(float)), SEEK_SET);
+                freadCheck(buf[s] + (s0 - a), sizeof(float), s1 - s0, fp);
+            }
+            fcloseCheck(fp);
+        }
+        b->set_opt_state(b, a, m, buf[0], buf[1], (file_master && b->has_master) ? buf[2] : NULL);
+    }
+    // the train state is the same in every file; take rank 0's
+    const int *h = hdr[0];
+    st->step = h[10];
+    st->opt_steps = h[11];
+    st->sample_rng = (unsigned long long)hdr_get64(h, 20);
+    st->guard.count = h[22];
+    st->guard.head = h[23];
+    st->guard.consecutive = h[24];
+    st->guard.total_skipped = hdr_get64(h, 25);
+    ckpt_path(path, sizeof(path), dir, "state", step, 0);
+    FILE *fp = fopenCheck(path, "rb");
+    long long fn = hdr_get64(h, 16);
+    fseekCheck(fp, HEADER_BYTES + (long)((h[4] ? 3 : 2) * fn * (long long)sizeof(float)), SEEK_SET);
+    freadCheck(st->guard.loss_hist, sizeof(float), GUARD_WINDOW, fp);
+    freadCheck(st->guard.norm_hist, sizeof(float), GUARD_WINDOW, fp);
+    fcloseCheck(fp);
+    free(hdr);
+    for (int s = 0; s < 3; s++) { free(buf[s]); }
+}
+
+/*
+ * Resume (-y 1): find the newest complete, intact checkpoint in dir and load it. A torn or
+ * corrupt one is skipped with a warning naming the file. All ranks agree on the choice.
+ * Returns 1 if a checkpoint was loaded, 0 if there was none (the run starts fresh).
+ */
+static inline int checkpoint_resume(const char *dir, Backend *b, Comm *c, TrainState *st) {
+    int *steps = NULL;
+    int n = 0;
+    if (c->rank == 0) { n = checkpoint_list(dir, &steps); }
+    int count = n;
+    c->bcast(c, &count, sizeof(int));
+    if (c->rank != 0) { steps = (int *)mallocCheck((count > 0 ? count : 1) * sizeof(int)); }
+    if (count > 0) { c->bcast(c, steps, count * sizeof(int)); }
+    int loaded = 0;
+    for (int i = 0; i < count && !loaded; i++) {
+        char err[2048];
+        int bad = checkpoint_verify(dir, steps[i], b, st, err, sizeof(err));
+        if (bad) { llmc_warn("skipping checkpoint %d: %s", steps[i], err); }
+        int any_bad = bad;
+        c->allreduce_max_i32(c, &any_bad, 1);
+        if (any_bad) { continue; }
+        checkpoint_load(dir, steps[i], b, st);
+        loaded = 1;
+    }
+    free(steps);
+    return loaded;
+}
+
+// remove temporary files left by a killed writer (call on rank 0 before any rank writes)
+static inline void checkpoint_clean_tmp(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) { return; }
+    struct dirent *e;
+    char path[4096];
+    while ((e = readdir(d)) != NULL) {
+        if (strstr(e->d_name, ".tmp.") != NULL) {
+            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+            remove(path);
+        }
+    }
+    closedir(d);
+}
+
+#endif  // LLMC_CHECKPOINT_H

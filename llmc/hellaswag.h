@@ -1,0 +1,192 @@
+/*
+ * HellaSwag evaluation (multiple choice), shared by both trainers.
+ *
+ * Eval file (llm.c's layout, made by dev/data/hellaswag.sh): 256 int32 header (magic 20240522,
+ * version 1, number of examples, longest example in bytes), then per example a stream of uint16:
+ *   65535 (start), bytes of this example's stream, example index, label, number of completions,
+ *   context length, context tokens, then per completion: its length and its tokens.
+ *
+ * Scoring (acc_norm as llm.c reports it): each completion is appended to the context; the model's
+ * mean per-token loss over the completion's tokens scores it; the lowest wins. A row longer than
+ * T+1 tokens keeps its last T+1 (the context is cut from the left; the completion is kept whole
+ * when it fits). Rows of several examples are packed into batches of up to B rows whose length is
+ * the longest row in the batch, so short examples do not cost T positions each.
+ * Examples are split across ranks (example i on rank i % W) and the counts summed.
+ */
+#ifndef LLMC_HELLASWAG_H
+#define LLMC_HELLASWAG_H
+
+#include "utils.h"
+
+#define EVAL_MAGIC 20240522
+#define EVAL_VERSION 1
+#define EVAL_HINT "make it with: bash dev/data/hellaswag.sh"
+#define EVAL_MAX_COMPLETIONS 16
+
+typedef struct {
+    int label;
+    int num_completions;
+    int ctx_len;
+    const uint16_t *ctx;
+    int end_len[EVAL_MAX_COMPLETIONS];
+    const uint16_t *end[EVAL_MAX_COMPLETIONS];
+} EvalExample;
+
+typedef struct {
+    int num_examples;
+    EvalExample *ex;
+    uint16_t *stream;  // the file's token stream, which ex points into
+} EvalSet;
+
+static inline void evalset_load(EvalSet *es, const char *path, int vocab_size) {
+    if (!file_exists(path)) { llmc_die("HellaSwag file '%s' not found (-hf); %s", path, EVAL_HINT); }
+    long long size = file_size_bytes(path);
+    if (size < 1024 || (size - 1024) % 2 != 0) {
+        llmc_die("HellaSwag file '%s' is %lld bytes: truncated or not an eval file; %s", path, size, EVAL_HINT);
+    }
+    FILE *fp = fopenCheck(path, "rb");
+    int h[256];
+    freadCheck(h, sizeof(int), 256, fp);
+    if (h[0] != EVAL_MAGIC) { llmc_die("'%s' is not an eval file (magic %d, expected %d); %s", path, h[0], EVAL_MAGIC, EVAL_HINT); }
+    if (h[1] != EVAL_VERSION) {
+        llmc_die("HellaSwag file '%s' has version %d, this trainer reads version %d; %s", path, h[1], EVAL_VERSION, EVAL_HINT);
+    }
+    long long n16 = (size - 1024) / 2;
+    es->stream = (uint16_t *)mallocCheck((size_t)(n16 > 0 ? n16 : 1) * 2);
+    freadCheck(es->stream, 2, (size_t)n16, fp);
+    fcloseCheck(fp);
+    es->num_examples = h[2];
+    if (es->num_examples <= 0) { llmc_die("HellaSwag file '%s' holds %d examples; %s", path, h[2], EVAL_HINT); }
+    es->ex = (EvalExample *)mallocCheck(es->num_examples * sizeof(EvalExample));
+    long long p = 0;
+    for (int i = 0; i < es->num_examples; i++) {
+        const uint16_t *s = es->stream;
+        #define EVAL_NEED(k) if (p + (k) > n16) { llmc_die("HellaSwag file '%s' is truncated in example %d; %s", path, i, EVAL_HINT); }
+        EVAL_NEED(6);
+        long long start = p;
+        if (s[p] != 65535) { llmc_die("HellaSwag file '%s' is corrupt: example %d does not start with 65535; %s", path, i, EVAL_HINT); }
+        int bytes = s[p + 1];
+        EvalExample *e = &es->ex[i];
+        e->label = s[p + 3];
+        e->num_completions = s[p + 4];
+        if (e->num_completions < 1 || e->num_completions > EVAL_MAX_COMPLETIONS || e->label >= e->num_completions) {
+            llmc_die("HellaSwag file '%s': example %d has %d completions and label %d; %s", path, i, e->num_completions, e->label, EVAL_HINT);
+        }
+        e->ctx_len = s[p + 5];
+        p += 6;
+        EVAL_NEED(e->ctx_len);
+        e->ctx = s + p;
+        p += e->ctx_len;
+        for (int c = 0; c < e->num_completions; c++) {
+            EVAL_NEED(1);
+            e->end_len[c] = s[p++];
+            EVAL_NEED(e->end_len[c]);
+            e->end[c] = s + p;
+            p += e->end_len[c];
+            if (e->end_len[c] == 0) { llmc_die("HellaSwag file '%s': example %d has an empty completion", path, i); }
+        }
+        #undef EVAL_NEED
+        if ((p - start) * 2 != bytes) {
+            llmc_die("HellaSwag file '%s' is corrupt: example %d says %d bytes, holds %lld; %s", path, i, bytes, (p - start) * 2, EVAL_HINT);
+        }
+        for (long long k = start + 6; k < p; k++) {
+            if (s[k] >= vocab_size && s[k] != 65535) {
+                llmc_die("HellaSwag file '%s': example %d has token id %d, not below the model's vocab size %d", path, i, s[k], vocab_size);
+            }
+        }
+    }
+    if (p != n16) { llmc_die("HellaSwag file '%s' has %lld bytes after its %d examples (corrupt?)", path, (n16 - p) * 2, es->num_examples); }
+}
+
+static inline void evalset_free(EvalSet *es) {
+    free(es->ex);
+    free(es->stream);
+    memset(es, 0, sizeof(*es));
+}
+
+/*
+ * Build row `c` of example e for sequence length T: inputs/targets (len each, len <= T) and the
+ * positions [*score_from, len) whose losses score the completion. Returns len.
+ */
+static inline int eval_row(const EvalExample *e, int c, int T, int *inputs, int *targets, int *score_from) {
+    int total = e->ctx_len + e->end_len[c];  // tokens in context + completion
+    int skip = total - (T + 1) > 0 ? total - (T + 1) : 0;  // cut from the left to fit T+1 tokens
+    int len = total - skip - 1;
+    for (int t = 0; t < len + 1; t++) {
+        int k = t + skip;
+        int tok = k < e->ctx_len ? e->ctx[k] : e->end[c][k - e->ctx_len];
+        if (t < len) { inputs[t] = tok; }
+        if (t > 0) { targets[t - 1] = tok; }
+    }
+    // the first completion token is predicted at position ctx_len-1 (shifted by the cut)
+    int from = e->ctx_len - 1 - skip;
+    *score_from = from > 0 ? from : 0;
+    return len;
+}
+
+typedef void (*EvalForwardFn)(void *ctx, const int *inputs, const int *targets, int B, int T, float *losses);
+
+/*
+ * Evaluate examples rank, rank+W, ... (the first `limit` examples, or all if limit < 0) with
+ * batches of up to B rows of at most T positions. Returns the number this rank got right and
+ * writes how many it evaluated.
+ */
+static inline int evalset_run(const EvalSet *es, int limit, int rank, int world, int B, int T, EvalForwardFn fwd,
+                              void *ctx, int *evaluated) {
+    int n = limit >= 0 && limit < es->num_examples ? limit : es->num_examples;
+    int mine = n > rank ? (n - rank + world - 1) / world : 0;  // examples rank, rank+W, ... below n
+    int *inputs = (int *)mallocCheck((size_t)B * T * sizeof(int));
+    int *targets = (int *)mallocCheck((size_t)B * T * sizeof(int));
+    float *losses = (float *)mallocCheck((size_t)B * T * sizeof(float));
+    int *row_len = (int *)mallocCheck(B * sizeof(int));
+    int *row_from = (int *)mallocCheck(B * sizeof(int));
+    int *row_ex = (int *)mallocCheck(B * sizeof(int));  // local example index (0 .. mine-1)
+    int *row_c = (int *)mallocCheck(B * sizeof(int));   // completion
+    float *score = (float *)mallocCheck(((size_t)mine + 1) * EVAL_MAX_COMPLETIONS * sizeof(float));
+    // rows are queued example by example; a batch runs when B rows are queued or the examples end
+    int next_ex = 0, next_c = 0;
+    while (next_ex < mine) {
+        int nrows = 0;
+        while (next_ex < mine && nrows < B) {
+            row_ex[nrows] = next_ex;
+            row_c[nrows] = next_c;
+            nrows++;
+            if (++next_c == es->ex[rank + next_ex * world].num_completions) { next_c = 0; next_ex++; }
+        }
+        // the batch runs at the length of its longest row
+        int Tb = 1;
+        for (int r = 0; r < nrows; r++) {
+            const EvalExample *e = &es->ex[rank + row_ex[r] * world];
+            int len = e->ctx_len + e->end_len[row_c[r]] - 1;
+            if (len > Tb) { Tb = len < T ? len : T; }
+        }
+        for (int r = 0; r < nrows; r++) {
+            const EvalExample *e = &es->ex[rank + row_ex[r] * world];
+            int *in = inputs + (size_t)r * Tb, *tg = targets + (size_t)r * Tb;
+            row_len[r] = eval_row(e, row_c[r], Tb, in, tg, &row_from[r]);
+            // pad with the row's last tokens; causal attention keeps padding out of the scored positions
+            for (int t = row_len[r]; t < Tb; t++) { in[t] = in[row_len[r] - 1]; tg[t] = tg[row_len[r] - 1]; }
+        }
+        fwd(ctx, inputs, targets, nrows, Tb, losses);
+        for (int r = 0; r < nrows; r++) {
+            double sum = 0.0;
+            for (int t = row_from[r]; t < row_len[r]; t++) { sum += losses[(size_t)r * Tb + t]; }
+            score[(size_t)row_ex[r] * EVAL_MAX_COMPLETIONS + row_c[r]] = (float)(sum / (row_len[r] - row_from[r]));
+        }
+    }
+    int correct = 0;
+    for (int li = 0; li < mine; li++) {
+        const EvalExample *e = &es->ex[rank + li * world];
+        const float *sc = score + (size_t)li * EVAL_MAX_COMPLETIONS;
+        int best = 0;
+        for (int c = 1; c < e->num_completions; c++) {
+            if (sc[c] < sc[best]) { best = c; }
+        }
+        correct += best == e->label;
+    }
+    free(inputs); free(targets); free(losses); free(row_len); free(row_from); free(row_ex); free(row_c); free(score);
+    *evaluated = mine;
+    return correct;
+}
+
+#endif  // LLMC_HELLASWAG_H

@@ -1,0 +1,763 @@
+/*
+ * GPT-2 training on CPUs: fp32, OpenMP, OpenBLAS matmuls (or a built-in matmul with NO_BLAS),
+ * data-parallel across processes with MPI. The numerical reference for the CUDA trainer, and a
+ * real fallback where there is no GPU. Same flags, files and step line as train_gpt2cu.
+ *
+ * This file holds the layers (forward and backward), the model and its Backend; the training
+ * loop, data, checkpoints and everything else shared with the CUDA trainer live in llmc/.
+ *
+ * Shapes (legend in llmc/model_io.h): B batch, T time, C channels, NH heads, HS = C/NH,
+ * L layers, V vocab, Vp padded vocab, OC output channels of a matmul. Tensors are row-major.
+ * Backward convention: parameter gradients accumulate (+=) over micro-steps; activation
+ * gradients are overwritten (=) unless a function says it accumulates.
+ */
+#include <math.h>
+#include "llmc/utils.h"
+#include "llmc/model_io.h"
+#include "llmc/args.h"
+#include "llmc/comm.h"
+#include "llmc/backend.h"
+#include "llmc/train_loop.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#ifdef USE_BLAS
+#include <cblas.h>
+#endif
+
+// ----------------------------------------------------------------------------
+// layers
+
+// out (B,T,C) = wte[inp] + wpe[t]
+void encoder_forward(float *out, const int *inp, const float *wte, const float *wpe, int B, int T, int C) {
+    #pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            float *o = out + ((size_t)b * T + t) * C;
+            const float *we = wte + (size_t)inp[b * T + t] * C, *wp = wpe + (size_t)t * C;
+            for (int i = 0; i < C; i++) { o[i] = we[i] + wp[i]; }
+        }
+    }
+}
+
+// dwte, dwpe += ; dout (B,T,C)
+void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp, int B, int T, int C) {
+    // dwpe: each t owns its row, so t can run in parallel; b in a fixed order
+    #pragma omp parallel for
+    for (int t = 0; t < T; t++) {
+        for (int b = 0; b < B; b++) {
+            const float *d = dout + ((size_t)b * T + t) * C;
+            float *wp = dwpe + (size_t)t * C;
+            for (int i = 0; i < C; i++) { wp[i] += d[i]; }
+        }
+    }
+    // dwte: a token can repeat, so positions go in order (deterministic), channels in parallel
+    #pragma omp parallel for
+    for (int c0 = 0; c0 < C; c0 += 64) {
+        int c1 = c0 + 64 < C ? c0 + 64 : C;
+        for (int bt = 0; bt < B * T; bt++) {
+            const float *d = dout + (size_t)bt * C;
+            float *we = dwte + (size_t)inp[bt] * C;
+            for (int i = c0; i < c1; i++) { we[i] += d[i]; }
+        }
+    }
+}
+
+// out (B,T,C) = (inp - mean) * rstd * weight + bias; mean, rstd (B,T) saved for backward
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight, const float *bias,
+                       int B, int T, int C) {
+    #pragma omp parallel for
+    for (int bt = 0; bt < B * T; bt++) {
+        const float *x = inp + (size_t)bt * C;
+        float m = 0.0f;
+        #pragma omp simd reduction(+ : m)
+        for (int i = 0; i < C; i++) { m += x[i]; }
+        m /= C;
+        float v = 0.0f;
+        #pragma omp simd reduction(+ : v)
+        for (int i = 0; i < C; i++) { float d = x[i] - m; v += d * d; }
+        v /= C;
+        float s = 1.0f / sqrtf(v + 1e-5f);
+        float *o = out + (size_t)bt * C;
+        for (int i = 0; i < C; i++) { o[i] = (x[i] - m) * s * weight[i] + bias[i]; }
+        mean[bt] = m;
+        rstd[bt] = s;
+    }
+}
+
+// dinp += ; dweight, dbias += . Forward: out = norm * w + b, norm = (x - mean) * rstd.
+// d/dx: rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = dout * w
+void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                        const float *weight, const float *mean, const float *rstd, int B, int T, int C) {
+    #pragma omp parallel for
+    for (int bt = 0; bt < B * T; bt++) {
+        const float *d = dout + (size_t)bt * C, *x = inp + (size_t)bt * C;
+        float m = mean[bt], s = rstd[bt];
+        float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
+        #pragma omp simd reduction(+ : dnorm_mean, dnorm_norm_mean)
+        for (int i = 0; i < C; i++) {
+            float dn = d[i] * weight[i];
+            dnorm_mean += dn;
+            dnorm_norm_mean += dn * (x[i] - m) * s;
+        }
+        dnorm_mean /= C;
+        dnorm_norm_mean /= C;
+        float *di = dinp + (size_t)bt * C;
+        for (int i = 0; i < C; i++) {
+            float norm = (x[i] - m) * s;
+            di[i] += s * (d[i] * weight[i] - dnorm_mean - norm * dnorm_norm_mean);
+        }
+    }
+    // parameter gradients: each channel block sums over positions in a fixed order
+    #pragma omp parallel for
+    for (int c0 = 0; c0 < C; c0 += 64) {
+        int c1 = c0 + 64 < C ? c0 + 64 : C;
+        for (int bt = 0; bt < B * T; bt++) {
+            const float *d = dout + (size_t)bt * C, *x = inp + (size_t)bt * C;
+            float m = mean[bt], s = rstd[bt];
+            for (int i = c0; i < c1; i++) {
+                dbias[i] += d[i];
+                dweight[i] += (x[i] - m) * s * d[i];
+            }
+        }
+    }
+}
+
+// --- matmuls. Three shapes, named by how the second operand is used:
+//   nt: out (M,N)  = a (M,K) @ w (N,K)^T      forward
+//   nn: out (M,K)  = a (M,N) @ w (N,K)        input gradient
+//   tn: out (N,K) += a (M,N)^T @ x (M,K)      weight gradient (accumulates)
+#ifdef USE_BLAS
+static void gemm_nt(float *out, const float *a, const float *w, int M, int N, int K) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, w, K, 0.0f, out, N);
+}
+static void gemm_nn(float *out, const float *a, const float *w, int M, int N, int K) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, a, N, w, K, 0.0f, out, K);
+}
+static void gemm_tn_acc(float *out, const float *a, const float *x, int M, int N, int K) {
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, a, N, x, K, 1.0f, out, K);
+}
+#else
+// dependency-free versions: blocked so that the inner loops are contiguous and vectorize
+static void gemm_nt(float *out, const float *a, const float *w, int M, int N, int K) {
+    // 4 rows of a against one row of w at a time: w is streamed once per 4 rows
+    #pragma omp parallel for schedule(static)
+    for (int m0 = 0; m0 < M; m0 += 4) {
+        int mr = M - m0 < 4 ? M - m0 : 4;
+        for (int n = 0; n < N; n++) {
+            const float *wn = w + (size_t)n * K;
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int r = 0; r < mr; r++) {
+                const float *am = a + (size_t)(m0 + r) * K;
+                float s = 0.0f;
+                #pragma omp simd reduction(+ : s)
+                for (int k = 0; k < K; k++) { s += am[k] * wn[k]; }
+                acc[r] = s;
+            }
+            for (int r = 0; r < mr; r++) { out[(size_t)(m0 + r) * N + n] = acc[r]; }
+        }
+    }
+}
+static void gemm_nn(float *out, const float *a, const float *w, int M, int N, int K) {
+    #pragma omp parallel for schedule(static)
+    for (int m = 0; m < M; m++) {
+        float *om = out + (size_t)m * K;
+        for (int k = 0; k < K; k++) { om[k] = 0.0f; }
+        const float *am = a + (size_t)m * N;
+        for (int n = 0; n < N; n++) {
+            float s = am[n];
+            const float *wn = w + (size_t)n * K;
+            #pragma omp simd
+            for (int k = 0; k < K; k++) { om[k] += s * wn[k]; }
+        }
+    }
+}
+static void gemm_tn_acc(float *out, const float *a, const float *x, int M, int N, int K) {
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *on = out + (size_t)n * K;
+        for (int m = 0; m < M; m++) {
+            float s = a[(size_t)m * N + n];
+            const float *xm = x + (size_t)m * K;
+            #pragma omp simd
+            for (int k = 0; k < K; k++) { on[k] += s * xm[k]; }
+        }
+    }
+}
+#endif
+
+// out (B,T,OC) = inp (B,T,C) @ weight (OC,C)^T + bias (OC); bias may be NULL
+void matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int B, int T, int C, int OC) {
+    int M = B * T;
+    gemm_nt(out, inp, weight, M, OC, C);
+    if (bias != NULL) {
+        #pragma omp parallel for
+        for (int m = 0; m < M; m++) {
+            float *o = out + (size_t)m * OC;
+            for (int i = 0; i < OC; i++) { o[i] += bias[i]; }
+        }
+    }
+}
+
+// dinp (B,T,C) = dout @ weight; dweight (OC,C) += dout^T @ inp; dbias (OC) += sum of dout rows
+void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                     const float *weight, int B, int T, int C, int OC) {
+    int M = B * T;
+    gemm_nn(dinp, dout, weight, M, OC, C);
+    gemm_tn_acc(dweight, dout, inp, M, OC, C);
+    if (dbias != NULL) {
+        #pragma omp parallel for
+        for (int o0 = 0; o0 < OC; o0 += 64) {
+            int o1 = o0 + 64 < OC ? o0 + 64 : OC;
+            for (int m = 0; m < M; m++) {
+                const float *d = dout + (size_t)m * OC;
+                for (int o = o0; o < o1; o++) { dbias[o] += d[o]; }
+            }
+        }
+    }
+}
+
+/*
+ * Causal self-attention. inp = qkv (B,T,3C): q, k, v of head h at columns h*HS of each third.
+ * out (B,T,C); att (B,NH,T,T) keeps the softmax probabilities (row t, columns 0..t) for backward.
+ */
+void attention_forward(float *out, float *att, const float *inp, int B, int T, int C, int NH) {
+    int C3 = 3 * C, HS = C / NH;
+    float scale = 1.0f / sqrtf((float)HS);
+    #pragma omp parallel for collapse(3)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            for (int t = 0; t < T; t++) {
+                const float *q = inp + ((size_t)b * T + t) * C3 + h * HS;
+                float *a = att + (((size_t)b * NH + h) * T + t) * T;
+                float maxv = -INFINITY;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *k = inp + ((size_t)b * T + t2) * C3 + C + h * HS;
+                    float s = 0.0f;
+                    #pragma omp simd reduction(+ : s)
+                    for (int i = 0; i < HS; i++) { s += q[i] * k[i]; }
+                    s *= scale;
+                    a[t2] = s;
+                    if (s > maxv) { maxv = s; }
+                }
+                float sum = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) { a[t2] = expf(a[t2] - maxv); sum += a[t2]; }
+                float inv = 1.0f / sum;
+                for (int t2 = 0; t2 <= t; t2++) { a[t2] *= inv; }
+                float *o = out + ((size_t)b * T + t) * C + h * HS;
+                for (int i = 0; i < HS; i++) { o[i] = 0.0f; }
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *v = inp + ((size_t)b * T + t2) * C3 + 2 * C + h * HS;
+                    float p = a[t2];
+                    for (int i = 0; i < HS; i++) { o[i] += p * v[i]; }
+                }
+            }
+        }
+    }
+}
+
+/*
+ * dinp (B,T,3C) = gradient of the forward above. Each (b, h) is one task: it owns the dq, dk,
+ * dv columns of its head, so tasks never write the same memory. scratch: T floats per thread.
+ * Softmax backward: dpre = p * (dp - sum(p * dp)); then dq = scale * dpre @ k, dk = scale * dpre^T @ q.
+ */
+void attention_backward(float *dinp, const float *dout, const float *inp, const float *att, int B, int T, int C, int NH) {
+    int C3 = 3 * C, HS = C / NH;
+    float scale = 1.0f / sqrtf((float)HS);
+    #pragma omp parallel
+    {
+        float *dp = (float *)mallocCheck((size_t)T * sizeof(float));
+        #pragma omp for collapse(2)
+        for (int b = 0; b < B; b++) {
+            for (int h = 0; h < NH; h++) {
+                for (int t = 0; t < T; t++) {  // zero this head's columns of dq, dk, dv
+                    float *d = dinp + ((size_t)b * T + t) * C3 + h * HS;
+                    for (int i = 0; i < HS; i++) { d[i] = 0.0f; d[C + i] = 0.0f; d[2 * C + i] = 0.0f; }
+                }
+                for (int t = 0; t < T; t++) {
+                    const float *a = att + (((size_t)b * NH + h) * T + t) * T;
+                    const float *dy = dout + ((size_t)b * T + t) * C + h * HS;
+                    const float *q = inp + ((size_t)b * T + t) * C3 + h * HS;
+                    float *dq = dinp + ((size_t)b * T + t) * C3 + h * HS;
+                    // out = att @ v: dp = dy @ v^T, dv += att^T dy
+                    float dot = 0.0f;
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        const float *v = inp + ((size_t)b * T + t2) * C3 + 2 * C + h * HS;
+                        float *dv = dinp + ((size_t)b * T + t2) * C3 + 2 * C + h * HS;
+                        float s = 0.0f;
+                        #pragma omp simd reduction(+ : s)
+                        for (int i = 0; i < HS; i++) { s += dy[i] * v[i]; }
+                        dp[t2] = s;
+                        dot += a[t2] * s;
+                        float p = a[t2];
+                        for (int i = 0; i < HS; i++) { dv[i] += p * dy[i]; }
+                    }
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        float dpre = a[t2] * (dp[t2] - dot) * scale;
+                        const float *k = inp + ((size_t)b * T + t2) * C3 + C + h * HS;
+                        float *dk = dinp + ((size_t)b * T + t2) * C3 + C + h * HS;
+                        for (int i = 0; i < HS; i++) {
+                            dq[i] += dpre * k[i];
+                            dk[i] += dpre * q[i];
+                        }
+                    }
+                }
+            }
+        }
+        free(dp);
+    }
+}
+
+#define GELU_SCALE 0.7978845608028654f  // sqrt(2/pi)
+// out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+void gelu_forward(float *out, const float *inp, size_t N) {
+    #pragma omp parallel for simd
+    for (size_t i = 0; i < N; i++) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
+    }
+}
+
+// dinp = dout * gelu'(inp)
+void gelu_backward(float *dinp, const float *inp, const float *dout, size_t N) {
+    #pragma omp parallel for simd
+    for (size_t i = 0; i < N; i++) {
+        float x = inp[i];
+        float u = GELU_SCALE * (x + 0.044715f * x * x * x);
+        float th = tanhf(u);
+        float sech2 = 1.0f - th * th;
+        float local = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] = local * dout[i];
+    }
+}
+
+// out = a + b
+void residual_forward(float *out, const float *a, const float *b, size_t N) {
+    #pragma omp parallel for simd
+    for (size_t i = 0; i < N; i++) { out[i] = a[i] + b[i]; }
+}
+
+/*
+ * Classifier: logits (B,T,Vp) are turned in place into probabilities over the V real tokens
+ * (padded columns set to 0); losses (B,T) = -log p[target] when targets is not NULL.
+ */
+void softmax_crossentropy_forward(float *logits, float *losses, const int *targets, int B, int T, int V, int Vp) {
+    #pragma omp parallel for
+    for (int bt = 0; bt < B * T; bt++) {
+        float *p = logits + (size_t)bt * Vp;
+        float maxv = -INFINITY;
+        for (int i = 0; i < V; i++) { if (p[i] > maxv) { maxv = p[i]; } }
+        double sum = 0.0;  // V terms: accumulate in double so the loss keeps fp32 accuracy
+        for (int i = 0; i < V; i++) { p[i] = expf(p[i] - maxv); sum += p[i]; }
+        float inv = (float)(1.0 / sum);
+        for (int i = 0; i < V; i++) { p[i] *= inv; }
+        for (int i = V; i < Vp; i++) { p[i] = 0.0f; }
+        if (targets != NULL) { losses[bt] = -logf(p[targets[bt]]); }
+    }
+}
+
+// probs (B,T,Vp) become dlogits = (probs - onehot(target)) * dloss, in place
+void softmax_crossentropy_backward(float *probs, const int *targets, float dloss, int B, int T, int V, int Vp) {
+    #pragma omp parallel for
+    for (int bt = 0; bt < B * T; bt++) {
+        float *p = probs + (size_t)bt * Vp;
+        for (int i = 0; i < V; i++) { p[i] *= dloss; }
+        p[targets[bt]] -= dloss;
+    }
+}
+
+// AdamW on n elements. Decoupled weight decay: p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p)
+void adamw_update(float *params, const float *grads, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                  float eps, float wd, float grad_scale, int t) {
+    float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);
+    #pragma omp parallel for simd
+    for (size_t i = 0; i < n; i++) {
+        float g = grads[i] * grad_scale;
+        float mi = beta1 * m[i] + (1.0f - beta1) * g;
+        float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        float mhat = mi / bc1, vhat = vi / bc2;
+        params[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * params[i]);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// the model
+
+typedef struct {
+    float *wte;       // (Vp, C)
+    float *wpe;       // (maxT, C)
+    float *ln1w;      // (L, C)
+    float *ln1b;      // (L, C)
+    float *qkvw;      // (L, 3C, C)
+    float *qkvb;      // (L, 3C)
+    float *attprojw;  // (L, C, C)
+    float *attprojb;  // (L, C)
+    float *ln2w;      // (L, C)
+    float *ln2b;      // (L, C)
+    float *fcw;       // (L, 4C, C)
+    float *fcb;       // (L, 4C)
+    float *fcprojw;   // (L, C, 4C)
+    float *fcprojb;   // (L, C)
+    float *lnfw;      // (C)
+    float *lnfb;      // (C)
+} ParameterTensors;
+
+static void point_parameters(ParameterTensors *p, float *base, const size_t sizes[NUM_PARAMETER_TENSORS]) {
+    float **ptrs[NUM_PARAMETER_TENSORS] = {&p->wte, &p->wpe, &p->ln1w, &p->ln1b, &p->qkvw, &p->qkvb,
+        &p->attprojw, &p->attprojb, &p->ln2w, &p->ln2b, &p->fcw, &p->fcb, &p->fcprojw, &p->fcprojb, &p->lnfw, &p->lnfb};
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { *ptrs[i] = base; base += sizes[i]; }
+}
+
+// activations of the forward pass, sized for the maximum B and T; per-layer tensors are stacked
+typedef struct {
+    float *encoded;    // (B, T, C)
+    float *ln1;        // (L, B, T, C)
+    float *ln1_mean;   // (L, B, T)
+    float *ln1_rstd;   // (L, B, T)
+    float *qkv;        // (L, B, T, 3C)
+    float *atty;       // (L, B, T, C)
+    float *att;        // (L, B, NH, T, T)
+    float *residual2;  // (L, B, T, C)
+    float *ln2;        // (L, B, T, C)
+    float *ln2_mean;   // (L, B, T)
+    float *ln2_rstd;   // (L, B, T)
+    float *fch;        // (L, B, T, 4C)
+    float *fch_gelu;   // (L, B, T, 4C)
+    float *residual3;  // (L, B, T, C)
+    float *lnf;        // (B, T, C)
+    float *lnf_mean;   // (B, T)
+    float *lnf_rstd;   // (B, T)
+    float *logits;     // (B, T, Vp): logits, then probabilities, then their gradient
+    float *losses;     // (B, T)
+    // backward scratch, one layer at a time
+    float *dresidual;  // (B, T, C) gradient of the residual stream
+    float *dbuf_c;     // (B, T, C)
+    float *dbuf_4c;    // (B, T, 4C)
+    float *dbuf_3c;    // (B, T, 3C)
+    float *proj;       // (B, T, C) output of a residual projection before the add
+} ActivationTensors;
+
+typedef struct {
+    GPT2Config config;
+    size_t param_sizes[NUM_PARAMETER_TENSORS];
+    size_t num_params;
+    float *params_memory;
+    float *grads_memory;
+    float *m_memory;
+    float *v_memory;
+    ParameterTensors params;
+    ParameterTensors grads;
+    ActivationTensors acts;
+    float *acts_memory;
+    int batch_size;   // the maxima acts were sized for
+    int seq_len;
+    int *targets_copy;  // (B, T) the targets of the last forward, for backward
+    int *inputs_copy;   // (B, T)
+    double step_loss;   // sum of micro-batch mean losses in the current step
+    Comm *comm;
+    float *logits_out;  // tests: if set, the forward copies the raw logits (B,T,Vp) here
+} GPT2;
+
+static void gpt2_alloc_activations(GPT2 *m, int B, int T) {
+    size_t L = m->config.num_layers, C = m->config.channels, NH = m->config.num_heads, Vp = m->config.padded_vocab_size;
+    size_t BT = (size_t)B * T;
+    size_t sizes[] = {BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * C, L * BT * C, L * B * NH * (size_t)T * T,
+                      L * BT * C, L * BT * C, L * BT, L * BT, L * BT * 4 * C, L * BT * 4 * C, L * BT * C, BT * C, BT, BT,
+                      BT * Vp, BT, BT * C, BT * C, BT * 4 * C, BT * 3 * C, BT * C};
+    float **ptrs[] = {&m->acts.encoded, &m->acts.ln1, &m->acts.ln1_mean, &m->acts.ln1_rstd, &m->acts.qkv, &m->acts.atty,
+                      &m->acts.att, &m->acts.residual2, &m->acts.ln2, &m->acts.ln2_mean, &m->acts.ln2_rstd, &m->acts.fch,
+                      &m->acts.fch_gelu, &m->acts.residual3, &m->acts.lnf, &m->acts.lnf_mean, &m->acts.lnf_rstd,
+                      &m->acts.logits, &m->acts.losses, &m->acts.dresidual, &m->acts.dbuf_c, &m->acts.dbuf_4c,
+                      &m->acts.dbuf_3c, &m->acts.proj};
+    int n = sizeof(sizes) / sizeof(sizes[0]);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) { total += sizes[i]; }
+    m->acts_memory = (float *)mallocCheck(total * sizeof(float));
+    float *p = m->acts_memory;
+    for (int i = 0; i < n; i++) { *ptrs[i] = p; p += sizes[i]; }
+    m->batch_size = B;
+    m->seq_len = T;
+    m->targets_copy = (int *)mallocCheck(BT * sizeof(int));
+    m->inputs_copy = (int *)mallocCheck(BT * sizeof(int));
+}
+
+// allocate parameters, gradients, optimizer state and activations; params are uninitialised
+void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T) {
+    memset(m, 0, sizeof(*m));
+    m->config = *config;
+    gpt2_param_sizes(m->param_sizes, config);
+    m->num_params = gpt2_num_params(config);
+    m->params_memory = (float *)mallocCheck(m->num_params * sizeof(float));
+    m->grads_memory = (float *)callocCheck(m->num_params, sizeof(float));
+    m->m_memory = (float *)callocCheck(m->num_params, sizeof(float));
+    m->v_memory = (float *)callocCheck(m->num_params, sizeof(float));
+    point_parameters(&m->params, m->params_memory, m->param_sizes);
+    point_parameters(&m->grads, m->grads_memory, m->param_sizes);
+    gpt2_alloc_activations(m, B, T);
+}
+
+void gpt2_free(GPT2 *m) {
+    free(m->params_memory); free(m->grads_memory); free(m->m_memory); free(m->v_memory);
+    free(m->acts_memory); free(m->targets_copy); free(m->inputs_copy);
+}
+
+// load parameters from a model file (v3 or v5); the file must match the built config
+void gpt2_load(GPT2 *m, const char *path) {
+    ModelFileInfo info;
+    model_file_info(path, &info);
+    if (!gpt2_config_equal(&info.config, &m->config)) {
+        llmc_die("model file '%s' has L=%d C=%d NH=%d V=%d maxT=%d, expected L=%d C=%d NH=%d V=%d maxT=%d", path,
+                 info.config.num_layers, info.config.channels, info.config.num_heads, info.config.vocab_size,
+                 info.config.max_seq_len, m->config.num_layers, m->config.channels, m->config.num_heads,
+                 m->config.vocab_size, m->config.max_seq_len);
+    }
+    model_file_load(path, &info, m->params_memory, NULL);
+}
+
+/*
+ * Forward pass for B sequences of T tokens (B, T at most the built sizes). With targets, fills
+ * acts.losses (B,T) and returns their mean; without, returns 0. Leaves probabilities in acts.logits.
+ */
+float gpt2_forward(GPT2 *m, const int *inputs, const int *targets, int B, int T) {
+    if (B > m->batch_size || T > m->seq_len) {
+        llmc_die("internal: forward with B=%d T=%d, built for B=%d T=%d", B, T, m->batch_size, m->seq_len);
+    }
+    int C = m->config.channels, NH = m->config.num_heads, L = m->config.num_layers;
+    int V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
+    size_t BT = (size_t)B * T;
+    ParameterTensors *p = &m->params;
+    ActivationTensors *a = &m->acts;
+    memcpy(m->inputs_copy, inputs, BT * sizeof(int));
+    if (targets) { memcpy(m->targets_copy, targets, BT * sizeof(int)); }
+
+    encoder_forward(a->encoded, inputs, p->wte, p->wpe, B, T, C);
+    for (int l = 0; l < L; l++) {
+        const float *residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BT * C;
+        float *ln1 = a->ln1 + l * BT * C, *ln1_mean = a->ln1_mean + l * BT, *ln1_rstd = a->ln1_rstd + l * BT;
+        float *qkv = a->qkv + l * BT * 3 * C, *atty = a->atty + l * BT * C;
+        float *att = a->att + (size_t)l * B * NH * T * T;
+        float *residual2 = a->residual2 + l * BT * C;
+        float *ln2 = a->ln2 + l * BT * C, *ln2_mean = a->ln2_mean + l * BT, *ln2_rstd = a->ln2_rstd + l * BT;
+        float *fch = a->fch + l * BT * 4 * C, *fch_gelu = a->fch_gelu + l * BT * 4 * C;
+        float *residual3 = a->residual3 + l * BT * C;
+
+        layernorm_forward(ln1, ln1_mean, ln1_rstd, residual, p->ln1w + l * C, p->ln1b + l * C, B, T, C);
+        matmul_forward(qkv, ln1, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + l * 3 * C, B, T, C, 3 * C);
+        attention_forward(atty, att, qkv, B, T, C, NH);
+        matmul_forward(a->proj, atty, p->attprojw + (size_t)l * C * C, p->attprojb + l * C, B, T, C, C);
+        residual_forward(residual2, residual, a->proj, BT * C);
+        layernorm_forward(ln2, ln2_mean, ln2_rstd, residual2, p->ln2w + l * C, p->ln2b + l * C, B, T, C);
+        matmul_forward(fch, ln2, p->fcw + (size_t)l * 4 * C * C, p->fcb + l * 4 * C, B, T, C, 4 * C);
+        gelu_forward(fch_gelu, fch, BT * 4 * C);
+        matmul_forward(a->proj, fch_gelu, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + l * C, B, T, 4 * C, C);
+        residual_forward(residual3, residual2, a->proj, BT * C);
+    }
+    const float *last = a->residual3 + (L - 1) * BT * C;
+    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, last, p->lnfw, p->lnfb, B, T, C);
+    matmul_forward(a->logits, a->lnf, p->wte, NULL, B, T, C, Vp);
+    if (m->logits_out) { memcpy(m->logits_out, a->logits, BT * Vp * sizeof(float)); }
+    softmax_crossentropy_forward(a->logits, a->losses, targets, B, T, V, Vp);
+    if (!targets) { return 0.0f; }
+    double sum = 0.0;
+    for (size_t i = 0; i < BT; i++) { sum += a->losses[i]; }
+    return (float)(sum / BT);
+}
+
+// backward of the last forward (which had targets); gradients accumulate into m->grads
+void gpt2_backward(GPT2 *m, float dloss, int B, int T) {
+    int C = m->config.channels, NH = m->config.num_heads, L = m->config.num_layers;
+    int V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
+    size_t BT = (size_t)B * T;
+    ParameterTensors *p = &m->params, *g = &m->grads;
+    ActivationTensors *a = &m->acts;
+
+    softmax_crossentropy_backward(a->logits, m->targets_copy, dloss, B, T, V, Vp);
+    // logits = lnf @ wte^T
+    matmul_backward(a->dbuf_c, g->wte, NULL, a->logits, a->lnf, p->wte, B, T, C, Vp);
+    memset(a->dresidual, 0, BT * C * sizeof(float));
+    const float *last = a->residual3 + (L - 1) * BT * C;
+    layernorm_backward(a->dresidual, g->lnfw, g->lnfb, a->dbuf_c, last, p->lnfw, a->lnf_mean, a->lnf_rstd, B, T, C);
+
+    for (int l = L - 1; l >= 0; l--) {
+        const float *residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BT * C;
+        float *ln1 = a->ln1 + l * BT * C, *ln1_mean = a->ln1_mean + l * BT, *ln1_rstd = a->ln1_rstd + l * BT;
+        float *qkv = a->qkv + l * BT * 3 * C, *atty = a->atty + l * BT * C;
+        float *att = a->att + (size_t)l * B * NH * T * T;
+        float *residual2 = a->residual2 + l * BT * C;
+        float *ln2 = a->ln2 + l * BT * C, *ln2_mean = a->ln2_mean + l * BT, *ln2_rstd = a->ln2_rstd + l * BT;
+        float *fch = a->fch + l * BT * 4 * C, *fch_gelu = a->fch_gelu + l * BT * 4 * C;
+
+        // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))): dresidual passes through unchanged
+        matmul_backward(a->dbuf_4c, g->fcprojw + (size_t)l * C * 4 * C, g->fcprojb + l * C, a->dresidual, fch_gelu,
+                        p->fcprojw + (size_t)l * C * 4 * C, B, T, 4 * C, C);
+        gelu_backward(a->dbuf_4c, fch, a->dbuf_4c, BT * 4 * C);
+        matmul_backward(a->dbuf_c, g->fcw + (size_t)l * 4 * C * C, g->fcb + l * 4 * C, a->dbuf_4c, ln2,
+                        p->fcw + (size_t)l * 4 * C * C, B, T, C, 4 * C);
+        layernorm_backward(a->dresidual, g->ln2w + l * C, g->ln2b + l * C, a->dbuf_c, residual2, p->ln2w + l * C,
+                           ln2_mean, ln2_rstd, B, T, C);
+        // residual2 = residual + attproj(attention(qkv(ln1(residual))))
+        matmul_backward(a->dbuf_c, g->attprojw + (size_t)l * C * C, g->attprojb + l * C, a->dresidual, atty,
+                        p->attprojw + (size_t)l * C * C, B, T, C, C);
+        attention_backward(a->dbuf_3c, a->dbuf_c, qkv, att, B, T, C, NH);
+        matmul_backward(a->dbuf_c, g->qkvw + (size_t)l * 3 * C * C, g->qkvb + l * 3 * C, a->dbuf_3c, ln1,
+                        p->qkvw + (size_t)l * 3 * C * C, B, T, C, 3 * C);
+        layernorm_backward(a->dresidual, g->ln1w + l * C, g->ln1b + l * C, a->dbuf_c, residual, p->ln1w + l * C,
+                           ln1_mean, ln1_rstd, B, T, C);
+    }
+    encoder_backward(g->wte, g->wpe, a->dresidual, m->inputs_copy, B, T, C);
+}
+
+// AdamW over all tensors; weight decay only on the 2-D ones
+void gpt2_update(GPT2 *m, float lr, float beta1, float beta2, float eps, float wd, float grad_scale, int t) {
+    size_t off = 0;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        adamw_update(m->params_memory + off, m->grads_memory + off, m->m_memory + off, m->v_memory + off,
+                     m->param_sizes[i], lr, beta1, beta2, eps, gpt2_param_is_decayed(i) ? wd : 0.0f, grad_scale, t);
+        off += m->param_sizes[i];
+    }
+}
+
+// global L2 norm of the gradients (same on every rank after the all-reduce)
+float gpt2_grad_norm(GPT2 *m) {
+    double sum = 0.0;
+    #pragma omp parallel for reduction(+ : sum)
+    for (size_t i = 0; i < m->num_params; i++) { sum += (double)m->grads_memory[i] * m->grads_memory[i]; }
+    return (float)sqrt(sum);
+}
+
+// training FLOPs per token: 6 per parameter (forward 2, backward 4), plus attention's two T-long
+// matmuls per layer (QK^T and PV: 4*T*C forward, twice that backward), counted without the causal half
+static double gpt2_flops_per_token(const GPT2Config *c, int T) {
+    return 6.0 * (double)gpt2_num_params(c) + 12.0 * c->num_layers * (double)T * c->channels;
+}
+
+// ----------------------------------------------------------------------------
+// the Backend for the shared training loop
+
+static void cpu_train_micro_step(Backend *b, const int *inputs, const int *targets, int B, int T, float dloss, int k, int n) {
+    GPT2 *m = (GPT2 *)b->self;
+    if (k == 0) {
+        memset(m->grads_memory, 0, m->num_params * sizeof(float));
+        m->step_loss = 0.0;
+    }
+    m->step_loss += gpt2_forward(m, inputs, targets, B, T);
+    gpt2_backward(m, dloss, B, T);
+    (void)n;
+}
+
+static double cpu_step_loss_sum(Backend *b) { return ((GPT2 *)b->self)->step_loss; }
+
+static float cpu_reduce_grads(Backend *b) {
+    GPT2 *m = (GPT2 *)b->self;
+#ifdef USE_MPI
+    if (m->comm->world_size > 1) { comm_mpi_allreduce_sum_f32(m->grads_memory, m->num_params); }
+#endif
+    return gpt2_grad_norm(m);
+}
+
+static void cpu_update(Backend *b, float lr, float beta1, float beta2, float eps, float wd, float grad_scale, int t,
+                       unsigned long long seed) {
+    (void)seed;  // fp32 parameters: no stochastic rounding
+    gpt2_update((GPT2 *)b->self, lr, beta1, beta2, eps, wd, grad_scale, t);
+}
+
+static void cpu_forward_losses(Backend *b, const int *inputs, const int *targets, int B, int T, float *losses) {
+    GPT2 *m = (GPT2 *)b->self;
+    gpt2_forward(m, inputs, targets, B, T);
+    memcpy(losses, m->acts.losses, (size_t)B * T * sizeof(float));
+}
+
+static void cpu_forward_probs(Backend *b, const int *tokens, int T, int pos, float *probs) {
+    GPT2 *m = (GPT2 *)b->self;
+    gpt2_forward(m, tokens, NULL, 1, T);
+    memcpy(probs, m->acts.logits + (size_t)pos * m->config.padded_vocab_size, m->config.vocab_size * sizeof(float));
+}
+
+static void cpu_save_model(Backend *b, const char *path) {
+    GPT2 *m = (GPT2 *)b->self;
+    model_file_write_fp32(path, &m->config, m->params_memory, MODEL_VERSION_FP32);
+}
+
+static void cpu_load_model(Backend *b, const char *path) { gpt2_load((GPT2 *)b->self, path); }
+
+static void cpu_get_opt_state(Backend *b, size_t offset, size_t count, float *mo, float *vo, float *master) {
+    GPT2 *m = (GPT2 *)b->self;
+    memcpy(mo, m->m_memory + offset, count * sizeof(float));
+    memcpy(vo, m->v_memory + offset, count * sizeof(float));
+    (void)master;
+}
+
+static void cpu_set_opt_state(Backend *b, size_t offset, size_t count, const float *mi, const float *vi, const float *master) {
+    GPT2 *m = (GPT2 *)b->self;
+    memcpy(m->m_memory + offset, mi, count * sizeof(float));
+    memcpy(m->v_memory + offset, vi, count * sizeof(float));
+    (void)master;  // fp32 training: the parameters are the master weights
+}
+
+static uint32_t cpu_params_crc(Backend *b) {
+    GPT2 *m = (GPT2 *)b->self;
+    return crc32_update(0, m->params_memory, m->num_params * sizeof(float));
+}
+
+void gpt2_make_backend(Backend *b, GPT2 *m, int T) {
+    memset(b, 0, sizeof(*b));
+    b->self = m;
+    b->name = "cpu";
+#ifdef USE_BLAS
+    b->name = "cpu (fp32, OpenBLAS)";
+#else
+    b->name = "cpu (fp32, built-in matmul)";
+#endif
+    b->config = m->config;
+    b->num_params = m->num_params;
+    b->B = m->batch_size;
+    b->T = m->seq_len;
+    b->has_master = 0;
+    b->opt_offset = 0;
+    b->opt_count = m->num_params;
+    b->flops_per_token = gpt2_flops_per_token(&m->config, T);
+    b->peak_flops = 0.0;
+    b->train_micro_step = cpu_train_micro_step;
+    b->step_loss_sum = cpu_step_loss_sum;
+    b->reduce_grads = cpu_reduce_grads;
+    b->update = cpu_update;
+    b->forward_losses = cpu_forward_losses;
+    b->forward_probs = cpu_forward_probs;
+    b->save_model = cpu_save_model;
+    b->load_model = cpu_load_model;
+    b->get_opt_state = cpu_get_opt_state;
+    b->set_opt_state = cpu_set_opt_state;
+    b->params_crc = cpu_params_crc;
+}
+
+// ----------------------------------------------------------------------------
+#ifndef TESTING
+int main(int argc, char **argv) {
+    Comm comm;
+    comm_init(&comm, &argc, &argv);
+    TrainArgs args;
+    args_parse(&args, argc, argv);
+    if (comm.world_size > 1 && !comm_has_collectives(&comm)) {
+        llmc_die("%s started %d processes, but train_gpt2 runs several processes only under mpirun (MPI); "
+                 "use: mpirun -np %d ./train_gpt2 ...", comm.launcher, comm.world_size, comm.world_size);
+    }
+    GPT2Config config;
+    int from_file = train_resolve_model(&args, &config);
+    GPT2 model;
+    gpt2_build(&model, &config, args.B, args.T);
+    model.comm = &comm;
+    if (from_file) {
+        gpt2_load(&model, args.model);
+    } else {
+        gpt2_init_params(model.params_memory, &config, args.seed);  // the same seed on every rank: the same model
+    }
+    Backend backend;
+    gpt2_make_backend(&backend, &model, args.T);
+    int rc = train_run(&args, &comm, &backend);
+    gpt2_free(&model);
+    comm_finalize(&comm);
+    return rc;
+}
+#endif
