@@ -1,0 +1,311 @@
+#!/usr/bin/env bash
+# Tests ./export_hf (dev/eval/export_hf.c): model .bin <-> Hugging Face GPT2LMHeadModel folder.
+#
+#   1. a small model from the PyTorch reference (train_gpt2.py; biases and LayerNorm parameters
+#      perturbed so that a misplaced one changes the logits) exported to F32 and BF16 folders
+#   2. transformers (CPU, no network) loads each folder; its logits on the reference's debug batch
+#      match the reference's logits
+#   3. round trips .bin -> HF -> .bin are byte-identical; checkpoints shaped like the hub's (no
+#      "transformer." prefix, attention-mask buffers, a stored lm_head, F16) convert back
+#   4. every bad input is a one-line error that names the file
+#
+# Needs: ./export_hf (make export_hf), $PYTHON (default /usr/bin/python3) with torch, numpy and
+# transformers (pip install 'transformers==4.45.2'). Usage: bash dev/test/test_export.sh
+set -u
+cd "$(dirname "$0")/../.."
+PYTHON=${PYTHON:-/usr/bin/python3}
+EXPORT=./export_hf
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1  # everything loads from the exported folders
+TOKDIR=../shared/data/gpt2   # OpenAI's GPT-2 tokenizer files, when this checkout has them
+
+[ -x "$EXPORT" ] || { echo "FAIL: $EXPORT not built (run: make export_hf)"; exit 1; }
+if ! "$PYTHON" -c "import transformers" 2>/dev/null; then
+    echo "FAIL: $PYTHON cannot import transformers; install it with"
+    echo "      $PYTHON -m pip install --break-system-packages 'transformers==4.45.2'"
+    exit 1
+fi
+
+W=$(mktemp -d /tmp/test_export.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+FAILS=0
+ok() { echo "ok   $1"; }
+fail() { echo "FAIL $1"; FAILS=$((FAILS + 1)); }
+run() {  # run a command that must succeed; show its output on failure
+    if ! "$@" >"$W/out.txt" 2>&1; then fail "command failed: $*"; sed 's/^/     /' "$W/out.txt" | head -20; return 1; fi
+}
+same_params() {  # same_params A.bin B.bin what: identical header fields (magic..Vp) and parameter bytes
+    if cmp -s -n 32 "$1" "$2" && cmp -s <(tail -c +1025 "$1") <(tail -c +1025 "$2"); then
+        ok "$3"
+    else
+        fail "$3: $1 and $2 differ"
+        cmp -l <(tail -c +1025 "$1") <(tail -c +1025 "$2") 2>/dev/null | head -5 | sed 's/^/     byte, octal values: /'
+    fi
+}
+expect_error() {  # expect_error what must_contain cmd...: non-zero exit, one "error:" line naming must_contain
+    local what=$1 needle=$2
+    shift 2
+    "$@" >"$W/out.txt" 2>"$W/err.txt"
+    local rc=$? nerr
+    nerr=$(grep -c '^error:' "$W/err.txt")
+    if [ $rc -ne 0 ] && [ "$nerr" -eq 1 ] && grep '^error:' "$W/err.txt" | grep -qF -- "$needle"; then
+        ok "bad input: $what ($(grep '^error:' "$W/err.txt" | cut -c1-110)...)"
+    else
+        fail "bad input: $what: exit $rc, $nerr error lines, wanted one naming '$needle'"
+        sed 's/^/     /' "$W/err.txt" | tail -5
+    fi
+}
+START=$(date +%s%N)
+
+# ---- 1. the reference model, its bf16 version, and reference logits for both
+# L2:C128:H2:T128 at --seed 3, built with train_gpt2.py's own classes. Its init has zero biases and
+# unit LayerNorm weights, which would hide a swapped bias or LayerNorm tensor, so those are perturbed.
+"$PYTHON" - "$W" <<'EOF' || { echo "FAIL: making the reference model"; exit 1; }
+import sys, torch
+sys.path.insert(0, ".")
+import train_gpt2 as ref
+w = sys.argv[1]
+cfg = ref.Config.from_descriptor("L2:C128:H2:T128")
+torch.manual_seed(3)
+model = ref.GPT(cfg)
+model.init_weights(3)
+g = torch.Generator().manual_seed(33)
+with torch.no_grad():
+    for name, p in model.named_parameters():
+        if p.dim() == 1:  # biases and LayerNorm weights/biases
+            p.add_(0.1 * torch.randn(p.shape, generator=g))
+ref.write_model(model, f"{w}/X.bin", "fp32")
+ref.write_model(model, f"{w}/X5.bin", "bf16")
+# the same random batch as train_gpt2.py --seed 3 --batch 2 --seq 16
+toks = torch.randint(0, cfg.vocab_size, (2 * 16 + 1,), generator=torch.Generator().manual_seed(4))
+x, y = toks[:-1].view(2, 16).clone(), toks[1:].view(2, 16).clone()
+ref.write_debug_state(model, x, y, f"{w}/S.bin")
+ref.write_debug_state(ref.read_model(f"{w}/X5.bin"), x, y, f"{w}/S5.bin")  # reference on the bf16 weights
+# what an F16 checkpoint of this model must convert to: every parameter rounded to fp16
+m16 = ref.read_model(f"{w}/X.bin")
+with torch.no_grad():
+    for p in m16.parameters():
+        p.copy_(p.half().float())
+ref.write_model(m16, f"{w}/E16.bin", "fp32")
+EOF
+
+# ---- 2. exports
+run "$EXPORT" -i "$W/X.bin" -o "$W/hf32" && ok "export v3 -> F32 folder"
+run "$EXPORT" -i "$W/X5.bin" -o "$W/hf5" && ok "export v5 -> BF16 folder"
+run "$EXPORT" -i "$W/X.bin" -o "$W/hfb" --bf16 && ok "export v3 --bf16 -> BF16 folder"
+run "$EXPORT" -i "$W/X5.bin" -o "$W/hf5f" --fp32 && ok "export v5 --fp32 -> F32 folder"
+HAVE_TOK=0
+if [ -f "$TOKDIR/encoder.json" ] && [ -f "$TOKDIR/vocab.bpe" ]; then
+    run "$EXPORT" -i "$W/X.bin" -o "$W/hftok" --tokenizer "$TOKDIR" && ok "export with --tokenizer" && HAVE_TOK=1
+else
+    echo "note: $TOKDIR not found; the --tokenizer check is skipped"
+fi
+ls -d "$W"/hf*.tmp.* >/dev/null 2>&1 && fail "a temporary export folder was left behind"
+
+# ---- 3. transformers on the exports; HF-shaped checkpoints and bad inputs for the steps below
+"$PYTHON" - "$W" "$HAVE_TOK" <<'EOF' || FAILS=$((FAILS + 1))
+import json, os, struct, sys
+import numpy as np
+import torch
+import torch.nn.functional as F
+from transformers import GPT2LMHeadModel
+from safetensors.torch import save_file
+sys.path.insert(0, ".")
+import train_gpt2 as ref
+
+w, have_tok = sys.argv[1], sys.argv[2] == "1"
+fails = 0
+def check(cond, what, detail=""):
+    global fails
+    print(("ok   " if cond else "FAIL ") + what + ("" if cond else f": {detail}"))
+    fails += not cond
+
+def read_state(path, V):
+    h = np.fromfile(path, dtype="<i4", count=4)
+    B, T = int(h[2]), int(h[3])
+    ints = np.fromfile(path, dtype="<i4", count=2 * B * T, offset=1024)
+    logits = np.fromfile(path, dtype="<f4", count=B * T * V, offset=1024 + 8 * B * T).reshape(B, T, V)
+    loss = float(np.fromfile(path, dtype="<f4", count=1, offset=1024 + 8 * B * T + 4 * B * T * V)[0])
+    return (torch.from_numpy(ints[:B * T].reshape(B, T).astype(np.int64)),
+            torch.from_numpy(ints[B * T:].reshape(B, T).astype(np.int64)), logits, loss)
+
+def st_header(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        return json.loads(f.read(n))
+
+V = 50257
+# Tolerance 1e-4 on logits of magnitude ~1: both sides run the same fp32 operations on the same
+# weights (measured difference 0 here), so only a different summation order (BLAS, thread count)
+# may separate them, ~1e-6; a misplaced, untransposed or missing tensor moves logits by 1e-2 to 1.
+TOL = 1e-4
+for folder, state, dtype in (("hf32", "S.bin", "F32"), ("hf5", "S5.bin", "BF16"),
+                             ("hfb", "S5.bin", "BF16"), ("hf5f", "S5.bin", "F32")):
+    d = f"{w}/{folder}"
+    hdr = st_header(f"{d}/model.safetensors")
+    dtypes = {v["dtype"] for k, v in hdr.items() if k != "__metadata__"}
+    check(dtypes == {dtype} and len(hdr) == 1 + 2 + 12 * 2 + 2, f"{folder}: 28 tensors of dtype {dtype}",
+          f"{len(hdr) - 1} tensors, dtypes {dtypes}")
+    check(hdr["transformer.wte.weight"]["shape"] == [V, 128] and hdr["transformer.h.1.mlp.c_fc.weight"]["shape"] == [128, 512],
+          f"{folder}: wte is (V, C) without padded rows, Conv1D weights are (in, out)")
+    model, info = GPT2LMHeadModel.from_pretrained(d, output_loading_info=True, torch_dtype=torch.float32)
+    model.eval()
+    check(not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"],
+          f"{folder}: transformers loads every tensor, none missing or unexpected", str(info))
+    x, y, want, want_loss = read_state(f"{w}/{state}", V)
+    with torch.no_grad():
+        got = model(x).logits
+    diff = np.abs(got.numpy() - want)
+    bad = np.argwhere(diff > TOL)
+    detail = "; ".join(f"logits{tuple(int(i) for i in b)} hf {got.numpy()[tuple(b)]:.6f} ref {want[tuple(b)]:.6f}"
+                       for b in bad[:3])
+    check(len(bad) == 0, f"{folder}: transformers logits match the reference on the debug batch "
+          f"(max |diff| {diff.max():.2e}, tol {TOL:g}, max |logit| {np.abs(want).max():.2f})", detail)
+    loss = F.cross_entropy(got.reshape(-1, V), y.reshape(-1)).item()
+    check(abs(loss - want_loss) < 1e-5, f"{folder}: loss {loss:.6f} = reference {want_loss:.6f}")
+
+cfg = json.load(open(f"{w}/hf32/config.json"))
+want_cfg = dict(model_type="gpt2", architectures=["GPT2LMHeadModel"], n_embd=128, n_head=2, n_layer=2,
+                n_positions=128, n_ctx=128, vocab_size=V, activation_function="gelu_new",
+                layer_norm_epsilon=1e-5, bos_token_id=50256, eos_token_id=50256, tie_word_embeddings=True)
+check(all(cfg.get(k) == v for k, v in want_cfg.items()), "config.json fields",
+      {k: cfg.get(k) for k, v in want_cfg.items() if cfg.get(k) != v})
+gen = json.load(open(f"{w}/hf32/generation_config.json"))
+check(gen == {"bos_token_id": 50256, "eos_token_id": 50256}, "generation_config.json", str(gen))
+
+# greedy generation through transformers equals greedy decoding with the reference model
+model = GPT2LMHeadModel.from_pretrained(f"{w}/hf32")
+refm = ref.read_model(f"{w}/X.bin")
+prompt = torch.tensor([[15496, 995]])
+with torch.no_grad():
+    hf_out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=8, do_sample=False,
+                            pad_token_id=50256)[0].tolist()
+    seq = prompt
+    for _ in range(8):
+        logits, _ = refm(seq)
+        seq = torch.cat([seq, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+check(hf_out == seq[0].tolist(), "greedy generate() through transformers = greedy decoding with the reference",
+      f"{hf_out} vs {seq[0].tolist()}")
+
+if have_tok:
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(f"{w}/hftok")
+    ids = tok("Hello world")["input_ids"]
+    check(ids == [15496, 995] and tok.eos_token_id == 50256, "--tokenizer: AutoTokenizer loads, 'Hello world' -> [15496, 995]",
+          f"{ids}, eos {tok.eos_token_id}")
+
+# ---- HF-shaped checkpoints, written by the safetensors package itself
+base = {k: t.clone() for k, t in model.state_dict().items() if k != "lm_head.weight"}
+L, T = 2, 128
+hub = {k[len("transformer."):]: t for k, t in base.items()}  # the hub's gpt2 files have no prefix ...
+for l in range(L):                                              # ... and hold the mask buffers
+    hub[f"h.{l}.attn.bias"] = torch.tril(torch.ones(T, T)).view(1, 1, T, T)
+    hub[f"h.{l}.attn.masked_bias"] = torch.tensor(-1e4)
+os.makedirs(f"{w}/hub")
+save_file(hub, f"{w}/hub/model.safetensors", metadata={"format": "pt"})
+os.system(f"cp {w}/hf32/config.json {w}/hub/config.json")
+f16 = {k: t.half() for k, t in base.items()}
+f16["lm_head.weight"] = f16["transformer.wte.weight"].clone()  # a stored, tied LM head
+os.makedirs(f"{w}/f16")
+save_file(f16, f"{w}/f16/model.safetensors", metadata={"format": "pt"})
+os.makedirs(f"{w}/bare")
+save_file(base, f"{w}/bare/gpt2.safetensors")  # no config.json: n_head from head size 64
+
+# ---- bad inputs, written byte by byte so that each has exactly one defect
+def write_st(path, tensors, header_extra=None, raw_header=None):
+    """tensors: list of (name, dtype, shape, bytes)."""
+    hdr, off, data = {"__metadata__": {"format": "pt"}}, 0, b""
+    for name, dt, shape, b in tensors:
+        hdr[name] = {"dtype": dt, "shape": list(shape), "data_offsets": [off, off + len(b)]}
+        off += len(b)
+        data += b
+    if header_extra:
+        hdr.update(header_extra)
+    h = raw_header if raw_header is not None else json.dumps(hdr).encode()
+    h += b" " * (-len(h) % 8)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + data)
+
+def named(state, skip=(), change=None):
+    out = []
+    for k, t in state.items():
+        if k in skip:
+            continue
+        t = change(k, t) if change else t
+        out.append((k, "F32", tuple(t.shape), t.contiguous().numpy().astype("<f4").tobytes()))
+    return out
+
+write_st(f"{w}/bad/missing/model.safetensors", named(base, skip={"transformer.h.1.mlp.c_fc.bias"}))
+write_st(f"{w}/bad/shape/model.safetensors",
+         named(base, change=lambda k, t: t.t() if k == "transformer.h.0.attn.c_attn.weight" else t))
+write_st(f"{w}/bad/untied/model.safetensors",
+         named(base) + named({"lm_head.weight": base["transformer.wte.weight"] * 1.5}))
+write_st(f"{w}/bad/unknown/model.safetensors", named(base) + named({"transformer.h.0.attn.rotary": torch.zeros(4)}))
+write_st(f"{w}/bad/json/model.safetensors", [], raw_header=b'{"transformer.wte.weight": {"dtype": "F32",')
+write_st(f"{w}/bad/offsets/model.safetensors", named({"transformer.wte.weight": torch.zeros(4, 4)}),
+         header_extra={"transformer.wte.weight": {"dtype": "F32", "shape": [4, 4], "data_offsets": [0, 60]}})
+os.makedirs(f"{w}/bad/config")
+os.system(f"cp {w}/hf32/model.safetensors {w}/bad/config/model.safetensors")
+json.dump(dict(cfg, n_embd=256), open(f"{w}/bad/config/config.json", "w"))
+with open(f"{w}/bad/header.safetensors", "wb") as f:  # says 5000 header bytes, has 100
+    f.write(struct.pack("<Q", 5000) + b"{" + b" " * 99)
+with open(f"{w}/bad/short.safetensors", "wb") as f:  # not even the 8-byte length
+    f.write(b"\x10\x00\x00")
+sys.exit(1 if fails else 0)
+EOF
+
+# ---- 4. round trips and HF-shaped checkpoints back to .bin
+run "$EXPORT" --to-bin -i "$W/hf32" -o "$W/R.bin" && same_params "$W/X.bin" "$W/R.bin" "round trip v3 -> F32 -> v3 is byte-identical"
+run "$EXPORT" --to-bin -i "$W/hf5" -o "$W/R5.bin" --bf16 && same_params "$W/X5.bin" "$W/R5.bin" "round trip v5 -> BF16 -> v5 is byte-identical"
+run "$EXPORT" --to-bin -i "$W/hfb" -o "$W/Rb.bin" --bf16 && same_params "$W/X5.bin" "$W/Rb.bin" "v3 --bf16 export rounds like PyTorch (= the reference's v5 file)"
+run "$EXPORT" --to-bin -i "$W/hf5f" -o "$W/R5f.bin" --bf16 && same_params "$W/X5.bin" "$W/R5f.bin" "v5 --fp32 export keeps the bf16 values exactly"
+run "$EXPORT" --to-bin -i "$W/hub" -o "$W/Rhub.bin" && same_params "$W/X.bin" "$W/Rhub.bin" "hub layout (no prefix, attn.bias/masked_bias buffers) converts back"
+run "$EXPORT" --to-bin -i "$W/f16" -o "$W/R16.bin" && same_params "$W/E16.bin" "$W/R16.bin" "F16 checkpoint with a tied lm_head converts back (values = fp16-rounded)"
+run "$EXPORT" --to-bin -i "$W/bare/gpt2.safetensors" -o "$W/Rbare.bin" && same_params "$W/X.bin" "$W/Rbare.bin" "a bare .safetensors file without config.json converts back"
+if [ "$("$PYTHON" -c "import numpy as np; print(np.fromfile('$W/R5.bin', dtype='<i4', count=2)[1])")" = 5 ]; then
+    ok "--to-bin --bf16 writes version 5"
+else
+    fail "--to-bin --bf16 did not write version 5"
+fi
+
+# ---- 5. bad input: one-line errors naming the file
+expect_error "export target folder exists" "$W/hf32" "$EXPORT" -i "$W/X.bin" -o "$W/hf32"
+cp "$W/hf32/model.safetensors" "$W/before.safetensors"
+run "$EXPORT" -i "$W/X.bin" -o "$W/hf32" --force && cmp -s "$W/before.safetensors" "$W/hf32/model.safetensors" \
+    && ok "--force rewrites an existing export folder"
+cp "$W/X.bin" "$W/v4.bin"
+printf '\004\000\000\000' | dd of="$W/v4.bin" bs=1 seek=4 conv=notrunc 2>/dev/null
+expect_error "model file of version 4" "$W/v4.bin" "$EXPORT" -i "$W/v4.bin" -o "$W/out_v4"
+head -c 100000 "$W/X.bin" > "$W/trunc.bin"
+expect_error "truncated model file" "$W/trunc.bin" "$EXPORT" -i "$W/trunc.bin" -o "$W/out_trunc"
+expect_error "missing model file" "$W/nope.bin" "$EXPORT" -i "$W/nope.bin" -o "$W/out_nope"
+expect_error "--tokenizer folder without encoder.json" "$W/bad/encoder.json" "$EXPORT" -i "$W/X.bin" -o "$W/out_tok" --tokenizer "$W/bad"
+ls -d "$W"/out_* >/dev/null 2>&1 && fail "a failed export left an output folder"
+expect_error "safetensors header longer than the file" "$W/bad/header.safetensors" "$EXPORT" --to-bin -i "$W/bad/header.safetensors" -o "$W/o.bin"
+expect_error "safetensors shorter than 8 bytes" "$W/bad/short.safetensors" "$EXPORT" --to-bin -i "$W/bad/short.safetensors" -o "$W/o.bin"
+mkdir -p "$W/bad/trunc"
+head -c -1000 "$W/hf32/model.safetensors" > "$W/bad/trunc/model.safetensors"
+expect_error "safetensors data truncated" "$W/bad/trunc/model.safetensors" "$EXPORT" --to-bin -i "$W/bad/trunc" -o "$W/o.bin"
+expect_error "safetensors header is not valid JSON" "$W/bad/json/model.safetensors" "$EXPORT" --to-bin -i "$W/bad/json" -o "$W/o.bin"
+expect_error "tensor bytes do not match its shape" "$W/bad/offsets/model.safetensors" "$EXPORT" --to-bin -i "$W/bad/offsets" -o "$W/o.bin"
+expect_error "missing tensor" "transformer.h.1.mlp.c_fc.bias" "$EXPORT" --to-bin -i "$W/bad/missing" -o "$W/o.bin"
+expect_error "tensor with an inconsistent shape" "transformer.h.0.attn.c_attn.weight" "$EXPORT" --to-bin -i "$W/bad/shape" -o "$W/o.bin"
+expect_error "config.json inconsistent with the shapes" "$W/bad/config/config.json" "$EXPORT" --to-bin -i "$W/bad/config" -o "$W/o.bin"
+expect_error "untied lm_head" "$W/bad/untied/model.safetensors" "$EXPORT" --to-bin -i "$W/bad/untied" -o "$W/o.bin"
+expect_error "unexpected tensor" "transformer.h.0.attn.rotary" "$EXPORT" --to-bin -i "$W/bad/unknown" -o "$W/o.bin"
+expect_error "folder without model.safetensors" "$W/bad/model.safetensors" "$EXPORT" --to-bin -i "$W/bad" -o "$W/o.bin"
+[ -e "$W/o.bin" ] && fail "a failed conversion left an output file"
+expect_error "--to-bin output exists" "$W/R.bin" "$EXPORT" --to-bin -i "$W/hf32" -o "$W/R.bin"
+expect_error "--to-bin given a model .bin" "$W/X.bin" "$EXPORT" --to-bin -i "$W/X.bin" -o "$W/o.bin"
+expect_error "export given a folder" "$W/hf32" "$EXPORT" -i "$W/hf32" -o "$W/o"
+expect_error "unknown flag" "--frobnicate" "$EXPORT" -i "$W/X.bin" -o "$W/o" --frobnicate
+expect_error "missing -o" "-o" "$EXPORT" -i "$W/X.bin"
+expect_error "--bf16 with --fp32" "--fp32" "$EXPORT" -i "$W/X.bin" -o "$W/o" --bf16 --fp32
+"$EXPORT" --help | grep -q -- "--tokenizer" && ok "usage lists the flags" || fail "usage text"
+
+ELAPSED=$(( ($(date +%s%N) - START) / 1000000 ))ms
+if [ $FAILS -ne 0 ]; then
+    echo "test_export: $FAILS check(s) FAILED (${ELAPSED})"
+    exit 1
+fi
+echo "test_export: all checks passed (${ELAPSED})"
