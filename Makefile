@@ -16,7 +16,7 @@
 CC ?= cc
 PYTHON ?= /usr/bin/python3
 CFLAGS ?= -O3 -march=native
-CFLAGS += -std=gnu11 -Wall -Wno-unused-function -Wno-unknown-pragmas -D_GNU_SOURCE
+CFLAGS += -std=gnu11 -Wall -Wno-unused-function -Wno-unknown-pragmas -Wno-format-truncation -D_GNU_SOURCE
 LDLIBS_CPU = -lm
 
 # quiet probes: a tiny program is compiled with the candidate flags; "1" if it builds
@@ -89,9 +89,52 @@ test_gpt2_noblas: test_gpt2.c train_gpt2.c $(CPU_HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ -lm
 
 # ---- tokenizer and data tools (issue: tokenizer) ----
+# gpt2_tokenize: GPT-2 BPE encoder/decoder and dataset preparer (dev/data/README.md); needs PCRE2
+TOKENIZER_HEADERS = llmc/bpe.h llmc/tokenizer.h llmc/utils.h
+ifeq ($(PCRE2_OK),1)
+TARGETS += gpt2_tokenize
+gpt2_tokenize: dev/data/gpt2_tokenize.c $(TOKENIZER_HEADERS)
+	$(CC) $(CFLAGS) $(PCRE2_CFLAGS) $< -o $@ $(PCRE2_LDLIBS)
+else
+gpt2_tokenize:
+	@echo "gpt2_tokenize needs PCRE2 (libpcre2-8): apt-get install libpcre2-dev"; exit 1
+endif
+
+# TEST_TARGETS is assigned further down, so these tests join `make test` as extra prerequisites.
+# Both need tiktoken on $(PYTHON) as the independent reference encoder:
+#   $(PYTHON) -m pip install --break-system-packages tiktoken
+TOKENIZER_TEST_TARGETS = test-tokenizer test-data
+.PHONY: $(TOKENIZER_TEST_TARGETS) bench-tokenizer
+test: $(TOKENIZER_TEST_TARGETS)
+
+test-tokenizer: gpt2_tokenize
+	PYTHON=$(PYTHON) bash dev/test/test_tokenizer.sh
+
+test-data: gpt2_tokenize
+	PYTHON=$(PYTHON) bash dev/test/test_data.sh
+
+# ours vs tiktoken on the 98 MB book corpus (dev/bench/RESULTS.md, "Tokenizer")
+bench-tokenizer: gpt2_tokenize
+	PYTHON=$(PYTHON) bash dev/bench/bench_tokenizer.sh
 # ---- end tokenizer and data tools ----
 
 # ---- export tools (issue: robust runs) ----
+# export_hf: model .bin <-> Hugging Face GPT2LMHeadModel folder (dev/eval/README.md); plain C
+TARGETS += export_hf
+export_hf: dev/eval/export_hf.c $(CPU_HEADERS)
+	$(CC) $(CFLAGS) $< -o $@ -lm
+
+# TEST_TARGETS is assigned further down, so these tests join `make test` as extra prerequisites
+EXPORT_TEST_TARGETS = test-export test-plot
+.PHONY: $(EXPORT_TEST_TARGETS)
+test: $(EXPORT_TEST_TARGETS)
+
+# needs transformers on $(PYTHON): pip install --break-system-packages 'transformers==4.45.2'
+test-export: export_hf
+	PYTHON=$(PYTHON) bash dev/test/test_export.sh
+
+test-plot:
+	PYTHON=$(PYTHON) bash dev/test/test_plot.sh
 # ---- end export tools ----
 
 # ---------------------------------------------------------------------------------------------
@@ -100,13 +143,77 @@ test_gpt2_noblas: test_gpt2.c train_gpt2.c $(CPU_HEADERS)
 NVCC := $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc))
 CUDA_ARCHS ?= 90a 80
 # ---- CUDA trainer (issue: CUDA trainer) ----
+# Architectures: the bf16 kernels need sm_80 or newer; 90a is Hopper with its arch-specific
+# instructions (the H200 target). Every value becomes -gencode arch=compute_X,code=sm_X.
+CUDA_ARCHS_KNOWN := 80 86 87 89 90 90a 100 100a 103 103a 120 120a 121 121a
+ifeq ($(strip $(CUDA_ARCHS)),)
+  $(error CUDA_ARCHS is empty; give at least one architecture, e.g. CUDA_ARCHS="90a 80")
+endif
+ifneq ($(filter-out $(CUDA_ARCHS_KNOWN),$(CUDA_ARCHS)),)
+  $(error CUDA_ARCHS="$(CUDA_ARCHS)": unknown architecture(s) "$(filter-out $(CUDA_ARCHS_KNOWN),$(CUDA_ARCHS))"; use values from "$(CUDA_ARCHS_KNOWN)" (bf16 kernels need sm_80 or newer), e.g. CUDA_ARCHS="90a 80")
+endif
+CUDA_GENCODE := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
+NVCC_FLAGS := -O3 --use_fast_math -std=c++17 $(CUDA_GENCODE)
+NVCC_LDLIBS := -lcublas -lcublasLt
+CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),/usr/local/cuda)
+
+ifeq ($(NVCC),)
+  $(info nvcc:     not found (install the CUDA toolkit or put nvcc on PATH); CUDA targets are not built)
+else
+  $(info nvcc:     found ($(NVCC), CUDA $(shell $(NVCC) --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'); CUDA_ARCHS="$(CUDA_ARCHS)"))
+  CUDNN_FOUND := $(shell test -f $(CUDA_HOME)/include/cudnn.h -o -f /usr/include/cudnn.h && echo 1)
+  ifeq ($(CUDNN_FOUND),1)
+    $(info cuDNN:    found, not used (attention is this project's own kernel))
+  else
+    $(info cuDNN:    not found (not needed: attention is this project's own kernel))
+  endif
+  # NCCL: NCCL_HOME if given, else the CUDA toolkit, else the system
+  NCCL_SEARCH := $(if $(NCCL_HOME),$(NCCL_HOME),$(CUDA_HOME) /usr)
+  NCCL_DIR := $(shell for d in $(NCCL_SEARCH); do if [ -f $$d/include/nccl.h ] && [ -n "$$(ls $$d/lib64/libnccl.so* $$d/lib/libnccl.so* $$d/lib/*/libnccl.so* 2>/dev/null)" ]; then echo $$d; break; fi; done)
+  ifeq ($(NO_MULTI_GPU),1)
+    $(info NCCL:     off (NO_MULTI_GPU=1), the CUDA trainer is single-GPU)
+    $(info MPI/CUDA: off (NO_MULTI_GPU=1))
+  else ifeq ($(NCCL_DIR),)
+    $(info NCCL:     not found (set NCCL_HOME=dir with include/nccl.h and lib/libnccl.so); the CUDA trainer is single-GPU)
+    $(info MPI/CUDA: not used without NCCL)
+  else
+    NVCC_FLAGS += -DMULTI_GPU -I$(NCCL_DIR)/include
+    NVCC_LDLIBS += -L$(NCCL_DIR)/lib64 -L$(NCCL_DIR)/lib -lnccl
+    $(info NCCL:     found ($(NCCL_DIR)), multi-GPU build (-DMULTI_GPU))
+    ifneq ($(MPICC),)
+      NVCC_FLAGS += -DUSE_MPI $(addprefix -I,$(shell mpicc --showme:incdirs 2>/dev/null))
+      NVCC_LDLIBS += $(addprefix -L,$(shell mpicc --showme:libdirs 2>/dev/null)) $(addprefix -l,$(shell mpicc --showme:libs 2>/dev/null))
+      $(info MPI/CUDA: found ($(MPICC)), ranks can be launched by mpirun (-DUSE_MPI))
+    else
+      $(info MPI/CUDA: not found (apt-get install openmpi-bin libopenmpi-dev); ranks come from torchrun/SLURM variables)
+    endif
+  endif
+endif
+
+.PHONY: cuda-kernels test-cuda-host
+
+# the kernel workbenches of dev/cuda (run them on a GPU machine with dev/cuda/run_all.sh)
+cuda-kernels:
+ifeq ($(NVCC),)
+	@echo "cuda-kernels: nvcc not found; install the CUDA toolkit or put nvcc on PATH" >&2; exit 1
+else
+	$(MAKE) -C dev/cuda CUDA_ARCHS="$(CUDA_ARCHS)" NVCC="$(NVCC)"
+endif
+
+# the CPU-only test of the CUDA layers' host logic (no GPU needed; one architecture is enough)
+test-cuda-host:
+ifeq ($(NVCC),)
+	@echo "test-cuda-host: skipped, nvcc not found"
+else
+	$(MAKE) -C dev/cuda run-host CUDA_ARCHS="$(firstword $(CUDA_ARCHS))" NVCC="$(NVCC)"
+endif
 # ---- end CUDA trainer ----
 
 # ---------------------------------------------------------------------------------------------
 # tests (README "Testing"); each test-* target is one script or binary, failing loudly
 
 FIXTURES = dev/test/fixtures
-TEST_TARGETS = test-model test-loader test-bad-input
+TEST_TARGETS = test-model test-loader test-bad-input test-mpi test-resume
 
 .PHONY: all test clean fixtures $(TEST_TARGETS)
 
@@ -125,11 +232,11 @@ $(FIXTURES)/tiny.bin: train_gpt2.py
 $(FIXTURES)/d12.bin: train_gpt2.py
 	@mkdir -p $(FIXTURES)
 	$(PYTHON) train_gpt2.py --model d12 --seed 2 --write-model $@ \
-	  --batch 4 --seq 64 --debug-state $(FIXTURES)/d12_state.bin --trajectory $(FIXTURES)/d12_traj.txt --steps 10
+	  --batch 4 --seq 64 --debug-state $(FIXTURES)/d12_state.bin --trajectory $(FIXTURES)/d12_traj.txt --steps 5 --lr 1e-4
 
 test-model: test_gpt2 test_gpt2_noblas fixtures
 	./test_gpt2 $(FIXTURES)/tiny.bin $(FIXTURES)/tiny_state.bin $(FIXTURES)/tiny_traj.txt
-	./test_gpt2 $(FIXTURES)/d12.bin $(FIXTURES)/d12_state.bin $(FIXTURES)/d12_traj.txt
+	./test_gpt2 $(FIXTURES)/d12.bin $(FIXTURES)/d12_state.bin $(FIXTURES)/d12_traj.txt nockpt
 	./test_gpt2_noblas $(FIXTURES)/tiny.bin $(FIXTURES)/tiny_state.bin $(FIXTURES)/tiny_traj.txt
 
 test-loader: dev/test/test_dataloader
@@ -139,7 +246,15 @@ dev/test/test_dataloader: dev/test/test_dataloader.c $(CPU_HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ -lm
 
 test-bad-input: train_gpt2
-	bash dev/test/test_bad_input.sh
+	PYTHON=$(PYTHON) bash dev/test/test_bad_input.sh
+
+# CPU ranks under real OpenMPI: rank-count independence, resume, bad launches
+test-mpi: train_gpt2
+	PYTHON=$(PYTHON) bash dev/test/test_mpi.sh
+
+# crash safety, exact resume, preemption, pruning, numeric guards
+test-resume: train_gpt2
+	PYTHON=$(PYTHON) bash dev/test/test_resume.sh
 
 clean:
 	rm -f $(TARGETS) train_gpt2cu test_gpt2cu gpt2_tokenize export_hf dev/test/test_dataloader

@@ -28,6 +28,7 @@
 #define LLMC_CHECKPOINT_H
 
 #include <dirent.h>
+#include <signal.h>
 #include "backend.h"
 #include "comm.h"
 #include "guard.h"
@@ -55,6 +56,21 @@ static inline void ckpt_path(char *out, size_t n, const char *dir, const char *k
         snprintf(out, n, "%s/DONE_%08d", dir, step);
     } else {
         snprintf(out, n, "%s/%s_%08d.bin", dir, kind, step);
+    }
+}
+
+/*
+ * Fault injection for the crash tests: LLMC_FAULT=<where>:<step> kills this process with SIGKILL
+ * in the middle of writing checkpoint <step>. where: state (every rank, once at least half of its
+ * state file is written, before it is renamed), done (rank 0, after every file but the marker).
+ */
+static inline void ckpt_fault(const char *where, int step) {
+    const char *f = getenv("LLMC_FAULT");
+    if (f == NULL) { return; }
+    size_t n = strlen(where);
+    if (strncmp(f, where, n) == 0 && f[n] == ':' && atoi(f + n + 1) == step) {
+        fflush(NULL);
+        raise(SIGKILL);
     }
 }
 
@@ -107,6 +123,7 @@ static inline void state_file_write(const char *path, Backend *b, const Comm *c,
             fwriteCheck(buf[s], sizeof(float), m, af.fp);
             crc[s] = crc32_update(crc[s], buf[s], m * sizeof(float));
         }
+        if (off + m >= n / 2) { ckpt_fault("state", st->step); }
     }
     for (int s = 0; s < 3; s++) { free(buf[s]); }
     fseekCheck(af.fp, HEADER_BYTES + (long)(nsec * n * sizeof(float)), SEEK_SET);
@@ -181,6 +198,7 @@ static inline void checkpoint_save(const char *dir, Backend *b, Comm *c, const T
     state_file_write(path, b, c, st);
     c->barrier(c);  // every file of this checkpoint is on disk
     if (c->rank == 0) {
+        ckpt_fault("done", st->step);
         ckpt_path(path, sizeof(path), dir, "DONE", st->step, -1);
         AtomicFile af;
         atomic_open(&af, path);

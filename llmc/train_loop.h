@@ -170,7 +170,9 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
         st.guard.z_norm = a->guard_z_norm;
         st.guard.max_consecutive = a->guard_max_skips;
     }
-    comm_check_same(c, b->params_crc(b), "model parameters", "every rank must start from the same model");
+    uint32_t crc = b->params_crc(b);
+    comm_check_same(c, crc, "model parameters", "every rank must start from the same model");
+    if (rank == 0 && W > 1) { printf("model parameters identical on all %d ranks (crc %08x)\n", W, crc); }
     if (st.step > M) {
         llmc_die("checkpoint %d in %s is past the end of this run (-x %d); raise -x to continue", st.step, a->output_dir, M);
     }

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Data-parallel training on CPU ranks with real OpenMPI (oversubscribed on a small machine).
+#  1. mpirun -np 1/2/4 at the same -d: the same per-step losses (1e-5 relative) for 10 steps and
+#     the same final parameters; only rank 0 prints step lines; one main.log, one model file per
+#     checkpoint, a state file from every rank; identical initial parameters on every rank.
+#  2. resume with -y 1 on the same rank count continues bit for bit; on another rank count it
+#     continues within 1e-5.
+#  3. bad launches: ranks with different flags or data, a world size that does not divide the
+#     batch, a rank that dies (the others must exit within 60 s), torchrun variables without MPI.
+set -u
+TRAINER=$(realpath ${1:-./train_gpt2})
+PY=${PYTHON:-/usr/bin/python3}
+ROOT=$(pwd)
+TMP=$(mktemp -d /tmp/test_mpi.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+
+cd "$TMP"
+$PY "$ROOT/dev/bench/make_random_shard.py" train.bin 60000 1 512
+$PY "$ROOT/dev/bench/make_random_shard.py" val.bin 4000 2 512
+$PY "$ROOT/dev/bench/make_random_shard.py" other.bin 60000 3 512
+ARGS=(-i train.bin -j val.bin -e L2:C64:H4:T64:V512 -b 2 -t 32 -d 512 -x 10 -v 5 -m 4 -s 0 -l 1e-3 -u 2 -k cosine -q 0.1 -c 0.1)
+
+# the trl values of main.log, one per line, by step: "<step> <loss>"
+losses() { grep -o 's:[0-9]* trl:[^ ]*' "$1" | sed 's/s://; s/trl://'; }
+# compare two loss lists: same steps, relative difference <= tol (0 = bitwise equal strings)
+compare() {
+    $PY - "$1" "$2" "$3" <<'EOF'
+import sys
+a = [l.split() for l in open(sys.argv[1]) if l.strip()]
+b = [l.split() for l in open(sys.argv[2]) if l.strip()]
+tol = float(sys.argv[3])
+if [x[0] for x in a] != [x[0] for x in b]:
+    print(f"steps differ: {[x[0] for x in a]} vs {[x[0] for x in b]}"); sys.exit(1)
+worst = 0.0
+for (s, x), (_, y) in zip(a, b):
+    if tol == 0:
+        if x != y: print(f"step {s}: {x} != {y}"); sys.exit(1)
+    else:
+        d = abs(float(x) - float(y)) / abs(float(y)); worst = max(worst, d)
+        if d > tol: print(f"step {s}: {x} vs {y} (relative {d:.2e} > {tol})"); sys.exit(1)
+print(f"{len(a)} steps agree (worst relative difference {worst:.1e})")
+EOF
+}
+
+# ---- 1. rank counts
+for np in 1 2 4; do
+    "${MPIRUN[@]}" -np $np "$TRAINER" "${ARGS[@]}" -o "run$np" -n 5 > "out$np.txt" 2> "err$np.txt" || { bad "np=$np exited non-zero"; cat "err$np.txt"; }
+    losses "run$np/main.log" > "loss$np.txt"
+    n=$(grep -c '^step [0-9]*/10 |' "out$np.txt")
+    [ "$n" -eq 10 ] || bad "np=$np: $n step lines printed, expected 10 (only rank 0 prints)"
+    [ "$(ls run$np | grep -c '^main.log')" -eq 1 ] || bad "np=$np: not exactly one main.log"
+    [ "$(ls run$np | grep -c '^model_00000010.bin$')" -eq 1 ] || bad "np=$np: no single model file for step 10"
+    [ "$(ls run$np | grep -c '^state_00000010_')" -eq $np ] || bad "np=$np: $(ls run$np | grep -c '^state_00000010_') state files, expected $np"
+    if [ $np -gt 1 ]; then
+        grep -q "model parameters identical on all $np ranks" "out$np.txt" || bad "np=$np: initial parameters not checked equal"
+    fi
+done
+echo "np=2 vs np=1:"; compare loss2.txt loss1.txt 1e-5 || bad "np=2 losses differ from np=1"
+echo "np=4 vs np=1:"; compare loss4.txt loss1.txt 1e-5 || bad "np=4 losses differ from np=1"
+grep -o 's:[0-9]* tel:[^ ]*' run1/main.log | sed 's/s://; s/tel://' > val1.txt
+grep -o 's:[0-9]* tel:[^ ]*' run4/main.log | sed 's/s://; s/tel://' > val4.txt
+echo "val np=4 vs np=1:"; compare val4.txt val1.txt 1e-5 || bad "np=4 val losses differ from np=1"
+$PY - run1/model_00000010.bin run2/model_00000010.bin run4/model_00000010.bin <<'EOF' || bad "final parameters differ across rank counts"
+import sys, numpy as np
+ref = np.fromfile(sys.argv[1], dtype="<f4", offset=1024)
+for p in sys.argv[2:]:
+    x = np.fromfile(p, dtype="<f4", offset=1024)
+    d = np.abs(x - ref).max() / np.abs(ref).max()
+    print(f"final parameters {p.split('/')[0]} vs run1: max|diff|/max|ref| = {d:.1e}")
+    if not d <= 1e-5: sys.exit(1)
+EOF
+
+# ---- 2. resume: drop the last checkpoint of the np=2 run and resume from step 5
+cp -r run2 resume2
+rm resume2/DONE_00000010
+"${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -o resume2 -n 5 -y 1 > out_r2.txt 2>&1 || { bad "resume np=2 failed"; tail out_r2.txt; }
+grep -q "resumed from checkpoint 5" out_r2.txt || bad "np=2 did not resume from checkpoint 5"
+losses resume2/main.log | tail -n 5 > tail_r2.txt
+tail -n 5 loss2.txt > tail_2.txt
+echo "resume np=2 -> np=2 (bitwise):"; compare tail_r2.txt tail_2.txt 0 || bad "resume on the same rank count is not bitwise"
+for np in 1 4; do
+    cp -r run2 "resume2to$np"
+    rm "resume2to$np/DONE_00000010"
+    "${MPIRUN[@]}" -np $np "$TRAINER" "${ARGS[@]}" -o "resume2to$np" -n 5 -y 1 > "out_r$np.txt" 2>&1 || { bad "resume np=2 -> $np failed"; tail "out_r$np.txt"; }
+    losses "resume2to$np/main.log" | tail -n 5 > "tail_r$np.txt"
+    echo "resume np=2 -> np=$np:"; compare "tail_r$np.txt" tail_2.txt 1e-5 || bad "resume on $np ranks differs"
+done
+
+# ---- 3. bad launches
+# the error must come within the timeout and name the problem
+expect_fail() {
+    local name=$1 words=$2
+    shift 2
+    timeout 60 "$@" > bad_out.txt 2>&1
+    local rc=$?
+    if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then bad "$name: exit code $rc"; tail -3 bad_out.txt; return; fi
+    grep -q -- "$words" bad_out.txt || { bad "$name: output does not mention '$words'"; tail -5 bad_out.txt; return; }
+    echo "ok   $name: $(grep -m1 -- "$words" bad_out.txt)"
+}
+expect_fail "ranks with different flags" "have different flags or data files" \
+    "${MPIRUN[@]}" -np 1 "$TRAINER" "${ARGS[@]}" -l 1e-3 : -np 1 "$TRAINER" "${ARGS[@]}" -l 2e-3
+expect_fail "ranks with different data" "have different flags or data files" \
+    "${MPIRUN[@]}" -np 1 "$TRAINER" "${ARGS[@]}" : -np 1 "$TRAINER" "${ARGS[@]}" -i other.bin
+expect_fail "world size does not divide the batch" "not divisible by B\*T\*ranks = 2\*32\*3 = 192" \
+    "${MPIRUN[@]}" -np 3 "$TRAINER" "${ARGS[@]}"
+RANK=0 WORLD_SIZE=2 expect_fail "torchrun variables without MPI" "use: mpirun -np 2" "$TRAINER" "${ARGS[@]}"
+
+# a rank killed with SIGKILL mid-run: the others must not hang
+"${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -x 100000 -v 0 > dies.txt 2>&1 &
+MPI_PID=$!
+for i in $(seq 100); do grep -q "^step 2/" dies.txt && break; sleep 0.2; done
+victim=$(pgrep -f "$TRAINER" | tail -1)
+start=$(date +%s)
+kill -9 "$victim"
+for i in $(seq 600); do kill -0 $MPI_PID 2>/dev/null || break; sleep 0.1; done
+if kill -0 $MPI_PID 2>/dev/null; then
+    bad "a rank was killed and the job was still running 60 s later"; kill -9 $MPI_PID; pkill -9 -f "$TRAINER"
+else
+    wait $MPI_PID; rc=$?
+    [ $rc -ne 0 ] || bad "job exited 0 after a rank was killed"
+    echo "ok   a rank killed with SIGKILL: the job ended in $(( $(date +%s) - start )) s with exit code $rc"
+fi
+
+if [ $fail -ne 0 ]; then echo "test_mpi: FAILED"; exit 1; fi
+echo "test_mpi: all checks passed"
