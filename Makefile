@@ -16,6 +16,9 @@
 CC ?= cc
 PYTHON ?= /usr/bin/python3
 CFLAGS ?= -O3 -march=native
+# -ffast-math lets GCC vectorize reductions and call glibc's vector tanhf/expf (about 1.3x on the
+# CPU trainer); -fno-finite-math-only keeps isnan/isinf working for the numeric guards
+CFLAGS += -ffast-math -fno-finite-math-only
 CFLAGS += -std=gnu11 -Wall -Wno-unused-function -Wno-unknown-pragmas -Wno-format-truncation -D_GNU_SOURCE
 LDLIBS_CPU = -lm
 

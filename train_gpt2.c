@@ -25,6 +25,16 @@
 #include <cblas.h>
 #endif
 
+// glibc (2.35 and later) has AVX2/AVX-512 versions of tanhf and expf in libmvec. math.h declares
+// them `omp declare simd` only under the full -ffast-math, and we keep -fno-finite-math-only for
+// the NaN guards, so declare them here: GCC can then vectorize GELU and softmax.
+#if defined(__x86_64__) && defined(__GLIBC__) && defined(_OPENMP) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 35)
+#pragma omp declare simd notinbranch
+float tanhf(float);
+#pragma omp declare simd notinbranch
+float expf(float);
+#endif
+
 // ----------------------------------------------------------------------------
 // layers
 
@@ -308,33 +318,71 @@ void attention_backward(float *dinp, const float *dout, const float *inp, const 
     }
 }
 
+/*
+ * Elementwise kernels: the per-element work is in a `restrict` chunk function with `omp simd`
+ * so that GCC vectorizes it, tanhf and expf included (glibc's vector math library, enabled by
+ * -ffast-math); the OpenMP loop only hands out chunks. Inside an outlined OpenMP loop body GCC
+ * does not vectorize these calls, hence noinline.
+ */
+#define ELEMENTWISE_CHUNK 4096
 #define GELU_SCALE 0.7978845608028654f  // sqrt(2/pi)
+
 // out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-void gelu_forward(float *out, const float *inp, size_t N) {
-    #pragma omp parallel for simd
-    for (size_t i = 0; i < N; i++) {
+__attribute__((noinline)) static void gelu_forward_chunk(float *restrict out, const float *restrict inp, int n) {
+    #pragma omp simd
+    for (int i = 0; i < n; i++) {
         float x = inp[i];
         out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
     }
 }
 
-// dinp = dout * gelu'(inp)
-void gelu_backward(float *dinp, const float *inp, const float *dout, size_t N) {
-    #pragma omp parallel for simd
-    for (size_t i = 0; i < N; i++) {
+// dinp = dout * gelu'(inp); dinp may be dout (in place), so no restrict on those two
+__attribute__((noinline)) static void gelu_backward_chunk(float *dinp, const float *restrict inp, const float *dout, int n) {
+    #pragma omp simd
+    for (int i = 0; i < n; i++) {
         float x = inp[i];
-        float u = GELU_SCALE * (x + 0.044715f * x * x * x);
-        float th = tanhf(u);
+        float th = tanhf(GELU_SCALE * (x + 0.044715f * x * x * x));
         float sech2 = 1.0f - th * th;
         float local = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
         dinp[i] = local * dout[i];
     }
 }
 
+__attribute__((noinline)) static void add_chunk(float *restrict out, const float *restrict a, const float *restrict b, int n) {
+    #pragma omp simd
+    for (int i = 0; i < n; i++) { out[i] = a[i] + b[i]; }
+}
+
+void gelu_forward(float *out, const float *inp, size_t N) {
+    #pragma omp parallel for
+    for (size_t i = 0; i < N; i += ELEMENTWISE_CHUNK) {
+        gelu_forward_chunk(out + i, inp + i, (int)(N - i < ELEMENTWISE_CHUNK ? N - i : ELEMENTWISE_CHUNK));
+    }
+}
+
+void gelu_backward(float *dinp, const float *inp, const float *dout, size_t N) {
+    #pragma omp parallel for
+    for (size_t i = 0; i < N; i += ELEMENTWISE_CHUNK) {
+        gelu_backward_chunk(dinp + i, inp + i, dout + i, (int)(N - i < ELEMENTWISE_CHUNK ? N - i : ELEMENTWISE_CHUNK));
+    }
+}
+
 // out = a + b
 void residual_forward(float *out, const float *a, const float *b, size_t N) {
-    #pragma omp parallel for simd
-    for (size_t i = 0; i < N; i++) { out[i] = a[i] + b[i]; }
+    #pragma omp parallel for
+    for (size_t i = 0; i < N; i += ELEMENTWISE_CHUNK) {
+        add_chunk(out + i, a + i, b + i, (int)(N - i < ELEMENTWISE_CHUNK ? N - i : ELEMENTWISE_CHUNK));
+    }
+}
+
+// p[i] = exp(p[i] - shift); returns the sum of the results in double
+__attribute__((noinline)) static double exp_shift_sum(float *restrict p, float shift, int n) {
+    #pragma omp simd
+    for (int i = 0; i < n; i++) { p[i] = expf(p[i] - shift); }
+    double sum = 0.0;
+    #pragma omp simd reduction(+ : sum)
+    for (int i = 0; i < n; i++) { sum += p[i]; }
+    return sum;
 }
 
 /*
@@ -347,8 +395,7 @@ void softmax_crossentropy_forward(float *logits, float *losses, const int *targe
         float *p = logits + (size_t)bt * Vp;
         float maxv = -INFINITY;
         for (int i = 0; i < V; i++) { if (p[i] > maxv) { maxv = p[i]; } }
-        double sum = 0.0;  // V terms: accumulate in double so the loss keeps fp32 accuracy
-        for (int i = 0; i < V; i++) { p[i] = expf(p[i] - maxv); sum += p[i]; }
+        double sum = exp_shift_sum(p, maxv, V);  // V terms: summed in double so the loss keeps fp32 accuracy
         float inv = (float)(1.0 / sum);
         for (int i = 0; i < V; i++) { p[i] *= inv; }
         for (int i = V; i < Vp; i++) { p[i] = 0.0f; }
@@ -366,19 +413,29 @@ void softmax_crossentropy_backward(float *probs, const int *targets, float dloss
     }
 }
 
-// AdamW on n elements. Decoupled weight decay: p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p)
-void adamw_update(float *params, const float *grads, float *m, float *v, size_t n, float lr, float beta1, float beta2,
-                  float eps, float wd, float grad_scale, int t) {
-    float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);
-    #pragma omp parallel for simd
-    for (size_t i = 0; i < n; i++) {
+// AdamW on n elements. Decoupled weight decay: p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p),
+// mhat = m / (1 - beta1^t), vhat = v / (1 - beta2^t). Memory-bound: one pass over four arrays.
+__attribute__((noinline)) static void adamw_chunk(float *restrict params, const float *restrict grads, float *restrict m, float *restrict v, int n,
+                        float lr, float beta1, float beta2, float eps, float wd, float grad_scale, float inv_bc1,
+                        float inv_bc2) {
+    #pragma omp simd
+    for (int i = 0; i < n; i++) {
         float g = grads[i] * grad_scale;
         float mi = beta1 * m[i] + (1.0f - beta1) * g;
         float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
         m[i] = mi;
         v[i] = vi;
-        float mhat = mi / bc1, vhat = vi / bc2;
-        params[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * params[i]);
+        params[i] -= lr * ((mi * inv_bc1) / (sqrtf(vi * inv_bc2) + eps) + wd * params[i]);
+    }
+}
+
+void adamw_update(float *params, const float *grads, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                  float eps, float wd, float grad_scale, int t) {
+    float inv_bc1 = 1.0f / (1.0f - powf(beta1, (float)t)), inv_bc2 = 1.0f / (1.0f - powf(beta2, (float)t));
+    #pragma omp parallel for
+    for (size_t i = 0; i < n; i += ELEMENTWISE_CHUNK) {
+        adamw_chunk(params + i, grads + i, m + i, v + i, (int)(n - i < ELEMENTWISE_CHUNK ? n - i : ELEMENTWISE_CHUNK), lr,
+                    beta1, beta2, eps, wd, grad_scale, inv_bc1, inv_bc2);
     }
 }
 

@@ -186,6 +186,10 @@ static inline float args_parse_float(const char *prog, const char *flag, const c
 static inline void args_parse(TrainArgs *a, int argc, char **argv) {
     const char *prog = argv[0];
     args_defaults(a);
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-help"))) {
+        if (llmc_rank == 0) { args_usage(prog); }
+        exit(EXIT_SUCCESS);
+    }
     for (int i = 1; i < argc; i += 2) {
         const char *f = argv[i];
         if (f[0] != '-' || strlen(f) < 2 || strlen(f) > 3) { args_fail(prog, "unexpected argument '%s'", f); }
