@@ -225,7 +225,7 @@ endif
 # tests (README "Testing"); each test-* target is one script or binary, failing loudly
 
 FIXTURES = dev/test/fixtures
-TEST_TARGETS = test-model test-loader test-bad-input test-mpi test-resume test-hellaswag
+TEST_TARGETS = test-model test-loader test-bad-input test-bootstrap test-mpi test-resume test-hellaswag
 
 .PHONY: all test clean fixtures $(TEST_TARGETS)
 
@@ -264,6 +264,13 @@ test-bad-input: train_gpt2
 test-mpi: train_gpt2
 	PYTHON=$(PYTHON) bash dev/test/test_mpi.sh
 
+# the TCP bootstrap of the NCCL id (launches without MPI), with real processes on localhost
+test-bootstrap: dev/test/test_bootstrap
+	./dev/test/test_bootstrap
+
+dev/test/test_bootstrap: dev/test/test_bootstrap.c llmc/bootstrap.h llmc/utils.h
+	$(CC) $(CFLAGS) $< -o $@
+
 # HellaSwag scoring against the PyTorch reference, on 1-3 ranks
 test-hellaswag: train_gpt2
 	PYTHON=$(PYTHON) bash dev/test/test_hellaswag.sh
@@ -273,5 +280,5 @@ test-resume: train_gpt2
 	PYTHON=$(PYTHON) bash dev/test/test_resume.sh
 
 clean:
-	rm -f $(TARGETS) train_gpt2cu test_gpt2cu gpt2_tokenize export_hf dev/test/test_dataloader
+	rm -f $(TARGETS) train_gpt2cu test_gpt2cu gpt2_tokenize export_hf dev/test/test_dataloader dev/test/test_bootstrap
 	rm -rf $(FIXTURES) build
