@@ -202,7 +202,7 @@ else
   endif
 endif
 
-.PHONY: cuda-kernels test-cuda-host
+.PHONY: cuda-kernels test-cuda-host test-cuda-sim
 
 # the kernel workbenches of dev/cuda (run them on a GPU machine with dev/cuda/run_all.sh)
 cuda-kernels:
@@ -219,6 +219,11 @@ ifeq ($(NVCC),)
 else
 	$(MAKE) -C dev/cuda run-host CUDA_ARCHS="$(firstword $(CUDA_ARCHS))" NVCC="$(NVCC)"
 endif
+
+# the kernel workbenches on the CPU host simulator (g++, AddressSanitizer; no CUDA needed):
+# the kernels' own source run with fibers for threads, in forward and random schedules (~2 min)
+test-cuda-sim:
+	$(MAKE) -C dev/cuda run-sim SIM_ORDERS="forward random"
 # ---- end CUDA trainer ----
 
 # ---------------------------------------------------------------------------------------------

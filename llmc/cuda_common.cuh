@@ -1,6 +1,8 @@
 /*
  * What every CUDA file of the project shares: the bf16 activation type, error checks, 128-bit
- * packed loads and stores, warp reductions and stochastic rounding.
+ * packed loads and stores, warp and block reductions, stochastic rounding, launcher precondition
+ * checks (cudaRequire), the deterministic column-sum stage of the two-stage reductions, and
+ * bf16 <-> fp32 buffer casts.
  *
  * Conventions that span the .cuh files:
  * - floatX is the storage type of parameters, gradients and activations (bf16); accumulation is fp32.
@@ -14,6 +16,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdint.h>
 #include "utils.h"
 
@@ -131,6 +134,123 @@ __device__ __forceinline__ void stochastic_rounding(float in, floatX *out, unsig
     unsigned int rounded = (bits & 0xFFFF) > threshold ? (bits | 0xFFFF) + 1u : bits & ~0xFFFFu;
     if (isnan(in) || isinf(in)) { rounded = bits; }
     *out = __ushort_as_bfloat16((unsigned short)(rounded >> 16));
+}
+
+// The same rounding with the random bits given by the caller, so that they can be keyed to an
+// element's index (AdamW): the result then does not depend on the launch configuration or on
+// how the parameters are sharded across ranks.
+__device__ __forceinline__ floatX stochastic_round_bf16(float in, unsigned int random) {
+    unsigned int threshold = random & 0xFFFF;
+    unsigned int bits = __float_as_uint(in);
+    unsigned int rounded = (bits & 0xFFFF) > threshold ? (bits | 0xFFFF) + 1u : bits & ~0xFFFFu;
+    if (isnan(in) || isinf(in)) { rounded = bits; }
+    return __ushort_as_bfloat16((unsigned short)(rounded >> 16));
+}
+
+// ----------------------------------------------------------------------------
+// more reductions
+
+// maximum over a block of up to 1024 threads; every thread gets the result. `shared` holds 32 floats.
+__device__ __forceinline__ float block_reduce_max(float val, float *shared) {
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    const int num_warps = CEIL_DIV((int)blockDim.x, WARP_SIZE);
+    val = warp_reduce_max(val);
+    __syncthreads();  // shared may still be read by a previous call
+    if (lane == 0) { shared[warp] = val; }
+    __syncthreads();
+    val = lane < num_warps ? shared[lane] : -INFINITY;
+    return warp_reduce_max(val);
+}
+
+// ----------------------------------------------------------------------------
+// launcher helpers
+
+// A launcher's precondition: on failure, one line naming the launcher, the condition and why.
+static inline void cuda_require_fail(const char *func, const char *cond, const char *file, int line, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    llmc_die("%s: %s (requires %s) [%s:%d]", func, msg, cond, file, line);
+}
+#define cudaRequire(cond, ...) \
+    do { if (!(cond)) { cuda_require_fail(__func__, #cond, __FILE__, __LINE__, __VA_ARGS__); } } while (0)
+
+static inline int is_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+// grid size for a one-thread-per-item launch; items beyond 2^31 blocks are not a real case here
+static inline unsigned int grid_for(size_t items, int block) {
+    size_t blocks = (items + block - 1) / block;
+    return (unsigned int)(blocks > 0 ? blocks : 1);
+}
+
+// ----------------------------------------------------------------------------
+// deterministic column sums: the second stage of the fp32 two-stage reductions of layernorm.cuh
+// (dweight, dbias) and matmul.cuh (dbias). A first-stage kernel writes P rows of M partial sums
+// (partials[p * M + m], p in the fixed order of its row chunks); this adds them up and
+// accumulates into bf16 outputs:
+//     out[m] += sum_p partials[p * M + m],   out = out0[m] for m < split, out1[m - split] otherwise.
+// Summation order (fixed, independent of the device): warp w of a block sums p = w, w + 16,
+// w + 32, ... in increasing p; the 16 warp sums are then added in order w = 0..15.
+
+#define COLUMN_SUM_WARPS 16
+
+static __global__ void __launch_bounds__(WARP_SIZE * COLUMN_SUM_WARPS)
+column_partials_accumulate_kernel(floatX *out0, floatX *out1, int split, const float *partials, int P, int M) {
+    __shared__ float warp_sums[COLUMN_SUM_WARPS][WARP_SIZE];
+    const int lane = threadIdx.x, w = threadIdx.y;
+    const int m = blockIdx.x * WARP_SIZE + lane;
+    float acc = 0.0f;
+    if (m < M) {
+        for (int p = w; p < P; p += COLUMN_SUM_WARPS) { acc += partials[(size_t)p * M + m]; }
+    }
+    warp_sums[w][lane] = acc;
+    __syncthreads();
+    if (w == 0 && m < M) {
+        float total = 0.0f;
+        for (int i = 0; i < COLUMN_SUM_WARPS; i++) { total += warp_sums[i][lane]; }
+        floatX *out = m < split ? out0 + m : out1 + (m - split);
+        *out = __float2bfloat16(__bfloat162float(*out) + total);
+    }
+}
+
+// out0 (split) and out1 (M - split; may be NULL when split == M): bf16, accumulated (+=).
+// partials: (P, M) fp32, as written by a first-stage kernel. No scratch.
+static inline void column_partials_accumulate(floatX *out0, floatX *out1, int split, const float *partials, int P,
+                                              int M, cudaStream_t stream) {
+    cudaRequire(P > 0 && M > 0 && split >= 0 && split <= M, "P = %d, M = %d, split = %d", P, M, split);
+    cudaRequire(out1 != NULL || split == M, "out1 is NULL but split = %d < M = %d", split, M);
+    dim3 block(WARP_SIZE, COLUMN_SUM_WARPS);
+    column_partials_accumulate_kernel<<<CEIL_DIV(M, WARP_SIZE), block, 0, stream>>>(out0, out1, split, partials, P, M);
+    cudaCheckLaunch();
+}
+
+// ----------------------------------------------------------------------------
+// conversions between bf16 and fp32 buffers (master weights, checkpoints)
+
+static __global__ void cast_bf16_to_fp32_kernel(float *out, const floatX *in, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { out[i] = __bfloat162float(in[i]); }
+}
+
+static __global__ void cast_fp32_to_bf16_kernel(floatX *out, const float *in, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { out[i] = __float2bfloat16(in[i]); }  // round to nearest even
+}
+
+// out (n) fp32 = in (n) bf16, exact. Overwrites out.
+static inline void cast_bf16_to_fp32(float *out, const floatX *in, size_t n, cudaStream_t stream) {
+    if (n == 0) { return; }
+    cast_bf16_to_fp32_kernel<<<grid_for(n, 512), 512, 0, stream>>>(out, in, n);
+    cudaCheckLaunch();
+}
+
+// out (n) bf16 = in (n) fp32, rounded to nearest even. Overwrites out.
+static inline void cast_fp32_to_bf16(floatX *out, const float *in, size_t n, cudaStream_t stream) {
+    if (n == 0) { return; }
+    cast_fp32_to_bf16_kernel<<<grid_for(n, 512), 512, 0, stream>>>(out, in, n);
+    cudaCheckLaunch();
 }
 
 #endif  // LLMC_CUDA_COMMON_CUH

@@ -1,0 +1,256 @@
+/*
+ * Workbench: the AdamW update (llmc/adamw.cuh) and the bf16 <-> fp32 casts (llmc/cuda_common.cuh)
+ * over the 124,475,904 parameters of GPT-2 124M (Vp = 50304), against a double-precision CPU
+ * AdamW that derives the weight decay from the tensor sizes on its own.
+ *
+ * Checks and tolerances:
+ *   m, v (fp32): a few fp32 roundings of values ~1e-3 / ~1e-5: rtol 1e-5 (atol 1e-10, 1e-13).
+ *   master (fp32): p - lr * (...) rounds once to the fp32 ulp of |p| <= 0.1 (7.5e-9), the update
+ *       (~lr) carries the fast division / sqrt's few-ulp error: atol 2e-8, rtol 1e-6.
+ *   params (bf16) with master weights: exactly one of the two bf16 neighbours of the GPU's own
+ *       fp32 master (or equal to it), and unbiased: the mean of (param - master) / ulp over all
+ *       n parameters is 0 within 5/sqrt(n), ten standard errors (4.5e-4 at n = 124M).
+ *   params without master weights: within one bf16 ulp of the double reference.
+ *   ZeRO-1 shards: two shard updates ([0, s) and [s, total), shard-local m/v/master, s odd and
+ *       inside a tensor) give the same bits as one full update.
+ *   a NaN or inf device scale skips the step: every buffer unchanged, bitwise.
+ *   determinism: a second update from the same state is bitwise identical.
+ *   casts: bf16 -> fp32 exact; fp32 -> bf16 equal to the host's round-to-nearest-even.
+ *
+ *   ./adamw
+ */
+#include "common.h"
+#include "llmc/adamw.cuh"
+
+typedef struct {
+    floatX *params, *grads;
+    float *m, *v, *master;
+} OptState;
+
+static void state_upload(OptState *s, const float *p, const float *g, const float *m, const float *v, const float *master,
+                         size_t n) {
+    upload_bf16(s->params, p, n);
+    upload_bf16(s->grads, g, n);
+    cudaCheck(cudaMemcpy(s->m, m, n * sizeof(float), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(s->v, v, n * sizeof(float), cudaMemcpyHostToDevice));
+    if (master) { cudaCheck(cudaMemcpy(s->master, master, n * sizeof(float), cudaMemcpyHostToDevice)); }
+}
+
+// all of a state's bytes, for bitwise comparisons
+static void state_bytes(void **out, const OptState *s, size_t n) {
+    out[0] = download_bytes(s->params, n * sizeof(floatX));
+    out[1] = download_bytes(s->m, n * sizeof(float));
+    out[2] = download_bytes(s->v, n * sizeof(float));
+    out[3] = download_bytes(s->master, n * sizeof(float));
+}
+
+static void compare_states(const char *what, void **a, void **b, size_t n) {
+    char name[128];
+    const char *parts[4] = {"params", "m", "v", "master"};
+    const size_t bytes[4] = {n * sizeof(floatX), n * sizeof(float), n * sizeof(float), n * sizeof(float)};
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof(name), "%s: %s", what, parts[i]);
+        check_bitwise(name, a[i], b[i], bytes[i]);
+    }
+}
+
+static void free_bytes(void **x) { for (int i = 0; i < 4; i++) { free(x[i]); } }
+
+// the bf16 neighbours of f: toward zero (truncation) and the next one away from zero
+static inline void bf16_neighbours(float f, float *lo, float *hi) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    uint32_t t = u & 0xffff0000u;
+    memcpy(lo, &t, sizeof(t));
+    if ((u & 0xffffu) == 0) { *hi = *lo; return; }
+    t += 0x10000u;
+    memcpy(hi, &t, sizeof(t));
+}
+
+int main(void) {
+    workbench_init("adamw");
+    // GPT-2 124M; under the simulator a one-layer C=64 model with a small vocabulary
+    GPT2Config config = WB_SIM ? GPT2Config{32, 300, 384, 1, 4, 64} : GPT2Config{1024, 50257, 50304, 12, 12, 768};
+    const size_t n = gpt2_num_params(&config);
+    AdamWDecayTable table;
+    adamw_decay_table_gpt2(&table, &config);
+    printf("%s: %zu parameters, decay table of %d ranges\n", WB_SIM ? "simulator model" : "GPT-2 124M", n, table.count);
+    const float lr = 6e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, wd = 0.1f, host_scale = 0.5f, dev_scale = 0.8f;
+    const int t = 3;
+    const unsigned long long seed = 0x1234567890abcdefull;
+
+    // the starting state
+    float *p0 = host_uniform_bf16(n, -0.1f, 0.1f, 61), *g0 = host_uniform_bf16(n, -1e-2f, 1e-2f, 62);
+    float *m0 = (float *)mallocCheck(n * sizeof(float)), *v0 = (float *)mallocCheck(n * sizeof(float)),
+          *master0 = (float *)mallocCheck(n * sizeof(float));
+    {
+        Rng r = {63};
+        for (size_t i = 0; i < n; i++) {
+            m0[i] = rng_range(&r, -1e-3f, 1e-3f);
+            v0[i] = m0[i] * m0[i] * rng_range(&r, 1.0f, 4.0f) + 1e-8f;  // as in training: |m| <~ sqrt(v)
+            master0[i] = p0[i] + rng_range(&r, -1e-4f, 1e-4f) * fabsf(p0[i]);  // the fp32 value p0 was rounded from
+        }
+    }
+    // decay per parameter from the tensor sizes, independently of the kernel's table
+    unsigned char *decay = (unsigned char *)mallocCheck(n);
+    {
+        size_t sizes[NUM_PARAMETER_TENSORS], off = 0;
+        gpt2_param_sizes(sizes, &config);
+        for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
+            memset(decay + off, k == 0 || k == 1 || k == 4 || k == 6 || k == 10 || k == 12, sizes[k]);
+            off += sizes[k];
+        }
+    }
+
+    OptState s;
+    s.params = (floatX *)device_alloc(n * sizeof(floatX));
+    s.grads = (floatX *)device_alloc(n * sizeof(floatX));
+    s.m = (float *)device_alloc(n * sizeof(float));
+    s.v = (float *)device_alloc(n * sizeof(float));
+    s.master = (float *)device_alloc(n * sizeof(float));
+    float *d_scale = (float *)device_alloc(sizeof(float));
+    cudaCheck(cudaMemcpy(d_scale, &dev_scale, sizeof(float), cudaMemcpyHostToDevice));
+
+    // 1. with master weights, against the double reference
+    printf("case with fp32 master weights\n");
+    state_upload(&s, p0, g0, m0, v0, master0, n);
+    adamw_update(s.params, s.master, s.grads, s.m, s.v, 0, n, &table, lr, beta1, beta2, eps, wd, t, host_scale, d_scale, seed, 0);
+    float *gm = (float *)mallocCheck(n * sizeof(float)), *gv = (float *)mallocCheck(n * sizeof(float)),
+          *gmaster = (float *)mallocCheck(n * sizeof(float)), *gp = (float *)mallocCheck(n * sizeof(float));
+    download_f32(gm, s.m, n);
+    download_f32(gv, s.v, n);
+    download_f32(gmaster, s.master, n);
+    download_bf16(gp, s.params, n);
+    float *rm = (float *)mallocCheck(n * sizeof(float)), *rv = (float *)mallocCheck(n * sizeof(float)),
+          *rp = (float *)mallocCheck(n * sizeof(float));
+    const double bc1 = 1.0 - pow(beta1, t), bc2 = 1.0 - pow(beta2, t);
+    for (size_t i = 0; i < n; i++) {
+        const double g = (double)g0[i] * host_scale * dev_scale;
+        const double m = beta1 * (double)m0[i] + (1.0 - beta1) * g, v = beta2 * (double)v0[i] + (1.0 - beta2) * g * g;
+        rm[i] = (float)m;
+        rv[i] = (float)v;
+        rp[i] = (float)(master0[i] - lr * ((m / bc1) / (sqrt(v / bc2) + eps) + (decay[i] ? wd : 0.0) * master0[i]));
+    }
+    check_close("m", gm, rm, n, 1e-10, 1e-5);
+    check_close("v", gv, rv, n, 1e-13, 1e-5);
+    check_close("master weights", gmaster, rp, n, 2e-8, 1e-6);
+    {
+        size_t bad = 0;
+        double bias = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            float lo, hi;
+            bf16_neighbours(gmaster[i], &lo, &hi);
+            if (gp[i] != lo && gp[i] != hi) {
+                if (bad < 5) { printf("    params[%zu] = %.9g is not a bf16 neighbour of master %.9g\n", i, gp[i], gmaster[i]); }
+                bad++;
+            }
+            if (hi != lo) { bias += (gp[i] - gmaster[i]) / (hi - lo); }
+        }
+        char detail[128];
+        snprintf(detail, sizeof(detail), "%zu not a neighbour", bad);
+        check_true("params = a bf16 neighbour of the master weight", bad == 0, detail);
+        bias /= n;
+        // each term has mean 0 and standard deviation <= 0.5: 5/sqrt(n) is ten standard errors
+        snprintf(detail, sizeof(detail), "mean (param - master) / ulp = %.2e, bound %.2e", bias, 5.0 / sqrt((double)n));
+        check_true("stochastic rounding unbiased (|mean| < 5/sqrt(n))", fabs(bias) < 5.0 / sqrt((double)n), detail);
+    }
+
+    // 2. determinism
+    void *a[4], *b[4];
+    state_bytes(a, &s, n);
+    state_upload(&s, p0, g0, m0, v0, master0, n);
+    adamw_update(s.params, s.master, s.grads, s.m, s.v, 0, n, &table, lr, beta1, beta2, eps, wd, t, host_scale, d_scale, seed, 0);
+    state_bytes(b, &s, n);
+    compare_states("second run", a, b, n);
+    free_bytes(b);
+
+    // 3. ZeRO-1 shards: [0, split) and [split, n) with shard-local m, v, master
+    const size_t split = n / 3 + 5;
+    state_upload(&s, p0, g0, m0, v0, master0, n);
+    adamw_update(s.params, s.master, s.grads, s.m, s.v, 0, split, &table, lr, beta1, beta2, eps, wd, t, host_scale, d_scale,
+                 seed, 0);
+    adamw_update(s.params, s.master + split, s.grads, s.m + split, s.v + split, split, n - split, &table, lr, beta1, beta2,
+                 eps, wd, t, host_scale, d_scale, seed, 0);
+    state_bytes(b, &s, n);
+    compare_states("two shards == one full update", a, b, n);
+    free_bytes(b);
+
+    // 4. a non-finite device scale skips the step
+    void *start[4];
+    state_upload(&s, p0, g0, m0, v0, master0, n);
+    state_bytes(start, &s, n);
+    const float bad_scales[2] = {NAN, INFINITY};
+    for (int k = 0; k < 2; k++) {
+        cudaCheck(cudaMemcpy(d_scale, &bad_scales[k], sizeof(float), cudaMemcpyHostToDevice));
+        adamw_update(s.params, s.master, s.grads, s.m, s.v, 0, n, &table, lr, beta1, beta2, eps, wd, t, host_scale, d_scale,
+                     seed, 0);
+        state_bytes(b, &s, n);
+        compare_states(k == 0 ? "NaN scale skips the step" : "inf scale skips the step", start, b, n);
+        free_bytes(b);
+    }
+    cudaCheck(cudaMemcpy(d_scale, &dev_scale, sizeof(float), cudaMemcpyHostToDevice));
+
+    // 5. without master weights: params read and written in bf16
+    printf("case without master weights\n");
+    state_upload(&s, p0, g0, m0, v0, NULL, n);
+    adamw_update(s.params, NULL, s.grads, s.m, s.v, 0, n, &table, lr, beta1, beta2, eps, wd, t, host_scale, d_scale, seed, 0);
+    download_bf16(gp, s.params, n);
+    download_f32(gm, s.m, n);
+    {
+        float *tol = (float *)mallocCheck(n * sizeof(float));
+        for (size_t i = 0; i < n; i++) {
+            const double g = (double)g0[i] * host_scale * dev_scale;
+            const double m = beta1 * (double)m0[i] + (1.0 - beta1) * g, v = beta2 * (double)v0[i] + (1.0 - beta2) * g * g;
+            rp[i] = (float)(p0[i] - lr * ((m / bc1) / (sqrt(v / bc2) + eps) + (decay[i] ? wd : 0.0) * p0[i]));
+            float lo, hi;
+            bf16_neighbours(rp[i], &lo, &hi);
+            tol[i] = fabsf(hi - lo) * 1.001f + 1e-8f;  // one bf16 ulp (hi - lo < 0 for negative values)
+        }
+        check_close("m (no master)", gm, rm, n, 1e-10, 1e-5);
+        check_close_tol("params within one bf16 ulp (no master)", gp, rp, tol, n);
+        free(tol);
+    }
+
+    // 6. casts
+    printf("case casts\n");
+    {
+        floatX *d_bf = (floatX *)device_alloc(n * sizeof(floatX));
+        float *d_f = (float *)device_alloc(n * sizeof(float));
+        cudaCheck(cudaMemcpy(d_f, master0, n * sizeof(float), cudaMemcpyHostToDevice));
+        cast_fp32_to_bf16(d_bf, d_f, n, 0);
+        uint16_t *got = (uint16_t *)download_bytes(d_bf, n * sizeof(uint16_t)), *ref = (uint16_t *)mallocCheck(n * sizeof(uint16_t));
+        for (size_t i = 0; i < n; i++) { ref[i] = float_to_bf16_bits(master0[i]); }
+        check_bitwise("cast_fp32_to_bf16 == host round-to-nearest-even", got, ref, n * sizeof(uint16_t));
+        cast_bf16_to_fp32(d_f, d_bf, n, 0);
+        float *back = (float *)mallocCheck(n * sizeof(float)), *expect = (float *)mallocCheck(n * sizeof(float));
+        download_f32(back, d_f, n);
+        for (size_t i = 0; i < n; i++) { expect[i] = bf16_bits_to_float(ref[i]); }
+        check_bitwise("cast_bf16_to_fp32 exact", back, expect, n * sizeof(float));
+        cudaCheck(cudaFree(d_bf)); cudaCheck(cudaFree(d_f));
+        free(got); free(ref); free(back); free(expect);
+    }
+
+    // 7. timing (not under the simulator): per parameter, with master weights: read grad 2, master 4, m 4, v 4; write
+    // master 4, m 4, v 4, param 2 bytes; without: read grad 2, param 2, m 4, v 4; write param 2, m 4, v 4
+    if (!WB_SIM) {
+        state_upload(&s, p0, g0, m0, v0, master0, n);
+        float ms = time_ms([&] {
+            adamw_update(s.params, s.master, s.grads, s.m, s.v, 0, n, &table, lr, beta1, beta2, eps, wd, t, host_scale, d_scale,
+                         seed, 0);
+        }, 20);
+        report_bandwidth("adamw_update, master weights (28 B/param)", ms, 28.0 * n);
+        ms = time_ms([&] {
+            adamw_update(s.params, NULL, s.grads, s.m, s.v, 0, n, &table, lr, beta1, beta2, eps, wd, t, host_scale, d_scale,
+                         seed, 0);
+        }, 20);
+        report_bandwidth("adamw_update, bf16 params only (22 B/param)", ms, 22.0 * n);
+    }
+
+    free_bytes(a);
+    free_bytes(start);
+    cudaCheck(cudaFree(s.params)); cudaCheck(cudaFree(s.grads)); cudaCheck(cudaFree(s.m)); cudaCheck(cudaFree(s.v));
+    cudaCheck(cudaFree(s.master)); cudaCheck(cudaFree(d_scale));
+    free(p0); free(g0); free(m0); free(v0); free(master0); free(decay); free(gm); free(gv); free(gmaster); free(gp);
+    free(rm); free(rv); free(rp);
+    return workbench_finish("adamw");
+}

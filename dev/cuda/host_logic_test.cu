@@ -1,0 +1,221 @@
+/*
+ * The host-side logic of the CUDA layers, tested on the CPU (no GPU needed, so it runs in CI):
+ *   - the embedding-backward plan (llmc/encoder.cuh): a permutation grouped by token with
+ *     increasing positions, segments of at most ENCODER_SEGMENT, consistent split records, within
+ *     the documented buffer bounds, bad token ids rejected; and the CPU emulation of the kernels'
+ *     summation order (emulate.h) agrees with double sums;
+ *   - the AdamW weight-decay table (llmc/adamw.cuh): GPT-2 tables merge to the expected ranges,
+ *     the per-index lookup matches gpt2_param_is_decayed at every tensor's first and last
+ *     element, malformed range lists are rejected;
+ *   - the CPU emulation of the gradient-norm order (emulate.h) agrees with double sums;
+ *   - the warps-per-block rule of the LayerNorm backward.
+ * Exits non-zero on any failure.
+ *
+ *   ./host_logic_test      (built by dev/cuda/Makefile; `make test-cuda-host` at the root)
+ */
+#include "common.h"
+#include "emulate.h"
+#include "llmc/adamw.cuh"
+#include "llmc/layernorm.cuh"
+
+static int check_plan(const char *name, const int *inp, int BT) {
+    int *plan = (int *)mallocCheck(encoder_plan_ints(BT) * sizeof(int));
+    int *counts = (int *)mallocCheck(ENCODER_TOKEN_RANGE * sizeof(int));
+    EncoderPlanCounts n;
+    const char *problem = encoder_backward_plan(plan, counts, inp, BT, &n);
+    int ok = problem == NULL;
+    char why[256] = "";
+    // positions: a permutation, grouped by token, increasing within a token
+    char *seen = (char *)callocCheck(BT > 0 ? BT : 1, 1);
+    for (int j = 0; ok && j < BT; j++) {
+        if (plan[j] < 0 || plan[j] >= BT || seen[plan[j]]) { ok = 0; snprintf(why, sizeof(why), "positions not a permutation at %d", j); }
+        else { seen[plan[j]] = 1; }
+        if (ok && j > 0 && inp[plan[j]] == inp[plan[j - 1]] && plan[j] < plan[j - 1]) {
+            ok = 0; snprintf(why, sizeof(why), "positions of a token not increasing at %d", j);
+        }
+        if (ok && j > 0 && inp[plan[j]] < inp[plan[j - 1]]) { ok = 0; snprintf(why, sizeof(why), "tokens not grouped at %d", j); }
+    }
+    // segments tile [0, BT) in order, one token each, at most ENCODER_SEGMENT long
+    int next = 0, slots_seen = 0;
+    for (int s = 0; ok && s < n.num_segments; s++) {
+        const int *seg = plan + BT + 4 * (size_t)s;
+        if (seg[1] != next || seg[2] < 1 || seg[2] > ENCODER_SEGMENT) { ok = 0; snprintf(why, sizeof(why), "segment %d malformed", s); break; }
+        for (int j = seg[1]; j < seg[1] + seg[2]; j++) {
+            if (inp[plan[j]] != seg[0]) { ok = 0; snprintf(why, sizeof(why), "segment %d holds another token", s); break; }
+        }
+        if (seg[3] >= 0) {
+            if (seg[3] != slots_seen) { ok = 0; snprintf(why, sizeof(why), "segment %d slot %d out of order", s, seg[3]); }
+            slots_seen++;
+        } else {
+            // a single-segment token: no neighbour segment of the same token
+            const int prev_same = s > 0 && plan[BT + 4 * (size_t)(s - 1)] == seg[0];
+            const int next_same = s + 1 < n.num_segments && plan[BT + 4 * (size_t)(s + 1)] == seg[0];
+            if (prev_same || next_same) { ok = 0; snprintf(why, sizeof(why), "segment %d direct but its token is split", s); }
+        }
+        next += seg[2];
+    }
+    if (ok && next != BT) { ok = 0; snprintf(why, sizeof(why), "segments cover %d of %d positions", next, BT); }
+    if (ok && slots_seen != n.num_slots) { ok = 0; snprintf(why, sizeof(why), "slot count mismatch"); }
+    // split records: contiguous slots, pieces = ceil(count / SEGMENT) > 1
+    int slot = 0;
+    for (int i = 0; ok && i < n.num_split; i++) {
+        const int *sp = plan + (size_t)5 * BT + 3 * (size_t)i;
+        int count = 0;
+        for (int j = 0; j < BT; j++) { count += inp[j] == sp[0]; }
+        if (sp[1] != slot || sp[2] != CEIL_DIV(count, ENCODER_SEGMENT) || sp[2] < 2) {
+            ok = 0; snprintf(why, sizeof(why), "split record %d (token %d) inconsistent", i, sp[0]);
+        }
+        slot += sp[2];
+    }
+    if (ok && (n.num_slots > encoder_max_slots(BT) || n.num_split > BT / ENCODER_SEGMENT + 1)) {
+        ok = 0; snprintf(why, sizeof(why), "%d slots / %d splits exceed the buffer bounds", n.num_slots, n.num_split);
+    }
+    char detail[320];
+    snprintf(detail, sizeof(detail), "%d segments, %d split tokens, %d slots%s%s", n.num_segments, n.num_split, n.num_slots,
+             why[0] ? "; " : "", why);
+    check_true(name, ok, detail);
+    free(seen); free(plan); free(counts);
+    return ok;
+}
+
+static void test_encoder_plan(void) {
+    printf("encoder backward plan\n");
+    const int BT = 65536;
+    int *inp = (int *)mallocCheck(BT * sizeof(int));
+    Rng r = {81};
+    for (int i = 0; i < BT; i++) {
+        const float u = rng_uniform(&r);
+        inp[i] = u < 0.05f ? 0 : u < 0.1f ? 1 + rng_int(&r, 30) : rng_int(&r, 50257);
+    }
+    check_plan("heavy-head tokens, B*T = 65536", inp, BT);
+    for (int i = 0; i < 1000; i++) { inp[i] = 7; }
+    check_plan("one token everywhere (B*T = 1000)", inp, 1000);
+    for (int i = 0; i < 4096; i++) { inp[i] = i * 13 % 4096; }
+    check_plan("all tokens distinct (B*T = 4096)", inp, 4096);
+    for (int i = 0; i < 65536; i++) { inp[i] = i % 2 == 0 ? 65535 : 0; }
+    check_plan("largest id 65535, two tokens of 32768", inp, 65536);
+    inp[0] = 3;
+    check_plan("a single position", inp, 1);
+
+    int plan[64];
+    int *counts = (int *)mallocCheck(ENCODER_TOKEN_RANGE * sizeof(int));
+    EncoderPlanCounts n;
+    int bad[2] = {5, -1};
+    check_true("token id -1 rejected", encoder_backward_plan(plan, counts, bad, 2, &n) != NULL, "");
+    bad[1] = 65536;
+    check_true("token id 65536 rejected", encoder_backward_plan(plan, counts, bad, 2, &n) != NULL, "");
+    free(counts);
+
+    // the emulated kernels' sums against double sums (C = 16, heavy head so the split path runs)
+    const int B = 8, T = 512, C = 16, V = 300;
+    for (int i = 0; i < B * T; i++) { inp[i] = rng_uniform(&r) < 0.3f ? 2 : rng_int(&r, V); }
+    float *dout = host_uniform_bf16((size_t)B * T * C, -1.0f, 1.0f, 82);
+    float *dwte = host_uniform_bf16((size_t)V * C, -0.5f, 0.5f, 83), *dwpe = host_uniform_bf16((size_t)T * C, -0.5f, 0.5f, 84);
+    float *ref_wte = (float *)mallocCheck((size_t)V * C * sizeof(float)), *ref_wpe = (float *)mallocCheck((size_t)T * C * sizeof(float));
+    double *acc = (double *)callocCheck((size_t)V * C, sizeof(double));
+    for (int i = 0; i < B * T; i++) {
+        for (int c = 0; c < C; c++) { acc[(size_t)inp[i] * C + c] += dout[(size_t)i * C + c]; }
+    }
+    for (size_t i = 0; i < (size_t)V * C; i++) { ref_wte[i] = (float)(dwte[i] + acc[i]); }
+    for (int t = 0; t < T; t++) {
+        for (int c = 0; c < C; c++) {
+            double a = dwpe[(size_t)t * C + c];
+            for (int b = 0; b < B; b++) { a += dout[((size_t)b * T + t) * C + c]; }
+            ref_wpe[(size_t)t * C + c] = (float)a;
+        }
+    }
+    emulate_encoder_backward(dwte, dwpe, dout, inp, B, T, C);
+    // bf16 results of fp32 sums: 2^-8 relative rounding, fp32 summation error far smaller
+    check_close("emulated dwte vs double sums", dwte, ref_wte, (size_t)V * C, 1e-2, 1e-2);
+    check_close("emulated dwpe vs double sums", dwpe, ref_wpe, (size_t)T * C, 1e-2, 1e-2);
+    free(inp); free(dout); free(dwte); free(dwpe); free(ref_wte); free(ref_wpe); free(acc);
+}
+
+static void test_decay_table_for(const char *name, GPT2Config config, int expected_ranges) {
+    AdamWDecayTable table;
+    adamw_decay_table_gpt2(&table, &config);
+    size_t sizes[NUM_PARAMETER_TENSORS], off = 0;
+    gpt2_param_sizes(sizes, &config);
+    int ok = table.count == expected_ranges && adamw_decay_table_total(&table) == gpt2_num_params(&config);
+    for (int k = 0; ok && k < NUM_PARAMETER_TENSORS; k++) {
+        const int want = gpt2_param_is_decayed(k);
+        if (adamw_decay_of(table, off) != want || adamw_decay_of(table, off + sizes[k] - 1) != want) { ok = 0; }
+        off += sizes[k];
+    }
+    char detail[128];
+    snprintf(detail, sizeof(detail), "%d ranges (expected %d), %zu parameters", table.count, expected_ranges,
+             (size_t)adamw_decay_table_total(&table));
+    check_true(name, ok, detail);
+}
+
+static void test_decay_table(void) {
+    printf("AdamW weight-decay table\n");
+    // runs of equal decay in file order: [wte wpe] [ln1w ln1b] [qkvw] [qkvb] [attprojw]
+    // [attprojb ln2w ln2b] [fcw] [fcb] [fcprojw] [fcprojb lnfw lnfb]
+    test_decay_table_for("GPT-2 124M (d12)", GPT2Config{1024, 50257, 50304, 12, 12, 768}, 10);
+    test_decay_table_for("tiny (L2:C64:H4:T128)", GPT2Config{128, 50257, 50304, 2, 4, 64}, 10);
+    test_decay_table_for("GPT-2 1.5B (d48)", GPT2Config{1024, 50257, 50304, 48, 25, 1600}, 10);
+
+    AdamWDecayTable t;
+    AdamWRange ok_ranges[3] = {{0, 10, 1}, {10, 5, 0}, {15, 7, 1}};
+    check_true("three ranges accepted", adamw_decay_table_init(&t, ok_ranges, 3) == NULL && t.count == 3, "");
+    check_true("lookup at range edges",
+               adamw_decay_of(t, 0) == 1 && adamw_decay_of(t, 9) == 1 && adamw_decay_of(t, 10) == 0 &&
+                   adamw_decay_of(t, 14) == 0 && adamw_decay_of(t, 15) == 1 && adamw_decay_of(t, 21) == 1,
+               "");
+    AdamWRange gap[2] = {{0, 10, 1}, {11, 5, 0}};
+    check_true("a gap rejected", adamw_decay_table_init(&t, gap, 2) != NULL, "");
+    AdamWRange overlap[2] = {{0, 10, 1}, {9, 5, 0}};
+    check_true("an overlap rejected", adamw_decay_table_init(&t, overlap, 2) != NULL, "");
+    AdamWRange late[1] = {{4, 10, 1}};
+    check_true("a table not starting at 0 rejected", adamw_decay_table_init(&t, late, 1) != NULL, "");
+    AdamWRange empty[2] = {{0, 10, 1}, {10, 0, 0}};
+    check_true("an empty range rejected", adamw_decay_table_init(&t, empty, 2) != NULL, "");
+    AdamWRange flag[1] = {{0, 10, 2}};
+    check_true("decay other than 0/1 rejected", adamw_decay_table_init(&t, flag, 1) != NULL, "");
+    AdamWRange many[40];
+    for (int i = 0; i < 40; i++) { many[i].offset = (size_t)i; many[i].size = 1; many[i].decay = i % 2; }
+    check_true("more than 32 alternating ranges rejected", adamw_decay_table_init(&t, many, 40) != NULL, "");
+    for (int i = 0; i < 40; i++) { many[i].decay = 1; }
+    check_true("40 ranges of equal decay merge into 1",
+               adamw_decay_table_init(&t, many, 40) == NULL && t.count == 1 && adamw_decay_table_total(&t) == 40, "");
+    check_true("64-bit seeds differing only in the high half give different 32-bit seeds",
+               adamw_seed32(1ull) != adamw_seed32(1ull | (1ull << 32)), "");
+}
+
+static void test_norm_emulation(void) {
+    printf("gradient-norm order emulation\n");
+    const size_t n = 3000003;
+    float *g = host_uniform_bf16(n, -1.0f, 1.0f, 85);
+    double exact = 0.0;
+    for (size_t i = 0; i < n - 3; i++) { exact += (double)g[i] * g[i]; }
+    float e = emulate_global_norm_squared(g, n - 3, 1), ref = (float)exact;
+    check_close("vectorized order vs double", &e, &ref, 1, 0.0, 1e-5);
+    exact += (double)g[n - 3] * g[n - 3] + (double)g[n - 2] * g[n - 2] + (double)g[n - 1] * g[n - 1];
+    e = emulate_global_norm_squared(g, n, 0);
+    ref = (float)exact;
+    check_close("scalar order vs double", &e, &ref, 1, 0.0, 1e-5);
+    float vals[512];
+    for (int i = 0; i < 512; i++) { vals[i] = (float)(i + 1); }
+    e = emulate_block_sum(vals, 512);
+    check_true("block sum of 1..512 = 131328", e == 131328.0f, "");
+    free(g);
+}
+
+int main(void) {
+    printf("host_logic_test (CPU only)\n");
+    test_encoder_plan();
+    test_decay_table();
+    test_norm_emulation();
+    printf("LayerNorm backward warps per block\n");
+    check_true("C = 768 -> 8, 1600 -> 7, 12288 -> 1, 12296 -> 0 (rejected)",
+               layernorm_backward_warps(768) == 8 && layernorm_backward_warps(1600) == 7 &&
+                   layernorm_backward_warps(12288) == 1 && layernorm_backward_warps(12296) == 0,
+               "");
+    if (wb_failures) {
+        printf("host_logic_test: %d check(s) FAILED\n", wb_failures);
+        return 1;
+    }
+    printf("host_logic_test: all checks passed\n");
+    return 0;
+}

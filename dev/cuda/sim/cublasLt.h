@@ -1,0 +1,308 @@
+/*
+ * Host simulator, part 3: a stand-in for <cublasLt.h> that implements cublasLtMatmul's documented
+ * semantics on the CPU, written from the cuBLASLt documentation (not from our callers), so that the
+ * row-major -> column-major mapping of llmc/matmul.cuh and the epilogue setup of
+ * llmc/cublas_common.cuh are checked against the contract:
+ *   D = alpha * op(A) op(B) + beta * C, column-major, op(X) = X or X^T per CUBLASLT_MATMUL_DESC_TRANS*;
+ *   A's layout is (m x k) or, transposed, (k x m); B's (k x n) or (n x k); C and D (m x n);
+ *   CUBLASLT_EPILOGUE_BIAS: bias (length m, D's rows) added to every column;
+ *   CUBLASLT_EPILOGUE_GELU_AUX(_BIAS): aux = the (biased) product, D = GELU(aux), aux has
+ *     CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD >= m, divisible by 8;
+ *   CUBLASLT_EPILOGUE_DGELU: D = product * GELU'(aux), aux as above;
+ *   strided batches per layout (CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT / STRIDED_BATCH_OFFSET).
+ * Every attribute set must have the documented size and type; pointers must meet the alignment
+ * the heuristic was asked for (the MIN_ALIGNMENT preferences, recorded in the returned algo).
+ * The product is summed in double and rounded once to bf16 (the GPU sums in fp32).
+ * GELU is the tanh form.
+ */
+#ifndef SIM_CUBLASLT_H
+#define SIM_CUBLASLT_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include "cuda_bf16.h"
+#include "cuda_runtime.h"
+
+typedef enum {
+    CUBLAS_STATUS_SUCCESS = 0,
+    CUBLAS_STATUS_NOT_INITIALIZED = 1,
+    CUBLAS_STATUS_INVALID_VALUE = 7,
+    CUBLAS_STATUS_NOT_SUPPORTED = 15,
+} cublasStatus_t;
+typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
+typedef enum { CUBLAS_COMPUTE_32F = 68 } cublasComputeType_t;
+typedef enum {
+    CUBLASLT_EPILOGUE_DEFAULT = 1,
+    CUBLASLT_EPILOGUE_BIAS = 4,
+    CUBLASLT_EPILOGUE_GELU = 32,
+    CUBLASLT_EPILOGUE_GELU_BIAS = 36,
+    CUBLASLT_EPILOGUE_GELU_AUX = 160,
+    CUBLASLT_EPILOGUE_GELU_AUX_BIAS = 164,
+    CUBLASLT_EPILOGUE_DGELU = 192,
+    CUBLASLT_EPILOGUE_DGELU_BGRAD = 208,
+    CUBLASLT_EPILOGUE_BGRADA = 256,
+    CUBLASLT_EPILOGUE_BGRADB = 512,
+} cublasLtEpilogue_t;
+typedef enum {
+    CUBLASLT_MATMUL_DESC_TRANSA = 3,
+    CUBLASLT_MATMUL_DESC_TRANSB = 4,
+    CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
+    CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11,
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12,
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE = 13,
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE = 22,
+    CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26,
+} cublasLtMatmulDescAttributes_t;
+typedef enum {
+    CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,
+    CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6,
+} cublasLtMatrixLayoutAttribute_t;
+typedef enum {
+    CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8,
+} cublasLtMatmulPreferenceAttributes_t;
+
+typedef struct {
+    uint64_t data[8];
+} cublasLtMatmulAlgo_t;
+typedef struct {
+    cublasLtMatmulAlgo_t algo;
+    size_t workspaceSize;
+    cublasStatus_t state;
+    float wavesCount;
+    int reserved[4];
+} cublasLtMatmulHeuristicResult_t;
+
+struct SimLtHandle { int magic; };
+struct SimLtDesc {
+    int compute, scale;
+    int32_t transa = CUBLAS_OP_N, transb = CUBLAS_OP_N;
+    uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    const void *bias = NULL, *aux = NULL;
+    int64_t aux_ld = 0, aux_stride = 0;
+    int32_t aux_type = -1, bias_type = -1;
+};
+struct SimLtLayout {
+    int type;
+    uint64_t rows, cols;
+    int64_t ld;
+    int32_t batch = 1;
+    int64_t stride = 0;
+};
+struct SimLtPref {
+    uint64_t workspace = 0;
+    uint32_t align[4] = {256, 256, 256, 256};
+};
+typedef SimLtHandle *cublasLtHandle_t;
+typedef SimLtDesc *cublasLtMatmulDesc_t;
+typedef SimLtLayout *cublasLtMatrixLayout_t;
+typedef SimLtPref *cublasLtMatmulPreference_t;
+
+static inline const char *cublasGetStatusName(cublasStatus_t s) {
+    switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    default: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    }
+}
+static inline const char *cublasGetStatusString(cublasStatus_t s) { return cublasGetStatusName(s); }
+
+static inline cublasStatus_t sim_lt_fail(const char *what) {
+    printf("  SIM cuBLASLt: %s\n", what);
+    sim::errors++;
+    return CUBLAS_STATUS_INVALID_VALUE;
+}
+
+static inline cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) { *h = new SimLtHandle{1}; return CUBLAS_STATUS_SUCCESS; }
+static inline cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) { delete h; return CUBLAS_STATUS_SUCCESS; }
+
+static inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t compute, cudaDataType_t scale) {
+    if (compute != CUBLAS_COMPUTE_32F || scale != CUDA_R_32F) { return sim_lt_fail("only CUBLAS_COMPUTE_32F with CUDA_R_32F scale is simulated"); }
+    *d = new SimLtDesc();
+    (*d)->compute = compute;
+    (*d)->scale = scale;
+    return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) { delete d; return CUBLAS_STATUS_SUCCESS; }
+
+// copies an attribute whose documented type has `expect` bytes
+template <class T>
+static inline cublasStatus_t sim_lt_attr(T *dst, const void *buf, size_t size, const char *name) {
+    if (size != sizeof(T)) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "attribute %s set with %zu bytes, documented type has %zu", name, size, sizeof(T));
+        return sim_lt_fail(msg);
+    }
+    memcpy(dst, buf, size);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+static inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a,
+                                                            const void *buf, size_t size) {
+    switch (a) {
+    case CUBLASLT_MATMUL_DESC_TRANSA: return sim_lt_attr(&d->transa, buf, size, "TRANSA (int32)");
+    case CUBLASLT_MATMUL_DESC_TRANSB: return sim_lt_attr(&d->transb, buf, size, "TRANSB (int32)");
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: return sim_lt_attr(&d->epilogue, buf, size, "EPILOGUE (uint32)");
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return sim_lt_attr(&d->bias, buf, size, "BIAS_POINTER (pointer)");
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: return sim_lt_attr(&d->aux, buf, size, "EPILOGUE_AUX_POINTER (pointer)");
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: return sim_lt_attr(&d->aux_ld, buf, size, "EPILOGUE_AUX_LD (int64)");
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE: return sim_lt_attr(&d->aux_stride, buf, size, "EPILOGUE_AUX_BATCH_STRIDE (int64)");
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE: return sim_lt_attr(&d->aux_type, buf, size, "EPILOGUE_AUX_DATA_TYPE (int32)");
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return sim_lt_attr(&d->bias_type, buf, size, "BIAS_DATA_TYPE (int32)");
+    }
+    return sim_lt_fail("unknown matmul descriptor attribute");
+}
+
+static inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType_t type, uint64_t rows,
+                                                        uint64_t cols, int64_t ld) {
+    if (ld < (int64_t)rows) { return sim_lt_fail("layout leading dimension smaller than its rows"); }
+    *l = new SimLtLayout();
+    (*l)->type = type;
+    (*l)->rows = rows;
+    (*l)->cols = cols;
+    (*l)->ld = ld;
+    return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) { delete l; return CUBLAS_STATUS_SUCCESS; }
+static inline cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t a,
+                                                              const void *buf, size_t size) {
+    switch (a) {
+    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: return sim_lt_attr(&l->batch, buf, size, "BATCH_COUNT (int32)");
+    case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET: return sim_lt_attr(&l->stride, buf, size, "STRIDED_BATCH_OFFSET (int64)");
+    }
+    return sim_lt_fail("unknown layout attribute");
+}
+
+static inline cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) { *p = new SimLtPref(); return CUBLAS_STATUS_SUCCESS; }
+static inline cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) { delete p; return CUBLAS_STATUS_SUCCESS; }
+static inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
+                                                                  cublasLtMatmulPreferenceAttributes_t a, const void *buf,
+                                                                  size_t size) {
+    switch (a) {
+    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: return sim_lt_attr(&p->workspace, buf, size, "MAX_WORKSPACE_BYTES (uint64)");
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES: return sim_lt_attr(&p->align[0], buf, size, "MIN_ALIGNMENT_A_BYTES (uint32)");
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES: return sim_lt_attr(&p->align[1], buf, size, "MIN_ALIGNMENT_B_BYTES (uint32)");
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES: return sim_lt_attr(&p->align[2], buf, size, "MIN_ALIGNMENT_C_BYTES (uint32)");
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: return sim_lt_attr(&p->align[3], buf, size, "MIN_ALIGNMENT_D_BYTES (uint32)");
+    }
+    return sim_lt_fail("unknown preference attribute");
+}
+
+// the shapes a descriptor and its layouts describe; returns NULL or what is inconsistent
+static inline const char *sim_lt_shape(const SimLtDesc *d, const SimLtLayout *A, const SimLtLayout *B, const SimLtLayout *C,
+                                       const SimLtLayout *D, uint64_t *m, uint64_t *n, uint64_t *k) {
+    if (A->type != CUDA_R_16BF || B->type != CUDA_R_16BF || C->type != CUDA_R_16BF || D->type != CUDA_R_16BF) {
+        return "only bf16 A, B, C, D are simulated";
+    }
+    *m = D->rows;
+    *n = D->cols;
+    const uint64_t am = d->transa ? A->cols : A->rows, ak = d->transa ? A->rows : A->cols;
+    const uint64_t bk = d->transb ? B->cols : B->rows, bn = d->transb ? B->rows : B->cols;
+    *k = ak;
+    if (am != *m) { return "op(A) rows differ from D rows"; }
+    if (bn != *n) { return "op(B) columns differ from D columns"; }
+    if (bk != ak) { return "op(A) columns differ from op(B) rows (k)"; }
+    if (C->rows != D->rows || C->cols != D->cols || C->ld != D->ld) { return "C and D layouts differ"; }
+    if (A->batch != D->batch || B->batch != D->batch || C->batch != D->batch) { return "batch counts differ"; }
+    const uint32_t e = d->epilogue;
+    if (e != CUBLASLT_EPILOGUE_DEFAULT && e != CUBLASLT_EPILOGUE_BIAS && e != CUBLASLT_EPILOGUE_GELU_AUX &&
+        e != CUBLASLT_EPILOGUE_GELU_AUX_BIAS && e != CUBLASLT_EPILOGUE_DGELU) {
+        return "epilogue not simulated";
+    }
+    if ((e & CUBLASLT_EPILOGUE_BIAS) && e != CUBLASLT_EPILOGUE_DGELU) {
+        if (d->bias == NULL) { return "bias epilogue without CUBLASLT_MATMUL_DESC_BIAS_POINTER"; }
+        if (d->bias_type != -1 && d->bias_type != CUDA_R_16BF) { return "bias type is not D's type (bf16)"; }
+    }
+    if (e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU) {
+        if (d->aux == NULL) { return "GELU aux epilogue without CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER"; }
+        if (d->aux_ld < (int64_t)*m || d->aux_ld % 8 != 0) { return "EPILOGUE_AUX_LD must be >= m and divisible by 8"; }
+        if (d->aux_type != -1 && d->aux_type != CUDA_R_16BF) { return "aux type is not D's type (bf16)"; }
+        if (D->batch > 1 && (d->aux_stride <= 0 || d->aux_stride % 8 != 0)) { return "batched aux needs a stride divisible by 8"; }
+    }
+    return NULL;
+}
+
+static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t A,
+                                                            cublasLtMatrixLayout_t B, cublasLtMatrixLayout_t C,
+                                                            cublasLtMatrixLayout_t D, cublasLtMatmulPreference_t pref,
+                                                            int requested, cublasLtMatmulHeuristicResult_t *results,
+                                                            int *returned) {
+    if (h == NULL) { return CUBLAS_STATUS_NOT_INITIALIZED; }
+    uint64_t m, n, k;
+    const char *problem = sim_lt_shape(d, A, B, C, D, &m, &n, &k);
+    if (problem) { return sim_lt_fail(problem); }
+    if (requested < 1) { return sim_lt_fail("requested algorithm count < 1"); }
+    memset(results, 0, sizeof(*results));
+    results[0].state = CUBLAS_STATUS_SUCCESS;
+    for (int i = 0; i < 4; i++) { results[0].algo.data[i] = pref->align[i]; }  // the alignment the algo may assume
+    results[0].algo.data[4] = 0x51u;  // marks a heuristic-made algo
+    *returned = 1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+static inline double sim_lt_gelu(double x) {
+    const double s = 0.7978845608028654, u = s * (x + 0.044715 * x * x * x);
+    return 0.5 * x * (1.0 + tanh(u));
+}
+static inline double sim_lt_gelu_grad(double x) {
+    const double s = 0.7978845608028654, u = s * (x + 0.044715 * x * x * x), t = tanh(u);
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * s * (1.0 + 3.0 * 0.044715 * x * x);
+}
+static inline double sim_lt_get(const void *base, const SimLtLayout *L, int b, uint64_t r, uint64_t c) {
+    const __nv_bfloat16 *p = (const __nv_bfloat16 *)base + (int64_t)b * L->stride + (int64_t)c * L->ld + (int64_t)r;
+    return __bfloat162float(*p);
+}
+
+static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void *alpha, const void *A,
+                                            cublasLtMatrixLayout_t Al, const void *B, cublasLtMatrixLayout_t Bl,
+                                            const void *beta, const void *C, cublasLtMatrixLayout_t Cl, void *D,
+                                            cublasLtMatrixLayout_t Dl, const cublasLtMatmulAlgo_t *algo, void *workspace,
+                                            size_t workspace_bytes, cudaStream_t) {
+    if (h == NULL) { return CUBLAS_STATUS_NOT_INITIALIZED; }
+    uint64_t m, n, k;
+    const char *problem = sim_lt_shape(d, Al, Bl, Cl, Dl, &m, &n, &k);
+    if (problem) { return sim_lt_fail(problem); }
+    if (algo == NULL || algo->data[4] != 0x51u) { return sim_lt_fail("algo not from cublasLtMatmulAlgoGetHeuristic"); }
+    const void *ptrs[4] = {A, B, C, D};
+    for (int i = 0; i < 4; i++) {
+        if ((uintptr_t)ptrs[i] % algo->data[i] != 0) { return sim_lt_fail("a matrix pointer is less aligned than the algo assumes"); }
+    }
+    if (workspace == NULL && workspace_bytes > 0) { return sim_lt_fail("workspace size without a workspace"); }
+    const float a = *(const float *)alpha, bt = *(const float *)beta;
+    const uint32_t e = d->epilogue;
+    for (int b = 0; b < Dl->batch; b++) {
+        for (uint64_t j = 0; j < n; j++) {
+            for (uint64_t i = 0; i < m; i++) {
+                double acc = 0.0;
+                for (uint64_t p = 0; p < k; p++) {
+                    const double x = d->transa ? sim_lt_get(A, Al, b, p, i) : sim_lt_get(A, Al, b, i, p);
+                    const double y = d->transb ? sim_lt_get(B, Bl, b, j, p) : sim_lt_get(B, Bl, b, p, j);
+                    acc += x * y;
+                }
+                double v = a * acc + (bt != 0.0f ? bt * sim_lt_get(C, Cl, b, i, j) : 0.0);
+                if ((e & CUBLASLT_EPILOGUE_BIAS) && e != CUBLASLT_EPILOGUE_DGELU) {
+                    v += __bfloat162float(((const __nv_bfloat16 *)d->bias)[i]);
+                }
+                if (e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU) {
+                    __nv_bfloat16 *aux = (__nv_bfloat16 *)d->aux + (int64_t)b * d->aux_stride + (int64_t)j * d->aux_ld + (int64_t)i;
+                    if (e == CUBLASLT_EPILOGUE_DGELU) {
+                        v *= sim_lt_gelu_grad(__bfloat162float(*aux));
+                    } else {
+                        *aux = __float2bfloat16((float)v);
+                        v = sim_lt_gelu(v);
+                    }
+                }
+                ((__nv_bfloat16 *)D)[(int64_t)b * Dl->stride + (int64_t)j * Dl->ld + (int64_t)i] = __float2bfloat16((float)v);
+            }
+        }
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+#endif  // SIM_CUBLASLT_H
