@@ -3,17 +3,7 @@
 # the PyTorch reference on the same model and eval file, on 1, 2 and 3 ranks (examples split
 # across ranks, counts summed). The eval file is synthetic, in llm.c's layout, with contexts that
 # must be cut to fit T, and is also checked for bad versions.
-set -u
-TRAINER=$(realpath ${1:-./train_gpt2})
-PY=${PYTHON:-/usr/bin/python3}
-ROOT=$(pwd)
-TMP=$(mktemp -d /tmp/test_hellaswag.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
-cd "$TMP"
+source "$(dirname "$0")/lib.sh" test_hellaswag "${1:-./train_gpt2}"
 
 MODEL=L2:C64:H4:T64:V512
 $PY "$ROOT/train_gpt2.py" --model $MODEL --seed 5 --write-model model.bin > /dev/null
@@ -78,5 +68,4 @@ head -c 3000 hs.bin > trunc.bin
 "$TRAINER" "${ARGS[@]}" -hf trunc.bin > trunc.txt 2>&1
 grep -q "error: HellaSwag file 'trunc.bin'" trunc.txt && echo "ok   truncated: $(grep error: trunc.txt)" || { bad "truncated eval file"; tail -2 trunc.txt; }
 
-if [ $fail -ne 0 ]; then echo "test_hellaswag: FAILED"; exit 1; fi
-echo "test_hellaswag: all checks passed"
+finish

@@ -7,49 +7,16 @@
 #     continues within 1e-5.
 #  3. bad launches: ranks with different flags or data, a world size that does not divide the
 #     batch, a rank that dies (the others must exit within 60 s), torchrun variables without MPI.
-set -u
-TRAINER=$(realpath ${1:-./train_gpt2})
-PY=${PYTHON:-/usr/bin/python3}
-ROOT=$(pwd)
-TMP=$(mktemp -d /tmp/test_mpi.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
-
-cd "$TMP"
+source "$(dirname "$0")/lib.sh" test_mpi "${1:-./train_gpt2}"
 $PY "$ROOT/dev/bench/make_random_shard.py" train.bin 60000 1 512
 $PY "$ROOT/dev/bench/make_random_shard.py" val.bin 4000 2 512
 $PY "$ROOT/dev/bench/make_random_shard.py" other.bin 60000 3 512
 ARGS=(-i train.bin -j val.bin -e L2:C64:H4:T64:V512 -b 2 -t 32 -d 512 -x 10 -v 5 -m 4 -s 0 -l 1e-3 -u 2 -k cosine -q 0.1 -c 0.1)
 
-# the trl values of main.log, one per line, by step: "<step> <loss>"
-losses() { grep -o 's:[0-9]* trl:[^ ]*' "$1" | sed 's/s://; s/trl://'; }
-# compare two loss lists: same steps, relative difference <= tol (0 = bitwise equal strings)
-compare() {
-    $PY - "$1" "$2" "$3" <<'EOF'
-import sys
-a = [l.split() for l in open(sys.argv[1]) if l.strip()]
-b = [l.split() for l in open(sys.argv[2]) if l.strip()]
-tol = float(sys.argv[3])
-if [x[0] for x in a] != [x[0] for x in b]:
-    print(f"steps differ: {[x[0] for x in a]} vs {[x[0] for x in b]}"); sys.exit(1)
-worst = 0.0
-for (s, x), (_, y) in zip(a, b):
-    if tol == 0:
-        if x != y: print(f"step {s}: {x} != {y}"); sys.exit(1)
-    else:
-        d = abs(float(x) - float(y)) / abs(float(y)); worst = max(worst, d)
-        if d > tol: print(f"step {s}: {x} vs {y} (relative {d:.2e} > {tol})"); sys.exit(1)
-print(f"{len(a)} steps agree (worst relative difference {worst:.1e})")
-EOF
-}
-
 # ---- 1. rank counts
 for np in 1 2 4; do
     "${MPIRUN[@]}" -np $np "$TRAINER" "${ARGS[@]}" -o "run$np" -n 5 > "out$np.txt" 2> "err$np.txt" || { bad "np=$np exited non-zero"; cat "err$np.txt"; }
-    losses "run$np/main.log" > "loss$np.txt"
+    train_losses "run$np/main.log" > "loss$np.txt"
     n=$(grep -c '^step [0-9]*/10 |' "out$np.txt")
     [ "$n" -eq 10 ] || bad "np=$np: $n step lines printed, expected 10 (only rank 0 prints)"
     [ "$(ls run$np | grep -c '^main.log')" -eq 1 ] || bad "np=$np: not exactly one main.log"
@@ -59,11 +26,11 @@ for np in 1 2 4; do
         grep -q "model parameters identical on all $np ranks" "out$np.txt" || bad "np=$np: initial parameters not checked equal"
     fi
 done
-echo "np=2 vs np=1:"; compare loss2.txt loss1.txt 1e-5 || bad "np=2 losses differ from np=1"
-echo "np=4 vs np=1:"; compare loss4.txt loss1.txt 1e-5 || bad "np=4 losses differ from np=1"
+echo "np=2 vs np=1:"; compare_losses loss2.txt loss1.txt 1e-5 || bad "np=2 losses differ from np=1"
+echo "np=4 vs np=1:"; compare_losses loss4.txt loss1.txt 1e-5 || bad "np=4 losses differ from np=1"
 grep -o 's:[0-9]* tel:[^ ]*' run1/main.log | sed 's/s://; s/tel://' > val1.txt
 grep -o 's:[0-9]* tel:[^ ]*' run4/main.log | sed 's/s://; s/tel://' > val4.txt
-echo "val np=4 vs np=1:"; compare val4.txt val1.txt 1e-5 || bad "np=4 val losses differ from np=1"
+echo "val np=4 vs np=1:"; compare_losses val4.txt val1.txt 1e-5 || bad "np=4 val losses differ from np=1"
 $PY - run1/model_00000010.bin run2/model_00000010.bin run4/model_00000010.bin <<'EOF' || bad "final parameters differ across rank counts"
 import sys, numpy as np
 ref = np.fromfile(sys.argv[1], dtype="<f4", offset=1024)
@@ -79,15 +46,15 @@ cp -r run2 resume2
 rm resume2/DONE_00000010
 "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -o resume2 -n 5 -y 1 > out_r2.txt 2>&1 || { bad "resume np=2 failed"; tail out_r2.txt; }
 grep -q "resumed from checkpoint 5" out_r2.txt || bad "np=2 did not resume from checkpoint 5"
-losses resume2/main.log | tail -n 5 > tail_r2.txt
+train_losses resume2/main.log | tail -n 5 > tail_r2.txt
 tail -n 5 loss2.txt > tail_2.txt
-echo "resume np=2 -> np=2 (bitwise):"; compare tail_r2.txt tail_2.txt 0 || bad "resume on the same rank count is not bitwise"
+echo "resume np=2 -> np=2 (bitwise):"; compare_losses tail_r2.txt tail_2.txt 0 || bad "resume on the same rank count is not bitwise"
 for np in 1 4; do
     cp -r run2 "resume2to$np"
     rm "resume2to$np/DONE_00000010"
     "${MPIRUN[@]}" -np $np "$TRAINER" "${ARGS[@]}" -o "resume2to$np" -n 5 -y 1 > "out_r$np.txt" 2>&1 || { bad "resume np=2 -> $np failed"; tail "out_r$np.txt"; }
-    losses "resume2to$np/main.log" | tail -n 5 > "tail_r$np.txt"
-    echo "resume np=2 -> np=$np:"; compare "tail_r$np.txt" tail_2.txt 1e-5 || bad "resume on $np ranks differs"
+    train_losses "resume2to$np/main.log" | tail -n 5 > "tail_r$np.txt"
+    echo "resume np=2 -> np=$np:"; compare_losses "tail_r$np.txt" tail_2.txt 1e-5 || bad "resume on $np ranks differs"
 done
 
 # ---- 3. bad launches
@@ -125,5 +92,4 @@ else
     echo "ok   a rank killed with SIGKILL: the job ended in $(( $(date +%s) - start )) s with exit code $rc"
 fi
 
-if [ $fail -ne 0 ]; then echo "test_mpi: FAILED"; exit 1; fi
-echo "test_mpi: all checks passed"
+finish

@@ -9,18 +9,7 @@
 #  - numeric guards: NaN steps are skipped and the run stops after -sm of them; an outlier loss is
 #    skipped without touching parameters or optimizer state;
 #  - resuming with another model size is an error naming the file.
-set -u
-TRAINER=$(realpath ${1:-./train_gpt2})
-PY=${PYTHON:-/usr/bin/python3}
-ROOT=$(pwd)
-TMP=$(mktemp -d /tmp/test_resume.XXXXXX)
-trap 'pkill -9 -f "$TMP" 2>/dev/null; rm -rf "$TMP"' EXIT
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
-
-cd "$TMP"
+source "$(dirname "$0")/lib.sh" test_resume "${1:-./train_gpt2}"
 $PY "$ROOT/dev/bench/make_random_shard.py" train.bin 60000 1 512
 $PY "$ROOT/dev/bench/make_random_shard.py" val.bin 4000 2 512
 ARGS=(-i train.bin -j val.bin -e L2:C64:H4:T64:V512 -b 2 -t 32 -d 512 -x 40 -v 8 -m 2 -s 8 -g 8 -l 1e-3 -u 2 -q 0.1 -c 0.1 -tk none.bin)
@@ -193,5 +182,4 @@ else
     bad "the random step 150 was not skipped as an outlier"; grep -E "^s:(149|150|151) " spike/main.log
 fi
 
-if [ $fail -ne 0 ]; then echo "test_resume: FAILED"; exit 1; fi
-echo "test_resume: all checks passed"
+finish
