@@ -13,6 +13,7 @@
 #   NCCL_HOME=dir   where include/nccl.h and lib/libnccl.so live, if not in the CUDA toolkit
 #   PYTHON=...      Python with torch for the reference fixtures (default /usr/bin/python3)
 
+.DEFAULT_GOAL := all
 CC ?= cc
 PYTHON ?= /usr/bin/python3
 CFLAGS ?= -O3 -march=native
@@ -165,9 +166,15 @@ ifneq ($(filter-out $(CUDA_ARCHS_KNOWN),$(CUDA_ARCHS)),)
   $(error CUDA_ARCHS="$(CUDA_ARCHS)": unknown architecture(s) "$(filter-out $(CUDA_ARCHS_KNOWN),$(CUDA_ARCHS))"; use values from "$(CUDA_ARCHS_KNOWN)" (bf16 kernels need sm_80 or newer), e.g. CUDA_ARCHS="90a 80")
 endif
 CUDA_GENCODE := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
-NVCC_FLAGS := -O3 --use_fast_math -std=c++17 $(CUDA_GENCODE)
-NVCC_LDLIBS := -lcublas -lcublasLt
+# the base flags build a single-GPU trainer; NCCL and MPI add to NVCC_FLAGS/NVCC_LDLIBS below.
+# LLMC_CUDA_ARCHS names the architectures in the trainer's "no kernel image for this GPU" message.
+NVCC_BASE_FLAGS := -O3 --use_fast_math -std=c++17 $(CUDA_GENCODE) -DLLMC_CUDA_ARCHS='"$(strip $(CUDA_ARCHS))"' \
+                   -Xcompiler -Wall,-Wno-unused-function,-Wno-format-truncation
 CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),/usr/local/cuda)
+# rpath: the toolkit's cuBLAS is found at run time even where its folder is not on the loader's path
+NVCC_BASE_LDLIBS := -lcublas -lcublasLt -Xlinker -rpath -Xlinker $(CUDA_HOME)/lib64
+NVCC_FLAGS := $(NVCC_BASE_FLAGS)
+NVCC_LDLIBS := $(NVCC_BASE_LDLIBS)
 
 ifeq ($(NVCC),)
   $(info nvcc:     not found (install the CUDA toolkit or put nvcc on PATH); CUDA targets are not built)
@@ -182,27 +189,66 @@ else
   # NCCL: NCCL_HOME if given, else the CUDA toolkit, else the system
   NCCL_SEARCH := $(if $(NCCL_HOME),$(NCCL_HOME),$(CUDA_HOME) /usr)
   NCCL_DIR := $(shell for d in $(NCCL_SEARCH); do if [ -f $$d/include/nccl.h ] && [ -n "$$(ls $$d/lib64/libnccl.so* $$d/lib/libnccl.so* $$d/lib/*/libnccl.so* 2>/dev/null)" ]; then echo $$d; break; fi; done)
+  # MPI for the CUDA trainer (ranks from mpirun, the host-staged -pb mpi backend): from mpicc, or
+  # MPI_INCDIRS / MPI_LIBDIRS (directory lists) for an MPI without a working mpicc
+  MPI_INCDIRS ?= $(if $(MPICC),$(shell mpicc --showme:incdirs 2>/dev/null))
+  MPI_LIBDIRS ?= $(if $(MPICC),$(shell mpicc --showme:libdirs 2>/dev/null))
   ifeq ($(NO_MULTI_GPU),1)
     $(info NCCL:     off (NO_MULTI_GPU=1), the CUDA trainer is single-GPU)
     $(info MPI/CUDA: off (NO_MULTI_GPU=1))
-  else ifeq ($(NCCL_DIR),)
-    $(info NCCL:     not found (set NCCL_HOME=dir with include/nccl.h and lib/libnccl.so); the CUDA trainer is single-GPU)
-    $(info MPI/CUDA: not used without NCCL)
   else
-    NVCC_FLAGS += -DMULTI_GPU -I$(NCCL_DIR)/include
-    NVCC_LDLIBS += -L$(NCCL_DIR)/lib64 -L$(NCCL_DIR)/lib -lnccl
-    $(info NCCL:     found ($(NCCL_DIR)), multi-GPU build (-DMULTI_GPU))
-    ifneq ($(MPICC),)
-      NVCC_FLAGS += -DUSE_MPI $(addprefix -I,$(shell mpicc --showme:incdirs 2>/dev/null))
-      NVCC_LDLIBS += $(addprefix -L,$(shell mpicc --showme:libdirs 2>/dev/null)) $(addprefix -l,$(shell mpicc --showme:libs 2>/dev/null))
-      $(info MPI/CUDA: found ($(MPICC)), ranks can be launched by mpirun (-DUSE_MPI))
+    ifeq ($(NCCL_DIR),)
+      $(info NCCL:     not found (set NCCL_HOME=dir with include/nccl.h and lib/libnccl.so); no -pb nccl)
+    else
+      NVCC_FLAGS += -DMULTI_GPU -I$(NCCL_DIR)/include
+      NVCC_LDLIBS += $(foreach d,lib64 lib,-L$(NCCL_DIR)/$(d) -Xlinker -rpath -Xlinker $(abspath $(NCCL_DIR))/$(d)) -lnccl
+      $(info NCCL:     found ($(NCCL_DIR)), multi-GPU build (-DMULTI_GPU))
+    endif
+    ifneq ($(strip $(MPI_LIBDIRS)),)
+      NVCC_FLAGS += -DUSE_MPI -DOMPI_SKIP_MPICXX=1 $(addprefix -I,$(MPI_INCDIRS))
+      NVCC_LDLIBS += $(foreach d,$(MPI_LIBDIRS),-L$(d) -Xlinker -rpath -Xlinker $(d)) -lmpi
+      $(info MPI/CUDA: found ($(if $(filter file,$(origin MPI_LIBDIRS)),$(MPICC),MPI_LIBDIRS=$(MPI_LIBDIRS))), ranks can be launched by mpirun, -pb mpi (-DUSE_MPI))
     else
       $(info MPI/CUDA: not found (apt-get install openmpi-bin libopenmpi-dev); ranks come from torchrun/SLURM variables)
     endif
   endif
 endif
 
-.PHONY: cuda-kernels test-cuda-host test-cuda-sim
+CUDA_HEADERS = $(wildcard llmc/*.h llmc/*.cuh)
+.PHONY: cuda-kernels test-cuda-host test-cuda-sim test-cuda-build test-cuda-trainer-sim test-attention-sim \
+        fixtures-cuda test-gpu bench-gpu
+
+ifneq ($(NVCC),)
+TARGETS += train_gpt2cu test_gpt2cu
+train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
+	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LDLIBS)
+
+test_gpt2cu: test_gpt2.cu train_gpt2.cu $(CUDA_HEADERS)
+	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LDLIBS)
+
+# the single-GPU variant (what NO_MULTI_GPU=1 builds), compiled by the tests so that neither
+# configuration's #ifdefs can rot
+build/cuda_single/train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_BASE_FLAGS) $< -o $@ $(NVCC_BASE_LDLIBS)
+
+# per-layer backward time and a 1-rank NCCL all-reduce of a layer's gradients (dev/bench/bench_gpu.sh)
+build/bench_layers: dev/bench/bench_layers.cu train_gpt2.cu $(CUDA_HEADERS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_FLAGS) -I. $< -o $@ $(NVCC_LDLIBS)
+else
+train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu build/bench_layers:
+	@echo "$@ needs nvcc (the CUDA toolkit); it was not found" >&2; exit 1
+endif
+
+# CI has nvcc but no GPU: every CUDA binary must at least compile (a failed compile fails make test)
+test-cuda-build:
+ifeq ($(NVCC),)
+	@echo "test-cuda-build: skipped, nvcc not found"
+else
+	$(MAKE) --no-print-directory train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu
+	@echo "test-cuda-build: train_gpt2cu, test_gpt2cu and the single-GPU variant compiled for CUDA_ARCHS=\"$(CUDA_ARCHS)\""
+endif
 
 # the kernel workbenches of dev/cuda (run them on a GPU machine with dev/cuda/run_all.sh)
 cuda-kernels:
@@ -224,13 +270,74 @@ endif
 # the kernels' own source run with fibers for threads, in forward and random schedules (~2 min)
 test-cuda-sim:
 	$(MAKE) -C dev/cuda run-sim SIM_ORDERS="forward random"
+
+# the fused attention kernels on their PTX-level CPU simulator (~15 s)
+test-attention-sim:
+	$(MAKE) -C dev/cuda run-attention-sim
+
+# The whole CUDA trainer on the CPU host simulator (dev/test/test_cuda_sim.sh): train_gpt2.cu and
+# test_gpt2.cu compiled by g++ against dev/cuda/sim (kernels from their own source, fibers for
+# threads) with the attention stand-in of dev/test/sim/trainer_sim.h; compared with the CPU
+# trainer, the PyTorch reference, itself (determinism, resume) and across MPI rank counts.
+SIMT := build/cuda_sim_trainer
+SIMT_LLMC = $(filter-out attention.cuh,$(notdir $(wildcard llmc/*.h llmc/*.cuh)))
+SIMT_MPI := $(if $(MPICC),-DUSE_MPI -DOMPI_SKIP_MPICXX=1 $(shell mpicc --showme:compile 2>/dev/null))
+SIMT_MPI_LIBS := $(if $(MPICC),$(shell mpicc --showme:link 2>/dev/null))
+SIMT_FLAGS = -std=c++17 -ffp-contract=off -DLLMC_HOST_SIM -D_GNU_SOURCE -Idev/cuda/sim -I$(SIMT) \
+             -include dev/test/sim/trainer_sim.h $(SIMT_MPI)
+SIMT_DEPS = $(SIMT)/.sources dev/test/sim/trainer_sim.h $(wildcard dev/cuda/sim/*.h)
+
+# sim_rewrite.py changes only the <<<>>> launch syntax; attention.cuh is copied as is, its include
+# guard is set by the stand-in
+$(SIMT)/.sources: train_gpt2.cu test_gpt2.cu $(CUDA_HEADERS) dev/cuda/sim/sim_rewrite.py
+	rm -rf $(SIMT)/llmc && mkdir -p $(SIMT)
+	python3 dev/cuda/sim/sim_rewrite.py llmc $(SIMT)/llmc $(SIMT_LLMC)
+	cp llmc/attention.cuh $(SIMT)/llmc/
+	cp train_gpt2.cu test_gpt2.cu $(SIMT)/
+	touch $@
+
+$(SIMT)/train_gpt2cu: $(SIMT_DEPS)
+	g++ $(SIMT_FLAGS) -O2 -g -x c++ $(SIMT)/train_gpt2.cu -o $@ $(SIMT_MPI_LIBS)
+
+# AddressSanitizer and UBSan: out-of-bounds pointers and strides show up here (slower: short runs)
+$(SIMT)/train_gpt2cu_asan: $(SIMT_DEPS)
+	g++ $(SIMT_FLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+	    -x c++ $(SIMT)/train_gpt2.cu -o $@ $(SIMT_MPI_LIBS)
+
+$(SIMT)/test_gpt2cu: $(SIMT_DEPS)
+	g++ $(SIMT_FLAGS) -O2 -g -x c++ $(SIMT)/test_gpt2.cu -o $@ $(SIMT_MPI_LIBS)
+
+test-cuda-trainer-sim: train_gpt2 $(SIMT)/train_gpt2cu $(SIMT)/train_gpt2cu_asan $(SIMT)/test_gpt2cu
+	PYTHON=$(PYTHON) SIM_MPI=$(if $(MPICC),1,0) bash dev/test/test_cuda_sim.sh $(SIMT)
+
+# TEST_TARGETS is assigned further down, so these join `make test` as extra prerequisites
+test: test-cuda-build test-cuda-host test-cuda-sim test-attention-sim test-cuda-trainer-sim
+
+# ---- on a GPU machine (dev/test/test_gpu.sh runs all of it in one go)
+# fixtures with head size 64 (the fused attention's): a 2-layer model and GPT-2 124M
+CUDA_FIXTURES = dev/test/fixtures
+SHARED_DATA ?= ../shared/data
+$(CUDA_FIXTURES)/tiny64.bin: train_gpt2.py
+	@mkdir -p $(CUDA_FIXTURES)
+	$(PYTHON) train_gpt2.py --model L2:C128:H2:T128 --seed 1 --write-model $@ \
+	  --batch 4 --seq 64 --debug-state $(CUDA_FIXTURES)/tiny64_state.bin --trajectory $(CUDA_FIXTURES)/tiny64_traj.txt --steps 10
+
+fixtures-cuda: $(CUDA_FIXTURES)/tiny64.bin $(CUDA_FIXTURES)/d12.bin
+
+test-gpu: test_gpt2cu fixtures-cuda
+	./test_gpt2cu $(CUDA_FIXTURES)/tiny64.bin $(CUDA_FIXTURES)/tiny64_state.bin $(CUDA_FIXTURES)/tiny64_traj.txt
+	./test_gpt2cu $(CUDA_FIXTURES)/d12.bin $(CUDA_FIXTURES)/d12_state.bin $(CUDA_FIXTURES)/d12_traj.txt
+
+bench-gpu:
+	bash dev/bench/bench_gpu.sh
 # ---- end CUDA trainer ----
 
 # ---------------------------------------------------------------------------------------------
 # tests (README "Testing"); each test-* target is one script or binary, failing loudly
 
 FIXTURES = dev/test/fixtures
-TEST_TARGETS = test-model test-loader test-bad-input test-bootstrap test-mpi test-resume test-hellaswag
+SHARED_DATA ?= ../shared/data
+TEST_TARGETS = test-model test-loader test-bad-input test-bootstrap test-mpi test-resume test-hellaswag test-books-smoke
 
 .PHONY: all test clean fixtures $(TEST_TARGETS)
 
@@ -279,6 +386,10 @@ dev/test/test_bootstrap: dev/test/test_bootstrap.c llmc/bootstrap.h llmc/utils.h
 # HellaSwag scoring against the PyTorch reference, on 1-3 ranks
 test-hellaswag: train_gpt2
 	PYTHON=$(PYTHON) bash dev/test/test_hellaswag.sh
+
+# the CPU smoke version of scripts/run_gpt2_124M_books.sh (needs ../shared/data)
+test-books-smoke: train_gpt2 gpt2_tokenize
+	SHARED_DATA=$(SHARED_DATA) bash dev/test/test_books_smoke.sh
 
 # crash safety, exact resume, preemption, pruning, numeric guards
 test-resume: train_gpt2

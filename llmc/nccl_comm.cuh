@@ -1,0 +1,395 @@
+/*
+ * The CUDA trainer's processes: the GPU of a rank, the NCCL communicator, the host collectives
+ * over NCCL (launches without MPI), and the watchdog that turns a hang into an error.
+ *
+ * - GPU: rank r uses device (local rank mod visible GPUs). Several ranks on one GPU are refused
+ *   for NCCL (it does not support it: "may lead to hangs") with a message that names `-pb mpi`,
+ *   the host-staged backend of llmc/zero.cuh that allows it. Under MPI the check allgathers a
+ *   hash of every rank's PCI bus id before NCCL starts; without MPI a rank whose local rank is
+ *   not below the GPU count stops, and a communicator that does not form within -pt seconds
+ *   (the other symptom) stops with the same hint.
+ * - Bootstrap: rank 0 makes the NCCL unique id; it travels by MPI_Bcast under mpirun, else by
+ *   llmc/bootstrap.h's TCP broadcast to MASTER_ADDR (torchrun, SLURM without MPI).
+ * - Non-blocking communicator (ncclConfig_t.blocking = 0): no NCCL call ever blocks the host.
+ *   A call may return ncclInProgress before its work is on the stream, so after every call
+ *   nccl_wait_issued() polls ncclCommGetAsyncError until the work is enqueued; only then are
+ *   events recorded behind it.
+ * - Watchdog: while several ranks run, every host wait for GPU work goes through
+ *   gpu_wait_event(), which polls the event and the communicator's asynchronous error; after
+ *   -pt seconds, or on an NCCL error, it aborts the communicator and stops with an error that
+ *   says another rank probably died. llmc_abort_hook aborts the communicator on any error
+ *   (then calls MPI_Abort when MPI runs), so one rank's error never leaves the others waiting.
+ * - Host collectives (loss sums, flags, hashes, broadcasts) over NCCL are installed into Comm
+ *   when no MPI is there to provide them; they run on the communicator's stream, the stream of
+ *   every NCCL operation of this process, so all NCCL work is issued in one order on every rank.
+ * Everything NCCL is compiled only with MULTI_GPU (the Makefile sets it when it finds NCCL).
+ */
+#ifndef LLMC_NCCL_COMM_CUH
+#define LLMC_NCCL_COMM_CUH
+
+#include <sched.h>
+#include "cuda_common.cuh"
+#include "comm.h"
+#ifdef MULTI_GPU
+#include <nccl.h>
+#include "bootstrap.h"
+#endif
+
+// ----------------------------------------------------------------------------
+// the GPU of this rank
+
+/*
+ * Selects the GPU of this rank and checks that it can run the trainer: a GPU is visible, compute
+ * capability 8.0 or newer (bf16 tensor cores), and this binary has machine code for it.
+ * `probe_kernel` is any __global__ function of the binary: cudaFuncGetAttributes on it fails with
+ * cudaErrorNoKernelImageForDevice (or InvalidDeviceFunction) when no image matches the GPU.
+ * Returns the device index.
+ */
+static inline int gpu_select_device(const Comm *c, const void *probe_kernel, const char *built_archs) {
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        llmc_die("no CUDA GPU is visible (%s); train on the CPU with ./train_gpt2 (same flags), or check the driver and "
+                 "CUDA_VISIBLE_DEVICES",
+                 err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+    }
+    const int device = c->local_rank % count;
+    cudaCheck(cudaSetDevice(device));
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, device));
+    if (prop.major < 8) {
+        llmc_die("GPU %d (%s) has compute capability %d.%d; train_gpt2cu needs 8.0 or newer (bf16 tensor cores: A100, "
+                 "H100, H200, ...); on this machine use ./train_gpt2 (CPU)", device, prop.name, prop.major, prop.minor);
+    }
+    cudaFuncAttributes attr;
+    err = cudaFuncGetAttributes(&attr, probe_kernel);
+    if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction) {
+        (void)cudaGetLastError();
+        llmc_die("this train_gpt2cu has no machine code for GPU %d (%s, sm_%d%d); it was built for CUDA_ARCHS=\"%s\"; "
+                 "rebuild with: make train_gpt2cu CUDA_ARCHS=\"%d%d%s\"", device, prop.name, prop.major, prop.minor,
+                 built_archs, prop.major, prop.minor, prop.major == 9 && prop.minor == 0 ? "a" : "");
+    }
+    cudaCheck(err);
+    return device;
+}
+
+// ----------------------------------------------------------------------------
+// NCCL
+
+#ifdef MULTI_GPU
+
+typedef struct {
+    ncclComm_t comm;
+    cudaStream_t stream;   // every NCCL operation of this process runs here
+    int rank, world_size;
+    int timeout_s;         // -pt
+    void *dev_buf;         // staging for the host collectives
+    void *host_buf;        // pinned
+    size_t buf_bytes;
+    cudaEvent_t done;      // recorded behind each host collective
+} NcclContext;
+
+static NcclContext *nccl_active = NULL;  // for the abort hook and the watchdog
+static void (*nccl_prev_abort_hook)(void) = NULL;
+
+static inline void nccl_check(ncclResult_t r, const char *call, const char *file, int line) {
+    if (r != ncclSuccess && r != ncclInProgress) {
+        const char *last = nccl_active ? ncclGetLastError(nccl_active->comm) : "";
+        llmc_die("NCCL error %s in %s%s%s [%s:%d]; with several ranks, the first error printed is usually the cause",
+                 ncclGetErrorString(r), call, last && last[0] ? ": " : "", last ? last : "", file, line);
+    }
+}
+#define ncclCheck(call) nccl_check((call), #call, __FILE__, __LINE__)
+
+// the abort hook: take the communicator down (ranks blocked in a collective with us then fail
+// instead of waiting), then whatever was installed before (MPI_Abort)
+static void nccl_abort_hook(void) {
+    NcclContext *ctx = nccl_active;
+    nccl_active = NULL;  // an error inside the abort must not recurse
+    if (ctx && ctx->comm) { ncclCommAbort(ctx->comm); ctx->comm = NULL; }
+    if (nccl_prev_abort_hook) { nccl_prev_abort_hook(); }
+}
+
+static inline void nccl_poll_pause(long *spins) {
+    if (++*spins < 2000) { sched_yield(); } else { usleep(50); }
+}
+
+// after an NCCL call: wait (bounded by -pt) until its work is on the stream, or fail
+static inline void nccl_wait_issued(NcclContext *ctx, const char *what) {
+    const double deadline = llmc_wall_seconds() + ctx->timeout_s;
+    long spins = 0;
+    for (;;) {
+        ncclResult_t state;
+        ncclCheck(ncclCommGetAsyncError(ctx->comm, &state));
+        if (state == ncclSuccess) { return; }
+        if (state != ncclInProgress) {
+            llmc_die("NCCL failed during %s: %s (%s); another rank probably died or failed first", what,
+                     ncclGetErrorString(state), ncclGetLastError(ctx->comm));
+        }
+        if (llmc_wall_seconds() > deadline) {
+            llmc_die("NCCL could not start %s within %d s (-pt); another rank probably died or hangs", what, ctx->timeout_s);
+        }
+        nccl_poll_pause(&spins);
+    }
+}
+
+// ncclGroupEnd, then wait until the group's work is enqueued
+static inline void nccl_group_end(NcclContext *ctx, const char *what) {
+    ncclCheck(ncclGroupEnd());
+    nccl_wait_issued(ctx, what);
+}
+
+#endif  // MULTI_GPU
+
+/*
+ * Host wait for an event, the one way the trainer waits for the GPU. With an NCCL communicator
+ * up it is the watchdog: it polls the event and NCCL's asynchronous error, and after -pt seconds
+ * (or on an error) aborts the communicator and stops. Without, a plain cudaEventSynchronize.
+ */
+static inline void gpu_wait_event(cudaEvent_t ev, const char *what) {
+#ifdef MULTI_GPU
+    NcclContext *ctx = nccl_active;
+    if (ctx != NULL) {
+        const double t0 = llmc_wall_seconds();
+        long spins = 0;
+        for (;;) {
+            cudaError_t e = cudaEventQuery(ev);
+            if (e == cudaSuccess) { return; }
+            if (e != cudaErrorNotReady) { cudaCheck(e); }
+            ncclResult_t state;
+            ncclCheck(ncclCommGetAsyncError(ctx->comm, &state));
+            if (state != ncclSuccess && state != ncclInProgress) {
+                llmc_die("NCCL failed while waiting for %s: %s (%s); another rank probably died or failed first", what,
+                         ncclGetErrorString(state), ncclGetLastError(ctx->comm));
+            }
+            if (llmc_wall_seconds() - t0 > ctx->timeout_s) {
+                llmc_die("waited %d s (-pt) for %s on the GPU; a collective did not finish: another rank probably died "
+                         "or hangs (raise -pt if a step legitimately takes that long)", ctx->timeout_s, what);
+            }
+            nccl_poll_pause(&spins);
+        }
+    }
+#endif
+    (void)what;
+    cudaCheck(cudaEventSynchronize(ev));
+}
+
+#ifdef MULTI_GPU
+
+// ---- host collectives over NCCL (Comm's function pointers), staged through small buffers
+
+static inline void nccl_host_stage_wait(NcclContext *ctx, const char *what) {
+    cudaCheck(cudaEventRecord(ctx->done, ctx->stream));
+    gpu_wait_event(ctx->done, what);
+}
+
+static void nccl_comm_allreduce_f64(Comm *c, double *buf, int n) {
+    NcclContext *ctx = (NcclContext *)c->impl;
+    const size_t chunk = ctx->buf_bytes / sizeof(double);
+    for (size_t i = 0; i < (size_t)n; i += chunk) {
+        size_t m = (size_t)n - i < chunk ? (size_t)n - i : chunk;
+        memcpy(ctx->host_buf, buf + i, m * sizeof(double));
+        cudaCheck(cudaMemcpyAsync(ctx->dev_buf, ctx->host_buf, m * sizeof(double), cudaMemcpyHostToDevice, ctx->stream));
+        ncclCheck(ncclAllReduce(ctx->dev_buf, ctx->dev_buf, m, ncclFloat64, ncclSum, ctx->comm, ctx->stream));
+        nccl_wait_issued(ctx, "a host all-reduce");
+        cudaCheck(cudaMemcpyAsync(ctx->host_buf, ctx->dev_buf, m * sizeof(double), cudaMemcpyDeviceToHost, ctx->stream));
+        nccl_host_stage_wait(ctx, "a host all-reduce");
+        memcpy(buf + i, ctx->host_buf, m * sizeof(double));
+    }
+}
+
+static void nccl_comm_allreduce_max_i32(Comm *c, int *buf, int n) {
+    NcclContext *ctx = (NcclContext *)c->impl;
+    const size_t chunk = ctx->buf_bytes / sizeof(int);
+    for (size_t i = 0; i < (size_t)n; i += chunk) {
+        size_t m = (size_t)n - i < chunk ? (size_t)n - i : chunk;
+        memcpy(ctx->host_buf, buf + i, m * sizeof(int));
+        cudaCheck(cudaMemcpyAsync(ctx->dev_buf, ctx->host_buf, m * sizeof(int), cudaMemcpyHostToDevice, ctx->stream));
+        ncclCheck(ncclAllReduce(ctx->dev_buf, ctx->dev_buf, m, ncclInt32, ncclMax, ctx->comm, ctx->stream));
+        nccl_wait_issued(ctx, "a host all-reduce");
+        cudaCheck(cudaMemcpyAsync(ctx->host_buf, ctx->dev_buf, m * sizeof(int), cudaMemcpyDeviceToHost, ctx->stream));
+        nccl_host_stage_wait(ctx, "a host all-reduce");
+        memcpy(buf + i, ctx->host_buf, m * sizeof(int));
+    }
+}
+
+static void nccl_comm_allgather_u64(Comm *c, uint64_t value, uint64_t *all) {
+    NcclContext *ctx = (NcclContext *)c->impl;
+    const size_t W = (size_t)ctx->world_size;
+    uint64_t *dev = (uint64_t *)ctx->dev_buf;
+    memcpy(ctx->host_buf, &value, sizeof(value));
+    cudaCheck(cudaMemcpyAsync(dev + ctx->rank, ctx->host_buf, sizeof(value), cudaMemcpyHostToDevice, ctx->stream));
+    ncclCheck(ncclAllGather(dev + ctx->rank, dev, 1, ncclUint64, ctx->comm, ctx->stream));
+    nccl_wait_issued(ctx, "a host all-gather");
+    cudaCheck(cudaMemcpyAsync(ctx->host_buf, dev, W * sizeof(uint64_t), cudaMemcpyDeviceToHost, ctx->stream));
+    nccl_host_stage_wait(ctx, "a host all-gather");
+    memcpy(all, ctx->host_buf, W * sizeof(uint64_t));
+}
+
+static void nccl_comm_barrier(Comm *c) {
+    int token = 0;
+    nccl_comm_allreduce_max_i32(c, &token, 1);
+}
+
+static void nccl_comm_bcast(Comm *c, void *buf, size_t bytes) {
+    NcclContext *ctx = (NcclContext *)c->impl;
+    char *p = (char *)buf;
+    for (size_t i = 0; i < bytes; i += ctx->buf_bytes) {
+        size_t m = bytes - i < ctx->buf_bytes ? bytes - i : ctx->buf_bytes;
+        if (ctx->rank == 0) {
+            memcpy(ctx->host_buf, p + i, m);
+            cudaCheck(cudaMemcpyAsync(ctx->dev_buf, ctx->host_buf, m, cudaMemcpyHostToDevice, ctx->stream));
+        }
+        ncclCheck(ncclBroadcast(ctx->dev_buf, ctx->dev_buf, m, ncclUint8, 0, ctx->comm, ctx->stream));
+        nccl_wait_issued(ctx, "a host broadcast");
+        cudaCheck(cudaMemcpyAsync(ctx->host_buf, ctx->dev_buf, m, cudaMemcpyDeviceToHost, ctx->stream));
+        nccl_host_stage_wait(ctx, "a host broadcast");
+        memcpy(p + i, ctx->host_buf, m);
+    }
+}
+
+#endif  // MULTI_GPU
+
+// ----------------------------------------------------------------------------
+// several ranks on one GPU
+
+// 64-bit hash of the PCI bus id of a device (the same GPU seen from any process)
+static inline uint64_t gpu_bus_hash(int device) {
+    char bus[64];
+    memset(bus, 0, sizeof(bus));
+    cudaCheck(cudaDeviceGetPCIBusId(bus, (int)sizeof(bus) - 1, device));
+    return fnv1a64(0, bus, strlen(bus));
+}
+
+/*
+ * NCCL needs one GPU per rank. Under MPI, allgather the bus-id hashes and stop if two ranks share
+ * one; without MPI (no collective exists before NCCL), a local rank at or above the number of
+ * visible GPUs is the sure sign. Every rank calls this before the NCCL communicator is made.
+ */
+static inline void gpu_check_not_shared(Comm *c, int device) {
+    if (c->world_size == 1) { return; }
+    int count = 0;
+    cudaCheck(cudaGetDeviceCount(&count));
+    if (!comm_has_collectives(c)) {
+        if (c->local_rank >= count) {
+            llmc_die("local rank %d but only %d GPU(s) are visible on this node: NCCL needs one GPU per process; start "
+                     "at most %d process(es) per node, or run several ranks on one GPU under mpirun with -pb mpi",
+                     c->local_rank, count, count);
+        }
+        return;
+    }
+    uint64_t *all = (uint64_t *)mallocCheck((size_t)c->world_size * sizeof(uint64_t));
+    c->allgather_u64(c, gpu_bus_hash(device), all);
+    int a = -1, b = -1;
+    for (int i = 0; i < c->world_size && a < 0; i++) {
+        for (int j = i + 1; j < c->world_size; j++) {
+            if (all[i] == all[j]) { a = i; b = j; break; }
+        }
+    }
+    free(all);
+    if (a >= 0) {
+        if (c->rank == 0) {
+            llmc_die("ranks %d and %d use the same GPU (%d GPU(s) visible per node): NCCL needs one GPU per process; "
+                     "start at most one process per GPU, or use the host-staged MPI backend, which allows sharing: "
+                     "mpirun ... ./train_gpt2cu -pb mpi ...", a, b, count);
+        }
+        c->barrier(c);  // rank 0's abort takes everyone down
+        exit(EXIT_FAILURE);
+    }
+}
+
+#ifdef MULTI_GPU
+
+/*
+ * Creates the communicator of all ranks (NCCL id by MPI or TCP), installs the abort hook, and the
+ * host collectives when Comm has none (no MPI). Call after gpu_check_not_shared, on every rank.
+ */
+static inline void nccl_init(NcclContext *ctx, Comm *c, int timeout_s) {
+    memset(ctx, 0, sizeof(*ctx));
+    ctx->rank = c->rank;
+    ctx->world_size = c->world_size;
+    ctx->timeout_s = timeout_s;
+    ncclUniqueId id;
+    memset(&id, 0, sizeof(id));
+    if (c->rank == 0) { ncclCheck(ncclGetUniqueId(&id)); }
+    if (comm_has_collectives(c)) {
+        c->bcast(c, &id, sizeof(id));
+    } else {
+        const char *addr = getenv("MASTER_ADDR");
+        if (addr == NULL || addr[0] == '\0') {
+            llmc_die("%d processes without MPI need MASTER_ADDR and MASTER_PORT for the NCCL bootstrap (torchrun sets "
+                     "them; under SLURM export MASTER_ADDR=<first node> MASTER_PORT=29500)", c->world_size);
+        }
+        bootstrap_tcp_bcast(&id, sizeof(id), c->rank, c->world_size, addr, bootstrap_port(), timeout_s);
+    }
+    cudaCheck(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t r = ncclCommInitRankConfig(&ctx->comm, c->world_size, id, c->rank, &config);
+    if (r != ncclSuccess && r != ncclInProgress) {
+        llmc_die("NCCL could not create the communicator of %d ranks: %s (%s); if two ranks share a GPU, use -pb mpi",
+                 c->world_size, ncclGetErrorString(r), ncclGetLastError(NULL));
+    }
+    // the communicator forms in the background: wait for it, bounded
+    const double deadline = llmc_wall_seconds() + timeout_s;
+    long spins = 0;
+    for (;;) {
+        ncclResult_t state;
+        ncclCheck(ncclCommGetAsyncError(ctx->comm, &state));
+        if (state == ncclSuccess) { break; }
+        if (state != ncclInProgress) {
+            llmc_die("NCCL could not create the communicator of %d ranks: %s (%s); if two ranks share a GPU, use -pb mpi",
+                     c->world_size, ncclGetErrorString(state), ncclGetLastError(ctx->comm));
+        }
+        if (llmc_wall_seconds() > deadline) {
+            ncclCommAbort(ctx->comm);
+            llmc_die("the NCCL communicator of %d ranks did not form within %d s (-pt): a rank died, or two ranks share "
+                     "a GPU (NCCL hangs then; use -pb mpi under mpirun to share one)", c->world_size, timeout_s);
+        }
+        nccl_poll_pause(&spins);
+    }
+    ctx->buf_bytes = (size_t)1 << 20;
+    if ((size_t)c->world_size * sizeof(uint64_t) > ctx->buf_bytes) { ctx->buf_bytes = (size_t)c->world_size * sizeof(uint64_t); }
+    cudaCheck(cudaMalloc(&ctx->dev_buf, ctx->buf_bytes));
+    cudaCheck(cudaMallocHost(&ctx->host_buf, ctx->buf_bytes));
+    cudaCheck(cudaEventCreateWithFlags(&ctx->done, cudaEventDisableTiming));
+    nccl_active = ctx;
+    nccl_prev_abort_hook = llmc_abort_hook;
+    llmc_abort_hook = nccl_abort_hook;
+    if (!comm_has_collectives(c)) {
+        c->impl = ctx;
+        c->allreduce_sum_f64 = nccl_comm_allreduce_f64;
+        c->allreduce_max_i32 = nccl_comm_allreduce_max_i32;
+        c->allgather_u64 = nccl_comm_allgather_u64;
+        c->barrier = nccl_comm_barrier;
+        c->bcast = nccl_comm_bcast;
+        // without MPI the sharing check could not run before the communicator; run it now
+        int device = 0;
+        ncclCheck(ncclCommCuDevice(ctx->comm, &device));
+        gpu_check_not_shared(c, device);
+    }
+}
+
+static inline void nccl_free(NcclContext *ctx) {
+    if (ctx->comm == NULL) { return; }
+    cudaCheck(cudaStreamSynchronize(ctx->stream));
+    nccl_active = NULL;
+    llmc_abort_hook = nccl_prev_abort_hook;
+    ncclCommFinalize(ctx->comm);
+    ncclResult_t state = ncclInProgress;
+    const double deadline = llmc_wall_seconds() + ctx->timeout_s;
+    while (state == ncclInProgress && llmc_wall_seconds() < deadline) {
+        if (ncclCommGetAsyncError(ctx->comm, &state) != ncclSuccess) { break; }
+        if (state == ncclInProgress) { usleep(100); }
+    }
+    ncclCommDestroy(ctx->comm);
+    ctx->comm = NULL;
+    cudaCheck(cudaFree(ctx->dev_buf));
+    cudaCheck(cudaFreeHost(ctx->host_buf));
+    cudaCheck(cudaEventDestroy(ctx->done));
+    cudaCheck(cudaStreamDestroy(ctx->stream));
+}
+
+#endif  // MULTI_GPU
+
+#endif  // LLMC_NCCL_COMM_CUH

@@ -1,0 +1,323 @@
+/*
+ * Data-parallel gradient reduction and ZeRO stage 1 for the CUDA trainer: after the backward pass
+ * every rank's gradients become the sum over all ranks (each rank's dloss already carries the
+ * 1/(B*T*accumulation*ranks) of the mean), or, with ZeRO-1, this rank's shard of that sum.
+ *
+ * Layout: parameters and gradients are one flat bf16 array each in the model file's order
+ * (llmc/model_io.h). Layer l's gradients are 12 slices of it (tensors 2..13, slice l of each);
+ * wte, wpe, lnfw and lnfb are the rest.
+ *
+ * ZeRO-1 shards: with W ranks, S = ceil(P / W); rank r owns the flat range [r*S, min((r+1)*S, P))
+ * of the fp32 master weights and the AdamW moments (its optimizer range, the Backend's
+ * opt_offset/opt_count, which llmc/checkpoint.h saves per rank and re-shards on load). The params
+ * and grads buffers are allocated with W*S elements (the tail past P is zero padding), so that
+ * the bf16 all-gather of the updated parameters is NCCL's in-place form (rank r sends
+ * params + r*S). Without ZeRO every rank holds everything (S = P).
+ *
+ * Backends (-pb):
+ *   nccl  The reduction of layer l is launched as soon as its gradients are final, on the last
+ *         micro-step, on the NCCL stream (it waits for an event behind the layer's backward), so
+ *         it overlaps the backward of the layers below; wte/wpe/lnf go last, after the encoder
+ *         backward (wte gets gradient from the LM head and the embedding). Each launch is one
+ *         NCCL group over the slices: an all-reduce per slice, or with ZeRO-1 a reduce per
+ *         (slice, owning rank) piece, so that each rank receives exactly its shard's sum (the
+ *         data a reduce-scatter would move, for slices that do not line up with the shards).
+ *         The main stream waits for the last reduction before the gradient norm (a GPU-side wait).
+ *         After the update, ZeRO-1 all-gathers the bf16 parameters (in place) on the NCCL stream.
+ *   mpi   Host-staged, for where NCCL cannot run (several ranks on one GPU; how the multi-rank
+ *         path is tested on a one-GPU machine): the bf16 gradients are copied to pinned host
+ *         memory, widened to fp32 (MPI has no bf16 type), summed with MPI_Allreduce (or
+ *         MPI_Reduce_scatter_block for ZeRO-1), rounded back to bf16 (nearest even) and copied
+ *         back; the ZeRO-1 parameter all-gather is an MPI_Allgather of the bf16 bits.
+ * The gradient norm for clipping is global: over the full reduced gradients, or with ZeRO-1 the
+ * sum over ranks of each shard's sum of squares.
+ */
+#ifndef LLMC_ZERO_CUH
+#define LLMC_ZERO_CUH
+
+#include "cuda_common.cuh"
+#include "global_norm.cuh"
+#include "model_io.h"
+#include "comm.h"
+#include "nccl_comm.cuh"
+
+typedef enum { GRAD_REDUCE_NONE = 0, GRAD_REDUCE_NCCL = 1, GRAD_REDUCE_MPI = 2 } GradReduceKind;
+
+// ----------------------------------------------------------------------------
+// host arithmetic (plain C, no GPU needed)
+
+// ZeRO-1 shard of rank r of W over P parameters: shard size S, buffer length W*S, range [off, off+cnt)
+static inline void zero_shard(size_t P, int W, int r, int zero, size_t *S, size_t *padded, size_t *off, size_t *cnt) {
+    if (!zero) {
+        *S = P; *padded = P; *off = 0; *cnt = P;
+        return;
+    }
+    *S = (P + (size_t)W - 1) / (size_t)W;
+    *padded = *S * (size_t)W;
+    size_t lo = *S * (size_t)r;
+    size_t hi = lo + *S < P ? lo + *S : P;
+    *off = lo < P ? lo : P;
+    *cnt = hi > *off ? hi - *off : 0;
+}
+
+// the flat slices of layer l (12, tensors 2..13), or with l = L the rest (wte, wpe, lnfw, lnfb);
+// returns the number of slices written to off/len
+static inline int zero_layer_slices(const GPT2Config *c, int l, size_t off[12], size_t len[12]) {
+    size_t sizes[NUM_PARAMETER_TENSORS], start[NUM_PARAMETER_TENSORS], acc = 0;
+    gpt2_param_sizes(sizes, c);
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { start[i] = acc; acc += sizes[i]; }
+    int n = 0;
+    if (l < c->num_layers) {
+        for (int i = 2; i <= 13; i++) {
+            size_t per = sizes[i] / (size_t)c->num_layers;
+            off[n] = start[i] + (size_t)l * per;
+            len[n] = per;
+            n++;
+        }
+    } else {
+        const int rest[4] = {0, 1, 14, 15};
+        for (int j = 0; j < 4; j++) { off[n] = start[rest[j]]; len[n] = sizes[rest[j]]; n++; }
+    }
+    return n;
+}
+
+// ----------------------------------------------------------------------------
+
+typedef struct {
+    GradReduceKind kind;
+    int rank, world_size, zero;
+    GPT2Config config;
+    size_t num_params;      // P
+    size_t shard;           // S (= P without ZeRO-1)
+    size_t padded;          // elements of the params and grads buffers: W*S, or P
+    size_t offset, count;   // this rank's optimizer range
+    Comm *comm;
+    int launched;           // NCCL: reductions of this step launched (all layers and the rest)
+    float *norm2;           // device, 1 float
+    float *norm2_host;      // pinned, 1 float
+    cudaEvent_t norm_ready;
+#ifdef MULTI_GPU
+    NcclContext *nccl;
+    cudaEvent_t *layer_ready;  // L + 1 events recorded on the main stream
+    cudaEvent_t reduced;       // on the NCCL stream, behind the last reduction of the step
+    cudaEvent_t update_done;   // on the main stream, before the ZeRO-1 all-gather
+    cudaEvent_t gathered;      // on the NCCL stream, behind the all-gather
+#endif
+    uint16_t *host_bf16;    // MPI: padded bf16, pinned
+    float *host_f32;        // MPI: padded fp32
+} GradReducer;
+
+// sizes only: fills the shard arithmetic so that the model can size its buffers; no allocation
+static inline void grad_reduce_plan(GradReducer *red, GradReduceKind kind, Comm *c, int zero, const GPT2Config *config) {
+    memset(red, 0, sizeof(*red));
+    red->kind = kind;  // GRAD_REDUCE_NONE for one process, except NCCL forced onto a 1-rank communicator
+    red->rank = c->rank;
+    red->world_size = c->world_size;
+    red->zero = zero;
+    red->config = *config;
+    red->comm = c;
+    red->num_params = gpt2_num_params(config);
+    zero_shard(red->num_params, c->world_size, c->rank, zero, &red->shard, &red->padded, &red->offset, &red->count);
+}
+
+// allocations; nccl: the communicator for GRAD_REDUCE_NCCL (NULL otherwise)
+static inline void grad_reduce_init(GradReducer *red, void *nccl) {
+    cudaCheck(cudaMalloc((void **)&red->norm2, sizeof(float)));
+    cudaCheck(cudaMallocHost((void **)&red->norm2_host, sizeof(float)));
+    cudaCheck(cudaEventCreateWithFlags(&red->norm_ready, cudaEventDisableTiming));
+#ifdef MULTI_GPU
+    red->nccl = (NcclContext *)nccl;
+    if (red->kind == GRAD_REDUCE_NCCL) {
+        cudaRequire(red->nccl != NULL, "the NCCL backend needs a communicator");
+        const int L = red->config.num_layers;
+        red->layer_ready = (cudaEvent_t *)mallocCheck((size_t)(L + 1) * sizeof(cudaEvent_t));
+        for (int l = 0; l <= L; l++) { cudaCheck(cudaEventCreateWithFlags(&red->layer_ready[l], cudaEventDisableTiming)); }
+        cudaCheck(cudaEventCreateWithFlags(&red->reduced, cudaEventDisableTiming));
+        cudaCheck(cudaEventCreateWithFlags(&red->update_done, cudaEventDisableTiming));
+        cudaCheck(cudaEventCreateWithFlags(&red->gathered, cudaEventDisableTiming));
+    }
+#else
+    cudaRequire(red->kind != GRAD_REDUCE_NCCL, "this build has no NCCL (MULTI_GPU)");
+    (void)nccl;
+#endif
+    if (red->kind == GRAD_REDUCE_MPI) {
+#ifdef USE_MPI
+        if (red->zero && red->shard > (size_t)INT_MAX) {
+            llmc_die("-pb mpi -z 1: a shard of %zu parameters exceeds MPI's int count; use more ranks or -pb nccl", red->shard);
+        }
+        cudaCheck(cudaMallocHost((void **)&red->host_bf16, red->padded * sizeof(uint16_t)));
+        red->host_f32 = (float *)mallocCheck(red->padded * sizeof(float));
+#else
+        llmc_die("-pb mpi needs a build with MPI (mpicc found at build time) and a launch by mpirun");
+#endif
+    }
+}
+
+static inline void grad_reduce_free(GradReducer *red) {
+    cudaCheck(cudaFree(red->norm2));
+    cudaCheck(cudaFreeHost(red->norm2_host));
+    cudaCheck(cudaEventDestroy(red->norm_ready));
+#ifdef MULTI_GPU
+    if (red->kind == GRAD_REDUCE_NCCL) {
+        for (int l = 0; l <= red->config.num_layers; l++) { cudaCheck(cudaEventDestroy(red->layer_ready[l])); }
+        free(red->layer_ready);
+        cudaCheck(cudaEventDestroy(red->reduced));
+        cudaCheck(cudaEventDestroy(red->update_done));
+        cudaCheck(cudaEventDestroy(red->gathered));
+    }
+#endif
+    if (red->host_bf16) { cudaCheck(cudaFreeHost(red->host_bf16)); }
+    free(red->host_f32);
+}
+
+#ifdef MULTI_GPU
+// one NCCL group that reduces the slices of layer l (l = L: the rest), behind `ready` on `main`
+static inline void grad_reduce_nccl_slices(GradReducer *red, floatX *grads, int l, cudaStream_t main) {
+    NcclContext *ctx = red->nccl;
+    cudaCheck(cudaEventRecord(red->layer_ready[l], main));
+    cudaCheck(cudaStreamWaitEvent(ctx->stream, red->layer_ready[l], 0));
+    size_t off[12], len[12];
+    const int n = zero_layer_slices(&red->config, l, off, len);
+    ncclCheck(ncclGroupStart());
+    for (int i = 0; i < n; i++) {
+        if (!red->zero) {
+            ncclCheck(ncclAllReduce(grads + off[i], grads + off[i], len[i], ncclBfloat16, ncclSum, ctx->comm, ctx->stream));
+            continue;
+        }
+        // the piece of the slice each rank owns goes to that rank
+        for (int r = 0; r < red->world_size; r++) {
+            size_t lo = red->shard * (size_t)r, hi = lo + red->shard;
+            if (lo < off[i]) { lo = off[i]; }
+            if (hi > off[i] + len[i]) { hi = off[i] + len[i]; }
+            if (lo >= hi) { continue; }
+            ncclCheck(ncclReduce(grads + lo, grads + lo, hi - lo, ncclBfloat16, ncclSum, r, ctx->comm, ctx->stream));
+        }
+    }
+    char what[64];
+    if (l < red->config.num_layers) {
+        snprintf(what, sizeof(what), "the gradient reduction of layer %d", l);
+    } else {
+        snprintf(what, sizeof(what), "the gradient reduction of the embeddings");
+    }
+    nccl_group_end(ctx, what);
+}
+#endif
+
+/*
+ * The gradients of layer l are final (on the last micro-step, right after the layer's backward):
+ * start reducing them. l = L (num_layers): the embeddings and the final LayerNorm, after the
+ * encoder backward; that call completes the set. NCCL only; a no-op otherwise.
+ */
+static inline void grad_reduce_layer(GradReducer *red, floatX *grads, int l, cudaStream_t main) {
+#ifdef MULTI_GPU
+    if (red->kind != GRAD_REDUCE_NCCL) { return; }
+    grad_reduce_nccl_slices(red, grads, l, main);
+    if (l == red->config.num_layers) {
+        cudaCheck(cudaEventRecord(red->reduced, red->nccl->stream));
+        red->launched = 1;
+    }
+#else
+    (void)red; (void)grads; (void)l; (void)main;
+#endif
+}
+
+#ifdef USE_MPI
+static inline void grad_mpi_bf16_to_f32(float *out, const uint16_t *in, size_t n) {
+    for (size_t i = 0; i < n; i++) { out[i] = bf16_to_float(in[i]); }
+}
+static inline void grad_mpi_f32_to_bf16(uint16_t *out, const float *in, size_t n) {
+    for (size_t i = 0; i < n; i++) { out[i] = float_to_bf16(in[i]); }
+}
+#endif
+
+/*
+ * After the last micro-step: the gradients (all, or this rank's shard with ZeRO-1) become the sum
+ * over ranks, in stream order on `main`. NCCL: a GPU-side wait for the reductions launched during
+ * the backward (or, if none were, all of them now). MPI: the host-staged reduction.
+ */
+static inline void grad_reduce_finish(GradReducer *red, floatX *grads, cudaStream_t main) {
+    if (red->kind == GRAD_REDUCE_NCCL) {
+#ifdef MULTI_GPU
+        if (!red->launched) {
+            for (int l = 0; l <= red->config.num_layers; l++) { grad_reduce_layer(red, grads, l, main); }
+        }
+        cudaCheck(cudaStreamWaitEvent(main, red->reduced, 0));
+        red->launched = 0;
+#endif
+    } else if (red->kind == GRAD_REDUCE_MPI) {
+#ifdef USE_MPI
+        const size_t P = red->num_params;
+        cudaCheck(cudaMemcpyAsync(red->host_bf16, grads, P * sizeof(uint16_t), cudaMemcpyDeviceToHost, main));
+        cudaCheck(cudaStreamSynchronize(main));
+        grad_mpi_bf16_to_f32(red->host_f32, red->host_bf16, P);
+        if (!red->zero) {
+            comm_mpi_allreduce_sum_f32(red->host_f32, P);
+            grad_mpi_f32_to_bf16(red->host_bf16, red->host_f32, P);
+            cudaCheck(cudaMemcpyAsync(grads, red->host_bf16, P * sizeof(uint16_t), cudaMemcpyHostToDevice, main));
+        } else {
+            for (size_t i = P; i < red->padded; i++) { red->host_f32[i] = 0.0f; }
+            // in place: the whole array in, this rank's S sums at the start
+            mpiCheck(MPI_Reduce_scatter_block(MPI_IN_PLACE, red->host_f32, (int)red->shard, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+            grad_mpi_f32_to_bf16(red->host_bf16, red->host_f32, red->count);
+            if (red->count > 0) {
+                cudaCheck(cudaMemcpyAsync(grads + red->offset, red->host_bf16, red->count * sizeof(uint16_t),
+                                          cudaMemcpyHostToDevice, main));
+            }
+        }
+        // the host buffer is reused at the next call only after a synchronize, so no wait here
+#endif
+    }
+}
+
+/*
+ * The global L2 norm of the reduced gradients (host value, the same on every rank). With ZeRO-1
+ * each rank sums the squares of its shard and the sums are added across ranks. scratch:
+ * global_norm_scratch_bytes().
+ */
+static inline float grad_reduce_norm(GradReducer *red, const floatX *grads, float *scratch, cudaStream_t main) {
+    const int sharded = red->zero && red->world_size > 1;
+    const size_t lo = sharded ? red->offset : 0, n = sharded ? red->count : red->num_params;
+    if (n > 0) {
+        global_norm_squared(red->norm2, grads + lo, n, scratch, main);
+    } else {
+        cudaCheck(cudaMemsetAsync(red->norm2, 0, sizeof(float), main));
+    }
+    cudaCheck(cudaMemcpyAsync(red->norm2_host, red->norm2, sizeof(float), cudaMemcpyDeviceToHost, main));
+    cudaCheck(cudaEventRecord(red->norm_ready, main));
+    gpu_wait_event(red->norm_ready, "the gradient norm");
+    double norm2 = (double)red->norm2_host[0];
+    if (sharded) { red->comm->allreduce_sum_f64(red->comm, &norm2, 1); }
+    return (float)sqrt(norm2);
+}
+
+/*
+ * ZeRO-1, after the AdamW update of this rank's shard: every rank receives every shard's updated
+ * bf16 parameters. Later work on `main` sees them (NCCL: a GPU-side wait; MPI: synchronous).
+ */
+static inline void grad_reduce_gather_params(GradReducer *red, floatX *params, cudaStream_t main) {
+    if (!red->zero || red->kind == GRAD_REDUCE_NONE) { return; }
+    if (red->kind == GRAD_REDUCE_NCCL) {
+#ifdef MULTI_GPU
+        NcclContext *ctx = red->nccl;
+        cudaCheck(cudaEventRecord(red->update_done, main));
+        cudaCheck(cudaStreamWaitEvent(ctx->stream, red->update_done, 0));
+        ncclCheck(ncclAllGather(params + red->shard * (size_t)red->rank, params, red->shard, ncclBfloat16, ctx->comm,
+                                ctx->stream));
+        nccl_wait_issued(ctx, "the parameter all-gather");
+        cudaCheck(cudaEventRecord(red->gathered, ctx->stream));
+        cudaCheck(cudaStreamWaitEvent(main, red->gathered, 0));
+#endif
+    } else {
+#ifdef USE_MPI
+        const size_t S = red->shard;
+        uint16_t *mine = red->host_bf16 + S * (size_t)red->rank;
+        cudaCheck(cudaMemcpyAsync(mine, params + S * (size_t)red->rank, S * sizeof(uint16_t), cudaMemcpyDeviceToHost, main));
+        cudaCheck(cudaStreamSynchronize(main));
+        mpiCheck(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, red->host_bf16, (int)S, MPI_UINT16_T, MPI_COMM_WORLD));
+        cudaCheck(cudaMemcpyAsync(params, red->host_bf16, red->padded * sizeof(uint16_t), cudaMemcpyHostToDevice, main));
+        cudaCheck(cudaStreamSynchronize(main));  // the host buffer is rewritten by the next reduction
+#endif
+    }
+}
+
+#endif  // LLMC_ZERO_CUH

@@ -1,0 +1,849 @@
+/*
+ * GPT-2 training on NVIDIA GPUs (sm_80 and newer; built for Hopper sm_90a and Ampere sm_80):
+ * bf16 parameters, gradients and activations with fp32 master weights and AdamW state, cuBLASLt
+ * matmuls with fused bias/GELU epilogues, fused flash attention, LayerNorm with the residual add
+ * fused in, a fused classifier that never stores fp32 logits; data-parallel across processes with
+ * NCCL (or host-staged MPI) and optional ZeRO-1. Same flags, files and step line as train_gpt2.c.
+ *
+ * This file holds the model (memory, forward, backward, update, file I/O) and its Backend; the
+ * training loop and all host logic live in the llmc .h files (shared with the CPU trainer), the
+ * kernels in the llmc .cuh files behind launchers (there is no kernel launch in this file), the
+ * multi-process parts in llmc/nccl_comm.cuh and llmc/zero.cuh.
+ *
+ * Shapes (legend in llmc/model_io.h): B batch, T time, C channels, NH heads, HS = C/NH, L layers,
+ * V vocab, Vp padded vocab. Tensors are row-major; per-layer activations are stacked (L, B, T, ...)
+ * with the B and T of the call (a call may use less than the allocated maxima).
+ * Precision: floatX (bf16) storage everywhere except LayerNorm statistics, the attention
+ * log-sum-exp, the losses, the master weights and AdamW's moments (fp32); every matmul and
+ * reduction accumulates in fp32. bf16 parameters are stochastically rounded from the fp32 update,
+ * seeded by the training loop (so runs are reproducible bit for bit).
+ * Gradient convention (as train_gpt2.c): parameter gradients accumulate (+=) over micro-steps;
+ * activation gradients are overwritten, except the residual stream's (dresidual), into which the
+ * LayerNorm backward adds (llmc/layernorm.cuh).
+ *
+ * Memory and recomputation (-r): per token and layer the activations kept for the backward pass
+ * take 16C bf16 values (ln1 C, qkv 3C, atty C, residual2 C, ln2 C, fch 4C, fch_gelu 4C, residual3
+ * C) plus 16 + 4*NH bytes of fp32 statistics. -r 1 (default) recomputes the GELU output in the
+ * backward pass from its saved input (12C), -r 2 also the two LayerNorm outputs (10C). The rest
+ * is per model: params 2 B, grads 2 B, master 4 B, m 4 B, v 4 B per parameter (16 B; with -z 1
+ * the 12 B of optimizer state are divided by the ranks), and a (B, T, max(Vp, 4C)) bf16 buffer
+ * for the logits that the backward pass reuses. gpt2_memory() adds it all up before anything is
+ * allocated. GPT-2 1.5B (d48: C 1600, 1.56e9 parameters, 23.2 GiB of parameters, gradients and
+ * optimizer state) at T = 1024 needs by that arithmetic 1.60 GiB per sequence with -r 2, 1.88 GiB
+ * with -r 1 and 2.46 GiB with -r 0, so on one H200 (about 139 GiB usable) B = 64 fits with -r 2
+ * (125.4 GiB; 72 at most), B = 48 with -r 1 (113.7 GiB; 56 at most), B = 32 with -r 0 (101.9 GiB;
+ * 40 at most). These are computed, not yet measured: dev/test/test_gpu.sh runs d48 with -r 2 -b 64
+ * and -r 1 -b 48 on the GPU.
+ */
+#include <math.h>
+#include "llmc/utils.h"
+#include "llmc/model_io.h"
+#include "llmc/args.h"
+#include "llmc/comm.h"
+#include "llmc/backend.h"
+#include "llmc/train_loop.h"
+#include "llmc/cuda_common.cuh"
+#include "llmc/cublas_common.cuh"
+#include "llmc/encoder.cuh"
+#include "llmc/layernorm.cuh"
+#include "llmc/matmul.cuh"
+#include "llmc/gelu.cuh"
+#include "llmc/attention.cuh"
+#include "llmc/fused_classifier.cuh"
+#include "llmc/adamw.cuh"
+#include "llmc/global_norm.cuh"
+#include "llmc/nccl_comm.cuh"
+#include "llmc/zero.cuh"
+
+#ifndef LLMC_CUDA_ARCHS
+#define LLMC_CUDA_ARCHS "unknown"  // the Makefile passes the CUDA_ARCHS it built for
+#endif
+
+// ----------------------------------------------------------------------------
+// the model
+
+typedef struct {
+    floatX *wte;       // (Vp, C)
+    floatX *wpe;       // (maxT, C)
+    floatX *ln1w;      // (L, C)
+    floatX *ln1b;      // (L, C)
+    floatX *qkvw;      // (L, 3C, C)
+    floatX *qkvb;      // (L, 3C)
+    floatX *attprojw;  // (L, C, C)
+    floatX *attprojb;  // (L, C)
+    floatX *ln2w;      // (L, C)
+    floatX *ln2b;      // (L, C)
+    floatX *fcw;       // (L, 4C, C)
+    floatX *fcb;       // (L, 4C)
+    floatX *fcprojw;   // (L, C, 4C)
+    floatX *fcprojb;   // (L, C)
+    floatX *lnfw;      // (C)
+    floatX *lnfb;      // (C)
+} ParameterTensors;
+
+// the tensors of the flat array, in file order; every tensor size is a multiple of C (and C of 8),
+// so every tensor and every layer slice starts 16-byte aligned
+static void point_parameters(ParameterTensors *p, floatX *base, const size_t sizes[NUM_PARAMETER_TENSORS]) {
+    floatX **ptrs[NUM_PARAMETER_TENSORS] = {&p->wte, &p->wpe, &p->ln1w, &p->ln1b, &p->qkvw, &p->qkvb,
+        &p->attprojw, &p->attprojb, &p->ln2w, &p->ln2b, &p->fcw, &p->fcb, &p->fcprojw, &p->fcprojb, &p->lnfw, &p->lnfb};
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { *ptrs[i] = base; base += sizes[i]; }
+}
+
+// activations, sized for the maximum B and T
+typedef struct {
+    floatX *encoded;    // (B, T, C)
+    floatX *ln1;        // (L, B, T, C); one (B, T, C) with -r 2 (recomputed in backward)
+    float *ln1_mean;    // (L, B, T)
+    float *ln1_rstd;    // (L, B, T)
+    floatX *qkv;        // (L, B, T, 3C)
+    floatX *atty;       // (L, B, T, C) attention output (the attention backward reads it)
+    float *att_lse;     // (L, B, NH, T) log-sum-exp of each attention row
+    floatX *residual2;  // (L, B, T, C)
+    floatX *ln2;        // (L, B, T, C); one (B, T, C) with -r 2
+    float *ln2_mean;    // (L, B, T)
+    float *ln2_rstd;    // (L, B, T)
+    floatX *fch;        // (L, B, T, 4C) fc output before GELU (the fused dGELU reads it)
+    floatX *fch_gelu;   // (L, B, T, 4C); one (B, T, 4C) with -r >= 1
+    floatX *residual3;  // (L, B, T, C)
+    floatX *lnf;        // (B, T, C)
+    float *lnf_mean;    // (B, T)
+    float *lnf_rstd;    // (B, T)
+    floatX *logits;     // (B, T, max(Vp, 4C)): logits, then dlogits; then, in the layers' backward,
+                        // the (B, T, 4C) and (B, T, 3C) gradients (dlogits are dead by then)
+    float *losses;      // (B, T)
+    floatX *dresidual;  // (B, T, C) gradient of the residual stream
+    floatX *btc;        // (B, T, C) forward: a projection's output before its residual add;
+                        // backward: the input gradient of a layer's matmul
+    float *scratch;     // fp32 scratch of the reductions and the attention backward (one stream)
+    int *inputs;        // (B, T) token ids
+    int *targets;       // (B, T)
+    float *loss_acc;    // (1) sum over micro-steps of the micro-batch mean loss
+} ActivationTensors;
+
+typedef struct {
+    GPT2Config config;
+    size_t param_sizes[NUM_PARAMETER_TENSORS];
+    size_t num_params;        // P
+    floatX *params_memory;    // (padded) bf16, file order; the tail past P is ZeRO-1 padding
+    floatX *grads_memory;     // (padded)
+    float *master;            // (opt count) fp32 master weights of the optimizer range, or NULL (-w 0)
+    float *m_memory;          // (opt count) AdamW first moment
+    float *v_memory;          // (opt count) AdamW second moment
+    ParameterTensors params;
+    ParameterTensors grads;
+    ActivationTensors acts;
+    void *acts_memory;
+    int batch_size, seq_len;  // maxima the activations were sized for
+    int recompute;            // -r
+    AdamWDecayTable decay;
+    EncoderBackwardWork enc_work;
+    GradReducer red;          // across ranks (llmc/zero.cuh); kind NONE on one process
+    cudaStream_t stream;      // everything of the model runs here, in order
+    cudaEvent_t sync_ev;      // host waits (gpu_sync)
+    cudaEvent_t staged_ev;    // the last host->device copy of token ids finished
+    int *inputs_pinned;       // (B, T) staging for the token ids
+    int *targets_pinned;      // (B, T)
+    float *losses_pinned;     // (B, T)
+    uint16_t *row_pinned;     // (Vp) one row of logits
+    float *scalar_pinned;     // (1)
+} GPT2;
+
+// wait on the host for everything queued on the model's stream (with the watchdog when NCCL runs)
+static void gpt2_sync(GPT2 *m, const char *what) {
+    cudaCheck(cudaEventRecord(m->sync_ev, m->stream));
+    gpu_wait_event(m->sync_ev, what);
+}
+
+// ---- memory
+
+typedef struct {
+    size_t model;        // params + grads
+    size_t optimizer;    // master + m + v
+    size_t activations;  // activations + scratch + encoder backward work
+    size_t other;        // cuBLASLt workspace
+    size_t total;
+} GPT2Memory;
+
+// one activation tensor: where its pointer goes, how many elements, element bytes
+typedef struct {
+    void **ptr;
+    size_t count;
+    size_t elem;
+} ActSlot;
+
+static inline size_t round_up_256(size_t n) { return (n + 255) / 256 * 256; }
+
+static int gpt2_activation_slots(ActSlot *slots, ActivationTensors *a, const GPT2Config *c, int B, int T, int recompute) {
+    const size_t L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
+    const size_t BT = (size_t)B * T;
+    const size_t ln_layers = recompute >= 2 ? 1 : L, gelu_layers = recompute >= 1 ? 1 : L;
+    const size_t wide = Vp > 4 * C ? Vp : 4 * C;
+    size_t scratch = layernorm_backward_scratch_bytes(B, T, (int)C);
+    size_t s2 = matmul_backward_scratch_bytes(B, T, 4 * (int)C);
+    size_t s3 = attention_backward_scratch_bytes(B, T, (int)C, (int)NH);
+    if (s2 > scratch) { scratch = s2; }
+    if (s3 > scratch) { scratch = s3; }
+    if (global_norm_scratch_bytes() > scratch) { scratch = global_norm_scratch_bytes(); }
+    const size_t X = sizeof(floatX), F = sizeof(float);
+    ActSlot table[] = {
+        {(void **)&a->encoded, BT * C, X},          {(void **)&a->ln1, ln_layers * BT * C, X},
+        {(void **)&a->ln1_mean, L * BT, F},         {(void **)&a->ln1_rstd, L * BT, F},
+        {(void **)&a->qkv, L * BT * 3 * C, X},      {(void **)&a->atty, L * BT * C, X},
+        {(void **)&a->att_lse, L * B * NH * T, F},  {(void **)&a->residual2, L * BT * C, X},
+        {(void **)&a->ln2, ln_layers * BT * C, X},  {(void **)&a->ln2_mean, L * BT, F},
+        {(void **)&a->ln2_rstd, L * BT, F},         {(void **)&a->fch, L * BT * 4 * C, X},
+        {(void **)&a->fch_gelu, gelu_layers * BT * 4 * C, X}, {(void **)&a->residual3, L * BT * C, X},
+        {(void **)&a->lnf, BT * C, X},              {(void **)&a->lnf_mean, BT, F},
+        {(void **)&a->lnf_rstd, BT, F},             {(void **)&a->logits, BT * wide, X},
+        {(void **)&a->losses, BT, F},               {(void **)&a->dresidual, BT * C, X},
+        {(void **)&a->btc, BT * C, X},              {(void **)&a->scratch, scratch / F + 1, F},
+        {(void **)&a->inputs, BT, sizeof(int)},     {(void **)&a->targets, BT, sizeof(int)},
+        {(void **)&a->loss_acc, 1, F},
+    };
+    const int n = (int)(sizeof(table) / sizeof(table[0]));
+    for (int i = 0; i < n; i++) { slots[i] = table[i]; }
+    return n;
+}
+
+/*
+ * Device memory the model needs, before any allocation: parameters and gradients (with ZeRO-1
+ * padding), optimizer state of this rank's range, activations, scratch, encoder backward work, and
+ * the cuBLASLt workspace.
+ */
+static GPT2Memory gpt2_memory(const GPT2Config *c, int B, int T, int recompute, int master, size_t padded,
+                              size_t opt_count) {
+    GPT2Memory mem;
+    memset(&mem, 0, sizeof(mem));
+    mem.model = 2 * round_up_256(padded * sizeof(floatX));
+    mem.optimizer = (size_t)(master ? 3 : 2) * round_up_256(opt_count * sizeof(float));
+    ActSlot slots[32];
+    ActivationTensors a;
+    const int n = gpt2_activation_slots(slots, &a, c, B, T, recompute);
+    for (int i = 0; i < n; i++) { mem.activations += round_up_256(slots[i].count * slots[i].elem); }
+    const int BT = B * T;
+    mem.activations += encoder_plan_ints(BT) * sizeof(int) + (size_t)encoder_max_slots(BT) * c->channels * sizeof(float);
+    mem.other = CUBLASLT_WORKSPACE_BYTES;
+    mem.total = mem.model + mem.optimizer + mem.activations + mem.other;
+    return mem;
+}
+
+static const double GiB = 1024.0 * 1024.0 * 1024.0;
+
+// cudaMalloc with the memory hint instead of a bare "out of memory"
+static void gpu_malloc(void **p, size_t bytes, const char *what) {
+    cudaError_t err = cudaMalloc(p, bytes > 0 ? bytes : 1);
+    if (err == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        llmc_die("out of GPU memory allocating %s (%.2f GiB); use a smaller -b, -r 2 (recompute LayerNorm and GELU), "
+                 "or -z 1 with several GPUs (shards the optimizer state)", what, bytes / GiB);
+    }
+    cudaCheck(err);
+}
+
+// ---- build and free
+
+/*
+ * Allocates everything for the maximum B and T after checking that it fits. red: the reduction
+ * plan (grad_reduce_plan) that fixes the buffer padding and the optimizer range; nccl: the
+ * communicator for the NCCL backend, else NULL. Parameters are left uninitialised.
+ */
+void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, int recompute, int master_weights,
+                const GradReducer *red, void *nccl) {
+    memset(m, 0, sizeof(*m));
+    m->config = *config;
+    const int C = config->channels, NH = config->num_heads;
+    if (C % 8 != 0) {
+        llmc_die("model width C = %d: the CUDA kernels need C to be a multiple of 8 (GPT-2 sizes are); use ./train_gpt2 "
+                 "for this model", C);
+    }
+    if (C / NH != 64 && C / NH != 128) {
+        llmc_die("head size C/NH = %d/%d = %d: the fused attention supports head sizes 64 and 128 (every GPT-2 size, "
+                 "dN descriptors, L2:C128:H2); use one of those, or ./train_gpt2 for other shapes", C, NH, C / NH);
+    }
+    gpt2_param_sizes(m->param_sizes, config);
+    m->num_params = gpt2_num_params(config);
+    m->batch_size = B;
+    m->seq_len = T;
+    m->recompute = recompute;
+    m->red = *red;
+
+    GPT2Memory mem = gpt2_memory(config, B, T, recompute, master_weights, red->padded, red->count);
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
+    if (mem.total > free_bytes) {
+        llmc_die("B=%d T=%d needs %.2f GiB of GPU memory (parameters+gradients %.2f, optimizer state %.2f, activations "
+                 "%.2f with -r %d, workspace %.2f) but %.2f GiB of %.2f are free; use a smaller -b, -r 2 (recompute "
+                 "LayerNorm and GELU), or -z 1 with several GPUs (shards the optimizer state)",
+                 B, T, mem.total / GiB, mem.model / GiB, mem.optimizer / GiB, mem.activations / GiB, recompute,
+                 mem.other / GiB, free_bytes / GiB, total_bytes / GiB);
+    }
+
+    cudaCheck(cudaStreamCreate(&m->stream));
+    cudaCheck(cudaEventCreateWithFlags(&m->sync_ev, cudaEventDisableTiming));
+    cudaCheck(cudaEventCreateWithFlags(&m->staged_ev, cudaEventDisableTiming));
+    gpu_malloc((void **)&m->params_memory, red->padded * sizeof(floatX), "parameters");
+    gpu_malloc((void **)&m->grads_memory, red->padded * sizeof(floatX), "gradients");
+    // zero: the padding tail must stay 0 (it is all-gathered and its norm summed)
+    cudaCheck(cudaMemsetAsync(m->params_memory, 0, red->padded * sizeof(floatX), m->stream));
+    cudaCheck(cudaMemsetAsync(m->grads_memory, 0, red->padded * sizeof(floatX), m->stream));
+    point_parameters(&m->params, m->params_memory, m->param_sizes);
+    point_parameters(&m->grads, m->grads_memory, m->param_sizes);
+    const size_t opt_bytes = red->count * sizeof(float);
+    gpu_malloc((void **)&m->m_memory, opt_bytes, "AdamW state");
+    gpu_malloc((void **)&m->v_memory, opt_bytes, "AdamW state");
+    cudaCheck(cudaMemsetAsync(m->m_memory, 0, opt_bytes, m->stream));
+    cudaCheck(cudaMemsetAsync(m->v_memory, 0, opt_bytes, m->stream));
+    if (master_weights) { gpu_malloc((void **)&m->master, opt_bytes, "master weights"); }
+
+    ActSlot slots[32];
+    const int n = gpt2_activation_slots(slots, &m->acts, config, B, T, recompute);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) { total += round_up_256(slots[i].count * slots[i].elem); }
+    gpu_malloc(&m->acts_memory, total, "activations");
+    char *p = (char *)m->acts_memory;
+    for (int i = 0; i < n; i++) {
+        *slots[i].ptr = p;
+        p += round_up_256(slots[i].count * slots[i].elem);
+    }
+    encoder_backward_work_init(&m->enc_work, B, T, C);
+    adamw_decay_table_gpt2(&m->decay, config);
+    grad_reduce_init(&m->red, nccl);
+
+    const size_t BT = (size_t)B * T;
+    cudaCheck(cudaMallocHost((void **)&m->inputs_pinned, BT * sizeof(int)));
+    cudaCheck(cudaMallocHost((void **)&m->targets_pinned, BT * sizeof(int)));
+    cudaCheck(cudaMallocHost((void **)&m->losses_pinned, BT * sizeof(float)));
+    cudaCheck(cudaMallocHost((void **)&m->row_pinned, (size_t)config->padded_vocab_size * sizeof(uint16_t)));
+    cudaCheck(cudaMallocHost((void **)&m->scalar_pinned, sizeof(float)));
+    cudaCheck(cudaEventRecord(m->staged_ev, m->stream));
+    gpt2_sync(m, "the model's setup");
+}
+
+void gpt2_free(GPT2 *m) {
+    gpt2_sync(m, "the end of training");
+    encoder_backward_work_free(&m->enc_work);
+    grad_reduce_free(&m->red);
+    cudaCheck(cudaFree(m->params_memory));
+    cudaCheck(cudaFree(m->grads_memory));
+    cudaCheck(cudaFree(m->m_memory));
+    cudaCheck(cudaFree(m->v_memory));
+    if (m->master) { cudaCheck(cudaFree(m->master)); }
+    cudaCheck(cudaFree(m->acts_memory));
+    cudaCheck(cudaFreeHost(m->inputs_pinned));
+    cudaCheck(cudaFreeHost(m->targets_pinned));
+    cudaCheck(cudaFreeHost(m->losses_pinned));
+    cudaCheck(cudaFreeHost(m->row_pinned));
+    cudaCheck(cudaFreeHost(m->scalar_pinned));
+    cudaCheck(cudaEventDestroy(m->sync_ev));
+    cudaCheck(cudaEventDestroy(m->staged_ev));
+    cudaCheck(cudaStreamDestroy(m->stream));
+}
+
+// ---- parameters in and out
+
+// set the parameters from fp32 values of all P parameters: bf16 rounded to nearest even, and the
+// master weights of this rank's range exactly
+static void gpt2_set_params_fp32(GPT2 *m, const float *values) {
+    const size_t P = m->num_params;
+    uint16_t *bf = (uint16_t *)mallocCheck(P * sizeof(uint16_t));
+    for (size_t i = 0; i < P; i++) { bf[i] = float_to_bf16(values[i]); }
+    cudaCheck(cudaMemcpyAsync(m->params_memory, bf, P * sizeof(uint16_t), cudaMemcpyHostToDevice, m->stream));
+    if (m->master && m->red.count > 0) {
+        cudaCheck(cudaMemcpyAsync(m->master, values + m->red.offset, m->red.count * sizeof(float), cudaMemcpyHostToDevice,
+                                  m->stream));
+    }
+    gpt2_sync(m, "the parameter upload");
+    free(bf);
+}
+
+// load a model file (v3: fp32, the master weights exact; v5: bf16, masters widened from it)
+void gpt2_load(GPT2 *m, const char *path) {
+    ModelFileInfo info;
+    model_file_info(path, &info);
+    if (!gpt2_config_equal(&info.config, &m->config)) {
+        llmc_die("model file '%s' has L=%d C=%d NH=%d V=%d maxT=%d, expected L=%d C=%d NH=%d V=%d maxT=%d", path,
+                 info.config.num_layers, info.config.channels, info.config.num_heads, info.config.vocab_size,
+                 info.config.max_seq_len, m->config.num_layers, m->config.channels, m->config.num_heads,
+                 m->config.vocab_size, m->config.max_seq_len);
+    }
+    const size_t P = m->num_params;
+    if (info.version == MODEL_VERSION_FP32 && m->master) {
+        float *values = (float *)mallocCheck(P * sizeof(float));
+        model_file_load(path, &info, values, NULL);
+        gpt2_set_params_fp32(m, values);
+        free(values);
+        return;
+    }
+    uint16_t *bf = (uint16_t *)mallocCheck(P * sizeof(uint16_t));
+    model_file_load(path, &info, NULL, bf);
+    cudaCheck(cudaMemcpyAsync(m->params_memory, bf, P * sizeof(uint16_t), cudaMemcpyHostToDevice, m->stream));
+    if (m->master && m->red.count > 0) {
+        cast_bf16_to_fp32(m->master, m->params_memory + m->red.offset, m->red.count, m->stream);
+    }
+    gpt2_sync(m, "the model upload");
+    free(bf);
+}
+
+// the bf16 parameters as the model file stores them (host, P values)
+static uint16_t *gpt2_params_to_host(GPT2 *m) {
+    uint16_t *bf = (uint16_t *)mallocCheck(m->num_params * sizeof(uint16_t));
+    cudaCheck(cudaMemcpyAsync(bf, m->params_memory, m->num_params * sizeof(uint16_t), cudaMemcpyDeviceToHost, m->stream));
+    gpt2_sync(m, "the parameter download");
+    return bf;
+}
+
+// ---- forward
+
+static floatX *layer_ptr(floatX *base, int l, size_t per_layer) { return base + (size_t)l * per_layer; }
+
+// the per-layer buffers that recomputation collapses to one
+static floatX *ln1_of(GPT2 *m, int l, size_t BTC) { return m->recompute >= 2 ? m->acts.ln1 : layer_ptr(m->acts.ln1, l, BTC); }
+static floatX *ln2_of(GPT2 *m, int l, size_t BTC) { return m->recompute >= 2 ? m->acts.ln2 : layer_ptr(m->acts.ln2, l, BTC); }
+static floatX *gelu_of(GPT2 *m, int l, size_t BT4C) {
+    return m->recompute >= 1 ? m->acts.fch_gelu : layer_ptr(m->acts.fch_gelu, l, BT4C);
+}
+
+// copy B*T token ids from the host to a device buffer through pinned staging
+static void gpt2_stage_tokens(GPT2 *m, int *dst, int *pinned, const int *src, size_t n) {
+    gpu_wait_event(m->staged_ev, "the previous token copy");  // it has left the pinned buffers
+    memcpy(pinned, src, n * sizeof(int));
+    cudaCheck(cudaMemcpyAsync(dst, pinned, n * sizeof(int), cudaMemcpyHostToDevice, m->stream));
+}
+
+typedef enum {
+    FWD_LOGITS = 0,  // logits only (sampling); no targets
+    FWD_EVAL = 1,    // per-token losses; logits left in acts.logits
+    FWD_TRAIN = 2,   // per-token losses; acts.logits becomes dlogits (scaled by dloss)
+} ForwardMode;
+
+/*
+ * Forward pass of B sequences of T tokens (host ids; B, T at most the built sizes). targets
+ * (host) are needed for FWD_EVAL and FWD_TRAIN; acts.losses (B, T) then holds the per-token losses.
+ */
+void gpt2_forward(GPT2 *m, const int *inputs, const int *targets, int B, int T, ForwardMode mode, float dloss) {
+    if (B > m->batch_size || T > m->seq_len || B < 1 || T < 1) {
+        llmc_die("internal: forward with B=%d T=%d, built for B=%d T=%d", B, T, m->batch_size, m->seq_len);
+    }
+    const int C = m->config.channels, NH = m->config.num_heads, L = m->config.num_layers;
+    const int V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
+    const size_t BT = (size_t)B * T, BTC = BT * C;
+    ParameterTensors *p = &m->params;
+    ActivationTensors *a = &m->acts;
+    cudaStream_t s = m->stream;
+
+    gpt2_stage_tokens(m, a->inputs, m->inputs_pinned, inputs, BT);
+    if (mode != FWD_LOGITS) { memcpy(m->targets_pinned, targets, BT * sizeof(int)); }
+    if (mode != FWD_LOGITS) {
+        cudaCheck(cudaMemcpyAsync(a->targets, m->targets_pinned, BT * sizeof(int), cudaMemcpyHostToDevice, s));
+    }
+    cudaCheck(cudaEventRecord(m->staged_ev, s));
+
+    encoder_forward(a->encoded, a->inputs, p->wte, p->wpe, B, T, C, s);
+    layernorm_forward(ln1_of(m, 0, BTC), a->ln1_mean, a->ln1_rstd, a->encoded, p->ln1w, p->ln1b, B, T, C, s);
+    for (int l = 0; l < L; l++) {
+        const floatX *residual = l == 0 ? a->encoded : layer_ptr(a->residual3, l - 1, BTC);
+        floatX *qkv = layer_ptr(a->qkv, l, 3 * BTC), *atty = layer_ptr(a->atty, l, BTC);
+        float *lse = a->att_lse + (size_t)l * B * NH * T;
+        floatX *residual2 = layer_ptr(a->residual2, l, BTC), *residual3 = layer_ptr(a->residual3, l, BTC);
+        floatX *fch = layer_ptr(a->fch, l, 4 * BTC), *fch_gelu = gelu_of(m, l, 4 * BTC);
+        floatX *ln2 = ln2_of(m, l, BTC);
+
+        // x + attproj(attention(qkv(ln1(x))))
+        matmul_forward(qkv, ln1_of(m, l, BTC), p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, B, T, C,
+                       3 * C, NULL, s);
+        attention_forward(atty, lse, qkv, B, T, C, NH, s);
+        matmul_forward(a->btc, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, B, T, C, C, NULL, s);
+        fused_residual_forward(residual2, ln2, a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT, residual, a->btc,
+                               p->ln2w + (size_t)l * C, p->ln2b + (size_t)l * C, (int)BT, C, s);
+        // + fcproj(gelu(fc(ln2(x)))); the GELU is cuBLASLt's epilogue, its input kept in fch
+        matmul_forward(fch_gelu, ln2, p->fcw + (size_t)l * 4 * C * C, p->fcb + (size_t)l * 4 * C, B, T, C, 4 * C, fch, s);
+        matmul_forward(a->btc, fch_gelu, p->fcprojw + (size_t)l * 4 * C * C, p->fcprojb + (size_t)l * C, B, T, 4 * C, C,
+                       NULL, s);
+        // the residual add, fused with the next LayerNorm: the next layer's ln1, or lnf after the last
+        const int last = l == L - 1;
+        fused_residual_forward(residual3, last ? a->lnf : ln1_of(m, l + 1, BTC),
+                               last ? a->lnf_mean : a->ln1_mean + (size_t)(l + 1) * BT,
+                               last ? a->lnf_rstd : a->ln1_rstd + (size_t)(l + 1) * BT, residual2, a->btc,
+                               last ? p->lnfw : p->ln1w + (size_t)(l + 1) * C, last ? p->lnfb : p->ln1b + (size_t)(l + 1) * C,
+                               (int)BT, C, s);
+    }
+    // logits = lnf @ wte^T over the padded vocabulary (padded rows of wte are zero)
+    matmul_forward(a->logits, a->lnf, p->wte, NULL, B, T, C, Vp, NULL, s);
+    if (mode != FWD_LOGITS) {
+        fused_classifier(a->logits, a->losses, dloss, a->targets, B, T, V, Vp, mode == FWD_TRAIN, s);
+    }
+}
+
+// ---- backward, in three parts so that a benchmark can time the layers one by one
+
+// the LM head and the final LayerNorm: dresidual = d(loss)/d(residual3 of the last layer)
+void gpt2_backward_head(GPT2 *m, int B, int T) {
+    const int C = m->config.channels, L = m->config.num_layers, Vp = m->config.padded_vocab_size;
+    const size_t BT = (size_t)B * T, BTC = BT * C;
+    ParameterTensors *p = &m->params, *g = &m->grads;
+    ActivationTensors *a = &m->acts;
+    cudaStream_t s = m->stream;
+    // logits = lnf @ wte^T: dlnf (in btc) = dlogits @ wte, dwte += dlogits^T @ lnf
+    matmul_backward(a->btc, g->wte, NULL, a->logits, a->lnf, p->wte, B, T, C, Vp, NULL, a->scratch, s);
+    cudaCheck(cudaMemsetAsync(a->dresidual, 0, BTC * sizeof(floatX), s));
+    layernorm_backward(a->dresidual, g->lnfw, g->lnfb, a->btc, layer_ptr(a->residual3, L - 1, BTC), p->lnfw, a->lnf_mean,
+                       a->lnf_rstd, B, T, C, a->scratch, s);
+}
+
+// layer l, from dresidual = d(loss)/d(residual3[l]) to d(loss)/d(residual3[l-1]) (or d encoded)
+void gpt2_backward_layer(GPT2 *m, int l, int B, int T) {
+    const int C = m->config.channels, NH = m->config.num_heads;
+    const size_t BT = (size_t)B * T, BTC = BT * C;
+    ParameterTensors *p = &m->params, *g = &m->grads;
+    ActivationTensors *a = &m->acts;
+    cudaStream_t s = m->stream;
+    const floatX *residual = l == 0 ? a->encoded : layer_ptr(a->residual3, l - 1, BTC);
+    floatX *qkv = layer_ptr(a->qkv, l, 3 * BTC), *atty = layer_ptr(a->atty, l, BTC);
+    const float *lse = a->att_lse + (size_t)l * B * NH * T;
+    floatX *residual2 = layer_ptr(a->residual2, l, BTC);
+    floatX *fch = layer_ptr(a->fch, l, 4 * BTC), *fch_gelu = gelu_of(m, l, 4 * BTC);
+    floatX *ln1 = ln1_of(m, l, BTC), *ln2 = ln2_of(m, l, BTC);
+    floatX *dbig = a->logits;  // (B, T, 4C) then (B, T, 3C)
+    const float *ln1_mean = a->ln1_mean + (size_t)l * BT, *ln1_rstd = a->ln1_rstd + (size_t)l * BT;
+    const float *ln2_mean = a->ln2_mean + (size_t)l * BT, *ln2_rstd = a->ln2_rstd + (size_t)l * BT;
+
+    // residual3 = residual2 + fcproj(gelu(fch)), fch = fc(ln2(residual2)): dresidual passes through
+    if (m->recompute >= 1) { gelu_forward(fch_gelu, fch, BT * 4 * C, s); }
+    // d fch = (dresidual @ fcprojw) * gelu'(fch), the dGELU fused into the matmul
+    matmul_backward(dbig, g->fcprojw + (size_t)l * 4 * C * C, g->fcprojb + (size_t)l * C, a->dresidual, fch_gelu,
+                    p->fcprojw + (size_t)l * 4 * C * C, B, T, 4 * C, C, fch, a->scratch, s);
+    if (m->recompute >= 2) {
+        layernorm_forward(ln2, NULL, NULL, residual2, p->ln2w + (size_t)l * C, p->ln2b + (size_t)l * C, B, T, C, s);
+    }
+    matmul_backward(a->btc, g->fcw + (size_t)l * 4 * C * C, g->fcb + (size_t)l * 4 * C, dbig, ln2,
+                    p->fcw + (size_t)l * 4 * C * C, B, T, C, 4 * C, NULL, a->scratch, s);
+    layernorm_backward(a->dresidual, g->ln2w + (size_t)l * C, g->ln2b + (size_t)l * C, a->btc, residual2,
+                       p->ln2w + (size_t)l * C, ln2_mean, ln2_rstd, B, T, C, a->scratch, s);
+    // residual2 = residual + attproj(attention(qkv(ln1(residual))))
+    matmul_backward(a->btc, g->attprojw + (size_t)l * C * C, g->attprojb + (size_t)l * C, a->dresidual, atty,
+                    p->attprojw + (size_t)l * C * C, B, T, C, C, NULL, a->scratch, s);
+    attention_backward(dbig, a->btc, qkv, atty, lse, a->scratch, B, T, C, NH, s);
+    if (m->recompute >= 2) {
+        layernorm_forward(ln1, NULL, NULL, residual, p->ln1w + (size_t)l * C, p->ln1b + (size_t)l * C, B, T, C, s);
+    }
+    matmul_backward(a->btc, g->qkvw + (size_t)l * 3 * C * C, g->qkvb + (size_t)l * 3 * C, dbig, ln1,
+                    p->qkvw + (size_t)l * 3 * C * C, B, T, C, 3 * C, NULL, a->scratch, s);
+    layernorm_backward(a->dresidual, g->ln1w + (size_t)l * C, g->ln1b + (size_t)l * C, a->btc, residual,
+                       p->ln1w + (size_t)l * C, ln1_mean, ln1_rstd, B, T, C, a->scratch, s);
+}
+
+// encoded = wte[inputs] + wpe: the embeddings' gradients (inputs: the host ids of the forward)
+void gpt2_backward_embed(GPT2 *m, const int *inputs, int B, int T) {
+    // encoder_backward waits for its previous plan copy with cudaEventSynchronize; waiting here
+    // first puts that wait under the watchdog (the stream may sit behind a collective)
+    gpu_wait_event(m->enc_work.plan_copied, "the previous embedding-gradient plan copy");
+    encoder_backward(m->grads.wte, m->grads.wpe, m->acts.dresidual, inputs, B, T, m->config.channels, &m->enc_work,
+                     m->stream);
+}
+
+/*
+ * Backward of the last FWD_TRAIN forward; parameter gradients accumulate. On the last micro-step
+ * of a step (last = 1), each layer's gradient reduction across ranks starts as soon as the layer
+ * is done (llmc/zero.cuh), the embeddings' after the encoder backward.
+ */
+void gpt2_backward(GPT2 *m, const int *inputs, int B, int T, int last) {
+    gpt2_backward_head(m, B, T);
+    for (int l = m->config.num_layers - 1; l >= 0; l--) {
+        gpt2_backward_layer(m, l, B, T);
+        if (last) { grad_reduce_layer(&m->red, m->grads_memory, l, m->stream); }
+    }
+    gpt2_backward_embed(m, inputs, B, T);
+    if (last) { grad_reduce_layer(&m->red, m->grads_memory, m->config.num_layers, m->stream); }
+}
+
+// ---- update
+
+// AdamW on this rank's optimizer range (weight decay on the 2-D tensors), then ZeRO-1's all-gather
+void gpt2_update(GPT2 *m, float lr, float beta1, float beta2, float eps, float wd, float grad_scale, int t,
+                 unsigned long long seed) {
+    adamw_update(m->params_memory, m->master, m->grads_memory, m->m_memory, m->v_memory, m->red.offset, m->red.count,
+                 &m->decay, lr, beta1, beta2, eps, wd, t, grad_scale, NULL, seed, m->stream);
+    grad_reduce_gather_params(&m->red, m->params_memory, m->stream);
+}
+
+/*
+ * Training FLOPs per token, for MFU: 6 per parameter (2 forward, 4 backward: the input and the
+ * weight gradient) over all N parameters, plus attention's two T-long matmuls per layer (Q K^T and
+ * P V: 2 * 2 * T * C forward, twice that backward, 12 L T C), counted without the causal half (the
+ * convention of the PaLM paper's MFU and of the CPU trainer). Recomputation (-r) is not counted:
+ * MFU measures useful work.
+ */
+static double gpt2_flops_per_token(const GPT2Config *c, int T) {
+    return 6.0 * (double)gpt2_num_params(c) + 12.0 * c->num_layers * (double)T * c->channels;
+}
+
+// peak dense bf16 tensor FLOP/s of one GPU, for MFU; 0 = unknown (MFU not printed)
+static double gpu_peak_flops(int device) {
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, device));
+    if (prop.major == 9 && prop.minor == 0) { return 989e12; }  // H100 / H200 SXM
+    if (prop.major == 8 && prop.minor == 0) { return 312e12; }  // A100
+    return 0.0;
+}
+
+// ----------------------------------------------------------------------------
+// the Backend for the shared training loop
+
+static void cuda_train_micro_step(Backend *b, const int *inputs, const int *targets, int B, int T, float dloss, int k,
+                                  int n) {
+    GPT2 *m = (GPT2 *)b->self;
+    if (k == 0) {
+        cudaCheck(cudaMemsetAsync(m->grads_memory, 0, m->red.padded * sizeof(floatX), m->stream));
+        cudaCheck(cudaMemsetAsync(m->acts.loss_acc, 0, sizeof(float), m->stream));
+    }
+    gpt2_forward(m, inputs, targets, B, T, FWD_TRAIN, dloss);
+    loss_sum_accumulate(m->acts.loss_acc, m->acts.losses, B * T, 1.0f / ((float)B * T), m->stream);
+    gpt2_backward(m, inputs, B, T, k == n - 1);
+}
+
+static double cuda_step_loss_sum(Backend *b) {
+    GPT2 *m = (GPT2 *)b->self;
+    cudaCheck(cudaMemcpyAsync(m->scalar_pinned, m->acts.loss_acc, sizeof(float), cudaMemcpyDeviceToHost, m->stream));
+    gpt2_sync(m, "the step's loss");
+    return (double)m->scalar_pinned[0];
+}
+
+static float cuda_reduce_grads(Backend *b) {
+    GPT2 *m = (GPT2 *)b->self;
+    grad_reduce_finish(&m->red, m->grads_memory, m->stream);
+    return grad_reduce_norm(&m->red, m->grads_memory, m->acts.scratch, m->stream);
+}
+
+static void cuda_update(Backend *b, float lr, float beta1, float beta2, float eps, float wd, float grad_scale, int t,
+                        unsigned long long seed) {
+    gpt2_update((GPT2 *)b->self, lr, beta1, beta2, eps, wd, grad_scale, t, seed);
+}
+
+static void cuda_forward_losses(Backend *b, const int *inputs, const int *targets, int B, int T, float *losses) {
+    GPT2 *m = (GPT2 *)b->self;
+    gpt2_forward(m, inputs, targets, B, T, FWD_EVAL, 1.0f);
+    const size_t BT = (size_t)B * T;
+    cudaCheck(cudaMemcpyAsync(m->losses_pinned, m->acts.losses, BT * sizeof(float), cudaMemcpyDeviceToHost, m->stream));
+    gpt2_sync(m, "the evaluation losses");
+    memcpy(losses, m->losses_pinned, BT * sizeof(float));
+}
+
+// softmax over the V real tokens of the logits at position pos, on the host (V values, once per
+// sampled token: not worth a kernel), from the bf16 logits
+static void cuda_forward_probs(Backend *b, const int *tokens, int T, int pos, float *probs) {
+    GPT2 *m = (GPT2 *)b->self;
+    const int V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
+    gpt2_forward(m, tokens, NULL, 1, T, FWD_LOGITS, 0.0f);
+    cudaCheck(cudaMemcpyAsync(m->row_pinned, m->acts.logits + (size_t)pos * Vp, (size_t)Vp * sizeof(uint16_t),
+                              cudaMemcpyDeviceToHost, m->stream));
+    gpt2_sync(m, "the sampling logits");
+    float maxv = -INFINITY;
+    for (int i = 0; i < V; i++) {
+        probs[i] = bf16_to_float(m->row_pinned[i]);
+        if (probs[i] > maxv) { maxv = probs[i]; }
+    }
+    double sum = 0.0;
+    for (int i = 0; i < V; i++) {
+        probs[i] = expf(probs[i] - maxv);
+        sum += probs[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int i = 0; i < V; i++) { probs[i] *= inv; }
+}
+
+static void cuda_save_model(Backend *b, const char *path) {
+    GPT2 *m = (GPT2 *)b->self;
+    uint16_t *bf = gpt2_params_to_host(m);
+    model_file_write_bf16(path, &m->config, bf);
+    free(bf);
+}
+
+static void cuda_load_model(Backend *b, const char *path) { gpt2_load((GPT2 *)b->self, path); }
+
+static void cuda_get_opt_state(Backend *b, size_t offset, size_t count, float *mo, float *vo, float *master) {
+    GPT2 *m = (GPT2 *)b->self;
+    cudaRequire(offset >= m->red.offset && offset + count <= m->red.offset + m->red.count,
+                "range [%zu, %zu) outside the held range", offset, offset + count);
+    const size_t k = offset - m->red.offset, bytes = count * sizeof(float);
+    cudaCheck(cudaMemcpyAsync(mo, m->m_memory + k, bytes, cudaMemcpyDeviceToHost, m->stream));
+    cudaCheck(cudaMemcpyAsync(vo, m->v_memory + k, bytes, cudaMemcpyDeviceToHost, m->stream));
+    if (master && m->master) { cudaCheck(cudaMemcpyAsync(master, m->master + k, bytes, cudaMemcpyDeviceToHost, m->stream)); }
+    gpt2_sync(m, "the optimizer state download");
+}
+
+static void cuda_set_opt_state(Backend *b, size_t offset, size_t count, const float *mi, const float *vi,
+                               const float *master) {
+    GPT2 *m = (GPT2 *)b->self;
+    cudaRequire(offset >= m->red.offset && offset + count <= m->red.offset + m->red.count,
+                "range [%zu, %zu) outside the held range", offset, offset + count);
+    const size_t k = offset - m->red.offset, bytes = count * sizeof(float);
+    cudaCheck(cudaMemcpyAsync(m->m_memory + k, mi, bytes, cudaMemcpyHostToDevice, m->stream));
+    cudaCheck(cudaMemcpyAsync(m->v_memory + k, vi, bytes, cudaMemcpyHostToDevice, m->stream));
+    if (m->master) {
+        if (master) {
+            cudaCheck(cudaMemcpyAsync(m->master + k, master, bytes, cudaMemcpyHostToDevice, m->stream));
+        } else {  // a state file without master weights: start them from the loaded bf16 parameters
+            cast_bf16_to_fp32(m->master + k, m->params_memory + offset, count, m->stream);
+        }
+    }
+    gpt2_sync(m, "the optimizer state upload");
+}
+
+static uint32_t cuda_params_crc(Backend *b) {
+    GPT2 *m = (GPT2 *)b->self;
+    uint16_t *bf = gpt2_params_to_host(m);
+    uint32_t crc = crc32_update(0, bf, m->num_params * sizeof(uint16_t));
+    free(bf);
+    return crc;
+}
+
+void gpt2_make_backend(Backend *b, GPT2 *m, int T, double peak_flops) {
+    memset(b, 0, sizeof(*b));
+    b->self = m;
+    b->name = "cuda (bf16, fp32 master weights)";
+    if (!m->master) { b->name = "cuda (bf16, no master weights)"; }
+    b->config = m->config;
+    b->num_params = m->num_params;
+    b->B = m->batch_size;
+    b->T = m->seq_len;
+    b->has_master = m->master != NULL;
+    b->opt_offset = m->red.offset;
+    b->opt_count = m->red.count;
+    b->flops_per_token = gpt2_flops_per_token(&m->config, T);
+    b->peak_flops = peak_flops;
+    b->train_micro_step = cuda_train_micro_step;
+    b->step_loss_sum = cuda_step_loss_sum;
+    b->reduce_grads = cuda_reduce_grads;
+    b->update = cuda_update;
+    b->forward_losses = cuda_forward_losses;
+    b->forward_probs = cuda_forward_probs;
+    b->save_model = cuda_save_model;
+    b->load_model = cuda_load_model;
+    b->get_opt_state = cuda_get_opt_state;
+    b->set_opt_state = cuda_set_opt_state;
+    b->params_crc = cuda_params_crc;
+}
+
+// ----------------------------------------------------------------------------
+// processes
+
+/*
+ * The gradient reduction backend of this launch: none for one process; -pb nccl (NCCL
+ * communicator made here) or -pb mpi (host-staged, needs mpirun). Stops with a message for
+ * launches this build cannot serve.
+ */
+static GradReduceKind setup_processes(Comm *c, const TrainArgs *a, int device, void *nccl) {
+    (void)device; (void)nccl;
+#ifdef MULTI_GPU
+    // LLMC_FORCE_NCCL=1: the NCCL path (communicator, per-layer reductions, ZeRO-1 collectives) even
+    // for one process, on a 1-rank communicator: how that path is exercised on a one-GPU machine
+    const char *force = getenv("LLMC_FORCE_NCCL");
+    if (c->world_size == 1 && force && !strcmp(force, "1") && strcmp(a->backend, "mpi")) {
+        nccl_init((NcclContext *)nccl, c, a->comm_timeout);
+        return GRAD_REDUCE_NCCL;
+    }
+#endif
+    if (c->world_size == 1) { return GRAD_REDUCE_NONE; }
+    GradReduceKind kind = GRAD_REDUCE_NONE;
+    if (!strcmp(a->backend, "mpi")) {
+#ifdef USE_MPI
+        if (!c->mpi) {
+            llmc_die("-pb mpi reduces gradients with MPI, but %s started these %d processes without it; use mpirun -np %d "
+                     "./train_gpt2cu ... -pb mpi, or -pb nccl", c->launcher, c->world_size, c->world_size);
+        }
+        kind = GRAD_REDUCE_MPI;
+#else
+        llmc_die("-pb mpi: this train_gpt2cu was built without MPI (NO_MULTI_GPU=1, or no mpicc at build time); install "
+                 "OpenMPI and rebuild, or use -pb nccl");
+#endif
+    } else {
+#ifdef MULTI_GPU
+        gpu_check_not_shared(c, device);
+        nccl_init((NcclContext *)nccl, c, a->comm_timeout);
+        kind = GRAD_REDUCE_NCCL;
+#else
+        if (c->mpi) {
+            llmc_die("this train_gpt2cu was built without NCCL; under mpirun use the host-staged backend -pb mpi, or "
+                     "rebuild with NCCL (make train_gpt2cu NCCL_HOME=<dir with include/nccl.h and lib/libnccl.so>)");
+        }
+#ifdef USE_MPI
+        llmc_die("%s started %d processes, but this train_gpt2cu was built without NCCL: several processes need mpirun "
+                 "and -pb mpi, or a rebuild with NCCL (make train_gpt2cu NCCL_HOME=...)", c->launcher, c->world_size);
+#else
+        llmc_die("%s started %d processes, but this train_gpt2cu was built without NCCL and MPI (NO_MULTI_GPU=1, or "
+                 "neither found at build time), so it runs one process only; rebuild with NCCL for several GPUs",
+                 c->launcher, c->world_size);
+#endif
+#endif
+    }
+    return kind;
+}
+
+// ----------------------------------------------------------------------------
+#ifndef TESTING
+int main(int argc, char **argv) {
+    Comm comm;
+    comm_init(&comm, &argc, &argv);
+    TrainArgs args;
+    args_parse(&args, argc, argv);
+    GPT2Config config;
+    int from_file = train_resolve_model(&args, &config);
+
+    const int device = gpu_select_device(&comm, (const void *)cast_fp32_to_bf16_kernel, LLMC_CUDA_ARCHS);
+#ifdef MULTI_GPU
+    NcclContext nccl_ctx;
+    memset(&nccl_ctx, 0, sizeof(nccl_ctx));
+    void *nccl = &nccl_ctx;
+#else
+    void *nccl = NULL;
+#endif
+    GradReduceKind kind = setup_processes(&comm, &args, device, nccl);
+    cublas_init();
+    GradReducer plan;
+    grad_reduce_plan(&plan, kind, &comm, args.zero_stage, &config);
+    GPT2 model;
+    gpt2_build(&model, &config, args.B, args.T, args.recompute, args.master_weights, &plan,
+               kind == GRAD_REDUCE_NCCL ? nccl : NULL);
+    if (from_file) {
+        gpt2_load(&model, args.model);
+    } else {
+        // the same seed on every rank: the same model (checked by the training loop)
+        float *init = (float *)mallocCheck(model.num_params * sizeof(float));
+        gpt2_init_params(init, &config, args.seed);
+        gpt2_set_params_fp32(&model, init);
+        free(init);
+    }
+    Backend backend;
+    gpt2_make_backend(&backend, &model, args.T, gpu_peak_flops(device));
+    if (comm.rank == 0) {
+        cudaDeviceProp prop;
+        cudaCheck(cudaGetDeviceProperties(&prop, device));
+        GPT2Memory mem = gpt2_memory(&config, args.B, args.T, args.recompute, args.master_weights, model.red.padded,
+                                     model.red.count);
+        printf("device: %s (sm_%d%d, %d SMs) | gradient reduction: %s%s | recompute -r %d | GPU memory for the model "
+               "%.2f GiB (parameters+gradients %.2f, optimizer %.2f, activations %.2f)\n", prop.name, prop.major,
+               prop.minor, prop.multiProcessorCount,
+               kind == GRAD_REDUCE_NCCL ? "nccl" : kind == GRAD_REDUCE_MPI ? "mpi (host-staged)" : "none (one process)",
+               args.zero_stage && comm.world_size > 1 ? ", ZeRO-1" : "", args.recompute, mem.total / GiB, mem.model / GiB,
+               mem.optimizer / GiB, mem.activations / GiB);
+        fflush(stdout);
+    }
+    int rc = train_run(&args, &comm, &backend);
+    gpt2_sync(&model, "the end of training");
+    if (comm.rank == 0) {
+        size_t free_bytes = 0, total_bytes = 0;
+        cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
+        // the trainer allocates everything up front, so what is in use now is the peak (for this
+        // GPU: other processes on it are included)
+        printf("GPU memory in use at the end: %.2f GiB of %.2f (all processes on this GPU)\n",
+               (total_bytes - free_bytes) / GiB, total_bytes / GiB);
+    }
+    gpt2_free(&model);
+    cublas_free();
+#ifdef MULTI_GPU
+    if (kind == GRAD_REDUCE_NCCL) { nccl_free(&nccl_ctx); }
+#endif
+    comm_finalize(&comm);
+    return rc;
+}
+#endif
