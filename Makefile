@@ -94,11 +94,11 @@ TARGETS = train_gpt2 test_gpt2 test_gpt2_noblas
 train_gpt2: train_gpt2.c $(CPU_HEADERS)
 	$(CC) $(CFLAGS) $(CPU_BLAS) $(MPI_CFLAGS) $< -o $@ $(LDLIBS_CPU) $(MPI_LDLIBS)
 
-test_gpt2: test_gpt2.c train_gpt2.c $(CPU_HEADERS)
+test_gpt2: test_gpt2.c train_gpt2.c $(CPU_HEADERS) dev/test/model_test.h
 	$(CC) $(CFLAGS) $(CPU_BLAS) $(MPI_CFLAGS) $< -o $@ $(LDLIBS_CPU) $(MPI_LDLIBS)
 
 # the same test against the dependency-free matmul, so the two builds are held to the same numbers
-test_gpt2_noblas: test_gpt2.c train_gpt2.c $(CPU_HEADERS)
+test_gpt2_noblas: test_gpt2.c train_gpt2.c $(CPU_HEADERS) dev/test/model_test.h
 	$(CC) $(CFLAGS) $< -o $@ -lm
 
 # ---- tokenizer and data tools (issue: tokenizer) ----
@@ -223,7 +223,7 @@ TARGETS += train_gpt2cu test_gpt2cu
 train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
 	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LDLIBS)
 
-test_gpt2cu: test_gpt2.cu train_gpt2.cu $(CUDA_HEADERS)
+test_gpt2cu: test_gpt2.cu train_gpt2.cu $(CUDA_HEADERS) dev/test/model_test.h
 	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LDLIBS)
 
 # the single-GPU variant (what NO_MULTI_GPU=1 builds), compiled by the tests so that neither
@@ -289,11 +289,12 @@ SIMT_DEPS = $(SIMT)/.sources dev/test/sim/trainer_sim.h $(wildcard dev/cuda/sim/
 
 # sim_rewrite.py changes only the <<<>>> launch syntax; attention.cuh is copied as is, its include
 # guard is set by the stand-in
-$(SIMT)/.sources: train_gpt2.cu test_gpt2.cu $(CUDA_HEADERS) dev/cuda/sim/sim_rewrite.py
-	rm -rf $(SIMT)/llmc && mkdir -p $(SIMT)
+$(SIMT)/.sources: train_gpt2.cu test_gpt2.cu $(CUDA_HEADERS) dev/test/model_test.h dev/cuda/sim/sim_rewrite.py
+	rm -rf $(SIMT)/llmc && mkdir -p $(SIMT)/dev/test
 	python3 dev/cuda/sim/sim_rewrite.py llmc $(SIMT)/llmc $(SIMT_LLMC)
 	cp llmc/attention.cuh $(SIMT)/llmc/
 	cp train_gpt2.cu test_gpt2.cu $(SIMT)/
+	cp dev/test/model_test.h $(SIMT)/dev/test/
 	touch $@
 
 $(SIMT)/train_gpt2cu: $(SIMT_DEPS)

@@ -38,6 +38,7 @@
  */
 #define TESTING
 #include "train_gpt2.cu"
+#include "dev/test/model_test.h"
 
 // ---- tolerances, relative to each tensor's largest reference entry (reasons above)
 
@@ -71,23 +72,6 @@ static const float grad_tol[NUM_PARAMETER_TENSORS] = {
 #define TOL_TRAJ_LOSS 1e-2f
 #define TOL_TRAJ_NORM 3e-2f
 
-static int check_tensor(const char *name, const float *ours, const float *ref, size_t n, float tol) {
-    float maxref = 0.0f, maxdiff = 0.0f;
-    for (size_t i = 0; i < n; i++) { if (fabsf(ref[i]) > maxref) { maxref = fabsf(ref[i]); } }
-    int bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        float d = fabsf(ours[i] - ref[i]);
-        if (d > maxdiff || d != d) { maxdiff = d; }
-        if (!(d <= tol * maxref)) {
-            if (bad < 5) { printf("    %s[%zu]: ours %.9g ref %.9g\n", name, i, ours[i], ref[i]); }
-            bad++;
-        }
-    }
-    printf("  %-9s %s  max|diff|/max|ref| %.2e (tolerance %.1e)  max|ref| %.3e  (%zu values, %d outside)\n", name,
-           bad ? "FAIL" : "ok", maxref > 0 ? maxdiff / maxref : maxdiff, tol, maxref, n, bad);
-    return bad > 0;
-}
-
 // device bf16 -> host fp32
 static void download_bf16(GPT2 *m, float *out, const floatX *src, size_t n) {
     uint16_t *bf = (uint16_t *)mallocCheck(n * sizeof(uint16_t));
@@ -97,19 +81,6 @@ static void download_bf16(GPT2 *m, float *out, const floatX *src, size_t n) {
     free(bf);
 }
 
-#define TEST_SEED 1337ULL
-
-// one optimizer step on a fixed batch, the way the training loop calls the Backend
-static float train_step(Backend *b, const int *x, const int *y, int B, int T, float lr, float wd, int t, float *norm_out) {
-    b->train_micro_step(b, x, y, B, T, 1.0f / ((float)B * T), 0, 1);
-    float loss = (float)b->step_loss_sum(b);
-    float norm = b->reduce_grads(b);
-    float clip = 1.0f / (norm + 1e-6f);
-    b->update(b, lr, 0.9f, 0.95f, 1e-8f, wd, clip < 1.0f ? clip : 1.0f, t, TEST_SEED * 6364136223846793005ULL + (unsigned long long)t);
-    if (norm_out) { *norm_out = norm; }
-    return loss;
-}
-
 // a fresh model state: parameters from the file, AdamW state zero
 static void reset_model(GPT2 *m, const char *path) {
     gpt2_load(m, path);
@@ -117,8 +88,6 @@ static void reset_model(GPT2 *m, const char *path) {
     cudaCheck(cudaMemsetAsync(m->v_memory, 0, m->red.count * sizeof(float), m->stream));
     gpt2_sync(m, "a test reset");
 }
-
-static uint16_t *params_snapshot(GPT2 *m) { return gpt2_params_to_host(m); }
 
 int main(int argc, char **argv) {
     if (argc != 4 && !(argc == 5 && !strcmp(argv[4], "nockpt"))) {
@@ -138,14 +107,8 @@ int main(int argc, char **argv) {
     cublas_init();
 
     // ---- the reference debug state
-    FILE *fp = fopenCheck(state_path, "rb");
-    int h[256];
-    freadCheck(h, sizeof(int), 256, fp);
-    if (h[0] != 20240327 || h[1] != 2) {
-        llmc_die("'%s' is not a version 2 debug state (magic %d version %d); make it with train_gpt2.py --debug-state",
-                 state_path, h[0], h[1]);
-    }
-    const int B = h[2], T = h[3];
+    int B, T;
+    debug_state_shape(state_path, &B, &T);
     ModelFileInfo info;
     model_file_info(model_path, &info);
     GradReducer plan;
@@ -157,82 +120,57 @@ int main(int argc, char **argv) {
     gpt2_make_backend(&bk, &model, T, gpu_peak_flops(device));
     const int V = model.config.vocab_size, Vp = model.config.padded_vocab_size;
     const size_t P = model.num_params, BT = (size_t)B * T;
+    DebugState ds;
+    debug_state_read(&ds, state_path, V, P);
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, device));
     printf("test_gpt2cu on %s: %s, B=%d T=%d, L=%d C=%d NH=%d, %zu parameters\n", prop.name, model_path, B, T,
            model.config.num_layers, model.config.channels, model.config.num_heads, P);
-    int *x = (int *)mallocCheck(BT * sizeof(int));
-    int *y = (int *)mallocCheck(BT * sizeof(int));
-    float *ref_logits = (float *)mallocCheck(BT * V * sizeof(float));
-    float ref_loss;
-    float *ref_grads = (float *)mallocCheck(P * sizeof(float));
-    freadCheck(x, sizeof(int), BT, fp);
-    freadCheck(y, sizeof(int), BT, fp);
-    freadCheck(ref_logits, sizeof(float), BT * V, fp);
-    freadCheck(&ref_loss, sizeof(float), 1, fp);
-    freadCheck(ref_grads, sizeof(float), P, fp);
-    fcloseCheck(fp);
 
     // ---- 1. forward (evaluation mode keeps the logits)
-    gpt2_forward(&model, x, y, B, T, FWD_EVAL, 1.0f);
+    gpt2_forward(&model, ds.x, ds.y, B, T, FWD_EVAL, 1.0f);
     float *raw = (float *)mallocCheck(BT * Vp * sizeof(float));
     download_bf16(&model, raw, model.acts.logits, BT * Vp);
     float *logits = (float *)mallocCheck(BT * V * sizeof(float));
     for (size_t bt = 0; bt < BT; bt++) { memcpy(logits + bt * V, raw + bt * Vp, V * sizeof(float)); }
     float *losses = (float *)mallocCheck(BT * sizeof(float));
-    bk.forward_losses(&bk, x, y, B, T, losses);
+    bk.forward_losses(&bk, ds.x, ds.y, B, T, losses);
     double loss_sum = 0.0;
     for (size_t i = 0; i < BT; i++) { loss_sum += losses[i]; }
     const float loss = (float)(loss_sum / BT);
     printf("forward:\n");
-    failed |= check_tensor("logits", logits, ref_logits, BT * V, TOL_LOGITS);
-    float loss_rel = fabsf(loss - ref_loss) / fabsf(ref_loss);
+    failed |= check_tensor("logits", logits, ds.logits, BT * V, TOL_LOGITS, 0.0f);
+    float loss_rel = fabsf(loss - ds.loss) / fabsf(ds.loss);
     int loss_bad = !(loss_rel <= TOL_LOSS);
     printf("  %-9s %s  ours %.9g ref %.9g (relative diff %.2e, tolerance %.1e)\n", "loss", loss_bad ? "FAIL" : "ok", loss,
-           ref_loss, loss_rel, TOL_LOSS);
+           ds.loss, loss_rel, TOL_LOSS);
     failed |= loss_bad;
 
     // ---- 2. backward: one micro-step with dloss = 1/(B*T), the mean loss's gradient
-    bk.train_micro_step(&bk, x, y, B, T, 1.0f / (float)BT, 0, 1);
+    bk.train_micro_step(&bk, ds.x, ds.y, B, T, 1.0f / (float)BT, 0, 1);
     float *grads = (float *)mallocCheck(P * sizeof(float));
     download_bf16(&model, grads, model.grads_memory, P);
     printf("backward:\n");
     size_t off = 0;
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        failed |= check_tensor(gpt2_param_names[i], grads + off, ref_grads + off, model.param_sizes[i], grad_tol[i]);
+        failed |= check_tensor(gpt2_param_names[i], grads + off, ds.grads + off, model.param_sizes[i], grad_tol[i], 0.0f);
         off += model.param_sizes[i];
     }
 
     // ---- 3. the AdamW trajectory
-    FILE *tf = fopenCheck(traj_path, "r");
-    float lr, wd;
-    int steps;
-    if (fscanf(tf, "# lr %f wd %f beta1 0.9 beta2 0.95 eps 1e-8 clip 1.0 steps %d", &lr, &wd, &steps) != 3 || steps <= 0) {
-        llmc_die("'%s' is not a trajectory file of train_gpt2.py --trajectory", traj_path);
-    }
-    float *traj_loss = (float *)mallocCheck(steps * sizeof(float)), *traj_norm = (float *)mallocCheck(steps * sizeof(float));
+    Trajectory tr;
+    trajectory_read(&tr, traj_path);
+    float *traj_loss = (float *)mallocCheck(tr.steps * sizeof(float)), *traj_norm = (float *)mallocCheck(tr.steps * sizeof(float));
     reset_model(&model, model_path);
-    printf("training (%d AdamW steps, lr %g, weight decay %g, clip 1.0):\n", steps, lr, wd);
-    for (int s = 0; s < steps; s++) {
-        int idx;
-        float ref_l, ref_n;
-        if (fscanf(tf, "%d %f %f", &idx, &ref_l, &ref_n) != 3 || idx != s) { llmc_die("'%s': bad line for step %d", traj_path, s); }
-        traj_loss[s] = train_step(&bk, x, y, B, T, lr, wd, s + 1, &traj_norm[s]);
-        float dl = fabsf(traj_loss[s] - ref_l) / fabsf(ref_l), dn = fabsf(traj_norm[s] - ref_n) / fabsf(ref_n);
-        int bad = !(dl <= TOL_TRAJ_LOSS) || !(dn <= TOL_TRAJ_NORM);
-        printf("  step %d: loss %.6f ref %.6f (rel %.1e) | norm %.5f ref %.5f (rel %.1e) %s\n", s, traj_loss[s], ref_l, dl,
-               traj_norm[s], ref_n, dn, bad ? "FAIL" : "ok");
-        failed |= bad;
-    }
-    fclose(tf);
-    uint16_t *params_run1 = params_snapshot(&model);
+    failed |= check_trajectory(&bk, &ds, &tr, TOL_TRAJ_LOSS, TOL_TRAJ_NORM, traj_loss, traj_norm);
+    uint32_t crc_run1 = bk.params_crc(&bk);
 
     // ---- 4. determinism: the same steps again
     reset_model(&model, model_path);
     int nondet = 0;
-    for (int s = 0; s < steps; s++) {
+    for (int s = 0; s < tr.steps; s++) {
         float norm;
-        float l = train_step(&bk, x, y, B, T, lr, wd, s + 1, &norm);
+        float l = backend_step(&bk, ds.x, ds.y, B, T, tr.lr, tr.wd, s + 1, &norm);
         if (memcmp(&l, &traj_loss[s], sizeof(float)) != 0 || memcmp(&norm, &traj_norm[s], sizeof(float)) != 0) {
             if (nondet < 5) {
                 printf("    rerun step %d: loss %.9g norm %.9g, first run %.9g %.9g\n", s, l, norm, traj_loss[s], traj_norm[s]);
@@ -240,67 +178,27 @@ int main(int argc, char **argv) {
             nondet++;
         }
     }
-    uint16_t *params_run2 = params_snapshot(&model);
-    if (memcmp(params_run1, params_run2, P * sizeof(uint16_t)) != 0) {
+    if (bk.params_crc(&bk) != crc_run1) {
         printf("    parameters after the rerun differ from the first run\n");
         nondet++;
     }
-    printf("determinism: %d steps twice: %s\n", steps, nondet ? "FAIL (not bitwise identical)" : "ok (bitwise identical)");
+    printf("determinism: %d steps twice: %s\n", tr.steps, nondet ? "FAIL (not bitwise identical)" : "ok (bitwise identical)");
     failed |= nondet > 0;
-    free(params_run1);
-    free(params_run2);
 
     // ---- 5. checkpoint save -> load -> continue, bitwise
     if (do_checkpoint) {
-        char dir[] = "/tmp/test_gpt2cu_ckpt_XXXXXX";
-        if (mkdtemp(dir) == NULL) { llmc_die("mkdtemp failed"); }
-        TrainState st;
-        memset(&st, 0, sizeof(st));
-        st.B = B; st.T = T; st.total_batch = (long long)BT; st.shuffle = 0; st.seed = 7;
-        guard_init(&st.guard, 0, 0, 10);
-        reset_model(&model, model_path);
-        int t = 0;
-        for (int s = 0; s < 3; s++) { train_step(&bk, x, y, B, T, lr, wd, ++t, NULL); }
-        st.step = 3;
-        st.opt_steps = t;
-        checkpoint_save(dir, &bk, &comm, &st, 0);
-        float cont[3];
-        for (int s = 0; s < 3; s++) { cont[s] = train_step(&bk, x, y, B, T, lr, wd, ++t, NULL); }
-        uint16_t *params_a = params_snapshot(&model);
-
         GPT2 fresh;
         gpt2_build(&fresh, &info.config, B, T, 1, 1, &plan, NULL);
         Backend bf;
         gpt2_make_backend(&bf, &fresh, T, 0.0);
-        TrainState st2 = st;
-        st2.step = 0;
-        int resumed = checkpoint_resume(dir, &bf, &comm, &st2);
-        int bad = !resumed || st2.step != 3 || st2.opt_steps != 3;
-        int t2 = st2.opt_steps;
-        for (int s = 0; s < 3; s++) {
-            float l = train_step(&bf, x, y, B, T, lr, wd, ++t2, NULL);
-            if (memcmp(&l, &cont[s], sizeof(float)) != 0) {
-                printf("    resumed step %d: loss %.9g, uninterrupted %.9g\n", 4 + s, l, cont[s]);
-                bad = 1;
-            }
-        }
-        uint16_t *params_b = params_snapshot(&fresh);
-        if (memcmp(params_a, params_b, P * sizeof(uint16_t)) != 0) {
-            printf("    parameters after the resumed steps differ from the uninterrupted run\n");
-            bad = 1;
-        }
-        printf("checkpoint: save at step 3, resume, 3 more steps: %s\n", bad ? "FAIL (not bitwise equal)" : "ok (bitwise equal)");
-        failed |= bad;
-        char cmd[256];
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-        if (system(cmd) != 0) { llmc_warn("could not remove %s", dir); }
-        free(params_a);
-        free(params_b);
+        reset_model(&model, model_path);
+        failed |= check_checkpoint_roundtrip(&comm, &bk, &bf, &ds, tr.lr, tr.wd);
         gpt2_free(&fresh);
     }
 
-    free(x); free(y); free(ref_logits); free(ref_grads); free(raw); free(logits); free(losses); free(grads);
-    free(traj_loss); free(traj_norm);
+    free(raw); free(logits); free(losses); free(grads); free(traj_loss); free(traj_norm);
+    debug_state_free(&ds);
+    trajectory_free(&tr);
     gpt2_free(&model);
     cublas_free();
     printf(failed ? "test_gpt2cu: FAILED\n" : "test_gpt2cu: all checks passed\n");

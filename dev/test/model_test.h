@@ -1,0 +1,180 @@
+/*
+ * Shared by the model tests test_gpt2.c (CPU) and test_gpt2.cu (GPU): reading the PyTorch
+ * fixtures of train_gpt2.py, comparing a tensor against its reference, and training steps and a
+ * checkpoint round trip driven through the Backend interface, exactly as llmc/train_loop.h calls
+ * it. Include after the trainer (it needs Backend, Comm and llmc/checkpoint.h).
+ */
+#ifndef DEV_TEST_MODEL_TEST_H
+#define DEV_TEST_MODEL_TEST_H
+
+// the debug state of train_gpt2.py --debug-state: one batch, its logits, loss and all gradients
+typedef struct {
+    int B, T;
+    int *x, *y;      // (B, T) inputs and targets
+    float *logits;   // (B, T, V) fp32, V unpadded
+    float loss;
+    float *grads;    // (P) the 16 tensors in file order, fp32
+} DebugState;
+
+static void debug_state_read(DebugState *ds, const char *path, int V, size_t P) {
+    FILE *fp = fopenCheck(path, "rb");
+    int h[256];
+    freadCheck(h, sizeof(int), 256, fp);
+    if (h[0] != 20240327 || h[1] != 2) {
+        llmc_die("'%s' is not a version 2 debug state (magic %d version %d); make it with train_gpt2.py --debug-state",
+                 path, h[0], h[1]);
+    }
+    ds->B = h[2];
+    ds->T = h[3];
+    size_t BT = (size_t)ds->B * ds->T;
+    ds->x = (int *)mallocCheck(BT * sizeof(int));
+    ds->y = (int *)mallocCheck(BT * sizeof(int));
+    ds->logits = (float *)mallocCheck(BT * V * sizeof(float));
+    ds->grads = (float *)mallocCheck(P * sizeof(float));
+    freadCheck(ds->x, sizeof(int), BT, fp);
+    freadCheck(ds->y, sizeof(int), BT, fp);
+    freadCheck(ds->logits, sizeof(float), BT * V, fp);
+    freadCheck(&ds->loss, sizeof(float), 1, fp);
+    freadCheck(ds->grads, sizeof(float), P, fp);
+    fcloseCheck(fp);
+}
+
+// B and T of a debug state, before the model is built
+static void debug_state_shape(const char *path, int *B, int *T) {
+    FILE *fp = fopenCheck(path, "rb");
+    int h[4];
+    freadCheck(h, sizeof(int), 4, fp);
+    fcloseCheck(fp);
+    *B = h[2];
+    *T = h[3];
+}
+
+static void debug_state_free(DebugState *ds) {
+    free(ds->x); free(ds->y); free(ds->logits); free(ds->grads);
+}
+
+// the trajectory of train_gpt2.py --trajectory: hyperparameters and PyTorch's loss and norm per step
+typedef struct {
+    float lr, wd;
+    int steps;
+    float *loss, *norm;
+} Trajectory;
+
+static void trajectory_read(Trajectory *tr, const char *path) {
+    FILE *tf = fopenCheck(path, "r");
+    if (fscanf(tf, "# lr %f wd %f beta1 0.9 beta2 0.95 eps 1e-8 clip 1.0 steps %d", &tr->lr, &tr->wd, &tr->steps) != 3 ||
+        tr->steps <= 0) {
+        llmc_die("'%s' is not a trajectory file of train_gpt2.py --trajectory", path);
+    }
+    tr->loss = (float *)mallocCheck(tr->steps * sizeof(float));
+    tr->norm = (float *)mallocCheck(tr->steps * sizeof(float));
+    for (int s = 0; s < tr->steps; s++) {
+        int idx;
+        if (fscanf(tf, "%d %f %f", &idx, &tr->loss[s], &tr->norm[s]) != 3 || idx != s) {
+            llmc_die("'%s': bad line for step %d", path, s);
+        }
+    }
+    fclose(tf);
+}
+
+static void trajectory_free(Trajectory *tr) { free(tr->loss); free(tr->norm); }
+
+/*
+ * ours against ref: every entry within tol_max * max|ref| + tol_each * |ref|. Prints one summary
+ * line and the first mismatches; returns 1 on failure.
+ */
+static int check_tensor(const char *name, const float *ours, const float *ref, size_t n, float tol_max, float tol_each) {
+    float maxref = 0.0f, maxdiff = 0.0f;
+    for (size_t i = 0; i < n; i++) { if (fabsf(ref[i]) > maxref) { maxref = fabsf(ref[i]); } }
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float d = fabsf(ours[i] - ref[i]);
+        if (d > maxdiff || d != d) { maxdiff = d; }
+        if (!(d <= tol_max * maxref + tol_each * fabsf(ref[i]))) {
+            if (bad < 5) { printf("    %s[%zu]: ours %.9g ref %.9g\n", name, i, ours[i], ref[i]); }
+            bad++;
+        }
+    }
+    printf("  %-9s %s  max|diff|/max|ref| %.2e (tolerance %.1e)  max|ref| %.3e  (%zu values, %d outside)\n", name,
+           bad ? "FAIL" : "ok", maxref > 0 ? maxdiff / maxref : maxdiff, tol_max, maxref, n, bad);
+    return bad > 0;
+}
+
+#define MODEL_TEST_SEED 1337ULL
+
+// one optimizer step on a fixed batch, as the training loop runs it (one micro-step, one rank)
+static float backend_step(Backend *b, const int *x, const int *y, int B, int T, float lr, float wd, int t, float *norm_out) {
+    b->train_micro_step(b, x, y, B, T, 1.0f / ((float)B * T), 0, 1);
+    float loss = (float)b->step_loss_sum(b);
+    float norm = b->reduce_grads(b);
+    float clip = 1.0f / (norm + 1e-6f);  // torch.nn.utils.clip_grad_norm_ with max_norm 1.0
+    b->update(b, lr, 0.9f, 0.95f, 1e-8f, wd, clip < 1.0f ? clip : 1.0f, t,
+              MODEL_TEST_SEED * 6364136223846793005ULL + (unsigned long long)t);
+    if (norm_out) { *norm_out = norm; }
+    return loss;
+}
+
+// PyTorch's trajectory, step by step, within relative tolerances on the loss and the norm
+static int check_trajectory(Backend *b, const DebugState *ds, const Trajectory *tr, float tol_loss, float tol_norm,
+                            float *losses_out, float *norms_out) {
+    int failed = 0;
+    printf("training (%d AdamW steps, lr %g, weight decay %g, clip 1.0):\n", tr->steps, tr->lr, tr->wd);
+    for (int s = 0; s < tr->steps; s++) {
+        float norm;
+        float l = backend_step(b, ds->x, ds->y, ds->B, ds->T, tr->lr, tr->wd, s + 1, &norm);
+        float dl = fabsf(l - tr->loss[s]) / fabsf(tr->loss[s]), dn = fabsf(norm - tr->norm[s]) / fabsf(tr->norm[s]);
+        int bad = !(dl <= tol_loss) || !(dn <= tol_norm);
+        printf("  step %d: loss %.7f ref %.7f (rel %.1e) | norm %.6f ref %.6f (rel %.1e) %s\n", s, l, tr->loss[s], dl, norm,
+               tr->norm[s], dn, bad ? "FAIL" : "ok");
+        failed |= bad;
+        if (losses_out) { losses_out[s] = l; }
+        if (norms_out) { norms_out[s] = norm; }
+    }
+    return failed;
+}
+
+/*
+ * Train 3 steps from the state `b` is in (freshly loaded: step 0), save a checkpoint through
+ * llmc/checkpoint.h, train 3 more; resume `fresh` (another model of the same shape) from the
+ * checkpoint and train the same 3: losses and final parameters must be bitwise equal.
+ */
+static int check_checkpoint_roundtrip(Comm *comm, Backend *b, Backend *fresh, const DebugState *ds, float lr, float wd) {
+    char dir[] = "/tmp/model_test_ckpt_XXXXXX";
+    if (mkdtemp(dir) == NULL) { llmc_die("mkdtemp failed"); }
+    TrainState st;
+    memset(&st, 0, sizeof(st));
+    st.B = ds->B; st.T = ds->T; st.total_batch = (long long)ds->B * ds->T; st.shuffle = 0; st.seed = 7;
+    guard_init(&st.guard, 0, 0, 10);
+    int t = 0;
+    for (int s = 0; s < 3; s++) { backend_step(b, ds->x, ds->y, ds->B, ds->T, lr, wd, ++t, NULL); }
+    st.step = 3;
+    st.opt_steps = t;
+    checkpoint_save(dir, b, comm, &st, 0);
+    float cont[3];
+    for (int s = 0; s < 3; s++) { cont[s] = backend_step(b, ds->x, ds->y, ds->B, ds->T, lr, wd, ++t, NULL); }
+    uint32_t crc_a = b->params_crc(b);
+
+    TrainState st2 = st;
+    st2.step = 0;
+    int resumed = checkpoint_resume(dir, fresh, comm, &st2);
+    int bad = !resumed || st2.step != 3 || st2.opt_steps != 3;
+    int t2 = st2.opt_steps;
+    for (int s = 0; s < 3; s++) {
+        float l = backend_step(fresh, ds->x, ds->y, ds->B, ds->T, lr, wd, ++t2, NULL);
+        if (memcmp(&l, &cont[s], sizeof(float)) != 0) {
+            printf("    resumed step %d: loss %.9g, uninterrupted %.9g\n", 4 + s, l, cont[s]);
+            bad = 1;
+        }
+    }
+    if (fresh->params_crc(fresh) != crc_a) {
+        printf("    parameters after the resumed steps differ from the uninterrupted run\n");
+        bad = 1;
+    }
+    printf("checkpoint: save at step 3, resume, 3 more steps: %s\n", bad ? "FAIL (not bitwise equal)" : "ok (bitwise equal)");
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    if (system(cmd) != 0) { llmc_warn("could not remove %s", dir); }
+    return bad;
+}
+
+#endif  // DEV_TEST_MODEL_TEST_H
