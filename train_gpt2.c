@@ -737,11 +737,6 @@ float gpt2_grad_norm(GPT2 *m) {
     return (float)sqrt(sum);
 }
 
-// training FLOPs per token: 6 per parameter (forward 2, backward 4), plus attention's two T-long
-// matmuls per layer (QK^T and PV: 4*T*C forward, twice that backward), counted without the causal half
-static double gpt2_flops_per_token(const GPT2Config *c, int T) {
-    return 6.0 * (double)gpt2_num_params(c) + 12.0 * c->num_layers * (double)T * c->channels;
-}
 
 // ----------------------------------------------------------------------------
 // the Backend for the shared training loop

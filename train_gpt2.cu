@@ -566,16 +566,6 @@ void gpt2_update(GPT2 *m, float lr, float beta1, float beta2, float eps, float w
     grad_reduce_gather_params(&m->red, m->params_memory, m->stream);
 }
 
-/*
- * Training FLOPs per token, for MFU: 6 per parameter (2 forward, 4 backward: the input and the
- * weight gradient) over all N parameters, plus attention's two T-long matmuls per layer (Q K^T and
- * P V: 2 * 2 * T * C forward, twice that backward, 12 L T C), counted without the causal half (the
- * convention of the PaLM paper's MFU and of the CPU trainer). Recomputation (-r) is not counted:
- * MFU measures useful work.
- */
-static double gpt2_flops_per_token(const GPT2Config *c, int T) {
-    return 6.0 * (double)gpt2_num_params(c) + 12.0 * c->num_layers * (double)T * c->channels;
-}
 
 // peak dense bf16 tensor FLOP/s of one GPU, for MFU; 0 = unknown (MFU not printed)
 static double gpu_peak_flops(int device) {

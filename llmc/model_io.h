@@ -70,6 +70,16 @@ static inline size_t gpt2_num_params(const GPT2Config *c) {
     return n;
 }
 
+/*
+ * Training FLOPs per token, for MFU: 6 per parameter (2 forward, 4 backward: the input and the
+ * weight gradient) over all N parameters, plus attention's two T-long matmuls per layer (Q K^T and
+ * P V: 2 * 2 * T * C forward, twice that backward, 12 L T C), counted without the causal half (the
+ * convention of the PaLM paper's MFU). Recomputation (-r) is not counted: MFU measures useful work.
+ */
+static inline double gpt2_flops_per_token(const GPT2Config *c, int T) {
+    return 6.0 * (double)gpt2_num_params(c) + 12.0 * c->num_layers * (double)T * c->channels;
+}
+
 // tensors that get weight decay: the 2-D ones (embeddings and matmul weights), not biases or LayerNorm
 static inline int gpt2_param_is_decayed(int i) {
     return i == 0 || i == 1 || i == 4 || i == 6 || i == 10 || i == 12;
