@@ -90,13 +90,8 @@ static void reset_model(GPT2 *m, const char *path) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4 && !(argc == 5 && !strcmp(argv[4], "nockpt"))) {
-        fprintf(stderr, "usage: %s model.bin debug_state.bin trajectory.txt [nockpt] (files written by train_gpt2.py;\n"
-                        "nockpt skips the checkpoint round trip)\n", argv[0]);
-        return 1;
-    }
-    int do_checkpoint = argc == 4;
-    const char *model_path = argv[1], *state_path = argv[2], *traj_path = argv[3];
+    ModelTestArgs args = model_test_args(argc, argv);
+    const char *model_path = args.model, *state_path = args.state, *traj_path = args.traj;
     int failed = 0;
 
     Comm comm;
@@ -186,7 +181,7 @@ int main(int argc, char **argv) {
     failed |= nondet > 0;
 
     // ---- 5. checkpoint save -> load -> continue, bitwise
-    if (do_checkpoint) {
+    if (args.checkpoint) {
         GPT2 fresh;
         gpt2_build(&fresh, &info.config, B, T, 1, 1, &plan, NULL);
         Backend bf;

@@ -626,6 +626,35 @@ void gpt2_load(GPT2 *m, const char *path) {
     model_file_load(path, &info, m->params_memory, NULL);
 }
 
+// layer l's slices of the stacked activations at runtime B and T (the forward writes them, the
+// backward reads them: one definition of where each lives)
+typedef struct {
+    const float *residual;  // (B, T, C) the layer's input: the embedding or the previous layer's output
+    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att, *residual2;
+    float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *residual3;
+} LayerActs;
+
+static LayerActs layer_acts(GPT2 *m, int l, int B, int T) {
+    ActivationTensors *a = &m->acts;
+    size_t C = m->config.channels, NH = m->config.num_heads, BT = (size_t)B * T;
+    LayerActs la;
+    la.residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BT * C;
+    la.ln1 = a->ln1 + l * BT * C;
+    la.ln1_mean = a->ln1_mean + l * BT;
+    la.ln1_rstd = a->ln1_rstd + l * BT;
+    la.qkv = a->qkv + l * BT * 3 * C;
+    la.atty = a->atty + l * BT * C;
+    la.att = a->att + l * B * NH * T * T;
+    la.residual2 = a->residual2 + l * BT * C;
+    la.ln2 = a->ln2 + l * BT * C;
+    la.ln2_mean = a->ln2_mean + l * BT;
+    la.ln2_rstd = a->ln2_rstd + l * BT;
+    la.fch = a->fch + l * BT * 4 * C;
+    la.fch_gelu = a->fch_gelu + l * BT * 4 * C;
+    la.residual3 = a->residual3 + l * BT * C;
+    return la;
+}
+
 /*
  * Forward pass for B sequences of T tokens (B, T at most the built sizes). With targets, fills
  * acts.losses (B,T) and returns their mean; without, returns 0. Leaves probabilities in acts.logits.
@@ -644,25 +673,17 @@ float gpt2_forward(GPT2 *m, const int *inputs, const int *targets, int B, int T)
 
     encoder_forward(a->encoded, inputs, p->wte, p->wpe, B, T, C);
     for (int l = 0; l < L; l++) {
-        const float *residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BT * C;
-        float *ln1 = a->ln1 + l * BT * C, *ln1_mean = a->ln1_mean + l * BT, *ln1_rstd = a->ln1_rstd + l * BT;
-        float *qkv = a->qkv + l * BT * 3 * C, *atty = a->atty + l * BT * C;
-        float *att = a->att + (size_t)l * B * NH * T * T;
-        float *residual2 = a->residual2 + l * BT * C;
-        float *ln2 = a->ln2 + l * BT * C, *ln2_mean = a->ln2_mean + l * BT, *ln2_rstd = a->ln2_rstd + l * BT;
-        float *fch = a->fch + l * BT * 4 * C, *fch_gelu = a->fch_gelu + l * BT * 4 * C;
-        float *residual3 = a->residual3 + l * BT * C;
-
-        layernorm_forward(ln1, ln1_mean, ln1_rstd, residual, p->ln1w + l * C, p->ln1b + l * C, B, T, C);
-        matmul_forward(qkv, ln1, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + l * 3 * C, B, T, C, 3 * C);
-        attention_forward(atty, att, qkv, B, T, C, NH);
-        matmul_forward(a->proj, atty, p->attprojw + (size_t)l * C * C, p->attprojb + l * C, B, T, C, C);
-        residual_forward(residual2, residual, a->proj, BT * C);
-        layernorm_forward(ln2, ln2_mean, ln2_rstd, residual2, p->ln2w + l * C, p->ln2b + l * C, B, T, C);
-        matmul_forward(fch, ln2, p->fcw + (size_t)l * 4 * C * C, p->fcb + l * 4 * C, B, T, C, 4 * C);
-        gelu_forward(fch_gelu, fch, BT * 4 * C);
-        matmul_forward(a->proj, fch_gelu, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + l * C, B, T, 4 * C, C);
-        residual_forward(residual3, residual2, a->proj, BT * C);
+        LayerActs la = layer_acts(m, l, B, T);
+        layernorm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.residual, p->ln1w + l * C, p->ln1b + l * C, B, T, C);
+        matmul_forward(la.qkv, la.ln1, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + l * 3 * C, B, T, C, 3 * C);
+        attention_forward(la.atty, la.att, la.qkv, B, T, C, NH);
+        matmul_forward(a->proj, la.atty, p->attprojw + (size_t)l * C * C, p->attprojb + l * C, B, T, C, C);
+        residual_forward(la.residual2, la.residual, a->proj, BT * C);
+        layernorm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, p->ln2w + l * C, p->ln2b + l * C, B, T, C);
+        matmul_forward(la.fch, la.ln2, p->fcw + (size_t)l * 4 * C * C, p->fcb + l * 4 * C, B, T, C, 4 * C);
+        gelu_forward(la.fch_gelu, la.fch, BT * 4 * C);
+        matmul_forward(a->proj, la.fch_gelu, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + l * C, B, T, 4 * C, C);
+        residual_forward(la.residual3, la.residual2, a->proj, BT * C);
     }
     const float *last = a->residual3 + (L - 1) * BT * C;
     layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, last, p->lnfw, p->lnfb, B, T, C);
@@ -691,30 +712,23 @@ void gpt2_backward(GPT2 *m, float dloss, int B, int T) {
     layernorm_backward(a->dresidual, g->lnfw, g->lnfb, a->dbuf_c, last, p->lnfw, a->lnf_mean, a->lnf_rstd, B, T, C);
 
     for (int l = L - 1; l >= 0; l--) {
-        const float *residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BT * C;
-        float *ln1 = a->ln1 + l * BT * C, *ln1_mean = a->ln1_mean + l * BT, *ln1_rstd = a->ln1_rstd + l * BT;
-        float *qkv = a->qkv + l * BT * 3 * C, *atty = a->atty + l * BT * C;
-        float *att = a->att + (size_t)l * B * NH * T * T;
-        float *residual2 = a->residual2 + l * BT * C;
-        float *ln2 = a->ln2 + l * BT * C, *ln2_mean = a->ln2_mean + l * BT, *ln2_rstd = a->ln2_rstd + l * BT;
-        float *fch = a->fch + l * BT * 4 * C, *fch_gelu = a->fch_gelu + l * BT * 4 * C;
-
+        LayerActs la = layer_acts(m, l, B, T);
         // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))): dresidual passes through unchanged
-        matmul_backward(a->dbuf_4c, g->fcprojw + (size_t)l * C * 4 * C, g->fcprojb + l * C, a->dresidual, fch_gelu,
+        matmul_backward(a->dbuf_4c, g->fcprojw + (size_t)l * C * 4 * C, g->fcprojb + l * C, a->dresidual, la.fch_gelu,
                         p->fcprojw + (size_t)l * C * 4 * C, B, T, 4 * C, C);
-        gelu_backward(a->dbuf_4c, fch, a->dbuf_4c, BT * 4 * C);
-        matmul_backward(a->dbuf_c, g->fcw + (size_t)l * 4 * C * C, g->fcb + l * 4 * C, a->dbuf_4c, ln2,
+        gelu_backward(a->dbuf_4c, la.fch, a->dbuf_4c, BT * 4 * C);
+        matmul_backward(a->dbuf_c, g->fcw + (size_t)l * 4 * C * C, g->fcb + l * 4 * C, a->dbuf_4c, la.ln2,
                         p->fcw + (size_t)l * 4 * C * C, B, T, C, 4 * C);
-        layernorm_backward(a->dresidual, g->ln2w + l * C, g->ln2b + l * C, a->dbuf_c, residual2, p->ln2w + l * C,
-                           ln2_mean, ln2_rstd, B, T, C);
+        layernorm_backward(a->dresidual, g->ln2w + l * C, g->ln2b + l * C, a->dbuf_c, la.residual2, p->ln2w + l * C,
+                           la.ln2_mean, la.ln2_rstd, B, T, C);
         // residual2 = residual + attproj(attention(qkv(ln1(residual))))
-        matmul_backward(a->dbuf_c, g->attprojw + (size_t)l * C * C, g->attprojb + l * C, a->dresidual, atty,
+        matmul_backward(a->dbuf_c, g->attprojw + (size_t)l * C * C, g->attprojb + l * C, a->dresidual, la.atty,
                         p->attprojw + (size_t)l * C * C, B, T, C, C);
-        attention_backward(a->dbuf_3c, a->dbuf_c, qkv, att, B, T, C, NH);
-        matmul_backward(a->dbuf_c, g->qkvw + (size_t)l * 3 * C * C, g->qkvb + l * 3 * C, a->dbuf_3c, ln1,
+        attention_backward(a->dbuf_3c, a->dbuf_c, la.qkv, la.att, B, T, C, NH);
+        matmul_backward(a->dbuf_c, g->qkvw + (size_t)l * 3 * C * C, g->qkvb + l * 3 * C, a->dbuf_3c, la.ln1,
                         p->qkvw + (size_t)l * 3 * C * C, B, T, C, 3 * C);
-        layernorm_backward(a->dresidual, g->ln1w + l * C, g->ln1b + l * C, a->dbuf_c, residual, p->ln1w + l * C,
-                           ln1_mean, ln1_rstd, B, T, C);
+        layernorm_backward(a->dresidual, g->ln1w + l * C, g->ln1b + l * C, a->dbuf_c, la.residual, p->ln1w + l * C,
+                           la.ln1_mean, la.ln1_rstd, B, T, C);
     }
     encoder_backward(g->wte, g->wpe, a->dresidual, m->inputs_copy, B, T, C);
 }
@@ -809,7 +823,6 @@ static uint32_t cpu_params_crc(Backend *b) {
 void gpt2_make_backend(Backend *b, GPT2 *m, int T) {
     memset(b, 0, sizeof(*b));
     b->self = m;
-    b->name = "cpu";
 #ifdef USE_BLAS
     b->name = "cpu (fp32, OpenBLAS)";
 #else

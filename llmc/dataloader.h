@@ -163,20 +163,24 @@ static inline void dataloader_free(DataLoader *dl) {
 }
 
 // a deterministic permutation of 0..n-1 (Fisher-Yates driven by splitmix64 of the key)
-static inline uint64_t dl_mix(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
 static inline void dl_permute_ll(long long *a, long long n, uint64_t key) {
     for (long long i = 0; i < n; i++) { a[i] = i; }
     uint64_t s = key;
     for (long long i = n - 1; i > 0; i--) {
-        long long j = (long long)(dl_mix(&s) % (uint64_t)(i + 1));
+        long long j = (long long)(splitmix64(&s) % (uint64_t)(i + 1));
         long long t = a[i]; a[i] = a[j]; a[j] = t;
     }
+}
+
+// the last i with first[i] <= idx (first is non-decreasing, first[0] = 0). An empty shard shares
+// its first window with the next shard, so this never lands on one.
+static inline int dl_last_at_or_below(const long long *first, int n, long long idx) {
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (first[mid] <= idx) { lo = mid; } else { hi = mid - 1; }
+    }
+    return lo;
 }
 
 // map window index `w` of the (infinite, epoch-repeating) stream to (shard, window within shard)
@@ -184,12 +188,7 @@ static inline void dataloader_locate(DataLoader *dl, long long w, int *shard, lo
     long long S = dl->total_windows;
     long long epoch = w / S, idx = w % S;
     if (!dl->shuffle) {
-        int lo = 0, hi = dl->num_shards - 1;  // last shard with first_window <= idx
-        while (lo < hi) {
-            int mid = (lo + hi + 1) / 2;
-            if (dl->first_window[mid] <= idx) { lo = mid; } else { hi = mid - 1; }
-        }
-        while (dl->num_windows[lo] == 0) { lo++; }  // skip empty shards that share the prefix
+        int lo = dl_last_at_or_below(dl->first_window, dl->num_shards, idx);
         *shard = lo;
         *local = idx - dl->first_window[lo];
         return;
@@ -207,12 +206,7 @@ static inline void dataloader_locate(DataLoader *dl, long long w, int *shard, lo
         free(tmp);
         dl->cached_epoch = epoch;
     }
-    int lo = 0, hi = dl->num_shards - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (dl->order_first[mid] <= idx) { lo = mid; } else { hi = mid - 1; }
-    }
-    while (dl->num_windows[dl->shard_order[lo]] == 0) { lo++; }
+    int lo = dl_last_at_or_below(dl->order_first, dl->num_shards, idx);
     int s = dl->shard_order[lo];
     long long pos = idx - dl->order_first[lo];
     if (dl->cached_shard != s || dl->cached_perm_epoch != epoch) {

@@ -361,12 +361,6 @@ static inline void model_file_write_bf16(const char *path, const GPT2Config *c, 
 // weights N(0, 0.02); attprojw and fcprojw N(0, 0.02/sqrt(2L)); biases 0; LayerNorm weight 1,
 // bias 0; the padded vocab rows of wte stay 0. Deterministic for a seed (not PyTorch's stream).
 
-static inline uint64_t splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
 
 // uniform in (0, 1)
 static inline double rand_uniform_open(uint64_t *state) {

@@ -67,12 +67,9 @@ static inline void format_duration(char *out, size_t n, double seconds) {
     else { snprintf(out, n, "%lds", s); }
 }
 
-typedef struct {
-    Backend *b;
-} EvalCtx;
-
+// HellaSwag's forward: ctx is the Backend
 static void train_eval_forward(void *ctx, const int *inputs, const int *targets, int B, int T, float *losses) {
-    Backend *b = ((EvalCtx *)ctx)->b;
+    Backend *b = (Backend *)ctx;
     b->forward_losses(b, inputs, targets, B, T, losses);
 }
 
@@ -204,8 +201,6 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     double timed = 0.0;
     int timed_steps = 0;
     const int first_step = st.step;
-    int exit_code = 0;
-    EvalCtx ectx = {b};
 
     for (int s = st.step;; s++) {
         int last = s == M;
@@ -217,7 +212,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
             if (a->hellaswag_eval) {
                 t0 = llmc_wall_seconds();
                 int evaluated;
-                int correct = evalset_run(&hs, a->hellaswag_max, rank, W, B, T, train_eval_forward, &ectx, &evaluated);
+                int correct = evalset_run(&hs, a->hellaswag_max, rank, W, B, T, train_eval_forward, b, &evaluated);
                 double acc[2] = {(double)correct, (double)evaluated};
                 c->allreduce_sum_f64(c, acc, 2);
                 float hsw = (float)(acc[0] / acc[1]);
@@ -310,7 +305,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     if (a->hellaswag_eval) { evalset_free(&hs); }
     dataloader_free(&train);
     if (have_val) { dataloader_free(&val); }
-    return exit_code;
+    return 0;
 }
 
 #endif  // LLMC_TRAIN_LOOP_H

@@ -289,6 +289,14 @@ static inline double llmc_wall_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+// splitmix64: a small, fast, well-mixed 64-bit generator; deterministic streams for init and shuffling
+static inline uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
 // 64-bit FNV-1a, for hashing configurations across ranks (not for file integrity)
 static inline uint64_t fnv1a64(uint64_t h, const void *data, size_t len) {
     const unsigned char *p = (const unsigned char *)data;

@@ -3,6 +3,7 @@
 #   need_tokenizer   builds ./gpt2_tokenize if needed, finds the GPT-2 files (ENC, BPE) and
 #                    writes TOKENIZER_BIN if it is missing
 #   fetch URL OUT    downloads a file (curl or wget), or dies with a hint to pass a local copy
+#   input_file LOCAL URL CACHE VAR WHAT   the recipe's input: LOCAL if given, else CACHE, downloaded once
 # Environment: GPT2_DIR=dir holding encoder.json and vocab.bpe (else data/gpt2/, downloaded once
 # from OpenAI and checked against the sha256 values tiktoken uses).
 
@@ -31,6 +32,19 @@ fetch() {
         die "neither curl nor wget is installed; $hint"
     fi
     mv "$out.part" "$out"
+}
+
+# input_file LOCAL URL CACHE VAR WHAT: print the path of a recipe's input. LOCAL (a path the user
+# gave, or empty) wins; else CACHE, downloaded from URL the first time. VAR names the environment
+# variable that passes a local copy, WHAT the file, for messages.
+input_file() {
+    local src="$1" url="$2" cache="$3" var="$4" what="$5"
+    if [ -z "$src" ]; then
+        src="$cache"
+        [ -f "$src" ] || fetch "$url" "$src" "pass a local copy: $var=/path/to/$(basename "$cache") $0" >&2
+    fi
+    [ -f "$src" ] || die "$what '$src' not found"
+    echo "$src"
 }
 
 need_tokenizer() {

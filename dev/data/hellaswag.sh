@@ -10,12 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 URL="https://raw.githubusercontent.com/rowanz/hellaswag/master/data/hellaswag_val.jsonl"
 OUT="$DATA_DIR/hellaswag"
-src="${1:-${HELLASWAG:-}}"
 mkdir -p "$OUT"
-if [ -z "$src" ]; then
-    src="$OUT/hellaswag_val.jsonl"
-    [ -f "$src" ] || fetch "$URL" "$src" "pass a local copy: HELLASWAG=/path/to/hellaswag_val.jsonl $0"
-fi
-[ -f "$src" ] || die "HellaSwag file '$src' not found"
+src="$(input_file "${1:-${HELLASWAG:-}}" "$URL" "$OUT/hellaswag_val.jsonl" HELLASWAG "HellaSwag file")"
 need_tokenizer
 "$TOKENIZE" -e "$ENC" -m "$BPE" -H "$src" -o "$OUT/hellaswag_val.bin"

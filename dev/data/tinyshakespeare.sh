@@ -10,13 +10,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 URL="https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 OUT="$DATA_DIR/tinyshakespeare"
-src="${1:-${TINYSHAKESPEARE:-}}"
 mkdir -p "$OUT"
-if [ -z "$src" ]; then
-    src="$OUT/input.txt"
-    [ -f "$src" ] || fetch "$URL" "$src" "pass a local copy: TINYSHAKESPEARE=/path/to/input.txt $0"
-fi
-[ -f "$src" ] || die "Tiny Shakespeare text '$src' not found"
+src="$(input_file "${1:-${TINYSHAKESPEARE:-}}" "$URL" "$OUT/input.txt" TINYSHAKESPEARE "Tiny Shakespeare text")"
 need_tokenizer
 "$TOKENIZE" -e "$ENC" -m "$BPE" -i "$src" \
     -o "$OUT/tiny_shakespeare_train.bin" -f 0.9 -O "$OUT/tiny_shakespeare_val.bin"

@@ -7,6 +7,22 @@
 #ifndef DEV_TEST_MODEL_TEST_H
 #define DEV_TEST_MODEL_TEST_H
 
+// the command line of both model tests: model.bin debug_state.bin trajectory.txt [nockpt]
+typedef struct {
+    const char *model, *state, *traj;  // files written by train_gpt2.py
+    int checkpoint;                     // run the checkpoint round trip ("nockpt" skips it, for large models)
+} ModelTestArgs;
+
+static ModelTestArgs model_test_args(int argc, char **argv) {
+    if (argc != 4 && !(argc == 5 && !strcmp(argv[4], "nockpt"))) {
+        fprintf(stderr, "usage: %s model.bin debug_state.bin trajectory.txt [nockpt] (files written by train_gpt2.py;\n"
+                        "nockpt skips the checkpoint round trip, for large models)\n", argv[0]);
+        exit(EXIT_FAILURE);
+    }
+    ModelTestArgs a = {argv[1], argv[2], argv[3], argc == 4};
+    return a;
+}
+
 // the debug state of train_gpt2.py --debug-state: one batch, its logits, loss and all gradients
 typedef struct {
     int B, T;
