@@ -80,9 +80,12 @@ PCRE2_OK := $(shell pkg-config --exists libpcre2-8 2>/dev/null && echo 1)
 ifeq ($(PCRE2_OK),1)
   PCRE2_CFLAGS := $(shell pkg-config --cflags libpcre2-8)
   PCRE2_LDLIBS := $(shell pkg-config --libs libpcre2-8)
+  # the trainers' --prompt encodes with the GPT-2 encoder (llmc/bpe.h), which needs PCRE2
+  GEN_FLAGS := -DUSE_PCRE2 $(PCRE2_CFLAGS)
+  GEN_LDLIBS := $(PCRE2_LDLIBS)
   $(info PCRE2:    found)
 else
-  $(info PCRE2:    not found (apt-get install libpcre2-dev); gpt2_tokenize is not built)
+  $(info PCRE2:    not found (apt-get install libpcre2-dev); gpt2_tokenize is not built, the trainers have no --prompt)
 endif
 
 # ---------------------------------------------------------------------------------------------
@@ -156,7 +159,7 @@ CUDA_HEADERS = $(wildcard llmc/*.h llmc/*.cuh)
 TARGETS = train_gpt2 test_gpt2 export_hf
 
 train_gpt2: train_gpt2.c $(CPU_HEADERS)
-	$(CC) $(CFLAGS) $(CPU_BLAS) $(MPI_CFLAGS) $< -o $@ $(LDLIBS_CPU) $(MPI_LDLIBS)
+	$(CC) $(CFLAGS) $(CPU_BLAS) $(MPI_CFLAGS) $(GEN_FLAGS) $< -o $@ $(LDLIBS_CPU) $(MPI_LDLIBS) $(GEN_LDLIBS)
 
 test_gpt2: test_gpt2.c train_gpt2.c $(CPU_HEADERS) dev/test/model_test.h
 	$(CC) $(CFLAGS) $(CPU_BLAS) $(MPI_CFLAGS) $< -o $@ $(LDLIBS_CPU) $(MPI_LDLIBS)
@@ -178,7 +181,7 @@ export_hf: dev/eval/export_hf.c $(CPU_HEADERS)
 ifneq ($(NVCC),)
 TARGETS += train_gpt2cu test_gpt2cu
 train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
-	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LDLIBS)
+	$(NVCC) $(NVCC_FLAGS) $(GEN_FLAGS) $< -o $@ $(NVCC_LDLIBS) $(GEN_LDLIBS)
 
 test_gpt2cu: test_gpt2.cu train_gpt2.cu $(CUDA_HEADERS) dev/test/model_test.h
 	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LDLIBS)
@@ -187,7 +190,7 @@ test_gpt2cu: test_gpt2.cu train_gpt2.cu $(CUDA_HEADERS) dev/test/model_test.h
 # configuration's #ifdefs can rot
 build/cuda_single/train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCC_BASE_FLAGS) $< -o $@ $(NVCC_BASE_LDLIBS)
+	$(NVCC) $(NVCC_BASE_FLAGS) $(GEN_FLAGS) $< -o $@ $(NVCC_BASE_LDLIBS) $(GEN_LDLIBS)
 
 # per-layer backward time and a 1-rank NCCL all-reduce of a layer's gradients (dev/bench/bench_gpu.sh)
 build/bench_layers: dev/bench/bench_layers.cu train_gpt2.cu $(CUDA_HEADERS)

@@ -805,7 +805,8 @@ int main(int argc, char **argv) {
     }
     Backend backend;
     gpt2_make_backend(&backend, &model, args.T, gpu_peak_flops(device));
-    if (comm.rank == 0) {
+    const int chatty = comm.rank == 0 && !args.prompt[0];  // the generate mode prints only its text
+    if (chatty) {
         cudaDeviceProp prop;
         cudaCheck(cudaGetDeviceProperties(&prop, device));
         GPT2Memory mem = gpt2_memory(&config, args.B, args.T, args.recompute, args.master_weights, model.red.padded,
@@ -820,7 +821,7 @@ int main(int argc, char **argv) {
     }
     int rc = train_run(&args, &comm, &backend);
     gpt2_sync(&model, "the end of training");
-    if (comm.rank == 0) {
+    if (chatty) {
         size_t free_bytes = 0, total_bytes = 0;
         cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
         // the trainer allocates everything up front, so what is in use now is the peak (for this

@@ -5,7 +5,7 @@
 FIXTURES = dev/test/fixtures
 SHARED_DATA ?= ../shared/data
 
-TEST_TARGETS = test-model test-loader test-bad-input test-bootstrap test-mpi test-resume test-hellaswag \
+TEST_TARGETS = test-model test-loader test-bad-input test-generate test-bootstrap test-mpi test-resume test-hellaswag \
                test-tokenizer test-data test-export test-plot test-books-smoke \
                test-cuda-build test-cuda-host test-cuda-sim test-attention-sim test-cuda-trainer-sim
 
@@ -56,6 +56,10 @@ test-loader: dev/test/test_dataloader
 
 test-bad-input: train_gpt2
 	PYTHON=$(PYTHON) bash dev/test/test_bad_input.sh
+
+# --prompt: greedy text equals the PyTorch reference's; temperature, top-k, seeds; bad input
+test-generate: train_gpt2
+	PYTHON=$(PYTHON) bash dev/test/test_generate.sh
 
 # the TCP bootstrap of the NCCL id (launches without MPI), with real processes on localhost
 dev/test/test_bootstrap: dev/test/test_bootstrap.c llmc/bootstrap.h llmc/utils.h
