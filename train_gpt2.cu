@@ -360,12 +360,7 @@ static void gpt2_set_params_fp32(GPT2 *m, const float *values) {
 void gpt2_load(GPT2 *m, const char *path) {
     ModelFileInfo info;
     model_file_info(path, &info);
-    if (!gpt2_config_equal(&info.config, &m->config)) {
-        llmc_die("model file '%s' has L=%d C=%d NH=%d V=%d maxT=%d, expected L=%d C=%d NH=%d V=%d maxT=%d", path,
-                 info.config.num_layers, info.config.channels, info.config.num_heads, info.config.vocab_size,
-                 info.config.max_seq_len, m->config.num_layers, m->config.channels, m->config.num_heads,
-                 m->config.vocab_size, m->config.max_seq_len);
-    }
+    model_file_require_config(path, &info, &m->config, "pass the matching -e descriptor, or the file alone as -e");
     const size_t P = m->num_params;
     if (info.version == MODEL_VERSION_FP32 && m->master) {
         float *values = (float *)mallocCheck(P * sizeof(float));
