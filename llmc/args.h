@@ -50,6 +50,7 @@ typedef struct {
     int master_weights;        // -w (0/1)
     const char *backend;       // -pb nccl | mpi (GPU multi-process gradient backend)
     int comm_timeout;          // -pt seconds before a stuck collective or bootstrap is an error
+    const char *attention;     // -at own | cudnn (GPU attention implementation)
     // misc
     int shuffle;               // -sh (0/1) shuffle the train data (same permutation on every rank)
     unsigned long long seed;   // -rs
@@ -90,6 +91,7 @@ static inline void args_defaults(TrainArgs *a) {
     a->master_weights = 1;
     a->backend = "nccl";
     a->comm_timeout = 300;
+    a->attention = "own";
     a->shuffle = 1;
     a->seed = 1337;
     a->overfit_batch = 0;
@@ -136,12 +138,13 @@ static inline void args_usage(const char *prog) {
         "  -sl <float> skip a step whose loss z-score over the last 100 steps exceeds this; 0 = off [%g]\n"
         "  -sg <float> the same for the gradient norm; 0 = off [%g]\n"
         "  -sm <int>   stop the run after this many consecutive skipped steps [%d]\n"
-        "  memory, precision, multi-process (train_gpt2cu; train_gpt2 accepts and ignores -z -r -w -pb)\n"
+        "  memory, precision, multi-process (train_gpt2cu; train_gpt2 accepts and ignores -z -r -w -pb -at)\n"
         "  -z <0|1>    ZeRO stage: 1 shards the optimizer state across ranks [%d]\n"
         "  -r <0|1|2>  recompute in backward: 1 = GELU, 2 = GELU and LayerNorm [%d]\n"
         "  -w <0|1>    fp32 master weights [%d]\n"
         "  -pb <name>  gradient all-reduce backend: nccl | mpi (host-staged) [%s]\n"
         "  -pt <int>   seconds before a stuck collective or bootstrap is an error [%d]\n"
+        "  -at <name>  attention: own (llmc/attention.cuh) | cudnn (cuDNN's fused SDPA, in builds with cuDNN) [%s]\n"
         "  misc\n"
         "  -sh <0|1>   shuffle the train data (the same permutation on every rank) [%d]\n"
         "  -rs <int>   random seed (init, shuffling, sampling) [%llu]\n"
@@ -150,7 +153,7 @@ static inline void args_usage(const char *prog) {
         d.lr, d.warmup, d.final_lr_frac, d.weight_decay, d.schedule, d.max_steps, d.val_every,
         d.val_batches, d.hellaswag_eval, d.hellaswag, d.hellaswag_max, d.sample_every, d.gen_tokens,
         d.checkpoint_every, d.checkpoint_keep, d.resume, d.guard_z_loss, d.guard_z_norm,
-        d.guard_max_skips, d.zero_stage, d.recompute, d.master_weights, d.backend, d.comm_timeout,
+        d.guard_max_skips, d.zero_stage, d.recompute, d.master_weights, d.backend, d.comm_timeout, d.attention,
         d.shuffle, d.seed, d.overfit_batch);
 }
 
@@ -228,6 +231,7 @@ static inline void args_parse(TrainArgs *a, int argc, char **argv) {
         else if (!strcmp(k, "w")) { a->master_weights = (int)args_parse_int(prog, f, v, 0, 1); }
         else if (!strcmp(k, "pb")) { a->backend = v; }
         else if (!strcmp(k, "pt")) { a->comm_timeout = (int)args_parse_int(prog, f, v, 1, 86400); }
+        else if (!strcmp(k, "at")) { a->attention = v; }
         else if (!strcmp(k, "sh")) { a->shuffle = (int)args_parse_int(prog, f, v, 0, 1); }
         else if (!strcmp(k, "rs")) { a->seed = (unsigned long long)args_parse_int(prog, f, v, 0, LLONG_MAX); }
         else if (!strcmp(k, "a")) { a->overfit_batch = (int)args_parse_int(prog, f, v, 0, 1); }
@@ -238,6 +242,9 @@ static inline void args_parse(TrainArgs *a, int argc, char **argv) {
     }
     if (strcmp(a->backend, "nccl") && strcmp(a->backend, "mpi")) {
         args_fail(prog, "-pb %s: unknown backend (nccl or mpi)", a->backend);
+    }
+    if (strcmp(a->attention, "own") && strcmp(a->attention, "cudnn")) {
+        args_fail(prog, "-at %s: unknown attention implementation (own or cudnn)", a->attention);
     }
     if (a->checkpoint_every > 0 && a->output_dir[0] == '\0') {
         args_fail(prog, "-n %d needs an output directory: add -o <dir>", a->checkpoint_every);
@@ -265,13 +272,13 @@ static inline int args_grad_accum(TrainArgs *a, int world_size) {
 static inline uint64_t args_hash(const TrainArgs *a) {
     char buf[8192];
     snprintf(buf, sizeof(buf),
-             "%s|%s|%s|%s|%s|%d|%d|%lld|%a|%d|%a|%a|%s|%d|%d|%d|%d|%d|%d|%d|%d|%d|%d|%a|%a|%d|%d|%d|%d|%s|%d|%llu|%d|%s|%d",
+             "%s|%s|%s|%s|%s|%d|%d|%lld|%a|%d|%a|%a|%s|%d|%d|%d|%d|%d|%d|%d|%d|%d|%d|%a|%a|%d|%d|%d|%d|%s|%d|%llu|%d|%s|%d|%s",
              a->train_glob, a->val_glob, a->output_dir, a->model, a->hellaswag, a->B, a->T, a->total_batch,
              (double)a->lr, a->warmup, (double)a->final_lr_frac, (double)a->weight_decay, a->schedule,
              a->max_steps, a->val_every, a->val_batches, a->sample_every, a->gen_tokens, a->hellaswag_eval,
              a->hellaswag_max, a->checkpoint_every, a->checkpoint_keep, a->resume, (double)a->guard_z_loss,
              (double)a->guard_z_norm, a->guard_max_skips, a->zero_stage, a->recompute, a->master_weights,
-             a->backend, a->shuffle, a->seed, a->overfit_batch, a->tokenizer, a->comm_timeout);
+             a->backend, a->shuffle, a->seed, a->overfit_batch, a->tokenizer, a->comm_timeout, a->attention);
     return fnv1a64(0, buf, strlen(buf));
 }
 
