@@ -207,9 +207,7 @@ int main(int argc, char **argv) {
     debug_state_free(&ds);
     trajectory_free(&tr);
     gpt2_free(&model);
-#ifdef USE_CUDNN
-    cudnn_att_free();
-#endif
+    attention_free();
     cublas_free();
     printf(failed ? "test_gpt2cu: FAILED\n" : "test_gpt2cu: all checks passed\n");
     return failed ? 1 : 0;

@@ -107,6 +107,13 @@ static size_t attention_workspace_bytes(AttentionImpl impl, const GPT2Config *c,
     return 0;
 }
 
+// at the end of the process: cuDNN's graphs and handle (shared by every model of the process)
+static void attention_free(void) {
+#ifdef USE_CUDNN
+    cudnn_att_free();
+#endif
+}
+
 // ----------------------------------------------------------------------------
 // the model
 
@@ -944,9 +951,7 @@ int main(int argc, char **argv) {
                (total_bytes - free_bytes) / GiB, total_bytes / GiB);
     }
     gpt2_free(&model);
-#ifdef USE_CUDNN
-    cudnn_att_free();
-#endif
+    attention_free();
     cublas_free();
 #ifdef MULTI_GPU
     if (kind == GRAD_REDUCE_NCCL) { nccl_free(&nccl_ctx); }
