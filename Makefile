@@ -10,7 +10,12 @@
 #   NO_MPI=1        CPU trainer without MPI (single process only)
 #   NO_MULTI_GPU=1  CUDA trainer without MPI and NCCL (single GPU only)
 #   CUDA_ARCHS="90a 80"   GPU architectures to compile for (default: Hopper and Ampere)
-#   NCCL_HOME=dir   where include/nccl.h and lib/libnccl.so live, if not in the CUDA toolkit
+#   NCCL_HOME=dir   where include/nccl.h and lib/libnccl.so[.2] live (default: the CUDA toolkit, the
+#                   system, or the nvidia-nccl-cu13 wheel in the site-packages of $(PYTHON) or python3)
+#   CUDNN_HOME=dir  the same for include/cudnn.h and lib/libcudnn.so[.9] (wheel: nvidia-cudnn-cu13)
+#   CUDNN_FRONTEND=dir   the cuDNN frontend headers (default: cudnn-frontend/include, which
+#                   `make cudnn-frontend` fetches from PyPI); with cuDNN they add -at cudnn
+#   NO_CUDNN=1      CUDA trainer without cuDNN (attention is our own kernel only)
 #   PYTHON=...      Python with torch for the reference fixtures (default /usr/bin/python3)
 
 .DEFAULT_GOAL := all
@@ -112,20 +117,60 @@ CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),/usr/local/cuda)
 NVCC_BASE_LDLIBS := -lcublas -lcublasLt -Xlinker -rpath -Xlinker $(CUDA_HOME)/lib64
 NVCC_FLAGS := $(NVCC_BASE_FLAGS)
 NVCC_LDLIBS := $(NVCC_BASE_LDLIBS)
+# cuDNN attention (llmc/cudnn_att.cpp, -at cudnn): its own object, so that the slow-to-compile frontend
+# headers stay out of every other file; the frontend headers go to CUDNN_FRONTEND_DIR/include
+CUDNN_OBJ := build/cudnn_att.o
+CUDNN_FRONTEND_DIR := cudnn-frontend
+CUDNN_FRONTEND_VERSION ?= 1.32.0
 
 ifeq ($(NVCC),)
   $(info nvcc:     not found (install the CUDA toolkit or put nvcc on PATH); CUDA targets are not built)
 else
   $(info nvcc:     found ($(NVCC), CUDA $(shell $(NVCC) --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'); CUDA_ARCHS="$(CUDA_ARCHS)"))
-  CUDNN_FOUND := $(shell test -f $(CUDA_HOME)/include/cudnn.h -o -f /usr/include/cudnn.h && echo 1)
-  ifeq ($(CUDNN_FOUND),1)
-    $(info cuDNN:    found, not used (attention is this project's own kernel))
-  else
-    $(info cuDNN:    not found (not needed: attention is this project's own kernel))
+  # cuDNN and NCCL: from CUDNN_HOME / NCCL_HOME if given, else the CUDA toolkit, the system, or
+  # PyTorch's pip wheels (nvidia-cudnn-cu13, nvidia-nccl-cu13: nvidia/cudnn, nvidia/nccl in the
+  # site-packages of $(PYTHON) or python3). The wheels hold only versioned libraries (libcudnn.so.9,
+  # libnccl.so.2), so every library is linked by its file name (-l:file) with an rpath to its folder.
+  PY_NVIDIA := $(shell for p in $(PYTHON) python3; do $$p -c 'import site; print(*(d + "/nvidia" for d in site.getsitepackages()))' 2>/dev/null; done)
+  # find_dev <header> <library> <folders>: "folder libdir file" of the first folder with include/<header>
+  # and <library>.so or <library>.so.N in lib64/, lib/ or lib/<multiarch>/
+  find_dev = $(shell for d in $(3); do [ -f $$d/include/$(1) ] || continue; for l in lib64 lib lib/$(MULTIARCH); do \
+               f=$$(cd $$d/$$l 2>/dev/null && ls $(2).so $(2).so.[0-9]* 2>/dev/null | head -1); \
+               if [ -n "$$f" ]; then echo $$d $$d/$$l $$f; exit 0; fi; done; done)
+  # check_home <VAR> <find_dev result> <header> <library>: a VAR=dir given without the library stops make
+  check_home = $(if $($(1)),$(if $(2),,$(error $(1)=$($(1)): no include/$(3) with $(4).so or $(4).so.N in lib64/ or lib/ there; give the folder that holds both)))
+  link_dev = -L$(abspath $(word 2,$(1))) -Xlinker -rpath -Xlinker $(abspath $(word 2,$(1))) -l:$(word 3,$(1))
+  # "9.19.0" from the #defines <prefix>(MAJOR|MINOR|<patch>)<suffix> of a version header
+  header_version = $(shell sed -n 's/^\#define $(1)\(MAJOR\|MINOR\|$(2)\)$(3) *\([0-9]*\).*/\2/p' $(4) 2>/dev/null | paste -sd.)
+
+  CUDNN := $(call find_dev,cudnn.h,libcudnn,$(if $(CUDNN_HOME),$(CUDNN_HOME),$(CUDA_HOME) /usr $(addsuffix /cudnn,$(PY_NVIDIA))))
+  $(call check_home,CUDNN_HOME,$(CUDNN),cudnn.h,libcudnn)
+  # the cuDNN frontend's headers (make cudnn-frontend fetches them), at CUDNN_FRONTEND=dir or its include/
+  CUDNN_FRONTEND_INC := $(firstword $(foreach d,$(if $(CUDNN_FRONTEND),$(CUDNN_FRONTEND) $(CUDNN_FRONTEND)/include,$(CUDNN_FRONTEND_DIR)/include),$(if $(wildcard $(d)/cudnn_frontend.h),$(d))))
+  ifneq ($(CUDNN_FRONTEND),)
+    ifeq ($(CUDNN_FRONTEND_INC),)
+      $(error CUDNN_FRONTEND=$(CUDNN_FRONTEND): no cudnn_frontend.h there or in its include/; make cudnn-frontend fetches the headers)
+    endif
   endif
-  # NCCL: NCCL_HOME if given, else the CUDA toolkit, else the system
-  NCCL_SEARCH := $(if $(NCCL_HOME),$(NCCL_HOME),$(CUDA_HOME) /usr)
-  NCCL_DIR := $(shell for d in $(NCCL_SEARCH); do if [ -f $$d/include/nccl.h ] && [ -n "$$(ls $$d/lib64/libnccl.so* $$d/lib/libnccl.so* $$d/lib/*/libnccl.so* 2>/dev/null)" ]; then echo $$d; break; fi; done)
+  # NVRTC: the frontend calls it, and cuDNN's run-time compiled engines load it (linking it here loads
+  # the toolkit's copy at start, so their dlopen finds it whatever the library path)
+  NVRTC := $(call find_dev,nvrtc.h,libnvrtc,$(CUDA_HOME) $(addsuffix /cu13,$(PY_NVIDIA)) $(addsuffix /cuda_nvrtc,$(PY_NVIDIA)))
+  ifeq ($(NO_CUDNN),1)
+    $(info cuDNN:    off (NO_CUDNN=1); attention is our own kernel only)
+  else ifeq ($(CUDNN),)
+    $(info cuDNN:    not found (CUDNN_HOME=dir, or pip install nvidia-cudnn-cu13); attention is our own kernel only)
+  else ifeq ($(CUDNN_FRONTEND_INC),)
+    $(info cuDNN:    found ($(firstword $(CUDNN))), not used: no cuDNN frontend headers (make cudnn-frontend, or CUDNN_FRONTEND=dir); attention is our own kernel only)
+  else ifeq ($(NVRTC),)
+    $(info cuDNN:    found ($(firstword $(CUDNN))), not used: no NVRTC (include/nvrtc.h, libnvrtc.so) in $(CUDA_HOME); attention is our own kernel only)
+  else
+    USE_CUDNN := 1
+    NVCC_FLAGS += -DUSE_CUDNN
+    NVCC_LDLIBS += $(CUDNN_OBJ) $(call link_dev,$(CUDNN)) $(call link_dev,$(NVRTC))
+    $(info cuDNN:    used for attention (-at cudnn; cuDNN $(call header_version,CUDNN_,PATCHLEVEL,,$(firstword $(CUDNN))/include/cudnn_version.h) in $(firstword $(CUDNN)), frontend $(call header_version,CUDNN_FRONTEND_,PATCH,_VERSION,$(CUDNN_FRONTEND_INC)/cudnn_frontend_version.h) in $(CUDNN_FRONTEND_INC)))
+  endif
+  NCCL := $(call find_dev,nccl.h,libnccl,$(if $(NCCL_HOME),$(NCCL_HOME),$(CUDA_HOME) /usr $(addsuffix /nccl,$(PY_NVIDIA))))
+  $(call check_home,NCCL_HOME,$(NCCL),nccl.h,libnccl)
   # MPI for the CUDA trainer (ranks from mpirun, the host-staged -pb mpi backend): from mpicc, or
   # MPI_INCDIRS / MPI_LIBDIRS (directory lists) for an MPI without a working mpicc
   MPI_INCDIRS ?= $(if $(MPICC),$(shell mpicc --showme:incdirs 2>/dev/null))
@@ -134,12 +179,12 @@ else
     $(info NCCL:     off (NO_MULTI_GPU=1), the CUDA trainer is single-GPU)
     $(info MPI/CUDA: off (NO_MULTI_GPU=1))
   else
-    ifeq ($(NCCL_DIR),)
-      $(info NCCL:     not found (set NCCL_HOME=dir with include/nccl.h and lib/libnccl.so); no -pb nccl)
+    ifeq ($(NCCL),)
+      $(info NCCL:     not found (NCCL_HOME=dir, or pip install nvidia-nccl-cu13); no -pb nccl)
     else
-      NVCC_FLAGS += -DMULTI_GPU -I$(NCCL_DIR)/include
-      NVCC_LDLIBS += $(foreach d,lib64 lib,-L$(NCCL_DIR)/$(d) -Xlinker -rpath -Xlinker $(abspath $(NCCL_DIR))/$(d)) -lnccl
-      $(info NCCL:     found ($(NCCL_DIR)), multi-GPU build (-DMULTI_GPU))
+      NVCC_FLAGS += -DMULTI_GPU -I$(firstword $(NCCL))/include
+      NVCC_LDLIBS += $(call link_dev,$(NCCL))
+      $(info NCCL:     found ($(firstword $(NCCL))/include/nccl.h, $(word 2,$(NCCL))/$(word 3,$(NCCL))), multi-GPU build (-DMULTI_GPU))
     endif
     ifneq ($(strip $(MPI_LIBDIRS)),)
       NVCC_FLAGS += -DUSE_MPI -DOMPI_SKIP_MPICXX=1 $(addprefix -I,$(MPI_INCDIRS))
@@ -180,26 +225,46 @@ export_hf: dev/eval/export_hf.c $(CPU_HEADERS)
 
 ifneq ($(NVCC),)
 TARGETS += train_gpt2cu test_gpt2cu
-train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
+CUDNN_DEP := $(if $(USE_CUDNN),$(CUDNN_OBJ))
+train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS) $(CUDNN_DEP)
 	$(NVCC) $(NVCC_FLAGS) $(GEN_FLAGS) $< -o $@ $(NVCC_LDLIBS) $(GEN_LDLIBS)
 
-test_gpt2cu: test_gpt2.cu train_gpt2.cu $(CUDA_HEADERS) dev/test/model_test.h
+test_gpt2cu: test_gpt2.cu train_gpt2.cu $(CUDA_HEADERS) dev/test/model_test.h $(CUDNN_DEP)
 	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LDLIBS)
 
-# the single-GPU variant (what NO_MULTI_GPU=1 builds), compiled by the tests so that neither
-# configuration's #ifdefs can rot
+# the minimal variant (single GPU, no cuDNN: what NO_MULTI_GPU=1 NO_CUDNN=1 builds), compiled by the
+# tests so that neither configuration's #ifdefs can rot
 build/cuda_single/train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_BASE_FLAGS) $(GEN_FLAGS) $< -o $@ $(NVCC_BASE_LDLIBS) $(GEN_LDLIBS)
 
 # per-layer backward time and a 1-rank NCCL all-reduce of a layer's gradients (dev/bench/bench_gpu.sh)
-build/bench_layers: dev/bench/bench_layers.cu train_gpt2.cu $(CUDA_HEADERS)
+build/bench_layers: dev/bench/bench_layers.cu train_gpt2.cu $(CUDA_HEADERS) $(CUDNN_DEP)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_FLAGS) -I. $< -o $@ $(NVCC_LDLIBS)
+
+# host code only, about 70 s of CPU (the frontend is a large header library; its JSON serialization,
+# which nothing here uses, is left out: about 110 s with it)
+$(CUDNN_OBJ): llmc/cudnn_att.cpp llmc/cudnn_att.h
+	@mkdir -p $(@D)
+	$(NVCC) -O2 -std=c++17 -Xcompiler -Wall -DCUDNN_FRONTEND_SKIP_JSON_LIB -isystem $(CUDNN_FRONTEND_INC) -I$(firstword $(CUDNN))/include -c $< -o $@
 else
-train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu build/bench_layers:
+train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu build/bench_layers $(CUDNN_OBJ):
 	@echo "$@ needs nvcc (the CUDA toolkit); it was not found" >&2; exit 1
 endif
+
+# the cuDNN frontend's headers, from PyPI's nvidia-cudnn-frontend wheel (include/ only: the wheel's
+# Python module is not used); git-ignored. Needs network once; carry the folder to offline machines.
+.PHONY: cudnn-frontend
+cudnn-frontend: $(CUDNN_FRONTEND_DIR)/include/cudnn_frontend.h
+$(CUDNN_FRONTEND_DIR)/include/cudnn_frontend.h:
+	rm -rf build/cudnn-frontend-wheel $(CUDNN_FRONTEND_DIR) && mkdir -p build/cudnn-frontend-wheel
+	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: -d build/cudnn-frontend-wheel \
+	    nvidia-cudnn-frontend==$(CUDNN_FRONTEND_VERSION)
+	$(PYTHON) -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); \
+	    z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith("include/")])' \
+	    build/cudnn-frontend-wheel/nvidia_cudnn_frontend-*.whl $(CUDNN_FRONTEND_DIR)
+	@test -f $@ && echo "cudnn-frontend: headers of nvidia-cudnn-frontend $(CUDNN_FRONTEND_VERSION) in $(CUDNN_FRONTEND_DIR)/include"
 
 .PHONY: all clean
 all: $(TARGETS)

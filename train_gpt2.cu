@@ -34,6 +34,11 @@
  * (125.4 GiB; 72 at most), B = 48 with -r 1 (113.7 GiB; 56 at most), B = 32 with -r 0 (101.9 GiB;
  * 40 at most). These are computed, not yet measured: dev/test/test_gpu.sh runs d48 with -r 2 -b 64
  * and -r 1 -b 48 on the GPU.
+ *
+ * Attention (-at): our fused kernel (llmc/attention.cuh, deterministic) or, in builds with cuDNN,
+ * cuDNN's fused SDPA (llmc/cudnn_att.h; its workspace joins the memory plan). Both read qkv and write
+ * out and lse in the same layouts. cuDNN builds a graph per shape, so it serves the calls at the built
+ * T (training, validation); the shorter ones (sampling, HellaSwag's rows) run our kernel.
  */
 #include <math.h>
 #include "llmc/utils.h"
@@ -54,10 +59,60 @@
 #include "llmc/global_norm.cuh"
 #include "llmc/nccl_comm.cuh"
 #include "llmc/zero.cuh"
+#ifdef USE_CUDNN
+#include "llmc/cudnn_att.h"
+#endif
 
 #ifndef LLMC_CUDA_ARCHS
 #define LLMC_CUDA_ARCHS "unknown"  // the Makefile passes the CUDA_ARCHS it built for
 #endif
+
+// ----------------------------------------------------------------------------
+// the attention implementation (-at)
+
+typedef enum { ATTENTION_OWN = 0, ATTENTION_CUDNN = 1 } AttentionImpl;
+
+// name: "own" or "cudnn", from `source` (a flag or variable, for the message); stops with a one-line
+// error for an unknown name or for cudnn in a build without it
+static AttentionImpl attention_impl(const char *name, const char *source) {
+    if (!strcmp(name, "own")) { return ATTENTION_OWN; }
+    if (strcmp(name, "cudnn")) { llmc_die("%s %s: unknown attention implementation (own or cudnn)", source, name); }
+#ifndef USE_CUDNN
+    llmc_die("%s cudnn: this build has no cuDNN attention; build with it: make cudnn-frontend, then make again (needs "
+             "cuDNN 9: the CUDA toolkit's, CUDNN_HOME=dir, or the nvidia-cudnn-cu13 wheel; make's 'cuDNN:' line says "
+             "what it found), or use -at own", source);
+#endif
+    return ATTENTION_CUDNN;
+}
+
+#ifdef USE_CUDNN
+static void cudnn_att_check(const char *err) {
+    if (err) {
+        llmc_die("-at cudnn: %s; -at own runs our kernel instead", err);
+    }
+}
+#endif
+
+// cuDNN's attention workspace for B x T (the largest shape): builds its graphs, so it needs the GPU;
+// 0 for our kernel
+static size_t attention_workspace_bytes(AttentionImpl impl, const GPT2Config *c, int B, int T) {
+#ifdef USE_CUDNN
+    if (impl == ATTENTION_CUDNN) {
+        size_t bytes = 0;
+        cudnn_att_check(cudnn_att_prepare(B, T, c->num_heads, c->channels / c->num_heads, SIZE_MAX, &bytes));
+        return bytes;
+    }
+#endif
+    (void)impl; (void)c; (void)B; (void)T;
+    return 0;
+}
+
+// at the end of the process: cuDNN's graphs and handle (shared by every model of the process)
+static void attention_free(void) {
+#ifdef USE_CUDNN
+    cudnn_att_free();
+#endif
+}
 
 // ----------------------------------------------------------------------------
 // the model
@@ -135,6 +190,9 @@ typedef struct {
     void *acts_memory;
     int batch_size, seq_len;  // maxima the activations were sized for
     int recompute;            // -r
+    AttentionImpl attention;  // -at
+    void *att_workspace;      // cuDNN's attention workspace (NULL with our kernel)
+    size_t att_workspace_bytes;
     AdamWDecayTable decay;
     EncoderBackwardWork enc_work;
     GradReducer red;          // across ranks (llmc/zero.cuh); kind NONE on one process
@@ -160,7 +218,7 @@ typedef struct {
     size_t model;        // params + grads
     size_t optimizer;    // master + m + v
     size_t activations;  // activations + scratch + encoder backward work
-    size_t other;        // cuBLASLt workspace
+    size_t other;        // cuBLASLt workspace and cuDNN's attention workspace
     size_t total;
 } GPT2Memory;
 
@@ -208,10 +266,10 @@ static int gpt2_activation_slots(ActSlot *slots, ActivationTensors *a, const GPT
 /*
  * Device memory the model needs, before any allocation: parameters and gradients (with ZeRO-1
  * padding), optimizer state of this rank's range, activations, scratch, encoder backward work, and
- * the cuBLASLt workspace.
+ * the cuBLASLt workspace, and cuDNN's attention workspace with -at cudnn (which builds its graphs).
  */
-static GPT2Memory gpt2_memory(const GPT2Config *c, int B, int T, int recompute, int master, size_t padded,
-                              size_t opt_count) {
+static GPT2Memory gpt2_memory(const GPT2Config *c, int B, int T, int recompute, int master, AttentionImpl attention,
+                              size_t padded, size_t opt_count) {
     GPT2Memory mem;
     memset(&mem, 0, sizeof(mem));
     mem.model = 2 * round_up_256(padded * sizeof(floatX));
@@ -222,7 +280,7 @@ static GPT2Memory gpt2_memory(const GPT2Config *c, int B, int T, int recompute, 
     for (int i = 0; i < n; i++) { mem.activations += round_up_256(slots[i].count * slots[i].elem); }
     const int BT = B * T;
     mem.activations += encoder_plan_ints(BT) * sizeof(int) + (size_t)encoder_max_slots(BT) * c->channels * sizeof(float);
-    mem.other = CUBLASLT_WORKSPACE_BYTES;
+    mem.other = CUBLASLT_WORKSPACE_BYTES + round_up_256(attention_workspace_bytes(attention, c, B, T));
     mem.total = mem.model + mem.optimizer + mem.activations + mem.other;
     return mem;
 }
@@ -248,7 +306,7 @@ static void gpu_malloc(void **p, size_t bytes, const char *what) {
  * communicator for the NCCL backend, else NULL. Parameters are left uninitialised.
  */
 void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, int recompute, int master_weights,
-                const GradReducer *red, void *nccl) {
+                AttentionImpl attention, const GradReducer *red, void *nccl) {
     memset(m, 0, sizeof(*m));
     m->config = *config;
     const int C = config->channels, NH = config->num_heads;
@@ -265,9 +323,10 @@ void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, int recompute, 
     m->batch_size = B;
     m->seq_len = T;
     m->recompute = recompute;
+    m->attention = attention;
     m->red = *red;
 
-    GPT2Memory mem = gpt2_memory(config, B, T, recompute, master_weights, red->padded, red->count);
+    GPT2Memory mem = gpt2_memory(config, B, T, recompute, master_weights, attention, red->padded, red->count);
     size_t free_bytes = 0, total_bytes = 0;
     cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
     if (mem.total > free_bytes) {
@@ -305,6 +364,8 @@ void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, int recompute, 
         *slots[i].ptr = p;
         p += round_up_256(slots[i].count * slots[i].elem);
     }
+    m->att_workspace_bytes = attention_workspace_bytes(attention, config, B, T);  // graphs cached: no second build
+    if (m->att_workspace_bytes > 0) { gpu_malloc(&m->att_workspace, m->att_workspace_bytes, "cuDNN's attention workspace"); }
     encoder_backward_work_init(&m->enc_work, B, T, C);
     adamw_decay_table_gpt2(&m->decay, config);
     grad_reduce_init(&m->red, nccl);
@@ -329,6 +390,7 @@ void gpt2_free(GPT2 *m) {
     cudaCheck(cudaFree(m->v_memory));
     if (m->master) { cudaCheck(cudaFree(m->master)); }
     cudaCheck(cudaFree(m->acts_memory));
+    if (m->att_workspace) { cudaCheck(cudaFree(m->att_workspace)); }
     cudaCheck(cudaFreeHost(m->inputs_pinned));
     cudaCheck(cudaFreeHost(m->targets_pinned));
     cudaCheck(cudaFreeHost(m->losses_pinned));
@@ -405,6 +467,61 @@ static void gpt2_stage_tokens(GPT2 *m, int *dst, int *pinned, const int *src, si
     cudaCheck(cudaMemcpyAsync(dst, pinned, n * sizeof(int), cudaMemcpyHostToDevice, m->stream));
 }
 
+#ifdef USE_CUDNN
+// cuDNN's attention serves the calls at the built T; the others run our kernel (see the top comment)
+static int gpt2_attention_cudnn(const GPT2 *m, int T) { return m->attention == ATTENTION_CUDNN && T == m->seq_len; }
+#endif
+
+// out (B, T, C), lse (B, NH, T) from qkv (B, T, 3C), with the model's attention implementation
+static void gpt2_attention_forward(GPT2 *m, floatX *out, float *lse, const floatX *qkv, int B, int T) {
+    const int C = m->config.channels, NH = m->config.num_heads;
+#ifdef USE_CUDNN
+    if (gpt2_attention_cudnn(m, T)) {
+        cudnn_att_check(cudnn_att_forward(out, lse, qkv, B, T, NH, C / NH, m->att_workspace, m->att_workspace_bytes,
+                                          m->stream));
+        return;
+    }
+#endif
+    attention_forward(out, lse, qkv, B, T, C, NH, m->stream);
+}
+
+// dqkv (B, T, 3C) overwritten from dout (B, T, C) and the forward's qkv, out, lse
+static void gpt2_attention_backward(GPT2 *m, floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out,
+                                    const float *lse, int B, int T) {
+    const int C = m->config.channels, NH = m->config.num_heads;
+#ifdef USE_CUDNN
+    if (gpt2_attention_cudnn(m, T)) {
+        cudnn_att_check(cudnn_att_backward(dqkv, dout, qkv, out, lse, B, T, NH, C / NH, m->att_workspace,
+                                           m->att_workspace_bytes, m->stream));
+        return;
+    }
+#endif
+    attention_backward(dqkv, dout, qkv, out, lse, m->acts.scratch, B, T, C, NH, m->stream);
+}
+
+// 1 if the attention backward is bitwise reproducible (ours always; cuDNN's where its support check
+// accepted the deterministic algorithm)
+static int gpt2_attention_deterministic(const GPT2 *m) {
+#ifdef USE_CUDNN
+    if (m->attention == ATTENTION_CUDNN) { return cudnn_att_deterministic(); }
+#endif
+    (void)m;
+    return 1;
+}
+
+// the banner's description of the attention implementation
+static const char *gpt2_attention_describe(const GPT2 *m) {
+#ifdef USE_CUDNN
+    if (m->attention == ATTENTION_CUDNN) {
+        static char buf[320];
+        snprintf(buf, sizeof(buf), "cudnn (%s; workspace %.2f GiB)", cudnn_att_describe(), m->att_workspace_bytes / GiB);
+        return buf;
+    }
+#endif
+    (void)m;
+    return "own (llmc/attention.cuh)";
+}
+
 typedef enum {
     FWD_LOGITS = 0,  // logits only (sampling); no targets
     FWD_EVAL = 1,    // per-token losses; logits left in acts.logits
@@ -446,7 +563,7 @@ void gpt2_forward(GPT2 *m, const int *inputs, const int *targets, int B, int T, 
         // x + attproj(attention(qkv(ln1(x))))
         matmul_forward(qkv, ln1_of(m, l, BTC), p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, B, T, C,
                        3 * C, NULL, s);
-        attention_forward(atty, lse, qkv, B, T, C, NH, s);
+        gpt2_attention_forward(m, atty, lse, qkv, B, T);
         matmul_forward(a->btc, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, B, T, C, C, NULL, s);
         fused_residual_forward(residual2, ln2, a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT, residual, a->btc,
                                p->ln2w + (size_t)l * C, p->ln2b + (size_t)l * C, (int)BT, C, s);
@@ -517,7 +634,7 @@ void gpt2_backward_layer(GPT2 *m, int l, int B, int T) {
     // residual2 = residual + attproj(attention(qkv(ln1(residual))))
     matmul_backward(a->btc, g->attprojw + (size_t)l * C * C, g->attprojb + (size_t)l * C, a->dresidual, atty,
                     p->attprojw + (size_t)l * C * C, B, T, C, C, NULL, a->scratch, s);
-    attention_backward(dbig, a->btc, qkv, atty, lse, a->scratch, B, T, C, NH, s);
+    gpt2_attention_backward(m, dbig, a->btc, qkv, atty, lse, B, T);
     if (m->recompute >= 2) {
         layernorm_forward(ln1, NULL, NULL, residual, p->ln1w + (size_t)l * C, p->ln1b + (size_t)l * C, B, T, C, s);
     }
@@ -771,6 +888,7 @@ int main(int argc, char **argv) {
     comm_init(&comm, &argc, &argv);
     TrainArgs args;
     args_parse(&args, argc, argv);
+    const AttentionImpl attention = attention_impl(args.attention, "-at");
     GPT2Config config;
     int from_file = train_resolve_model(&args, &config);
 
@@ -787,7 +905,7 @@ int main(int argc, char **argv) {
     GradReducer plan;
     grad_reduce_plan(&plan, kind, &comm, args.zero_stage, &config);
     GPT2 model;
-    gpt2_build(&model, &config, args.B, args.T, args.recompute, args.master_weights, &plan,
+    gpt2_build(&model, &config, args.B, args.T, args.recompute, args.master_weights, attention, &plan,
                kind == GRAD_REDUCE_NCCL ? nccl : NULL);
     if (from_file) {
         gpt2_load(&model, args.model);
@@ -804,14 +922,18 @@ int main(int argc, char **argv) {
     if (chatty) {
         cudaDeviceProp prop;
         cudaCheck(cudaGetDeviceProperties(&prop, device));
-        GPT2Memory mem = gpt2_memory(&config, args.B, args.T, args.recompute, args.master_weights, model.red.padded,
-                                     model.red.count);
-        printf("device: %s (sm_%d%d, %d SMs) | gradient reduction: %s%s | recompute -r %d | GPU memory for the model "
-               "%.2f GiB (parameters+gradients %.2f, optimizer %.2f, activations %.2f)\n", prop.name, prop.major,
-               prop.minor, prop.multiProcessorCount,
+        GPT2Memory mem = gpt2_memory(&config, args.B, args.T, args.recompute, args.master_weights, attention,
+                                     model.red.padded, model.red.count);
+        printf("device: %s (sm_%d%d, %d SMs) | gradient reduction: %s%s | recompute -r %d | attention: %s | GPU memory "
+               "for the model %.2f GiB (parameters+gradients %.2f, optimizer %.2f, activations %.2f, workspaces %.2f)\n",
+               prop.name, prop.major, prop.minor, prop.multiProcessorCount,
                kind == GRAD_REDUCE_NCCL ? "nccl" : kind == GRAD_REDUCE_MPI ? "mpi (host-staged)" : "none (one process)",
-               args.zero_stage && comm.world_size > 1 ? ", ZeRO-1" : "", args.recompute, mem.total / GiB, mem.model / GiB,
-               mem.optimizer / GiB, mem.activations / GiB);
+               args.zero_stage && comm.world_size > 1 ? ", ZeRO-1" : "", args.recompute, gpt2_attention_describe(&model),
+               mem.total / GiB, mem.model / GiB, mem.optimizer / GiB, mem.activations / GiB, mem.other / GiB);
+        if (!gpt2_attention_deterministic(&model)) {
+            llmc_warn("-at cudnn: cuDNN refused its deterministic attention backward for this shape, so this run is not "
+                      "bitwise reproducible (nor is a resume); -at own is");
+        }
         fflush(stdout);
     }
     int rc = train_run(&args, &comm, &backend);
@@ -825,6 +947,7 @@ int main(int argc, char **argv) {
                (total_bytes - free_bytes) / GiB, total_bytes / GiB);
     }
     gpt2_free(&model);
+    attention_free();
     cublas_free();
 #ifdef MULTI_GPU
     if (kind == GRAD_REDUCE_NCCL) { nccl_free(&nccl_ctx); }

@@ -9,6 +9,8 @@
 # = 6 N + 12 L T C (N parameters, forward + backward, attention's two T-long matmuls per layer
 # without the causal half) = 6 * 124,475,904 + 12 * 12 * 1024 * 768 = 860,101,632 for d12.
 #
+#  3. the d12 B = 64 run with each attention implementation (-at own, -at cudnn).
+#
 # usage: dev/bench/bench_gpu.sh [out_dir]   (CUDA_ARCHS defaults to 90a; NCCL_HOME, PYTHON as for make)
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -32,14 +34,16 @@ if [ ! -f "$SHARD" ] || [ "$(stat -c %s "$SHARD")" -lt $(( 1024 + 2 * NEED )) ];
     $PY dev/bench/make_random_shard.py "$SHARD" $NEED 1 || exit 1
 fi
 
-# run <B>: train STEPS steps of d12 at micro-batch B, one micro-step per step; 0 if it ran
+# run <B>: train STEPS steps of d12 at micro-batch B, one micro-step per step, attention -at $ATT
+# (default own); 0 if it ran
 run() {
-    local B=$1 log="$OUTB/d12_b$1.log"
-    ./train_gpt2cu -i "$SHARD" -e d12 -b "$B" -t 1024 -d $(( B * 1024 )) -x $STEPS -v 0 -s 0 -sh 0 -r "${RECOMPUTE:-1}" > "$log" 2>&1
+    local B=$1 log="$OUTB/d12_b$1${ATT:+_$ATT}.log"
+    ./train_gpt2cu -i "$SHARD" -e d12 -b "$B" -t 1024 -d $(( B * 1024 )) -x $STEPS -v 0 -s 0 -sh 0 -r "${RECOMPUTE:-1}" \
+        -at "${ATT:-own}" > "$log" 2>&1
 }
 # summarize <B>: mean over the steps after the warm-up
 summarize() {
-    local B=$1 log="$OUTB/d12_b$1.log"
+    local B=$1 log="$OUTB/d12_b$1${ATT:+_$ATT}.log"
     $PY - "$log" "$B" $WARMUP $FLOP_PER_TOKEN <<'EOF'
 import re, sys
 log, B, warm, fpt = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
@@ -65,6 +69,14 @@ for B in $MAXB 384 320 256 192 128 96; do
     grep -q "needs .* GiB of GPU memory\|out of GPU memory" "$OUTB/d12_b$B.log" || { echo "B=$B failed:"; tail -5 "$OUTB/d12_b$B.log"; break; }
 done
 if [ -n "$largest" ]; then echo "largest B that fits (of $MAXB 384 320 256 192 128 96):"; summarize $largest; fi
+
+# the attention implementations side by side (issue 10): the same run with each -at
+echo "== attention implementations, d12 T=1024 B=64"
+for ATT in own cudnn; do
+    printf '%s ' "-at $ATT:"
+    if run 64; then summarize 64; else echo "failed:"; tail -3 "$OUTB/d12_b64_$ATT.log"; fi
+done
+unset ATT
 
 echo "== per-layer backward and a 1-rank NCCL all-reduce of a layer's gradients"
 for B in 16 64; do

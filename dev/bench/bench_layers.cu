@@ -8,7 +8,7 @@
  * It builds the trainer's own model (train_gpt2.cu with TESTING) and times its backward in the
  * pieces gpt2_backward is made of, with CUDA events around each layer.
  *
- *   build/bench_layers -e d12 -b 16 -t 1024 [-r 1] [-x iterations]   (trainer flags; make build/bench_layers)
+ *   build/bench_layers -e d12 -b 16 -t 1024 [-r 1] [-at own|cudnn] [-x iterations]   (trainer flags; make build/bench_layers)
  */
 #define TESTING
 #include "train_gpt2.cu"
@@ -26,7 +26,7 @@ int main(int argc, char **argv) {
     GradReducer plan;
     grad_reduce_plan(&plan, GRAD_REDUCE_NONE, &comm, 0, &config);
     GPT2 m;
-    gpt2_build(&m, &config, args.B, args.T, args.recompute, 1, &plan, NULL);
+    gpt2_build(&m, &config, args.B, args.T, args.recompute, 1, attention_impl(args.attention, "-at"), &plan, NULL);
     float *init = (float *)mallocCheck(m.num_params * sizeof(float));
     gpt2_init_params(init, &config, args.seed);
     gpt2_set_params_fp32(&m, init);
@@ -41,8 +41,8 @@ int main(int argc, char **argv) {
     }
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, device));
-    printf("bench_layers on %s: -e %s (L %d, C %d), B %d, T %d, -r %d, %d timed iterations after 3 warm-up\n", prop.name,
-           args.model, L, C, B, T, args.recompute, iters);
+    printf("bench_layers on %s: -e %s (L %d, C %d), B %d, T %d, -r %d, attention %s, %d timed iterations after 3 "
+           "warm-up\n", prop.name, args.model, L, C, B, T, args.recompute, gpt2_attention_describe(&m), iters);
 
     // events: forward start, head end, after each layer (L), after the embedding backward
     cudaEvent_t ev[L + 4];

@@ -67,9 +67,10 @@ static inline void attention_make_inputs(std::vector<uint16_t> &qkv, std::vector
 static inline void attention_forward_ref(float *out, float *lse, const uint16_t *qkv, int B, int T, int C, int NH) {
     const int HS = C / NH;
     const double scale = 1.0 / sqrt((double)HS);
-    std::vector<double> s(T);
+#pragma omp parallel for collapse(2) schedule(dynamic)  // (b, h) pairs are independent (with -fopenmp)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
+            std::vector<double> s(T);
             for (int t = 0; t < T; t++) {
                 const uint16_t *q = qkv + ((size_t)b * T + t) * 3 * C + h * HS;
                 double mx = -INFINITY;
@@ -106,14 +107,11 @@ static inline void attention_backward_ref(float *dqkv, float *noise, const uint1
                                           const uint16_t *out, const float *lse, int B, int T, int C, int NH) {
     const int HS = C / NH;
     const double scale = 1.0 / sqrt((double)HS);
-    std::vector<double> dq(HS), dk((size_t)T * HS), dv((size_t)T * HS);
-    std::vector<double> nq(HS), nk((size_t)T * HS), nv((size_t)T * HS);
+#pragma omp parallel for collapse(2) schedule(dynamic)  // (b, h) pairs are independent (with -fopenmp)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            std::fill(dk.begin(), dk.end(), 0.0);
-            std::fill(dv.begin(), dv.end(), 0.0);
-            std::fill(nk.begin(), nk.end(), 0.0);
-            std::fill(nv.begin(), nv.end(), 0.0);
+            std::vector<double> dq(HS), dk((size_t)T * HS), dv((size_t)T * HS);
+            std::vector<double> nq(HS), nk((size_t)T * HS), nv((size_t)T * HS);
             for (int t = 0; t < T; t++) {
                 const uint16_t *q = qkv + ((size_t)b * T + t) * 3 * C + h * HS;
                 const uint16_t *o = out + ((size_t)b * T + t) * C + h * HS;

@@ -11,7 +11,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 build="$here/../../build/cuda"
 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
-    if ! make --no-print-directory -C "$here" -j "${JOBS:-8}" CUDA_ARCHS="${CUDA_ARCHS:-90a}"; then
+    # through the top-level Makefile, which adds cuDNN to the attention workbench when it finds it
+    if ! make --no-print-directory -C "$here/../.." -j "${JOBS:-8}" cuda-kernels CUDA_ARCHS="${CUDA_ARCHS:-90a}"; then
         echo "run_all: build failed" >&2
         exit 1
     fi

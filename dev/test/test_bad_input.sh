@@ -77,6 +77,7 @@ expect "flag without value"    "needs a value"      -- -i "$TMP/good.bin" "${BAS
 expect "bad number"            "expected an integer" -- -i "$TMP/good.bin" "${BASE[@]}" -b two
 expect "bad descriptor"        "descriptor"         -- -i "$TMP/good.bin" -e L2:C64 -b 2 -t 32
 expect "bad schedule"          "expected one of cosine|linear|constant" -- -i "$TMP/good.bin" "${BASE[@]}" -k triangle
+expect "bad attention"         "-at flash: expected one of own|cudnn" -- -i "$TMP/good.bin" "${BASE[@]}" -at flash
 expect "checkpoints need -o"   "-o"                 -- -i "$TMP/good.bin" "${BASE[@]}" -n 5
 expect "resume needs -o"       "-o"                 -- -i "$TMP/good.bin" "${BASE[@]}" -y 1
 expect "hellaswag needs val"   "-v > 0"             -- -i "$TMP/good.bin" "${BASE[@]}" -h 1

@@ -11,7 +11,8 @@
 #     onto 1 rank;
 #  4. the AddressSanitizer build on short runs (single process -r 0 and -r 2, 2 ranks ZeRO-1);
 #  5. test_gpt2cu against a PyTorch fixture (the tolerances the GPU run uses);
-#  6. bad launches: unsupported head size, -pb mpi without mpirun, several ranks without NCCL.
+#  6. bad launches: unsupported head size, -pb mpi without mpirun, several ranks without NCCL,
+#     -at cudnn (and test_gpt2cu's LLMC_ATTENTION=cudnn) in a build without cuDNN.
 # usage: dev/test/test_cuda_sim.sh [build/cuda_sim_trainer]   (make test-cuda-trainer-sim builds it)
 SIMT=$(realpath "${1:-build/cuda_sim_trainer}")
 SIM="$SIMT/train_gpt2cu" ASAN="$SIMT/train_gpt2cu_asan" TEST="$SIMT/test_gpt2cu"
@@ -152,6 +153,10 @@ echo "6. bad input:"
 expect_fail "head size 32" "fused attention supports head sizes 64 and 128" "$SIM" "${ARGS[@]}" -e L2:C64:H2:T32:V128
 expect_fail "-pb mpi under torchrun variables" "pb mpi reduces gradients with MPI" \
     env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 "$SIM" "${ARGS[@]}" -pb mpi
+# the simulator, like any build without cuDNN, says how to build with it
+expect_fail "-at cudnn in a build without cuDNN" "make cudnn-frontend" "$SIM" "${ARGS[@]}" -at cudnn
+expect_fail "LLMC_ATTENTION=cudnn in a test build without cuDNN" "make cudnn-frontend" \
+    env LLMC_ATTENTION=cudnn "$TEST" fx.bin fx_state.bin fx_traj.txt
 
 echo "test_cuda_sim: $(( $(date +%s) - start )) s"
 finish test_cuda_sim

@@ -26,8 +26,9 @@
 #   d48      GPT-2 1.5B at T=1024 with -r 2 -b 64 and -r 1 -b 48: it fits (3 steps each)
 #   kernels  dev/cuda/run_all.sh (every kernel workbench)
 #
-# Without network: NCCL comes from the CUDA toolkit or from PyTorch's nvidia-nccl wheel (found under
-# site-packages, linked through build/gpu_test/nccl); MPI from the system, or from Debian packages
+# Without network: NCCL and cuDNN come from the CUDA toolkit or from PyTorch's nvidia-nccl-cu13 and
+# nvidia-cudnn-cu13 wheels (the Makefile finds them under site-packages; carry cudnn-frontend/ for the
+# cuDNN attention, and dev/gpu/emulate_device.sh rehearses that layout); MPI from the system, or from Debian packages
 # carried in .carry/debs (dev/gpu/fetch_debs.sh), unpacked with dpkg -x; without either, the MPI
 # steps are skipped with a note. Data is generated on the spot (random tokens).
 set -u
@@ -79,31 +80,10 @@ done
 [ -z "$PY" ] && PY=python3
 export PYTHON=$PY
 MAKEVARS=(CUDA_ARCHS=90a PYTHON="$PY")
-# NCCL: the toolkit's if the Makefile finds one, else PyTorch's wheel (TEST_GPU_NCCL=wheel forces it)
-if [ "${TEST_GPU_NCCL:-auto}" = wheel ] || ! make --no-print-directory -n train_gpt2cu CUDA_ARCHS=90a 2>/dev/null | grep -q "DMULTI_GPU"; then
-    NCCL_WHEEL=$("$PY" - <<'EOF' 2>/dev/null
-import glob, os, site
-dirs = site.getsitepackages() + [site.getusersitepackages()]
-for d in dirs:
-    for h in glob.glob(os.path.join(d, "nvidia", "nccl", "include", "nccl.h")):
-        print(os.path.dirname(os.path.dirname(h))); raise SystemExit
-EOF
-)
-    if [ -n "$NCCL_WHEEL" ] && ls "$NCCL_WHEEL"/lib/libnccl.so* > /dev/null 2>&1; then
-        # the wheel has lib/libnccl.so.2 but no libnccl.so for -lnccl: link it through our own folder
-        mkdir -p "$WORK/nccl/lib"
-        ln -sfn "$NCCL_WHEEL/include" "$WORK/nccl/include"
-        lib=$(ls "$NCCL_WHEEL"/lib/libnccl.so* | head -1)
-        ln -sf "$lib" "$WORK/nccl/lib/libnccl.so"
-        ln -sf "$lib" "$WORK/nccl/lib/libnccl.so.2"
-        MAKEVARS+=(NCCL_HOME="$WORK/nccl")
-        NCCL_NOTE="NCCL from PyTorch's wheel: $NCCL_WHEEL"
-    else
-        NCCL_NOTE="NCCL not found (no toolkit copy, no nvidia-nccl wheel): NCCL steps will fail"
-    fi
-else
-    NCCL_NOTE="NCCL from the CUDA toolkit / system"
-fi
+# NCCL and cuDNN: the Makefile finds them in the CUDA toolkit or in PyTorch's wheels (nvidia-nccl-cu13,
+# nvidia-cudnn-cu13) and says where; cuDNN's attention also needs the frontend headers: carry
+# cudnn-frontend/ (make cudnn-frontend, on a machine with network)
+LIBS_NOTE=$(make --no-print-directory -n train_gpt2cu "${MAKEVARS[@]}" 2> /dev/null | grep -E "^(NCCL|cuDNN):" | tr -s ' ' | paste -sd '|')
 # MPI: the system's, else the carried Debian packages (TEST_GPU_MPI=system|carry|none forces one)
 MPIRUN=()
 MPI_FROM=${TEST_GPU_MPI:-auto}
@@ -140,7 +120,7 @@ MULTI_D=${MULTI_D:-2048}      # tokens per step: 2 micro-steps of -b 4, 4 of -b 
 MULTI_VOCAB=${MULTI_VOCAB:-50257}
 
 if has_part env; then
-    note "python: $PY | $NCCL_NOTE | $MPI_NOTE"
+    note "python: $PY | $LIBS_NOTE | $MPI_NOTE"
     step env 60 "nvidia-smi; nvcc --version; $PY -c 'import torch; print(\"torch\", torch.__version__, torch.version.cuda, torch.cuda.is_available())'; uname -a; cat /etc/os-release | head -2; nproc; free -g"
     grep -m1 -E "NVIDIA H|NVIDIA A|Tesla" "$WORK/logs/env.log" | sed 's/^/        /' | tee -a "$SUMMARY"
 fi
@@ -155,7 +135,7 @@ fi
 
 if has_part build; then
     step build 420 "make --no-print-directory -j $JOBS train_gpt2cu test_gpt2cu build/bench_layers $MAKEVARS_STR"
-    grep -E "^(nvcc|NCCL|MPI/CUDA):" "$WORK/logs/build.log" | sed 's/^/        /' | tee -a "$SUMMARY"
+    grep -E "^(nvcc|cuDNN|NCCL|MPI/CUDA):" "$WORK/logs/build.log" | sed 's/^/        /' | tee -a "$SUMMARY"
     # the CPU trainer for the GPU-vs-CPU comparison (one process: no MPI needed)
     step build_cpu 180 "make --no-print-directory -j $JOBS train_gpt2 NO_MPI=1 PYTHON=$PY"
     grep -E "^(OpenMP|OpenBLAS):" "$WORK/logs/build_cpu.log" | sed 's/^/        /' | tee -a "$SUMMARY"
@@ -166,7 +146,10 @@ if has_part test; then
     step fixtures 300 "make --no-print-directory fixtures-cuda PYTHON=$PY"
     step test_gpt2cu_tiny 180 "./test_gpt2cu dev/test/fixtures/tiny64.bin dev/test/fixtures/tiny64_state.bin dev/test/fixtures/tiny64_traj.txt"
     step test_gpt2cu_d12 240 "./test_gpt2cu dev/test/fixtures/d12.bin dev/test/fixtures/d12_state.bin dev/test/fixtures/d12_traj.txt"
-    grep -hE "FAIL|test_gpt2cu|determinism|checkpoint" "$WORK/logs/test_gpt2cu_tiny.log" "$WORK/logs/test_gpt2cu_d12.log" \
+    # the same with cuDNN's attention (-at cudnn; fails with a message in a build without cuDNN)
+    step test_gpt2cu_tiny_cudnn 180 "LLMC_ATTENTION=cudnn ./test_gpt2cu dev/test/fixtures/tiny64.bin dev/test/fixtures/tiny64_state.bin dev/test/fixtures/tiny64_traj.txt"
+    step test_gpt2cu_d12_cudnn 240 "LLMC_ATTENTION=cudnn ./test_gpt2cu dev/test/fixtures/d12.bin dev/test/fixtures/d12_state.bin dev/test/fixtures/d12_traj.txt"
+    grep -hE "FAIL|test_gpt2cu|determinism|checkpoint" "$WORK"/logs/test_gpt2cu_{tiny,d12,tiny_cudnn,d12_cudnn}.log \
         2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
     step gpu_vs_cpu 300 "bash dev/test/test_gpu_vs_cpu.sh ./train_gpt2cu ./train_gpt2"
     grep -E "^(trl|tel):" "$WORK/logs/gpu_vs_cpu.log" | sed 's/^/        /' | tee -a "$SUMMARY"
@@ -226,7 +209,7 @@ fi
 if has_part bench; then
     # make reads NCCL_HOME, MPI_INCDIRS, ... from the environment
     step bench 540 "$MAKEVARS_STR bash dev/bench/bench_gpu.sh build/gpu_test/bench"
-    grep -E "^(d12 T=1024|largest|forward|backward|gradients of one|NCCL all-reduce)" "$WORK/logs/bench.log" | sed 's/^/        /' | tee -a "$SUMMARY"
+    grep -E "^(d12 T=1024|-at |largest|forward|backward|gradients of one|NCCL all-reduce)" "$WORK/logs/bench.log" | sed 's/^/        /' | tee -a "$SUMMARY"
 fi
 
 if has_part d48; then

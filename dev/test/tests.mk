@@ -108,7 +108,7 @@ ifeq ($(NVCC),)
 	@echo "test-cuda-build: skipped, nvcc not found"
 else
 	$(MAKE) --no-print-directory train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu
-	@echo "test-cuda-build: train_gpt2cu, test_gpt2cu and the single-GPU variant compiled for CUDA_ARCHS=\"$(CUDA_ARCHS)\""
+	@echo "test-cuda-build: compiled for CUDA_ARCHS=\"$(CUDA_ARCHS)\": train_gpt2cu and test_gpt2cu $(if $(USE_CUDNN),with,WITHOUT) cuDNN, the single-GPU variant without$(if $(USE_CUDNN),,; make cudnn-frontend adds the cuDNN variant)"
 endif
 
 # the CPU-only test of the CUDA layers' host logic (no GPU needed; one architecture is enough)
@@ -167,16 +167,19 @@ test-cuda-trainer-sim: train_gpt2 $(SIMT)/train_gpt2cu $(SIMT)/train_gpt2cu_asan
 # ---------------------------------------------------------------------------------------------
 # on a machine with a GPU (dev/test/test_gpu.sh runs all of it in one go), and benchmarks
 
+# with each attention implementation of the build (LLMC_ATTENTION=own, and cudnn where built)
 test-gpu: test_gpt2cu fixtures-cuda
-	./test_gpt2cu $(FIXTURES)/tiny64.bin $(FIXTURES)/tiny64_state.bin $(FIXTURES)/tiny64_traj.txt
-	./test_gpt2cu $(FIXTURES)/d12.bin $(FIXTURES)/d12_state.bin $(FIXTURES)/d12_traj.txt
+	set -e; for at in own $(if $(USE_CUDNN),cudnn); do for f in tiny64 d12; do \
+	    LLMC_ATTENTION=$$at ./test_gpt2cu $(FIXTURES)/$$f.bin $(FIXTURES)/$${f}_state.bin $(FIXTURES)/$${f}_traj.txt; \
+	done; done
 
 # the kernel workbenches of dev/cuda (run them on a GPU machine with dev/cuda/run_all.sh)
-cuda-kernels:
+cuda-kernels: $(CUDNN_DEP)
 ifeq ($(NVCC),)
 	@echo "cuda-kernels: nvcc not found; install the CUDA toolkit or put nvcc on PATH" >&2; exit 1
 else
-	$(MAKE) -C dev/cuda CUDA_ARCHS="$(CUDA_ARCHS)" NVCC="$(NVCC)"
+	$(MAKE) -C dev/cuda CUDA_ARCHS="$(CUDA_ARCHS)" NVCC="$(NVCC)" $(if $(USE_CUDNN),CUDNN_ATT_OBJ="$(abspath $(CUDNN_OBJ))" \
+	    NVCC_FLAGS_attention="-DUSE_CUDNN" LIBS_attention="$(abspath $(CUDNN_OBJ)) $(call link_dev,$(CUDNN)) $(call link_dev,$(NVRTC))")
 endif
 
 bench-gpu:
