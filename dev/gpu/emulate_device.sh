@@ -39,15 +39,17 @@ fi
 # the files to hide: the toolkit's NCCL and cuDNN, and the regular files of the OpenMPI packages
 CUDA=$(readlink -f /usr/local/cuda)
 CUDA_LIB=$(readlink -f "$CUDA/lib64")
-LIST=$EMU/hidden.txt
+# this run's own folder (runs may overlap): the list, the overlays' layers; removed at the end
+OV=$(mktemp -d "$EMU/run.XXXXXX")
+LIST=$OV/hidden.txt
 {
     ls -d "$CUDA"/include/nccl* "$CUDA"/include/cudnn* "$CUDA_LIB"/libnccl* "$CUDA_LIB"/libcudnn* 2> /dev/null || true
     for p in "${MPI_PKGS[@]}"; do
         dpkg -L "$p" 2> /dev/null | while read -r f; do if [ -f "$f" ] || [ -L "$f" ]; then echo "$f"; fi; done
     done
 } | sort -u > "$LIST"
-: > "$EMU/empty_file" && chmod 000 "$EMU/empty_file"
-mkdir -p "$EMU/empty_dir"
+: > "$OV/empty_file" && chmod 000 "$OV/empty_file"
+mkdir -p "$OV/empty_dir"
 
 # Where programs, headers and libraries are looked up, hidden entries must be absent, not empty: those
 # folders get an overlay in which they are whiteouts. OpenMPI's own folders become empty folders
@@ -55,17 +57,17 @@ mkdir -p "$EMU/empty_dir"
 # by an empty file.
 OVERLAYS=(/usr/bin "$CUDA/include" "$CUDA_LIB" /usr/lib/x86_64-linux-gnu)
 WHOLE=(/usr/lib/x86_64-linux-gnu/openmpi /usr/lib/x86_64-linux-gnu/pmix2 /usr/share/openmpi /etc/openmpi)
-rm -rf "$EMU/overlay" && mkdir -p "$EMU/overlay"
 for i in "${!OVERLAYS[@]}"; do
-    mkdir -p "$EMU/overlay/upper$i" "$EMU/overlay/work$i"
+    mkdir -p "$OV/upper$i" "$OV/work$i"
     while read -r f; do
-        if [ "${f%/*}" = "${OVERLAYS[$i]}" ]; then mknod "$EMU/overlay/upper$i/${f##*/}" c 0 0; fi
+        if [ "${f%/*}" = "${OVERLAYS[$i]}" ]; then mknod "$OV/upper$i/${f##*/}" c 0 0; fi
     done < "$LIST"
 done
-export EMU_LIST=$LIST EMU_FILE=$EMU/empty_file EMU_DIRX=$EMU/empty_dir EMU_OV=$EMU/overlay
+export EMU_LIST=$LIST EMU_FILE=$OV/empty_file EMU_DIRX=$OV/empty_dir EMU_OV=$OV
 export EMU_OVERLAYS="${OVERLAYS[*]}" EMU_WHOLE="${WHOLE[*]}"
 export PATH="$EMU/venv/bin:$PATH" LLMC_NVML_DIR="$EMU/driver"
-exec unshare -m --propagation private bash -c '
+rc=0
+unshare -m --propagation private bash -c '
     i=0
     for o in $EMU_OVERLAYS; do
         mount -t overlay overlay -o "lowerdir=$o,upperdir=$EMU_OV/upper$i,workdir=$EMU_OV/work$i" "$o"
@@ -84,4 +86,6 @@ exec unshare -m --propagation private bash -c '
         echo "emulate_device: hiding failed" >&2; exit 1
     fi
     echo "emulate_device: $(wc -l < "$EMU_LIST") files hidden (toolkit NCCL/cuDNN, OpenMPI); python3 = $(command -v python3)" >&2
-    exec "$@"' emulate "$@"
+    exec "$@"' emulate "$@" || rc=$?
+rm -rf "$OV"
+exit $rc
