@@ -170,8 +170,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIRUN_STR="${MPIRUN[*]}"
 MAKEVARS_STR=$(printf "%q " "${MAKEVARS[@]}")
 # the model and batch of the runs of the test and multi parts (overridable, with MULTI_D and
-# MULTI_VOCAB, to dry-run this script with the CPU-simulator build of the trainer in place of
-# ./train_gpt2cu): 10 steps, validation every 5
+# MULTI_VOCAB, to dry-run this script with a CPU build of a trainer in place of ./train_gpt2cu:
+# the CPU trainer with MPI, or the CPU-simulator build): 10 steps, validation every 5
 TRAIN_ARGS_SMALL=${TRAIN_ARGS_SMALL:-"-e L4:C256:H4 -b 4 -t 256 -x 10 -v 5 -m 2 -s 0 -l 6e-4 -u 2 -c 0.1"}
 MULTI_D=${MULTI_D:-2048}      # tokens per step: 2 micro-steps of -b 4, 4 of -b 2
 MULTI_VOCAB=${MULTI_VOCAB:-50257}
