@@ -71,13 +71,15 @@ static inline size_t gpt2_num_params(const GPT2Config *c) {
 }
 
 /*
- * Training FLOPs per token, for MFU: 6 per parameter (2 forward, 4 backward: the input and the
- * weight gradient) over all N parameters, plus attention's two T-long matmuls per layer (Q K^T and
- * P V: 2 * 2 * T * C forward, twice that backward, 12 L T C), counted without the causal half (the
- * convention of the PaLM paper's MFU). Recomputation (-r) is not counted: MFU measures useful work.
+ * Training FLOPs per token, for MFU, counted as llm.c counts them so that the two trainers' MFU
+ * compare: 6 per parameter over all N parameters (2 forward, 4 backward: the input and the weight
+ * gradient; N as gpt2_num_params, padded vocabulary rows included, as llm.c's), plus 6 L T C for
+ * attention's two T-long matmuls per layer (Q K^T and P V: 4 T C forward and 8 T C backward per
+ * token, halved by the causal mask). Recomputation (-r) is not counted: MFU measures useful work.
+ * d12 at T = 1024: 6 * 124,475,904 + 6 * 12 * 1024 * 768 = 803,478,528.
  */
 static inline double gpt2_flops_per_token(const GPT2Config *c, int T) {
-    return 6.0 * (double)gpt2_num_params(c) + 12.0 * c->num_layers * (double)T * c->channels;
+    return 6.0 * (double)gpt2_num_params(c) + 6.0 * c->num_layers * (double)T * c->channels;
 }
 
 // tensors that get weight decay: the 2-D ones (embeddings and matmul weights), not biases or LayerNorm

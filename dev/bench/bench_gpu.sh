@@ -1,84 +1,160 @@
 #!/usr/bin/env bash
-# GPU benchmark of train_gpt2cu (issue 4's speed figure, issue 5's scaling inputs), on one GPU:
-#  1. GPT-2 124M (d12), T = 1024, at B = 16, B = 64 and the largest B that fits (the trainer's own
-#     memory check decides: candidates are tried from large to small), ~30 timed steps each after
-#     10 warm-up steps, on a shard of random tokens: tokens/s, ms/step, MFU and GPU memory in use;
-#  2. build/bench_layers: the backward time of each layer and one NCCL all-reduce of one layer's
-#     gradients on a 1-rank communicator (the launch and copy costs).
-# MFU = FLOP per token x tokens/s / 989e12 (H100/H200 SXM dense bf16), with FLOP per token
-# = 6 N + 12 L T C (N parameters, forward + backward, attention's two T-long matmuls per layer
-# without the causal half) = 6 * 124,475,904 + 12 * 12 * 1024 * 768 = 860,101,632 for d12.
+# GPU benchmark on one GPU, ours against karpathy/llm.c in the same call (issues 9, 11, 17).
+# Parts (arguments, in this order; default: d12 attention layers d48):
+#   d12     GPT-2 124M, T = 1024, B = 16, 32, 64: ours and llm.c's train_gpt2cu (cuDNN attention,
+#           built by dev/bench/build_llmc.sh) on the same shard of random tokens, the same B, T and
+#           -r, one after the other, STEPS steps each of which the first WARMUP are not timed;
+#   attention  issue 10: ours with cuDNN's attention (-at cudnn) on d12, T = 1024, B = 64; the d12
+#           part gives our own kernel (-at own) and llm.c at the same B, and its llm.c run is
+#           paired with this one (rows with the model "d12 -at cudnn");
+#   layers  build/bench_layers on d12 at B = 64: where the milliseconds of one step go (the phases,
+#           every operation alone), the backward time per layer, one 1-rank NCCL all-reduce of a
+#           layer's gradients, and from them (dev/bench/exposed_comm.py) the exposed communication
+#           per step on 8 GPUs and on 2 nodes, with and without the overlap;
+#   d48     GPT-2 1.5B, T = 1024: ours at the largest B that fits with -r 1 and with -r 2 (the
+#           trainer's memory check decides before allocating, so a B that does not fit costs
+#           seconds), llm.c at ours' -r 1 B (else half of it), and build/bench_layers at that B.
+# Each run's GPU memory is sampled by nvidia-smi (the same measure for both trainers).
+# dev/bench/gpu_summary.py then prints every run (ms/step, tok/s, MFU, peak memory), the ratio
+# ours / llm.c per pair and the rows for dev/bench/RESULTS.md, and appends the pairs to
+# dev/bench/gpu_results.tsv and $BENCH_OUT/gpu_results_rows.tsv (to bring back from the GPU
+# machine). MFU for both = (6 N + 6 L T C) x tok/s / 989 TFLOP/s: llm.c's FLOP count, which is
+# also the trainer's (llmc/model_io.h); the summary checks that our step lines agree.
 #
-#  3. the d12 B = 64 run with each attention implementation (-at own, -at cudnn).
-#
-# usage: dev/bench/bench_gpu.sh [out_dir]   (CUDA_ARCHS defaults to 90a; NCCL_HOME, PYTHON as for make)
+# usage: dev/bench/bench_gpu.sh [d12] [attention] [layers] [d48]
+#   env: BENCH_OUT (build/bench), LLMC_COMMIT (the commit in the rows; default git HEAD), STEPS (40),
+#        WARMUP (10), D12_BS ("16 32 64"), RECOMPUTE (-r of the d12 runs, 1), CUDA_ARCHS (90a),
+#        OURS_ARGS (more flags for our trainer), LLMC_BIN, BENCH_NO_BUILD (see the builds), and what
+#        make reads (NCCL_HOME, PYTHON, ...)
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT" || exit 1
-OUTB=${1:-build/bench}
+OUTB=${BENCH_OUT:-build/bench}
 mkdir -p "$OUTB"
 PY=${PYTHON:-python3}
-ARCHS=${CUDA_ARCHS:-90a}
-STEPS=40 WARMUP=10
-FLOP_PER_TOKEN=860101632
+STEPS=${STEPS:-40} WARMUP=${WARMUP:-10} D12_BS=${D12_BS:-"16 32 64"} R=${RECOMPUTE:-1}
+COMMIT=${LLMC_COMMIT:-$(git rev-parse --short HEAD 2> /dev/null || echo unknown)}
+PARTS=("$@")
+[ ${#PARTS[@]} -eq 0 ] && PARTS=(d12 attention layers d48)
+for p in "${PARTS[@]}"; do
+    case $p in d12|attention|layers|d48) ;; *) echo "bench_gpu: unknown part '$p' (d12 attention layers d48)"; exit 2;; esac
+done
+has() { local p; for p in "${PARTS[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 
-make --no-print-directory -j "$(nproc)" train_gpt2cu build/bench_layers CUDA_ARCHS="$ARCHS" > "$OUTB/build.log" 2>&1 || {
-    echo "bench_gpu: build failed (see $OUTB/build.log)"; tail -20 "$OUTB/build.log"; exit 1; }
-grep -E "^(nvcc|NCCL|MPI/CUDA):" "$OUTB/build.log"
+# ---- builds, in parallel: ours (make) and llm.c (only for the parts that compare); LLMC_BIN names
+# an llm.c binary built before (its cuDNN folder on LD_LIBRARY_PATH), BENCH_NO_BUILD=1 skips make
+[ "${BENCH_NO_BUILD:-0}" = 1 ] || {
+    make --no-print-directory -j "$(nproc)" train_gpt2cu build/bench_layers CUDA_ARCHS="${CUDA_ARCHS:-90a}" > "$OUTB/build.log" 2>&1 &
+    OURS_BUILD=$!; }
+LLMC=${LLMC_BIN:-} LLMC_LD=""
+if [ -z "$LLMC" ] && { has d12 || has d48; }; then
+    bash dev/bench/build_llmc.sh > "$OUTB/build_llmc.log" 2>&1 &
+    LLMC_BUILD=$!
+fi
+if [ -n "${OURS_BUILD:-}" ]; then
+    if ! wait $OURS_BUILD; then echo "bench_gpu: build failed (see $OUTB/build.log)"; tail -20 "$OUTB/build.log"; exit 1; fi
+    grep -E "^(nvcc|NCCL|cuDNN|MPI/CUDA):" "$OUTB/build.log"
+fi
+if [ -n "${LLMC_BUILD:-}" ]; then
+    if wait "$LLMC_BUILD"; then
+        LLMC=$(tail -1 "$OUTB/build_llmc.log")
+        LLMC_LD=$(cat build/llmc/ld_library_path)
+        echo "llm.c: $LLMC ($(grep -m1 -o 'cuDNN from .*' "$OUTB/build_llmc.log" || echo "build kept"))"
+    else
+        echo "bench_gpu: llm.c did not build; ours runs alone (see $OUTB/build_llmc.log):"; tail -5 "$OUTB/build_llmc.log"
+    fi
+fi
 
-# enough random tokens for STEPS steps at the largest candidate B (each step reads B*T+1 tokens)
-MAXB=448
-SHARD="$OUTB/random_train.bin"
-NEED=$(( MAXB * 1024 * STEPS + 1024 ))
+# enough random tokens for STEPS steps at B = 64 (each step reads B*T+1 tokens)
+SHARD=$OUTB/random_train.bin
+NEED=$(( 64 * 1024 * STEPS + 1024 ))
 if [ ! -f "$SHARD" ] || [ "$(stat -c %s "$SHARD")" -lt $(( 1024 + 2 * NEED )) ]; then
     $PY dev/bench/make_random_shard.py "$SHARD" $NEED 1 || exit 1
 fi
 
-# run <B>: train STEPS steps of d12 at micro-batch B, one micro-step per step, attention -at $ATT
-# (default own); 0 if it ran
+# nvidia-smi samples memory.used (MiB) every 200 ms into <file> while a run lasts
+mem_start() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$1" 2> /dev/null & MEM_PID=$!; }
+mem_stop() { kill "$MEM_PID" 2> /dev/null; wait "$MEM_PID" 2> /dev/null; }
+# run <ours|llmc> <model> <B> <-r> <steps> [dir]: one run, log <dir>/<who>_<model>_b<B>_r<R>.log (dir:
+# <model> by default); 0 if it ran
 run() {
-    local B=$1 log="$OUTB/d12_b$1${ATT:+_$ATT}.log"
-    ./train_gpt2cu -i "$SHARD" -e d12 -b "$B" -t 1024 -d $(( B * 1024 )) -x $STEPS -v 0 -s 0 -sh 0 -r "${RECOMPUTE:-1}" \
-        -at "${ATT:-own}" > "$log" 2>&1
+    local who=$1 model=$2 B=$3 r=$4 steps=$5 log="$OUTB/${6:-$2}/$1_$2_b$3_r$4.log" rc
+    local common=(-i "$SHARD" -e "$model" -b "$B" -t 1024 -d $(( B * 1024 )) -x "$steps" -s 0 -r "$r")
+    mem_start "${log%.log}.mem"
+    if [ "$who" = ours ]; then
+        timeout 400 ./train_gpt2cu "${common[@]}" -v 0 -sh 0 ${OURS_ARGS:-} > "$log" 2>&1
+    else  # llm.c: -v 0 would divide by zero; -m 1 keeps its step-0 and last-step validation short
+        LD_LIBRARY_PATH="$LLMC_LD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 400 "$LLMC" "${common[@]}" -j "$SHARD" \
+            -v 100000 -m 1 > "$log" 2>&1
+    fi
+    rc=$?
+    mem_stop
+    [ $rc -eq 0 ] || { echo "  $who $model B=$B -r $r: exit $rc: $(grep -v '^\s*$' "$log" | tail -1 | cut -c1-200)"; }
+    return $rc
 }
-# summarize <B>: mean over the steps after the warm-up
-summarize() {
-    local B=$1 log="$OUTB/d12_b$1${ATT:+_$ATT}.log"
-    $PY - "$log" "$B" $WARMUP $FLOP_PER_TOKEN <<'EOF'
-import re, sys
-log, B, warm, fpt = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-text = open(log).read()
-ms = [float(m.group(2)) for m in re.finditer(r"^step (\d+)/\d+ \|.*?\| ([0-9.]+) ms", text, re.M) if int(m.group(1)) > warm]
-mem = re.search(r"GPU memory in use at the end: ([0-9.]+) GiB", text)
-if not ms:
-    print(f"B={B}: no timed steps (see {log})"); sys.exit(1)
-avg = sum(ms) / len(ms)
-tps = B * 1024 / (avg / 1000)
-print(f"d12 T=1024 B={B:4d}: {avg:8.2f} ms/step  {tps:10.0f} tok/s  MFU {100 * fpt * tps / 989e12:5.1f}%  "
-      f"GPU memory {mem.group(1) if mem else '?'} GiB  ({len(ms)} steps after {warm} warm-up)")
-EOF
+oom() { grep -qi "GiB of GPU memory\|out of GPU memory\|out of memory" "$1"; }
+
+echo "== $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2> /dev/null); idle memory.used" \
+     "$(nvidia-smi --query-gpu=memory.used --format=csv,noheader 2> /dev/null)"
+if has d12; then
+    rm -rf "$OUTB/d12" && mkdir -p "$OUTB/d12"
+    echo "== d12, T=1024, -r $R: ours and llm.c, B = $D12_BS ($STEPS steps, the first $WARMUP not timed)"
+    for B in $D12_BS; do
+        run ours d12 "$B" "$R" "$STEPS"
+        [ -n "$LLMC" ] && run llmc d12 "$B" "$R" "$STEPS"
+    done
+fi
+
+if has attention; then
+    rm -rf "$OUTB/d12_cudnn" && mkdir -p "$OUTB/d12_cudnn"
+    echo "== d12, T=1024, B=64, -r $R: ours with -at cudnn ($STEPS steps, the first $WARMUP not timed)"
+    OURS_ARGS="${OURS_ARGS:-} -at cudnn" run ours d12 64 "$R" "$STEPS" d12_cudnn
+    cp "$OUTB/d12/llmc_d12_b64_r$R".* "$OUTB/d12_cudnn/" 2> /dev/null  # llm.c's run of the d12 part, if any
+fi
+
+# largest <r> <B...>: the first B with which ours runs d48 (10 steps), echoed; memory failures go on
+largest() {
+    local r=$1 B; shift
+    for B in "$@"; do
+        if run ours d48 "$B" "$r" 10 > /dev/null; then echo "$B"; return 0; fi
+        oom "$OUTB/d48/ours_d48_b${B}_r$r.log" || return 1
+        rm -f "$OUTB/d48/ours_d48_b${B}_r$r".*
+    done
+    return 1
 }
+rc=0
+# layers <log> <bench_layers flags...>: where the time goes, then the exposed communication it implies
+layers() {
+    local log=$1; shift
+    echo "== build/bench_layers $*"
+    build/bench_layers "$@" > "$log" 2>&1; local r=$?
+    cat "$log"
+    if [ $r -ne 0 ]; then echo "bench_gpu: bench_layers failed (exit $r)"; rc=1; return; fi
+    $PY dev/bench/exposed_comm.py "$log" || rc=1
+}
+if has layers; then layers "$OUTB/layers_d12_b64.log" -e d12 -b 64 -t 1024 -r "$R" -x 20; fi
+if has d48; then
+    rm -rf "$OUTB/d48" && mkdir -p "$OUTB/d48"
+    echo "== d48, T=1024: ours at the largest B that fits with -r 1 and -r 2 (10 steps, 3 warm-up), llm.c at ours' -r 1 B"
+    B1=$(largest 1 64 48 40 32 24 16 8); echo "  ours -r 1: ${B1:+B=}${B1:-no B fits (see $OUTB/d48)}"
+    if [ -n "$LLMC" ] && [ -n "$B1" ]; then
+        run llmc d48 "$B1" 1 10 || { oom "$OUTB/d48/llmc_d48_b${B1}_r1.log" && rm -f "$OUTB/d48/llmc_d48_b${B1}_r1".* \
+            && run llmc d48 $(( B1 / 2 )) 1 10; }
+    fi
+    if [ -n "$B1" ]; then layers "$OUTB/layers_d48_b$B1.log" -e d48 -b "$B1" -t 1024 -r 1 -x 3; fi
+    B2=$(largest 2 96 80 64 48 32 16); echo "  ours -r 2: ${B2:+B=}${B2:-no B fits (see $OUTB/d48)}"
+fi
 
-echo "== d12, T=1024, -r ${RECOMPUTE:-1} ($STEPS steps, the first $WARMUP not timed)"
-for B in 16 64; do
-    if run $B; then summarize $B; else echo "B=$B failed:"; tail -5 "$OUTB/d12_b$B.log"; fi
-done
-largest=""
-for B in $MAXB 384 320 256 192 128 96; do
-    if run $B; then largest=$B; break; fi
-    grep -q "needs .* GiB of GPU memory\|out of GPU memory" "$OUTB/d12_b$B.log" || { echo "B=$B failed:"; tail -5 "$OUTB/d12_b$B.log"; break; }
-done
-if [ -n "$largest" ]; then echo "largest B that fits (of $MAXB 384 320 256 192 128 96):"; summarize $largest; fi
-
-# the attention implementations side by side (issue 10): the same run with each -at
-echo "== attention implementations, d12 T=1024 B=64"
-for ATT in own cudnn; do
-    printf '%s ' "-at $ATT:"
-    if run 64; then summarize 64; else echo "failed:"; tail -3 "$OUTB/d12_b64_$ATT.log"; fi
-done
-unset ATT
-
-echo "== per-layer backward and a 1-rank NCCL all-reduce of a layer's gradients"
-for B in 16 64; do
-    build/bench_layers -e d12 -b $B -t 1024 -x 20 2>&1 | tee "$OUTB/layers_b$B.log" | grep -v "^$"
-done
+# the summary of the parts run now (d48's runs have 10 steps, 3 of them warm-up)
+rows=$OUTB/gpu_results_rows.tsv
+rm -f "$rows"
+if has d12; then $PY dev/bench/gpu_summary.py "$OUTB/d12" "$WARMUP" "$(date -u +%F)" "$COMMIT" "$rows" || rc=1; fi
+if has attention; then
+    $PY dev/bench/gpu_summary.py "$OUTB/d12_cudnn" "$WARMUP" "$(date -u +%F)" "$COMMIT" "$rows" "-at cudnn" || rc=1
+fi
+if has d48; then $PY dev/bench/gpu_summary.py "$OUTB/d48" 3 "$(date -u +%F)" "$COMMIT" "$rows" || rc=1; fi
+if [ -s "$rows" ]; then
+    [ -s dev/bench/gpu_results.tsv ] || head -1 "$rows" > dev/bench/gpu_results.tsv
+    tail -n +2 "$rows" >> dev/bench/gpu_results.tsv
+fi
+exit $rc

@@ -1,95 +1,60 @@
 #!/usr/bin/env bash
-# Runs a command in a rehearsal of the GPU machine's library layout (issue 9), so that its first
-# call does not fail on a link step. There: nvcc 13 and cuBLAS under /usr/local/cuda; NCCL and cuDNN
-# only inside PyTorch's pip packages (nvidia-nccl-cu13: nvidia/nccl/lib/libnccl.so.2,
-# nvidia-cudnn-cu13: nvidia/cudnn/lib/libcudnn*.so.9, no unversioned .so) in the site-packages of
-# python3 (PyTorch's venv); no OpenMPI; no network. Here the CUDA toolkit has its own cuDNN and NCCL.
+# Runs a command on this (GPU-less) machine in the software layout of the lent GPU machine, so that
+# the builds and the scripts a GPU session runs can be tried here first (issue 9; nothing CUDA runs
+# here). On the GPU machine: nvcc 13 and cuBLAS under /usr/local/cuda; NCCL and cuDNN only inside
+# PyTorch's pip packages (nvidia-nccl-cu13: nvidia/nccl/lib/libnccl.so.2, nvidia-cudnn-cu13:
+# nvidia/cudnn/lib/libcudnn*.so.9, no unversioned .so) in the site-packages of python3; no OpenMPI;
+# no network. So, for the command:
+#   - the wheels that torch 2.11.0 (CUDA 13.0) pins, nvidia-cudnn-cu13==9.19.0.56 and
+#     nvidia-nccl-cu13==2.28.9, unpacked into the site-packages of a venv (on /usr/bin/python3 with
+#     its system packages: torch stays importable) that is python3 on PATH;
+#   - the toolkit's own NCCL and cuDNN hidden, and every file of the OpenMPI packages (programs,
+#     headers, libraries, PMIx/hwloc/libevent, plugins), so that the carried packages
+#     (dev/gpu/fetch_debs.sh) are proven complete; the loader's cache rebuilt without them;
+#   - the driver's libnvidia-ml.so.1 stood in for by an empty library (llm.c links -lnvidia-ml;
+#     LLMC_NVML_DIR points dev/bench/build_llmc.sh at it);
+#   - no network (a new network namespace with loopback only).
+# The hiding happens in private mount and network namespaces (unshare -m -n, needs root): read-only
+# overlays with whiteouts, and empty files bind-mounted over the rest; nothing changes for other
+# processes.
 #
-#   1. once: downloads the wheels that torch 2.11.0 (CUDA 13.0, the GPU machine's) pins,
-#      nvidia-cudnn-cu13==9.19.0.56 and nvidia-nccl-cu13==2.28.9 (about 560 MB), into
-#      .device_emul/wheels, and unpacks them into the site-packages of a venv (.device_emul/venv, on
-#      /usr/bin/python3 with its system packages: torch is importable, as there);
-#   2. runs the command as root in new mount and network namespaces (unshare -m -n; loopback only),
-#      where the toolkit's and the system's cuDNN and NCCL files and OpenMPI (its programs, headers
-#      and libraries) do not exist (read-only overlays with whiteouts over their folders), the
-#      loader's cache is rebuilt without them, and python3 on PATH is the venv's. Nothing outside
-#      the namespace changes.
-#
-# usage: dev/gpu/emulate_device.sh <command> [args...]   e.g. dev/gpu/emulate_device.sh make train_gpt2cu
-#        dev/gpu/emulate_device.sh --check               the rehearsal: builds train_gpt2cu, test_gpt2cu,
-#            build/bench_layers (with cuDNN and NCCL) and the build part of dev/test/test_gpu.sh there,
-#            then checks with readelf and ldd that the binaries load libcudnn.so.9 and libnccl.so.2
-#            from the wheels. Needs cudnn-frontend/ (make cudnn-frontend, before: it needs network).
-# Environment: EMUL_DIR (default <repo>/.device_emul), CUDA_DIR (default: /usr/local/cuda, resolved).
-set -euo pipefail
+#   dev/gpu/emulate_device.sh setup          once, with network: the wheels and the venv in build/emu
+#                                            (about 600 MB; done by the other forms when missing)
+#   dev/gpu/emulate_device.sh <command...>   e.g. dev/gpu/emulate_device.sh bash dev/test/test_gpu.sh build
+#   dev/gpu/emulate_device.sh --check        the rehearsal: builds train_gpt2cu, test_gpt2cu and
+#       build/bench_layers (with cuDNN and NCCL) and the build part of dev/test/test_gpu.sh there,
+#       then checks with readelf and ldd that the binaries load libcudnn.so.9 and libnccl.so.2 from
+#       the wheels. Needs cudnn-frontend/ (make cudnn-frontend, before: it needs network).
+set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-E=${EMUL_DIR:-$ROOT/.device_emul}
-CUDA_DIR=$(readlink -f "${CUDA_DIR:-/usr/local/cuda}")
-WHEELS=(nvidia-cudnn-cu13==9.19.0.56 nvidia-nccl-cu13==2.28.9)
+EMU=${EMU_DIR:-$ROOT/build/emu}
+WHEELS=(nvidia-nccl-cu13==2.28.9 nvidia-cudnn-cu13==9.19.0.56)
+MPI_PKGS=(openmpi-bin openmpi-common libopenmpi3 libopenmpi-dev libpmix2 libhwloc15 libevent-core-2.1-7
+          libevent-pthreads-2.1-7 libfabric1 libucx0 ibverbs-providers librdmacm1 libpsm2-2 libpsm-infinipath1
+          libmunge2)
 die() { echo "emulate_device: $*" >&2; exit 1; }
-[ $# -gt 0 ] || die "usage: $0 <command> [args...] | --check"
-[ "$(id -u)" = 0 ] || die "needs root (unshare -m, mount)"
 
-# ---- 1. the wheels in a venv's site-packages
-if [ ! -f "$E/venv/.wheels_done" ]; then
-    mkdir -p "$E/wheels"
-    if ! ls "$E"/wheels/nvidia_cudnn_cu13-*.whl "$E"/wheels/nvidia_nccl_cu13-*.whl > /dev/null 2>&1; then
-        python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-            --platform manylinux_2_27_x86_64 --platform manylinux_2_18_x86_64 -d "$E/wheels" "${WHEELS[@]}"
-    fi
-    rm -rf "$E/venv"
-    /usr/bin/python3 -m venv --system-site-packages --without-pip "$E/venv"
-    site=$("$E/venv/bin/python3" -c 'import site; print(site.getsitepackages()[0])')
-    for w in "$E"/wheels/nvidia_cudnn_cu13-*.whl "$E"/wheels/nvidia_nccl_cu13-*.whl; do
-        "$E/venv/bin/python3" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$w" "$site"
+setup() {
+    rm -rf "$EMU/venv" && mkdir -p "$EMU/wheels" "$EMU/driver"  # wheels already there are kept
+    /usr/bin/python3 -m venv --system-site-packages --without-pip "$EMU/venv"
+    python3 -m pip download -q --no-deps --only-binary=:all: --platform manylinux_2_27_x86_64 \
+        --platform manylinux_2_18_x86_64 -d "$EMU/wheels" "${WHEELS[@]}"
+    local sp
+    sp=$("$EMU/venv/bin/python3" -c "import site; print(site.getsitepackages()[0])")
+    for w in "$EMU"/wheels/*.whl; do
+        "$EMU/venv/bin/python3" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$w" "$sp"
     done
-    touch "$E/venv/.wheels_done"
-fi
-
-# ---- 2. the namespace. Each folder below gets a read-only overlay whose top layer holds a whiteout
-# (a 0/0 character device) for each hidden name: those names are gone, everything else is as it is.
-# <folder>|<extended regex of the names to hide>
-HIDE=("$CUDA_DIR/include|^(cudnn|nccl)"
-      "$CUDA_DIR/lib|^lib(cudnn|nccl)"
-      "/usr/local/include|^(cudnn|nccl)"
-      "/usr/include|^(cudnn|nccl|mpi)"
-      "/usr/lib/x86_64-linux-gnu|^(lib(cudnn|nccl|mpi|open-pal|open-rte|oshmem)|openmpi$)"
-      "/usr/bin|^(mpi|orte|ompi|opal|osh)")
-
-inner() {  # runs inside the namespace
-    mount --make-rprivate /
-    local i=0 spec dir pat n
-    for spec in "${HIDE[@]}"; do
-        dir=${spec%%|*} pat=${spec#*|}
-        [ -d "$dir" ] || continue
-        local wo="$E/ns/whiteouts$i"
-        rm -rf "$wo" && mkdir -p "$wo"
-        n=0
-        while read -r name; do
-            mknod "$wo/$name" c 0 0
-            n=$((n + 1))
-        done < <(ls -A "$dir" | grep -E "$pat" || true)
-        [ $n -gt 0 ] && mount -t overlay overlay -o "lowerdir=$wo:$dir" "$dir"
-        i=$((i + 1))
-    done
-    # the loader's cache without the hidden libraries (the real cache file is left alone)
-    ldconfig -C "$E/ns/ld.so.cache" 2> /dev/null
-    mount --bind "$E/ns/ld.so.cache" /etc/ld.so.cache
-    ip link set lo up 2> /dev/null || true
-    export PATH="$E/venv/bin:$PATH"
-    unset PYTHON LD_LIBRARY_PATH
-    cd "$ROOT"
-    "$@"
+    echo "" | cc -shared -Wl,-soname,libnvidia-ml.so.1 -x c - -o "$EMU/driver/libnvidia-ml.so.1"
+    touch "$EMU/venv/.wheels_done"
+    echo "emulate_device: wheels in $sp/nvidia, NVML stand-in in $EMU/driver"
 }
 
-# ---- the rehearsal: build as the GPU machine would, then check where the libraries come from
+# the rehearsal (runs inside the namespace): build as the GPU machine would, then check where the
+# libraries come from
 check() {
     [ -f cudnn-frontend/include/cudnn_frontend.h ] || die "no cudnn-frontend/include: run make cudnn-frontend first (it needs network)"
     local site fail=0 out
     site=$(python3 -c 'import site; print(site.getsitepackages()[0])')
-    echo "== inside: python3 = $(command -v python3); mpicc: $(command -v mpicc || echo none);" \
-         "$CUDA_DIR/include/cudnn.h: $(test -e "$CUDA_DIR/include/cudnn.h" && echo present || echo absent);" \
-         "$CUDA_DIR/lib/libnccl.so.2: $(test -e "$CUDA_DIR/lib/libnccl.so.2" && echo present || echo absent)"
     out=$(mktemp -d)
     # from scratch: binaries built outside the namespace are linked against the toolkit's libraries
     rm -f train_gpt2cu test_gpt2cu build/bench_layers build/cudnn_att.o
@@ -124,10 +89,69 @@ check() {
     return $fail
 }
 
-mkdir -p "$E/ns"
-export E ROOT CUDA_DIR
-export -f inner check die
-HIDE_STR=$(printf '%s\n' "${HIDE[@]}")
-export HIDE_STR
+if [ "${1:-}" = setup ]; then setup; exit 0; fi
+[ $# -gt 0 ] || { echo "usage: $0 setup | --check | <command...>" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || die "needs root (unshare -m -n, mount)"
+[ -f "$EMU/venv/.wheels_done" ] || setup
+
+# the files to hide: the toolkit's NCCL and cuDNN, and the files of the OpenMPI packages
+CUDA=$(readlink -f /usr/local/cuda)
+CUDA_LIB=$(readlink -f "$CUDA/lib64")
+# this run's own folder (runs may overlap): the list, the overlays' layers; removed at the end
+OV=$(mktemp -d "$EMU/run.XXXXXX")
+LIST=$OV/hidden.txt
+{
+    ls -d "$CUDA"/include/nccl* "$CUDA"/include/cudnn* "$CUDA_LIB"/libnccl* "$CUDA_LIB"/libcudnn* 2> /dev/null || true
+    for p in "${MPI_PKGS[@]}"; do
+        dpkg -L "$p" 2> /dev/null | while read -r f; do if [ -f "$f" ] || [ -L "$f" ]; then echo "$f"; fi; done
+    done
+} | sort -u > "$LIST"
+: > "$OV/empty_file" && chmod 000 "$OV/empty_file"
+mkdir -p "$OV/empty_dir"
+
+# Where programs, headers and libraries are looked up, hidden entries must be absent, not empty: those
+# folders get an overlay in which they are whiteouts (0/0 character devices). OpenMPI's own folders
+# become empty folders (build scripts test for them, PMIx looks there for plugins); the rest
+# (documentation) is covered by an empty file.
+OVERLAYS=(/usr/bin "$CUDA/include" "$CUDA_LIB" /usr/lib/x86_64-linux-gnu /usr/include)
+WHOLE=(/usr/lib/x86_64-linux-gnu/openmpi /usr/lib/x86_64-linux-gnu/pmix2 /usr/share/openmpi /etc/openmpi)
+for i in "${!OVERLAYS[@]}"; do
+    mkdir -p "$OV/upper$i" "$OV/work$i"
+    while read -r f; do
+        if [ "${f%/*}" = "${OVERLAYS[$i]}" ]; then mknod "$OV/upper$i/${f##*/}" c 0 0; fi
+    done < "$LIST"
+done
+export EMU_LIST=$LIST EMU_FILE=$OV/empty_file EMU_DIRX=$OV/empty_dir EMU_OV=$OV ROOT
+export EMU_OVERLAYS="${OVERLAYS[*]}" EMU_WHOLE="${WHOLE[*]}"
+export PATH="$EMU/venv/bin:$PATH" LLMC_NVML_DIR="$EMU/driver"
+unset PYTHON LD_LIBRARY_PATH
+export -f check die
 if [ "$1" = --check ]; then set -- check; fi
-exec unshare -m -n bash -c 'mapfile -t HIDE <<< "$HIDE_STR"; set -euo pipefail; inner "$@"' emulate "$@"
+rc=0
+unshare -m -n --propagation private bash -c '
+    i=0
+    for o in $EMU_OVERLAYS; do
+        mount -t overlay overlay -o "lowerdir=$o,upperdir=$EMU_OV/upper$i,workdir=$EMU_OV/work$i" "$o"
+        i=$((i + 1))
+    done
+    for w in $EMU_WHOLE; do if [ -d "$w" ]; then mount --bind "$EMU_DIRX" "$w"; fi; done
+    # the other files (documentation): covered by an empty file
+    while read -r f; do
+        d=${f%/*} skip=0
+        for o in $EMU_OVERLAYS; do [ "$d" = "$o" ] && skip=1; done
+        for w in $EMU_WHOLE; do case "$d/" in "$w"/*) skip=1;; esac; done
+        if [ $skip = 0 ] && [ -f "$f" ] && [ ! -L "$f" ]; then mount --bind "$EMU_FILE" "$f"; fi
+    done < "$EMU_LIST"
+    if command -v mpicc > /dev/null || command -v mpirun > /dev/null || [ -e /usr/local/cuda/include/nccl.h ] \
+       || [ -e /usr/local/cuda/include/cudnn.h ] || [ -e /usr/lib/x86_64-linux-gnu/libmpi.so.40 ]; then
+        echo "emulate_device: hiding failed" >&2; exit 1
+    fi
+    # the loader cache without the hidden libraries (the real cache file is left alone)
+    ldconfig -C "$EMU_OV/ld.so.cache" 2> /dev/null && mount --bind "$EMU_OV/ld.so.cache" /etc/ld.so.cache
+    ip link set lo up 2> /dev/null || true
+    echo "emulate_device: $(wc -l < "$EMU_LIST") files hidden (toolkit NCCL/cuDNN, OpenMPI), no network;" \
+         "python3 = $(command -v python3)" >&2
+    cd "$ROOT"
+    if [ "$1" = check ]; then check; else exec "$@"; fi' emulate "$@" || rc=$?
+rm -rf "$OV"
+exit $rc

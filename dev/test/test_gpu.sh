@@ -1,36 +1,49 @@
 #!/usr/bin/env bash
-# Everything that needs a GPU, in one command, for a session on the H200 machine: builds, tests and
+# Everything that needs a GPU, for a session on the lent H200/H100 machine: builds, tests and
 # benchmarks the CUDA trainer, and leaves every log and a summary in $OUT (default ./gpu_out).
+# dev/gpu/PLAN.md lists the device calls (each at most 10 minutes) that run it in pieces:
 #
-#   dev/test/test_gpu.sh env build test      one call of the device tool runs at most 10 minutes,
-#   dev/test/test_gpu.sh multi d48           so a session runs it in these four pieces (the build
-#   dev/test/test_gpu.sh bench               stays on a warm machine; a part that needs binaries
-#   dev/test/test_gpu.sh kernels             builds them again if they are missing)
-#   TEST_GPU_BUDGET=1800 dev/test/test_gpu.sh   everything in one go (about 20 minutes)
+#   dev/test/test_gpu.sh env build test multi     bring-up (the build starts llm.c's in the background)
+#   dev/test/test_gpu.sh bench d48                ours vs llm.c, where the time goes, d48
+#   dev/test/test_gpu.sh sanitize kernels profile compute-sanitizer, the workbenches, Nsight Compute
+# A part that needs binaries builds them if they are missing (a fresh machine).
 #
 # Parts (each step has its own time limit; TEST_GPU_BUDGET seconds, default 570, bounds the whole
 # call: steps that no longer fit are reported as SKIP instead of being cut off; the summary is
 # appended to $OUT/summary.txt as the steps finish, the logs packed into $OUT/test_gpu_logs.tgz):
-#   env      GPU, driver, nvcc, python/torch, where NCCL and MPI come from
-#   build    train_gpt2cu, test_gpt2cu, build/bench_layers (sm_90a), train_gpt2 (CPU), and a
-#            sm_80-only build to check the "no kernel image for this GPU" message
+#   env      GPU, driver, nvcc, python/torch, ncu, compute-sanitizer, where NCCL, cuDNN and MPI come from
+#   build    train_gpt2cu, test_gpt2cu, build/bench_layers (sm_90a), train_gpt2 (CPU), a sm_80-only
+#            build to check the "no kernel image for this GPU" message; llm.c's train_gpt2cu
+#            (dev/bench/build_llmc.sh) in the background, waited for at the end of the call
 #   test     fixtures (train_gpt2.py); test_gpt2cu on L2:C128:H2 and d12; GPU vs CPU trainer over
-#            20 steps (dev/test/test_gpu_vs_cpu.sh); bad input (no GPU visible, too large a batch,
-#            wrong architecture)
+#            20 steps (dev/test/test_gpu_vs_cpu.sh); two separate processes give bitwise-equal runs;
+#            a resume from a checkpoint is bitwise equal to the uninterrupted run; bad input (no GPU
+#            visible, too large a batch, wrong architecture)
 #   multi    NCCL on a 1-rank communicator (LLMC_FORCE_NCCL=1, -z 0 and -z 1) equals the plain run;
 #            torchrun --nproc_per_node=1; with MPI: mpirun -np 2 -pb mpi on the one GPU equals one
-#            process with 2x accumulation, -z 1 equals -z 0, and -pb nccl with 2 ranks on one GPU
-#            stops with a message naming -pb mpi
-#   bench    dev/bench/bench_gpu.sh (d12 throughput and MFU at B=16, 64, the largest; per-layer
-#            backward; a 1-rank NCCL all-reduce of one layer)
-#   d48      GPT-2 1.5B at T=1024 with -r 2 -b 64 and -r 1 -b 48: it fits (3 steps each)
+#            process with 2x accumulation (10 steps, validation, checkpoints), -z 1 equals -z 0, the
+#            -z 1 checkpoint resumes on 2 ranks (bitwise) and on 1 process, -pb nccl with 2 ranks on
+#            one GPU stops with a message naming -pb mpi, and a rank killed with SIGKILL mid-step
+#            makes the job end with an error instead of hanging
+#   bench    dev/bench/bench_gpu.sh d12 attention layers: ours and llm.c at d12, B=16/32/64, ours with
+#            -at cudnn at B=64; where the time of
+#            a step goes; per-layer backward; a 1-rank NCCL all-reduce of one layer
+#   d48      dev/bench/bench_gpu.sh d48: GPT-2 1.5B at T=1024, the largest B that fits (-r 1, -r 2),
+#            llm.c at the same B, per-layer backward
+#   sanitize compute-sanitizer memcheck and racecheck on test_gpt2cu (tiny fixture) and on the
+#            attention workbench: zero reports
 #   kernels  dev/cuda/run_all.sh (every kernel workbench)
+#   profile  Nsight Compute (ncu --clock-control none) over one d12 step: every kernel's duration,
+#            throughput and occupancy, summarized per kernel
 #
 # Without network: NCCL and cuDNN come from the CUDA toolkit or from PyTorch's nvidia-nccl-cu13 and
-# nvidia-cudnn-cu13 wheels (the Makefile finds them under site-packages; carry cudnn-frontend/ for the
-# cuDNN attention, and dev/gpu/emulate_device.sh rehearses that layout); MPI from the system, or from Debian packages
-# carried in .carry/debs (dev/gpu/fetch_debs.sh), unpacked with dpkg -x; without either, the MPI
-# steps are skipped with a note. Data is generated on the spot (random tokens).
+# nvidia-cudnn-cu13 wheels (the Makefile finds them under site-packages and says where); MPI from
+# the system, or from Debian packages
+# carried in .carry/debs (dev/gpu/fetch_debs.sh), unpacked with dpkg -x into build/gpu_test/mpi and
+# run from there (OPAL_PREFIX, PMIx's plugin path); without either, the MPI steps are skipped with a
+# note. llm.c's tree is carried in .carry/llm.c, the cuDNN frontend headers in cudnn-frontend. Data
+# is generated on the spot (random tokens). dev/gpu/emulate_device.sh runs this script on a GPU-less
+# machine in the GPU machine's software layout (the builds work; the GPU steps fail).
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT" || exit 1
@@ -43,9 +56,10 @@ T0=$(date +%s)
 JOBS=$(nproc)
 export OMP_NUM_THREADS=$JOBS
 PARTS=("$@")
-[ ${#PARTS[@]} -eq 0 ] && PARTS=(env build test multi bench d48 kernels)
+ALL_PARTS="env build test multi bench d48 sanitize kernels profile"
+[ ${#PARTS[@]} -eq 0 ] && read -r -a PARTS <<< "$ALL_PARTS"
 for p in "${PARTS[@]}"; do
-    case $p in env|build|test|multi|bench|d48|kernels) ;; *) echo "unknown part '$p' (env build test multi bench d48 kernels)"; exit 2;; esac
+    case " $ALL_PARTS " in *" $p "*) ;; *) echo "unknown part '$p' ($ALL_PARTS)"; exit 2;; esac
 done
 echo "== test_gpu.sh $(date -u +%FT%TZ) parts: ${PARTS[*]} budget ${BUDGET}s" >> "$SUMMARY"
 NFAIL=0
@@ -60,14 +74,34 @@ step() {
     local s
     s=$(date +%s)
     timeout -k 10 "$limit" bash -c "$cmd" > "$WORK/logs/$name.log" 2>&1
-    local rc=$? dt=$(( $(date +%s) - s ))
-    if [ $rc -eq 0 ]; then
+    report "$name" $? $(( $(date +%s) - s )) "$limit"
+}
+# report <name> <exit status> <seconds> <limit>: the PASS / FAIL (with the log's tail) / TIMEOUT line
+report() {
+    local name=$1 rc=$2 dt=$3 limit=$4
+    if [ "$rc" -eq 0 ]; then
         note "PASS    $name (${dt}s)"
     else
         NFAIL=$((NFAIL + 1))
-        if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then note "TIMEOUT $name (limit ${limit}s)"; else note "FAIL    $name (exit $rc, ${dt}s)"; fi
+        if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then note "TIMEOUT $name (limit ${limit}s)"; else note "FAIL    $name (exit $rc, ${dt}s)"; fi
         tail -n 15 "$WORK/logs/$name.log" | sed 's/^/        | /' | tee -a "$SUMMARY"
     fi
+    return "$rc"
+}
+# bg_step <name> <limit> <command>: a step in the background (a build on otherwise idle cores);
+# bg_wait <name> reports it like a step, once
+declare -A BG_PID BG_START BG_LIMIT
+bg_step() {
+    BG_START[$1]=$(date +%s) BG_LIMIT[$1]=$2
+    timeout -k 10 "$2" bash -c "$3" > "$WORK/logs/$1.log" 2>&1 &
+    BG_PID[$1]=$!
+}
+bg_wait() {
+    [ -n "${BG_PID[$1]:-}" ] || return 0
+    wait "${BG_PID[$1]}"
+    local rc=$?
+    report "$1" $rc $(( $(date +%s) - ${BG_START[$1]} )) "${BG_LIMIT[$1]}"
+    unset "BG_PID[$1]"
     return $rc
 }
 has_part() { local p; for p in "${PARTS[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
@@ -100,12 +134,15 @@ elif [ "$MPI_FROM" = carry ] && ls .carry/debs/*.deb > /dev/null 2>&1; then
     if [ ! -x "$P/usr/bin/orterun" ]; then
         rm -rf "$P"; mkdir -p "$P"
         for f in .carry/debs/*.deb; do dpkg -x "$f" "$P" || dpkg-deb -x "$f" "$P"; done
+        # the names Debian's postinst would register as alternatives (mpirun, mpicc, ...)
+        for l in "$P"/usr/bin/*.openmpi; do ln -sf "$(readlink "$l")" "${l%.openmpi}"; done
     fi
     A=$P/usr/lib/x86_64-linux-gnu
-    export OPAL_PREFIX=$P/usr PATH=$P/usr/bin:$PATH LD_LIBRARY_PATH=$A:$A/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-    MAKEVARS+=(MPI_INCDIRS="$A/openmpi/include" MPI_LIBDIRS="$A/openmpi/lib")
+    # OPAL_PREFIX relocates OpenMPI; PMIx (its own package) looks for its plugins under /usr unless told
+    export OPAL_PREFIX=$P/usr PMIX_MCA_mca_base_component_path=$A/pmix2/lib/pmix PATH=$P/usr/bin:$PATH
+    export LD_LIBRARY_PATH=$A:$A/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     MPIRUN=("$P/usr/bin/orterun")
-    MPI_NOTE="MPI from .carry/debs unpacked into $P (OpenMPI 4.1; a PMIx 'help-pcompress.txt' notice on stderr is harmless)"
+    MPI_NOTE="MPI from .carry/debs unpacked into $P (OpenMPI $(orterun --version 2> /dev/null | grep -o '[0-9][0-9.]*' | head -1))"
 else
     MPI_NOTE="no MPI (no mpirun, no .carry/debs): the MPI steps are skipped"
 fi
@@ -113,50 +150,43 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 [ ${#MPIRUN[@]} -gt 0 ] && MPIRUN+=(--oversubscribe --bind-to none)
 MPIRUN_STR="${MPIRUN[*]}"
 MAKEVARS_STR=$(printf "%q " "${MAKEVARS[@]}")
-# the model and batch of the multi-process steps (overridable, with MULTI_D and MULTI_VOCAB, to dry-run
-# this script with the CPU-simulator build of the trainer in place of ./train_gpt2cu)
-TRAIN_ARGS_SMALL=${TRAIN_ARGS_SMALL:-"-e L4:C256:H4 -b 4 -t 256 -x 8 -v 4 -m 2 -s 0 -l 6e-4 -u 2 -c 0.1"}
+# the model and batch of the runs of the test and multi parts (overridable, with MULTI_D and
+# MULTI_VOCAB, to dry-run this script with a CPU build of a trainer in place of ./train_gpt2cu:
+# the CPU trainer with MPI, or the CPU-simulator build): 10 steps, validation every 5
+TRAIN_ARGS_SMALL=${TRAIN_ARGS_SMALL:-"-e L4:C256:H4 -b 4 -t 256 -x 10 -v 5 -m 2 -s 0 -l 6e-4 -u 2 -c 0.1"}
 MULTI_D=${MULTI_D:-2048}      # tokens per step: 2 micro-steps of -b 4, 4 of -b 2
 MULTI_VOCAB=${MULTI_VOCAB:-50257}
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+tool() { command -v "$1" || ls /usr/local/cuda/bin/"$1" /opt/nvidia/nsight-compute/*/"$1" 2> /dev/null | head -1; }
+NCU=$(tool ncu) SANITIZER=$(tool compute-sanitizer)
 
 if has_part env; then
     note "python: $PY | $LIBS_NOTE | $MPI_NOTE"
-    step env 60 "nvidia-smi; nvcc --version; $PY -c 'import torch; print(\"torch\", torch.__version__, torch.version.cuda, torch.cuda.is_available())'; uname -a; cat /etc/os-release | head -2; nproc; free -g"
+    # passes when nvidia-smi sees the GPU; the rest is information
+    versions="echo 'ncu: ${NCU:-not found}'; echo 'compute-sanitizer: ${SANITIZER:-not found}';"
+    for t in $NCU $SANITIZER; do versions+=" '$t' --version;"; done
+    step env 60 "nvidia-smi; rc=\$?; $NVCC --version; $PY -c 'import torch; print(\"torch\", torch.__version__, torch.version.cuda, torch.cuda.is_available())'; uname -a; head -2 /etc/os-release; nproc; free -g; df -h .; $versions ldconfig -p | grep -E 'libnvidia-ml|libcuda.so'; exit \$rc"
     grep -m1 -E "NVIDIA H|NVIDIA A|Tesla" "$WORK/logs/env.log" | sed 's/^/        /' | tee -a "$SUMMARY"
 fi
 
 # the parts that run binaries build them first when they are missing or stale (a fresh machine)
-if ! has_part build && { has_part test || has_part multi || has_part bench || has_part d48; }; then
+if ! has_part build && { has_part test || has_part multi || has_part sanitize || has_part profile; }; then
     if ! make --no-print-directory -q train_gpt2cu test_gpt2cu build/bench_layers $MAKEVARS_STR > /dev/null 2>&1 \
-       || [ ! -x train_gpt2 ]; then
+       || [ ! -x train_gpt2 ] || [ ! -x build/gpu_test/sm80/train_gpt2cu ]; then
         PARTS+=(build)
     fi
 fi
 
 if has_part build; then
+    # llm.c's train_gpt2cu (the benchmark peer) and the sm_80-only trainer (bad_arch) build on other
+    # cores meanwhile
+    bg_step build_llmc 480 "bash dev/bench/build_llmc.sh"
+    bg_step build_sm80_only 300 "mkdir -p build/gpu_test/sm80 && $NVCC -O3 --use_fast_math -std=c++17 -gencode arch=compute_80,code=sm_80 -DLLMC_CUDA_ARCHS='\"80\"' train_gpt2.cu -o build/gpu_test/sm80/train_gpt2cu -lcublas -lcublasLt"
     step build 420 "make --no-print-directory -j $JOBS train_gpt2cu test_gpt2cu build/bench_layers $MAKEVARS_STR"
-    grep -E "^(nvcc|cuDNN|NCCL|MPI/CUDA):" "$WORK/logs/build.log" | sed 's/^/        /' | tee -a "$SUMMARY"
+    grep -E "^(nvcc|NCCL|cuDNN|MPI/CUDA):" "$WORK/logs/build.log" | sed 's/^/        /' | tee -a "$SUMMARY"
     # the CPU trainer for the GPU-vs-CPU comparison (one process: no MPI needed)
     step build_cpu 180 "make --no-print-directory -j $JOBS train_gpt2 NO_MPI=1 PYTHON=$PY"
     grep -E "^(OpenMP|OpenBLAS):" "$WORK/logs/build_cpu.log" | sed 's/^/        /' | tee -a "$SUMMARY"
-    step build_sm80_only 240 "mkdir -p build/gpu_test/sm80 && nvcc -O3 --use_fast_math -std=c++17 -gencode arch=compute_80,code=sm_80 -DLLMC_CUDA_ARCHS='\"80\"' train_gpt2.cu -o build/gpu_test/sm80/train_gpt2cu -lcublas -lcublasLt"
-fi
-
-if has_part test; then
-    step fixtures 300 "make --no-print-directory fixtures-cuda PYTHON=$PY"
-    step test_gpt2cu_tiny 180 "./test_gpt2cu dev/test/fixtures/tiny64.bin dev/test/fixtures/tiny64_state.bin dev/test/fixtures/tiny64_traj.txt"
-    step test_gpt2cu_d12 240 "./test_gpt2cu dev/test/fixtures/d12.bin dev/test/fixtures/d12_state.bin dev/test/fixtures/d12_traj.txt"
-    # the same with cuDNN's attention (-at cudnn; fails with a message in a build without cuDNN)
-    step test_gpt2cu_tiny_cudnn 180 "LLMC_ATTENTION=cudnn ./test_gpt2cu dev/test/fixtures/tiny64.bin dev/test/fixtures/tiny64_state.bin dev/test/fixtures/tiny64_traj.txt"
-    step test_gpt2cu_d12_cudnn 240 "LLMC_ATTENTION=cudnn ./test_gpt2cu dev/test/fixtures/d12.bin dev/test/fixtures/d12_state.bin dev/test/fixtures/d12_traj.txt"
-    grep -hE "FAIL|test_gpt2cu|determinism|checkpoint" "$WORK"/logs/test_gpt2cu_{tiny,d12,tiny_cudnn,d12_cudnn}.log \
-        2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
-    step gpu_vs_cpu 300 "bash dev/test/test_gpu_vs_cpu.sh ./train_gpt2cu ./train_gpt2"
-    grep -E "^(trl|tel):" "$WORK/logs/gpu_vs_cpu.log" | sed 's/^/        /' | tee -a "$SUMMARY"
-    $PY dev/bench/make_random_shard.py "$WORK/small.bin" 300000 3 > /dev/null
-    step bad_no_gpu 60 "CUDA_VISIBLE_DEVICES= ./train_gpt2cu -i $WORK/small.bin -e d12 > $WORK/nogpu.txt 2>&1; rc=\$?; cat $WORK/nogpu.txt; [ \$rc -ne 0 ] && grep -q 'no CUDA GPU is visible' $WORK/nogpu.txt"
-    step bad_too_large 60 "./train_gpt2cu -i $WORK/small.bin -e d48 -b 512 -t 1024 -x 1 > $WORK/big.txt 2>&1; rc=\$?; cat $WORK/big.txt; [ \$rc -ne 0 ] && grep -q 'GiB of GPU memory' $WORK/big.txt && grep -q -- '-r 2' $WORK/big.txt"
-    step bad_arch 60 "build/gpu_test/sm80/train_gpt2cu -i $WORK/small.bin -e d12 > $WORK/arch.txt 2>&1; rc=\$?; cat $WORK/arch.txt; [ \$rc -ne 0 ] && grep -q 'no machine code for GPU' $WORK/arch.txt"
 fi
 
 # cmp.py <a/main.log> <b/main.log> <tol>: every step's loss and gradient norm within tol relative
@@ -178,13 +208,72 @@ for (s, *x), (_, *y) in zip(a, b):
 print(f"{len(a)} steps agree (loss and norm): worst relative difference {worst:.2e}"
       f" (tolerance {tol}{', bitwise' if tol == 0 else ''})")
 EOF
+# resume_copy <run dir> <copy>: the run as it was at its checkpoint 5 (checkpoint 10 incomplete,
+# main.log cut after step 5), for a resume with -y 1 that must log steps 6-10 again
+resume_copy() {
+    rm -rf "$2" && cp -r "$1" "$2" && rm -f "$2"/DONE_00000010 \
+        && awk '{ split($1, f, ":"); if (f[2] < 5) print }' "$1/main.log" > "$2/main.log"
+}
+# kill_rank <log> <mpirun command...>: SIGKILL one of the job's 2 ranks after its step 2; the job must
+# end with a non-zero status within 60 s (the ranks are mpirun's children)
+kill_rank() {
+    local log=$1 job victim i start rc; shift
+    "$@" > "$log" 2>&1 &
+    job=$!
+    for i in $(seq 600); do grep -q "^step 2/" "$log" && break; kill -0 $job 2> /dev/null || break; sleep 0.2; done
+    if ! grep -q "^step 2/" "$log"; then echo "the job did not reach step 2:"; cat "$log"; kill -9 $job 2> /dev/null; return 1; fi
+    victim=$(pgrep -P $job | tail -1)
+    [ -n "$victim" ] || { echo "no rank process under mpirun ($job)"; kill -9 $job; return 1; }
+    start=$(date +%s)
+    kill -9 "$victim"
+    for i in $(seq 600); do kill -0 $job 2> /dev/null || break; sleep 0.1; done
+    if kill -0 $job 2> /dev/null; then
+        echo "rank $victim killed; the job still runs 60 s later"; pkill -9 -P $job; kill -9 $job; return 1
+    fi
+    wait $job; rc=$?
+    tail -5 "$log"
+    echo "rank $victim killed with SIGKILL: the job ended in $(( $(date +%s) - start )) s with exit status $rc"
+    [ $rc -ne 0 ]
+}
+export -f resume_copy kill_rank
+# resumed <output> <run dir> <reference dir> <tol>: the resume said so, and its steps 6-10 make the
+# run's main.log agree with the reference's (all 10 steps)
+resumed() { echo "grep -q 'resumed from checkpoint 5' $1 && $PY $WORK/cmp.py $2/main.log $3/main.log $4"; }
+
+# the data of the small runs (test, multi)
+D=$WORK/multi
+if has_part test || has_part multi; then
+    mkdir -p "$D"
+    [ -f "$D/train.bin" ] || $PY dev/bench/make_random_shard.py "$D/train.bin" 400000 4 $MULTI_VOCAB > /dev/null
+    [ -f "$D/val.bin" ] || $PY dev/bench/make_random_shard.py "$D/val.bin" 20000 5 $MULTI_VOCAB > /dev/null
+fi
+A="-i $D/train.bin -j $D/val.bin $TRAIN_ARGS_SMALL"
+
+if has_part test; then
+    step fixtures 300 "make --no-print-directory fixtures-cuda PYTHON=$PY"
+    step test_gpt2cu_tiny 180 "./test_gpt2cu dev/test/fixtures/tiny64.bin dev/test/fixtures/tiny64_state.bin dev/test/fixtures/tiny64_traj.txt"
+    step test_gpt2cu_d12 240 "./test_gpt2cu dev/test/fixtures/d12.bin dev/test/fixtures/d12_state.bin dev/test/fixtures/d12_traj.txt"
+    # the same with cuDNN's attention (-at cudnn; fails with a message in a build without cuDNN)
+    step test_gpt2cu_tiny_cudnn 180 "LLMC_ATTENTION=cudnn ./test_gpt2cu dev/test/fixtures/tiny64.bin dev/test/fixtures/tiny64_state.bin dev/test/fixtures/tiny64_traj.txt"
+    step test_gpt2cu_d12_cudnn 240 "LLMC_ATTENTION=cudnn ./test_gpt2cu dev/test/fixtures/d12.bin dev/test/fixtures/d12_state.bin dev/test/fixtures/d12_traj.txt"
+    grep -hE "FAIL|test_gpt2cu|determinism|checkpoint" "$WORK"/logs/test_gpt2cu_{tiny,d12,tiny_cudnn,d12_cudnn}.log \
+        2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
+    step gpu_vs_cpu 300 "bash dev/test/test_gpu_vs_cpu.sh ./train_gpt2cu ./train_gpt2"
+    grep -E "^(trl|tel|norm):" "$WORK/logs/gpu_vs_cpu.log" | sed 's/^/        /' | tee -a "$SUMMARY"
+    # two processes with the same flags: bitwise-equal losses and norms; the first one's checkpoint
+    # 5 resumed in a third process: steps 6-10 bitwise equal to the uninterrupted run's
+    rm -rf "$D/det_a" "$D/det_b" "$D/det_r"
+    step determinism_2proc 180 "./train_gpt2cu $A -d $MULTI_D -n 5 -o $D/det_a > /dev/null && ./train_gpt2cu $A -d $MULTI_D -o $D/det_b && $PY $WORK/cmp.py $D/det_b/main.log $D/det_a/main.log 0"
+    step resume_bitwise 120 "resume_copy $D/det_a $D/det_r && ./train_gpt2cu $A -d $MULTI_D -n 5 -o $D/det_r -y 1 > $D/det_r.txt 2>&1; rc=\$?; cat $D/det_r.txt; [ \$rc -eq 0 ] && $(resumed "$D/det_r.txt" "$D/det_r" "$D/det_a" 0)"
+    $PY dev/bench/make_random_shard.py "$WORK/small.bin" 300000 3 > /dev/null
+    step bad_no_gpu 60 "CUDA_VISIBLE_DEVICES= ./train_gpt2cu -i $WORK/small.bin -e d12 > $WORK/nogpu.txt 2>&1; rc=\$?; cat $WORK/nogpu.txt; [ \$rc -ne 0 ] && grep -q 'no CUDA GPU is visible' $WORK/nogpu.txt"
+    step bad_too_large 60 "./train_gpt2cu -i $WORK/small.bin -e d48 -b 512 -t 1024 -x 1 > $WORK/big.txt 2>&1; rc=\$?; cat $WORK/big.txt; [ \$rc -ne 0 ] && grep -q 'GiB of GPU memory' $WORK/big.txt && grep -q -- '-r 2' $WORK/big.txt"
+    bg_wait build_sm80_only
+    step bad_arch 60 "build/gpu_test/sm80/train_gpt2cu -i $WORK/small.bin -e d12 > $WORK/arch.txt 2>&1; rc=\$?; cat $WORK/arch.txt; [ \$rc -ne 0 ] && grep -q 'no machine code for GPU' $WORK/arch.txt"
+fi
 
 if has_part multi; then
-    D=$WORK/multi
-    rm -rf "$D"; mkdir -p "$D"
-    $PY dev/bench/make_random_shard.py "$D/train.bin" 400000 4 $MULTI_VOCAB > /dev/null
-    $PY dev/bench/make_random_shard.py "$D/val.bin" 20000 5 $MULTI_VOCAB > /dev/null
-    A="-i $D/train.bin -j $D/val.bin $TRAIN_ARGS_SMALL"
+    rm -rf "$D"/single "$D"/accum2 "$D"/nccl1* "$D"/torchrun* "$D"/mpi2* "$D"/kill
     step single 120 "./train_gpt2cu $A -d $MULTI_D -o $D/single"
     step single_accum2 120 "./train_gpt2cu $A -d $MULTI_D -b 2 -o $D/accum2"
     step nccl_1rank 120 "LLMC_FORCE_NCCL=1 ./train_gpt2cu $A -d $MULTI_D -o $D/nccl1 && $PY $WORK/cmp.py $D/nccl1/main.log $D/single/main.log 0"
@@ -198,27 +287,51 @@ if has_part multi; then
         step mpi_sanity 60 "$MPIRUN_STR -np 2 hostname"
         # 2 ranks of B=2 on the one GPU vs 1 process of B=2 with 2 micro-steps: the same tokens per
         # step; bf16 gradients summed in another order (5e-3: the GPU-vs-CPU bound halved)
-        step mpi_np2 180 "$MPIRUN_STR -np 2 ./train_gpt2cu $A -d $MULTI_D -b 2 -pb mpi -o $D/mpi2 && $PY $WORK/cmp.py $D/mpi2/main.log $D/accum2/main.log 5e-3"
-        step mpi_np2_zero1 180 "$MPIRUN_STR -np 2 ./train_gpt2cu $A -d $MULTI_D -b 2 -pb mpi -z 1 -o $D/mpi2z -n 4 && $PY $WORK/cmp.py $D/mpi2z/main.log $D/mpi2/main.log 1e-3 && ls $D/mpi2z/state_00000004_00001.bin"
+        step mpi_np2 180 "$MPIRUN_STR -np 2 ./train_gpt2cu $A -d $MULTI_D -b 2 -pb mpi -n 5 -o $D/mpi2 && $PY $WORK/cmp.py $D/mpi2/main.log $D/accum2/main.log 5e-3 && ls $D/mpi2/DONE_00000010"
+        step mpi_np2_zero1 180 "$MPIRUN_STR -np 2 ./train_gpt2cu $A -d $MULTI_D -b 2 -pb mpi -z 1 -n 5 -o $D/mpi2z && $PY $WORK/cmp.py $D/mpi2z/main.log $D/mpi2/main.log 1e-3 && ls $D/mpi2z/state_00000005_00001.bin"
+        # the -z 1 checkpoint 5 resumed on 2 ranks (bitwise) and re-sliced onto 1 process (B=2 in 4
+        # micro-steps: the same tokens, summed in another order, so the 2-rank tolerance)
+        step mpi_zero1_resume_np2 180 "resume_copy $D/mpi2z $D/mpi2z_r2 && $MPIRUN_STR -np 2 ./train_gpt2cu $A -d $MULTI_D -b 2 -pb mpi -z 1 -n 5 -o $D/mpi2z_r2 -y 1 > $D/mpi2z_r2.txt 2>&1; rc=\$?; cat $D/mpi2z_r2.txt; [ \$rc -eq 0 ] && $(resumed "$D/mpi2z_r2.txt" "$D/mpi2z_r2" "$D/mpi2z" 0)"
+        step mpi_zero1_resume_np1 180 "resume_copy $D/mpi2z $D/mpi2z_r1 && ./train_gpt2cu $A -d $MULTI_D -b 2 -n 5 -o $D/mpi2z_r1 -y 1 > $D/mpi2z_r1.txt 2>&1; rc=\$?; cat $D/mpi2z_r1.txt; [ \$rc -eq 0 ] && $(resumed "$D/mpi2z_r1.txt" "$D/mpi2z_r1" "$D/mpi2z" 5e-3)"
         step mpi_nccl_shared_gpu 90 "$MPIRUN_STR -np 2 ./train_gpt2cu $A -d $MULTI_D -b 2 > $D/shared.txt 2>&1; rc=\$?; cat $D/shared.txt; [ \$rc -ne 0 ] && grep -q -- '-pb mpi' $D/shared.txt"
+        step mpi_kill_rank 120 "kill_rank $D/kill.txt $MPIRUN_STR -np 2 ./train_gpt2cu $A -d $MULTI_D -b 2 -pb mpi -pt 30 -x 100000 -v 0 -o $D/kill"
+        grep -h "killed" "$WORK/logs/mpi_kill_rank.log" 2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
     else
-        note "SKIP    mpi_np2, mpi_np2_zero1, mpi_nccl_shared_gpu: $MPI_NOTE"
+        note "SKIP    mpi_np2, mpi_np2_zero1, mpi_zero1_resume_*, mpi_nccl_shared_gpu, mpi_kill_rank: $MPI_NOTE"
     fi
 fi
 
+# the benchmark (dev/bench/bench_gpu.sh builds what it needs; make reads NCCL_HOME, ... from the
+# environment); its summary goes into summary.txt, its TSV rows to $OUT
 if has_part bench; then
-    # make reads NCCL_HOME, MPI_INCDIRS, ... from the environment
-    step bench 540 "$MAKEVARS_STR bash dev/bench/bench_gpu.sh build/gpu_test/bench"
-    grep -E "^(d12 T=1024|-at |largest|forward|backward|gradients of one|NCCL all-reduce)" "$WORK/logs/bench.log" | sed 's/^/        /' | tee -a "$SUMMARY"
+    step bench 540 "$MAKEVARS_STR BENCH_OUT=$WORK/bench bash dev/bench/bench_gpu.sh d12 attention layers"
 fi
-
 if has_part d48; then
-    $PY dev/bench/make_random_shard.py "$WORK/d48.bin" 300000 6 > /dev/null
-    # 1 micro-step of B*1024 tokens; the memory line of the trainer and the GPU memory in use at the end
-    step d48_r2_b64 300 "./train_gpt2cu -i $WORK/d48.bin -e d48 -b 64 -t 1024 -r 2 -x 3 -v 0 -s 0"
-    grep -hE "^device:|^step|GPU memory in use" "$WORK/logs/d48_r2_b64.log" | sed 's/^/        /' | tee -a "$SUMMARY"
-    step d48_r1_b48 300 "./train_gpt2cu -i $WORK/d48.bin -e d48 -b 48 -t 1024 -r 1 -x 2 -v 0 -s 0"
-    grep -hE "^step|GPU memory in use" "$WORK/logs/d48_r1_b48.log" | sed 's/^/        /' | tee -a "$SUMMARY"
+    step d48 540 "$MAKEVARS_STR BENCH_OUT=$WORK/bench bash dev/bench/bench_gpu.sh d48"
+fi
+for f in bench d48; do
+    if has_part $f && [ -f "$WORK/logs/$f.log" ]; then
+        grep -E "^(  ours|  llmc|  d12|  d48|\| [0-9]{4}-|phases|  zero|backward:|sum of the|NCCL all-reduce|bench_layers)" \
+            "$WORK/logs/$f.log" | sed 's/^/        /' | tee -a "$SUMMARY"
+        cp "$WORK/bench/gpu_results_rows.tsv" "$OUTDIR/gpu_results_rows_$f.tsv" 2> /dev/null
+    fi
+done
+
+# compute-sanitizer on the trainer's test (tiny fixture) and on the attention workbench: no report
+if has_part sanitize; then
+    if [ -n "$SANITIZER" ]; then
+        step sanitize_build 300 "make --no-print-directory dev/test/fixtures/tiny64.bin PYTHON=$PY && make --no-print-directory -C dev/cuda ../../build/cuda/attention CUDA_ARCHS=90a NVCC=$NVCC"
+        for t in memcheck racecheck; do
+            for prog in test_gpt2cu attention; do
+                cmd="./test_gpt2cu dev/test/fixtures/tiny64.bin dev/test/fixtures/tiny64_state.bin dev/test/fixtures/tiny64_traj.txt"
+                [ $prog = attention ] && cmd="build/cuda/attention --no-timing"
+                step "sanitize_${t}_$prog" 240 "'$SANITIZER' --tool $t --error-exitcode 99 --print-limit 20 $cmd"
+                grep -hE "ERROR SUMMARY|RACECHECK SUMMARY" "$WORK/logs/sanitize_${t}_$prog.log" 2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
+            done
+        done
+    else
+        note "SKIP    sanitize: compute-sanitizer not found"
+    fi
 fi
 
 if has_part kernels; then
@@ -226,7 +339,25 @@ if has_part kernels; then
     grep -E "^=== .*exit|^run_all:" "$WORK/logs/kernels.log" | sed 's/^/        /' | tee -a "$SUMMARY"
 fi
 
+# Nsight Compute over about one d12 step at B=16 (400 kernel launches after 600 skipped: the start
+# and step 1): each kernel's time, throughput and occupancy, summarized per kernel name
+if has_part profile; then
+    if [ -n "$NCU" ]; then
+        [ -f "$WORK/small.bin" ] || $PY dev/bench/make_random_shard.py "$WORK/small.bin" 300000 3 > /dev/null
+        step profile_ncu 420 "'$NCU' --clock-control none --target-processes all --launch-skip 600 --launch-count 400 --section SpeedOfLight --section LaunchStats --section Occupancy --print-summary per-kernel --export $WORK/ncu_d12 --force-overwrite ./train_gpt2cu -i $WORK/small.bin -e d12 -b 16 -t 1024 -x 4 -v 0 -s 0"
+        if [ -f "$WORK/ncu_d12.ncu-rep" ] && [ "$(stat -c %s "$WORK/ncu_d12.ncu-rep")" -lt 15000000 ]; then
+            cp "$WORK/ncu_d12.ncu-rep" "$OUTDIR/"
+        fi
+    else
+        note "SKIP    profile: ncu not found"
+    fi
+fi
+
+bg_wait build_sm80_only
+if [ -n "${BG_PID[build_llmc]:-}" ]; then
+    bg_wait build_llmc && grep -h "^build_llmc" "$WORK/logs/build_llmc.log" | sed 's/^/        /' | tee -a "$SUMMARY"
+fi
 note "== done in $(( $(date +%s) - T0 ))s: $NFAIL step(s) failed"
 # every log comes back as one file (the device tool returns at most 8 files)
-tar -czf "$OUTDIR/test_gpu_logs.tgz" -C "$WORK" logs 2> /dev/null
+tar -czf "$OUTDIR/test_gpu_logs.tgz" --exclude='*.bin' -C "$WORK" logs $(cd "$WORK" && ls -d bench 2> /dev/null) 2> /dev/null
 [ $NFAIL -eq 0 ]
