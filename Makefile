@@ -338,7 +338,8 @@ bench-gpu:
 
 FIXTURES = dev/test/fixtures
 SHARED_DATA ?= ../shared/data
-TEST_TARGETS = test-model test-loader test-bad-input test-bootstrap test-mpi test-resume test-hellaswag test-books-smoke
+TEST_TARGETS = test-model test-loader test-bad-input test-bootstrap test-mpi test-resume test-hellaswag test-books-smoke \
+               test-torch-ddp
 
 .PHONY: all test clean fixtures $(TEST_TARGETS)
 
@@ -395,6 +396,10 @@ test-books-smoke: train_gpt2 gpt2_tokenize
 # crash safety, exact resume, preemption, pruning, numeric guards
 test-resume: train_gpt2
 	PYTHON=$(PYTHON) bash dev/test/test_resume.sh
+
+# train_gpt2.py, the PyTorch DDP twin (1 and 2 gloo ranks), against train_gpt2 under mpirun; checkpoints both ways
+test-torch-ddp: train_gpt2
+	PYTHON=$(PYTHON) bash dev/test/test_torch_ddp.sh
 
 clean:
 	rm -f $(TARGETS) train_gpt2cu test_gpt2cu gpt2_tokenize export_hf dev/test/test_dataloader dev/test/test_bootstrap
