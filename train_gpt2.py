@@ -1229,8 +1229,7 @@ def train_main(argv):
     bf16 = cuda and torch.cuda.is_bf16_supported()
     autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
     if cuda:
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+        torch.set_float32_matmul_precision("high")  # TF32 for what autocast leaves in fp32
     train_model = model
     compiled = cuda and hasattr(torch, "compile")
     if compiled:
