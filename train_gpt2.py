@@ -434,7 +434,7 @@ FLAGS = {
     "i": ("train_glob", str, "data/tinyshakespeare/tiny_shakespeare_train.bin", None, None, "train token shards (glob)"),
     "j": ("val_glob", str, "data/tinyshakespeare/tiny_shakespeare_val.bin", None, None, "val token shards (glob)"),
     "o": ("output_dir", str, "", None, None, "output dir for main.log and checkpoints; empty = none"),
-    "e": ("model", str, "d12", None, None, "model .bin (version 3 or 5) or descriptor: d12 d24 d36 d48 dN L2:C64:H4[:T..][:V..]"),
+    "e": ("model", str, "d12", None, None, "model .bin (version 3 or 5) or descriptor: d12 d24 d36 d48 dN L2:C64:H4"),
     "tk": ("tokenizer", str, "gpt2_tokenizer.bin", None, None, "tokenizer decode table, to print samples as text"),
     "b": ("B", int, 4, 1, 1 << 20, "micro-batch size per rank, sequences"),
     "t": ("T", int, 1024, 1, 1 << 20, "sequence length"),
@@ -577,7 +577,8 @@ def c_init_params(cfg, seed):
             chunk = 1 << 22  # pairs per batch of draws
             for p0 in range(0, (real + 1) // 2, chunk):
                 pairs = min(chunk, (real + 1) // 2 - p0)
-                u = ((splitmix64(state, 2 * pairs, 2 * p0) >> np.uint64(11)).astype(np.float64) + 0.5) * (1.0 / 9007199254740992.0)
+                bits = splitmix64(state, 2 * pairs, 2 * p0) >> np.uint64(11)
+                u = (bits.astype(np.float64) + 0.5) * (1.0 / 9007199254740992.0)  # uniform in (0, 1)
                 r = np.sqrt(-2.0 * np.log(u[0::2]))
                 angle = (2.0 * math.pi) * u[1::2]
                 pair = np.empty(2 * pairs, dtype=np.float32)
@@ -860,7 +861,8 @@ def done_world_size(d, step):
 def checkpoint_delete(d, step):
     """DONE first, so a crash midway leaves the checkpoint incomplete, not wrong"""
     w = done_world_size(d, step)
-    for p in [ckpt_path(d, "DONE", step), ckpt_path(d, "model", step)] + [ckpt_path(d, "state", step, r) for r in range(max(w, 0))]:
+    states = [ckpt_path(d, "state", step, r) for r in range(max(w, 0))]
+    for p in [ckpt_path(d, "DONE", step), ckpt_path(d, "model", step)] + states:
         with contextlib.suppress(OSError):
             os.remove(p)
 
@@ -894,8 +896,9 @@ def checkpoint_read(a, d, step, cfg):
             return None, f"'{path}' is not a version {STATE_VERSION} state file of this trainer (magic {h[0]} version {h[1]})"
         lo, n = get64(h, 14), get64(h, 16)
         nsec = 3 if h[4] else 2
-        if n < 0 or len(raw) != 1024 + 4 * (nsec * n + 2 * GUARD_WINDOW):
-            return None, f"state file '{path}' is {len(raw)} bytes, its header implies {1024 + 4 * (nsec * n + 2 * GUARD_WINDOW)} (truncated or corrupt)"
+        expected = 1024 + 4 * (nsec * n + 2 * GUARD_WINDOW)
+        if n < 0 or len(raw) != expected:
+            return None, f"state file '{path}' is {len(raw)} bytes, its header implies {expected} (truncated or corrupt)"
         if h[2] != w or h[3] != r or get64(h, 12) != P or h[10] != step:
             return None, (f"state file '{path}' does not belong to checkpoint {step} of {w} ranks with {P} parameters "
                           f"(header: step {h[10]}, rank {h[3]} of {h[2]}, {get64(h, 12)} parameters)")
@@ -904,7 +907,8 @@ def checkpoint_read(a, d, step, cfg):
                 f"this run has -t {a.T} -d {a.total_batch} -sh {a.shuffle} -rs {a.seed}; the data position of a "
                 "resumed run depends on these, so resume with the same values")
         if lo != covered:
-            return None, f"state files of checkpoint {step} do not tile the parameters (rank {r} starts at {lo}, expected {covered})"
+            return None, (f"state files of checkpoint {step} do not tile the parameters (rank {r} starts at {lo}, "
+                          f"expected {covered})")
         body = np.frombuffer(raw, dtype="<f4", offset=1024)
         guard_bytes = raw[1024 + 4 * nsec * n:]
         if any(crc_int32(zlib.crc32(body[s * n:(s + 1) * n].tobytes())) != h[253 + s] for s in range(nsec)) \
@@ -960,7 +964,7 @@ def val_loss(a, dist, model, val, autocast):
         acc[0] += token_losses(model, rows[:, :-1], rows[:, 1:], autocast).double().sum().item()
         acc[1] += count * T
     acc = dist.allreduce(acc)
-    return float(np.float32(acc[0] / acc[1]))
+    return float(np.float32(acc[0] / acc[1])) if acc[1] else math.nan  # -m 0: nothing evaluated
 
 
 def load_hellaswag(path, vocab_size):
@@ -1252,7 +1256,8 @@ def train_main(argv):
     peak = gpu_peak_flops(device)
     if rank == 0:
         what = [torch.cuda.get_device_name(device) if cuda else "cpu", "bf16 autocast" if bf16 else "fp32"]
-        what += [name for on, name in ((compiled, "torch.compile"), (model.blocks[0].sdpa, "sdpa"), (fused, "fused AdamW")) if on]
+        features = ((compiled, "torch.compile"), (model.blocks[0].sdpa, "sdpa"), (fused, "fused AdamW"))
+        what += [name for on, name in features if on]
         print(f"trainer torch {torch.__version__} ({', '.join(what)}) | {W} process(es) ({dist.launcher}) | model {a.model}")
         print(f"model: L {cfg.n_layer} | C {cfg.n_embd} | NH {cfg.n_head} | maxT {cfg.block_size} | V {V} | "
               f"Vp {cfg.padded_vocab_size} | {P} parameters")
@@ -1277,7 +1282,7 @@ def train_main(argv):
             if examples:
                 t0 = time.time()
                 correct, evaluated = hellaswag(a, dist, model, examples, autocast)
-                acc = float(np.float32(correct / evaluated))
+                acc = float(np.float32(correct / evaluated)) if evaluated else math.nan  # -hm 0
                 if rank == 0:
                     print(f"HellaSwag: {int(correct)}/{int(evaluated)} = {acc:.4f} ({time.time() - t0:.2f} s)", flush=True)
                 log_line(f"s:{s} hsw:{acc:.6f}")

@@ -58,7 +58,7 @@ torch_ranks() {
     for p in "${pids[@]}"; do wait "$p" || rc=1; done
     return $rc
 }
-# "<step> <value>" of a key (norm, tel, hsw) in a main.log
+# "<step> <value>" of a key (trl, norm, tel, hsw) in a main.log
 log_key() { sed -n "s/^s:\([0-9]*\) \(.* \)\?$2:\([^ ]*\).*/\1 \3/p" "$1"; }
 # two model files' parameters: |a-b| / |a| <= tol (L2 norms). Not the largest single difference:
 # AdamW turns rounding noise in a near-zero gradient into a step of up to lr*|g|/eps (seen: 1e-4
@@ -75,50 +75,59 @@ EOF
 
 # ---- 1, 2: the same run by both trainers on 1 and 2 processes
 for np in 1 2; do
-    "${MPIRUN[@]}" -np $np "$TRAINER" "${ARGS[@]}" -b ${B_FOR[$np]} -o c$np > c$np.out 2>&1 || { bad "train_gpt2 np=$np failed"; tail -3 c$np.out; }
-    torch_ranks $np p$np "${ARGS[@]}" -b ${B_FOR[$np]} -o p$np || { bad "train_gpt2.py np=$np failed"; tail -3 p$np.*.err; }
-    for t in c p; do train_losses $t$np/main.log > $t$np.loss; done
-    [ "$(wc -l < p$np.loss)" -eq 12 ] || bad "train_gpt2.py np=$np logged $(wc -l < p$np.loss) steps, expected 12"
-    echo "np=$np train losses, train_gpt2.py vs train_gpt2:"; compare_losses p$np.loss c$np.loss 1e-4 || bad "np=$np: train losses differ"
-    for t in c p; do for k in norm tel hsw; do log_key $t$np/main.log $k > $t$np.$k; done; done
-    echo "np=$np gradient norms:"; compare_losses p$np.norm c$np.norm 1e-4 || bad "np=$np: gradient norms differ"
-    echo "np=$np val losses:"; compare_losses p$np.tel c$np.tel 1e-4 || bad "np=$np: val losses differ"
-    echo "np=$np HellaSwag:"; compare_losses p$np.hsw c$np.hsw 0 || bad "np=$np: HellaSwag accuracy differs"
-    echo "np=$np final parameters:"; close_params c$np/model_00000012.bin p$np/model_00000012.bin 1e-4 || bad "np=$np: final parameters differ"
+    "${MPIRUN[@]}" -np $np "$TRAINER" "${ARGS[@]}" -b ${B_FOR[$np]} -o c$np > c$np.out 2>&1 \
+        || { bad "train_gpt2 np=$np failed"; tail -n 3 c$np.out; }
+    torch_ranks $np p$np "${ARGS[@]}" -b ${B_FOR[$np]} -o p$np || { bad "train_gpt2.py np=$np failed"; tail -n 3 p$np.*.err; }
+    # train loss, gradient norm, val loss, HellaSwag accuracy (a count: equal)
+    for k in trl norm tel hsw; do
+        for t in c p; do log_key $t$np/main.log $k > $t$np.$k; done
+        echo "np=$np $k, train_gpt2.py vs train_gpt2:"
+        compare_losses p$np.$k c$np.$k "$([ $k = hsw ] && echo 0 || echo 1e-4)" || bad "np=$np: $k differs"
+    done
+    [ "$(wc -l < p$np.trl)" -eq 12 ] || bad "train_gpt2.py np=$np logged $(wc -l < p$np.trl) steps, expected 12"
+    echo "np=$np final parameters:"
+    close_params c$np/model_00000012.bin p$np/model_00000012.bin 1e-4 || bad "np=$np: final parameters differ"
     n=$(grep -c '^step [0-9]*/12 |' p$np.0.out)
     [ "$n" -eq 12 ] || bad "np=$np: rank 0 printed $n step lines, expected 12"
     [ "$(ls p$np | grep -c '^main.log$')" -eq 1 ] && [ "$(ls p$np | grep -c '^state_00000012_')" -eq $np ] \
         || bad "np=$np: expected one main.log and $np state files for step 12: $(ls p$np | tr '\n' ' ')"
 done
-if grep -q '^step \|^val loss\|^generating' p2.1.out; then bad "rank 1 printed: $(head -2 p2.1.out)"; else echo "ok   rank 1 printed nothing ($(wc -c < p2.1.out) bytes on stdout)"; fi
+if grep -q '^step \|^val loss\|^generating' p2.1.out; then bad "rank 1 printed: $(head -n 2 p2.1.out)"
+else echo "ok   rank 1 printed nothing ($(wc -c < p2.1.out) bytes on stdout)"; fi
 grep -q '(cpu, fp32) | 2 process(es) (torchrun)' p2.0.out || bad "np=2 did not run as 2 torchrun processes: $(head -1 p2.0.out)"
 $PY - c2/state_00000012_00000.bin p2/state_00000012_00000.bin <<'EOF' || bad "state file headers differ from the C trainer's"
 import sys, numpy as np
 c, p = (np.fromfile(f, "<i4", count=256) for f in sys.argv[1:])
-same = [i for i in range(251) if c[i] != p[i]]  # 251, 253, 254: CRCs of float data that differs in the last bits
-print(f"  state header ints 0..250 and 252, 255: {'equal' if not same and c[252] == p[252] and c[255] == p[255] else f'differ at {same}'}"
-      f" (step {p[10]}, AdamW updates {p[11]}, sampling RNG {p[20:22].view('<u8')[0]:#x}, guard count {p[22]})")
-sys.exit(1 if same or c[252] != p[252] or c[255] != p[255] else 0)
+# all but ints 251, 253, 254: the CRCs of float data, which differs in the last bits
+differ = [i for i in list(range(251)) + [252, 255] if c[i] != p[i]]
+print(f"  state header of rank 0 at step 12: {f'differs at ints {differ}' if differ else 'equal'} (step {p[10]}, "
+      f"AdamW updates {p[11]}, sampling RNG {p[20:22].view('<u8')[0]:#x}, guard count {p[22]})")
+sys.exit(1 if differ else 0)
 EOF
 
 # ---- 3. checkpoints cross over (re-sliced from 2 ranks onto 1)
-cp -r c2 c2to_py && rm c2to_py/DONE_00000012
-torch_ranks 1 r1 "${ARGS[@]}" -b 4 -o c2to_py -y 1 || { bad "train_gpt2.py resuming a train_gpt2 checkpoint failed"; tail -3 r1.0.err; }
-grep -q "resumed from checkpoint 6" r1.0.out || bad "train_gpt2.py did not resume from checkpoint 6: $(head -1 r1.0.out)"
-train_losses c2to_py/main.log | tail -n 6 > c2to_py.loss; tail -n 6 c2.loss > c2.tail
-echo "train_gpt2 np=2 checkpoint -> train_gpt2.py np=1:"; compare_losses c2to_py.loss c2.tail 1e-4 || bad "losses after resuming a C checkpoint differ"
-cp -r p2 p2to_c && rm p2to_c/DONE_00000012
-"$TRAINER" "${ARGS[@]}" -b 4 -o p2to_c -y 1 > p2to_c.out 2>&1 || { bad "train_gpt2 resuming a train_gpt2.py checkpoint failed"; tail -3 p2to_c.out; }
-grep -q "resumed from checkpoint 6" p2to_c.out || bad "train_gpt2 did not resume from checkpoint 6: $(grep -m1 -i 'checkpoint' p2to_c.out)"
-train_losses p2to_c/main.log | tail -n 6 > p2to_c.loss; tail -n 6 p2.loss > p2.tail
-echo "train_gpt2.py np=2 checkpoint -> train_gpt2 np=1:"; compare_losses p2to_c.loss p2.tail 1e-4 || bad "losses after resuming a PyTorch checkpoint differ"
+# cross_resume <name> <run> <trainer command...>: <run> without its last checkpoint marker,
+# resumed from step 6 by the command; steps 7-12 compared with <run>'s
+cross_resume() {
+    local name=$1 src=$2
+    shift 2
+    cp -r "$src" "$name" && rm "$name/DONE_00000012"
+    timeout -k 10 300 "$@" -o "$name" -y 1 > "$name.out" 2>&1 || { bad "$name: the resumed run failed"; tail -n 3 "$name.out"; return; }
+    grep -q "resumed from checkpoint 6" "$name.out" || bad "$name: did not resume from checkpoint 6"
+    log_key "$name/main.log" trl | tail -n 6 > "$name.trl"
+    tail -n 6 "$src.trl" > "$src.tail"
+    echo "$name, steps 7-12:"; compare_losses "$name.trl" "$src.tail" 1e-4 || bad "$name: losses after the resume differ"
+}
+cross_resume train_gpt2_np2_to_torch_np1 c2 $PY "$TORCH_TRAINER" "${ARGS[@]}" -b 4
+cross_resume torch_np2_to_train_gpt2_np1 p2 "$TRAINER" "${ARGS[@]}" -b 4
 
 # ---- 4. bad input: one line naming the flag or file
 expect_error() {  # expect_error <name> <words> <flags...>
     local name=$1 words=$2
     shift 2
     timeout -k 10 120 $PY "$TORCH_TRAINER" "$@" > bad.out 2> bad.err && { bad "$name: exit code 0"; return; }
-    if grep -q -- "^error: .*$words" bad.err; then echo "ok   $name: $(grep '^error:' bad.err)"; else bad "$name: no 'error: ...$words'"; tail -2 bad.err; fi
+    if grep -q -- "^error: .*$words" bad.err; then echo "ok   $name: $(grep '^error:' bad.err)"
+    else bad "$name: no 'error: ...$words'"; tail -n 2 bad.err; fi
 }
 expect_error "unknown flag" "unknown flag -zz" "${ARGS[@]}" -zz 1
 expect_error "batch arithmetic" "not divisible by B\*T\*ranks = 3\*32\*1 = 96" "${ARGS[@]}" -b 3 -o bad
