@@ -1,7 +1,7 @@
 # GPT-2 trainers in C and CUDA.
 #
 #   make              build everything this machine can build (CUDA targets only if nvcc is found)
-#   make test         the test suite; needs no GPU (README: "Testing")
+#   make test         the test suite; needs no GPU (README: "Testing"; targets in dev/test/tests.mk)
 #   make test_gpt2cu  the GPU test binary (run it on a machine with a GPU)
 #
 # Options (make VAR=1):
@@ -80,82 +80,19 @@ PCRE2_OK := $(shell pkg-config --exists libpcre2-8 2>/dev/null && echo 1)
 ifeq ($(PCRE2_OK),1)
   PCRE2_CFLAGS := $(shell pkg-config --cflags libpcre2-8)
   PCRE2_LDLIBS := $(shell pkg-config --libs libpcre2-8)
+  # the trainers' --prompt encodes with the GPT-2 encoder (llmc/bpe.h), which needs PCRE2
+  GEN_FLAGS := -DUSE_PCRE2 $(PCRE2_CFLAGS)
+  GEN_LDLIBS := $(PCRE2_LDLIBS)
   $(info PCRE2:    found)
 else
-  $(info PCRE2:    not found (apt-get install libpcre2-dev); gpt2_tokenize is not built)
+  $(info PCRE2:    not found (apt-get install libpcre2-dev); gpt2_tokenize is not built, the trainers have no --prompt)
 endif
 
 # ---------------------------------------------------------------------------------------------
-# CPU targets
-
-CPU_HEADERS = $(wildcard llmc/*.h)
-TARGETS = train_gpt2 test_gpt2 test_gpt2_noblas
-
-train_gpt2: train_gpt2.c $(CPU_HEADERS)
-	$(CC) $(CFLAGS) $(CPU_BLAS) $(MPI_CFLAGS) $< -o $@ $(LDLIBS_CPU) $(MPI_LDLIBS)
-
-test_gpt2: test_gpt2.c train_gpt2.c $(CPU_HEADERS) dev/test/model_test.h
-	$(CC) $(CFLAGS) $(CPU_BLAS) $(MPI_CFLAGS) $< -o $@ $(LDLIBS_CPU) $(MPI_LDLIBS)
-
-# the same test against the dependency-free matmul, so the two builds are held to the same numbers
-test_gpt2_noblas: test_gpt2.c train_gpt2.c $(CPU_HEADERS) dev/test/model_test.h
-	$(CC) $(CFLAGS) $< -o $@ -lm
-
-# ---- tokenizer and data tools (issue: tokenizer) ----
-# gpt2_tokenize: GPT-2 BPE encoder/decoder and dataset preparer (dev/data/README.md); needs PCRE2
-TOKENIZER_HEADERS = llmc/bpe.h llmc/tokenizer.h llmc/utils.h
-ifeq ($(PCRE2_OK),1)
-TARGETS += gpt2_tokenize
-gpt2_tokenize: dev/data/gpt2_tokenize.c $(TOKENIZER_HEADERS)
-	$(CC) $(CFLAGS) $(PCRE2_CFLAGS) $< -o $@ $(PCRE2_LDLIBS)
-else
-gpt2_tokenize:
-	@echo "gpt2_tokenize needs PCRE2 (libpcre2-8): apt-get install libpcre2-dev"; exit 1
-endif
-
-# TEST_TARGETS is assigned further down, so these tests join `make test` as extra prerequisites.
-# Both need tiktoken on $(PYTHON) as the independent reference encoder:
-#   $(PYTHON) -m pip install --break-system-packages tiktoken
-TOKENIZER_TEST_TARGETS = test-tokenizer test-data
-.PHONY: $(TOKENIZER_TEST_TARGETS) bench-tokenizer
-test: $(TOKENIZER_TEST_TARGETS)
-
-test-tokenizer: gpt2_tokenize
-	PYTHON=$(PYTHON) bash dev/test/test_tokenizer.sh
-
-test-data: gpt2_tokenize
-	PYTHON=$(PYTHON) bash dev/test/test_data.sh
-
-# ours vs tiktoken on the 98 MB book corpus (dev/bench/RESULTS.md, "Tokenizer")
-bench-tokenizer: gpt2_tokenize
-	PYTHON=$(PYTHON) bash dev/bench/bench_tokenizer.sh
-# ---- end tokenizer and data tools ----
-
-# ---- export tools (issue: robust runs) ----
-# export_hf: model .bin <-> Hugging Face GPT2LMHeadModel folder (dev/eval/README.md); plain C
-TARGETS += export_hf
-export_hf: dev/eval/export_hf.c $(CPU_HEADERS)
-	$(CC) $(CFLAGS) $< -o $@ -lm
-
-# TEST_TARGETS is assigned further down, so these tests join `make test` as extra prerequisites
-EXPORT_TEST_TARGETS = test-export test-plot
-.PHONY: $(EXPORT_TEST_TARGETS)
-test: $(EXPORT_TEST_TARGETS)
-
-# needs transformers on $(PYTHON): pip install --break-system-packages 'transformers==4.45.2'
-test-export: export_hf
-	PYTHON=$(PYTHON) bash dev/test/test_export.sh
-
-test-plot:
-	PYTHON=$(PYTHON) bash dev/test/test_plot.sh
-# ---- end export tools ----
-
-# ---------------------------------------------------------------------------------------------
-# CUDA targets
+# CUDA: compiler, architectures, NCCL, MPI (each reported on one line)
 
 NVCC := $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc))
 CUDA_ARCHS ?= 90a 80
-# ---- CUDA trainer (issue: CUDA trainer) ----
 # Architectures: the bf16 kernels need sm_80 or newer; 90a is Hopper with its arch-specific
 # instructions (the H200 target). Every value becomes -gencode arch=compute_X,code=sm_X.
 CUDA_ARCHS_KNOWN := 80 86 87 89 90 90a 100 100a 103 103a 120 120a 121 121a
@@ -214,14 +151,37 @@ else
   endif
 endif
 
+# ---------------------------------------------------------------------------------------------
+# the products: trainers, tools, model tests
+
+CPU_HEADERS = $(wildcard llmc/*.h)
 CUDA_HEADERS = $(wildcard llmc/*.h llmc/*.cuh)
-.PHONY: cuda-kernels test-cuda-host test-cuda-sim test-cuda-build test-cuda-trainer-sim test-attention-sim \
-        fixtures-cuda test-gpu bench-gpu
+TARGETS = train_gpt2 test_gpt2 export_hf
+
+train_gpt2: train_gpt2.c $(CPU_HEADERS)
+	$(CC) $(CFLAGS) $(CPU_BLAS) $(MPI_CFLAGS) $(GEN_FLAGS) $< -o $@ $(LDLIBS_CPU) $(MPI_LDLIBS) $(GEN_LDLIBS)
+
+test_gpt2: test_gpt2.c train_gpt2.c $(CPU_HEADERS) dev/test/model_test.h
+	$(CC) $(CFLAGS) $(CPU_BLAS) $(MPI_CFLAGS) $< -o $@ $(LDLIBS_CPU) $(MPI_LDLIBS)
+
+# gpt2_tokenize: GPT-2 BPE encoder/decoder and dataset preparer (dev/data/README.md); needs PCRE2
+ifeq ($(PCRE2_OK),1)
+TARGETS += gpt2_tokenize
+gpt2_tokenize: dev/data/gpt2_tokenize.c llmc/bpe.h llmc/tokenizer.h llmc/utils.h
+	$(CC) $(CFLAGS) $(PCRE2_CFLAGS) $< -o $@ $(PCRE2_LDLIBS)
+else
+gpt2_tokenize:
+	@echo "gpt2_tokenize needs PCRE2 (libpcre2-8): apt-get install libpcre2-dev"; exit 1
+endif
+
+# export_hf: model .bin <-> Hugging Face GPT2LMHeadModel folder (dev/eval/README.md); plain C
+export_hf: dev/eval/export_hf.c $(CPU_HEADERS)
+	$(CC) $(CFLAGS) $< -o $@ -lm
 
 ifneq ($(NVCC),)
 TARGETS += train_gpt2cu test_gpt2cu
 train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
-	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LDLIBS)
+	$(NVCC) $(NVCC_FLAGS) $(GEN_FLAGS) $< -o $@ $(NVCC_LDLIBS) $(GEN_LDLIBS)
 
 test_gpt2cu: test_gpt2.cu train_gpt2.cu $(CUDA_HEADERS) dev/test/model_test.h
 	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LDLIBS)
@@ -230,7 +190,7 @@ test_gpt2cu: test_gpt2.cu train_gpt2.cu $(CUDA_HEADERS) dev/test/model_test.h
 # configuration's #ifdefs can rot
 build/cuda_single/train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCC_BASE_FLAGS) $< -o $@ $(NVCC_BASE_LDLIBS)
+	$(NVCC) $(NVCC_BASE_FLAGS) $(GEN_FLAGS) $< -o $@ $(NVCC_BASE_LDLIBS) $(GEN_LDLIBS)
 
 # per-layer backward time and a 1-rank NCCL all-reduce of a layer's gradients (dev/bench/bench_gpu.sh)
 build/bench_layers: dev/bench/bench_layers.cu train_gpt2.cu $(CUDA_HEADERS)
@@ -241,166 +201,13 @@ train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu build/bench_layers:
 	@echo "$@ needs nvcc (the CUDA toolkit); it was not found" >&2; exit 1
 endif
 
-# CI has nvcc but no GPU: every CUDA binary must at least compile (a failed compile fails make test)
-test-cuda-build:
-ifeq ($(NVCC),)
-	@echo "test-cuda-build: skipped, nvcc not found"
-else
-	$(MAKE) --no-print-directory train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu
-	@echo "test-cuda-build: train_gpt2cu, test_gpt2cu and the single-GPU variant compiled for CUDA_ARCHS=\"$(CUDA_ARCHS)\""
-endif
-
-# the kernel workbenches of dev/cuda (run them on a GPU machine with dev/cuda/run_all.sh)
-cuda-kernels:
-ifeq ($(NVCC),)
-	@echo "cuda-kernels: nvcc not found; install the CUDA toolkit or put nvcc on PATH" >&2; exit 1
-else
-	$(MAKE) -C dev/cuda CUDA_ARCHS="$(CUDA_ARCHS)" NVCC="$(NVCC)"
-endif
-
-# the CPU-only test of the CUDA layers' host logic (no GPU needed; one architecture is enough)
-test-cuda-host:
-ifeq ($(NVCC),)
-	@echo "test-cuda-host: skipped, nvcc not found"
-else
-	$(MAKE) -C dev/cuda run-host CUDA_ARCHS="$(firstword $(CUDA_ARCHS))" NVCC="$(NVCC)"
-endif
-
-# the kernel workbenches on the CPU host simulator (g++, AddressSanitizer; no CUDA needed):
-# the kernels' own source run with fibers for threads, in forward and random schedules (~2 min)
-test-cuda-sim:
-	$(MAKE) -C dev/cuda run-sim SIM_ORDERS="forward random"
-
-# the fused attention kernels on their PTX-level CPU simulator (~15 s)
-test-attention-sim:
-	$(MAKE) -C dev/cuda run-attention-sim
-
-# The whole CUDA trainer on the CPU host simulator (dev/test/test_cuda_sim.sh): train_gpt2.cu and
-# test_gpt2.cu compiled by g++ against dev/cuda/sim (kernels from their own source, fibers for
-# threads) with the attention stand-in of dev/test/sim/trainer_sim.h; compared with the CPU
-# trainer, the PyTorch reference, itself (determinism, resume) and across MPI rank counts.
-SIMT := build/cuda_sim_trainer
-SIMT_LLMC = $(filter-out attention.cuh,$(notdir $(wildcard llmc/*.h llmc/*.cuh)))
-SIMT_MPI := $(if $(MPICC),-DUSE_MPI -DOMPI_SKIP_MPICXX=1 $(shell mpicc --showme:compile 2>/dev/null))
-SIMT_MPI_LIBS := $(if $(MPICC),$(shell mpicc --showme:link 2>/dev/null))
-SIMT_FLAGS = -std=c++17 -ffp-contract=off -DLLMC_HOST_SIM -D_GNU_SOURCE -Idev/cuda/sim -I$(SIMT) \
-             -include dev/test/sim/trainer_sim.h $(SIMT_MPI)
-SIMT_DEPS = $(SIMT)/.sources dev/test/sim/trainer_sim.h $(wildcard dev/cuda/sim/*.h)
-
-# sim_rewrite.py changes only the <<<>>> launch syntax; attention.cuh is copied as is, its include
-# guard is set by the stand-in
-$(SIMT)/.sources: train_gpt2.cu test_gpt2.cu $(CUDA_HEADERS) dev/test/model_test.h dev/cuda/sim/sim_rewrite.py
-	rm -rf $(SIMT)/llmc && mkdir -p $(SIMT)/dev/test
-	python3 dev/cuda/sim/sim_rewrite.py llmc $(SIMT)/llmc $(SIMT_LLMC)
-	cp llmc/attention.cuh $(SIMT)/llmc/
-	cp train_gpt2.cu test_gpt2.cu $(SIMT)/
-	cp dev/test/model_test.h $(SIMT)/dev/test/
-	touch $@
-
-$(SIMT)/train_gpt2cu: $(SIMT_DEPS)
-	g++ $(SIMT_FLAGS) -O2 -g -x c++ $(SIMT)/train_gpt2.cu -o $@ $(SIMT_MPI_LIBS)
-
-# AddressSanitizer and UBSan: out-of-bounds pointers and strides show up here (slower: short runs)
-$(SIMT)/train_gpt2cu_asan: $(SIMT_DEPS)
-	g++ $(SIMT_FLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
-	    -x c++ $(SIMT)/train_gpt2.cu -o $@ $(SIMT_MPI_LIBS)
-
-$(SIMT)/test_gpt2cu: $(SIMT_DEPS)
-	g++ $(SIMT_FLAGS) -O2 -g -x c++ $(SIMT)/test_gpt2.cu -o $@ $(SIMT_MPI_LIBS)
-
-test-cuda-trainer-sim: train_gpt2 $(SIMT)/train_gpt2cu $(SIMT)/train_gpt2cu_asan $(SIMT)/test_gpt2cu
-	PYTHON=$(PYTHON) SIM_MPI=$(if $(MPICC),1,0) bash dev/test/test_cuda_sim.sh $(SIMT)
-
-# TEST_TARGETS is assigned further down, so these join `make test` as extra prerequisites
-test: test-cuda-build test-cuda-host test-cuda-sim test-attention-sim test-cuda-trainer-sim
-
-# ---- on a GPU machine (dev/test/test_gpu.sh runs all of it in one go)
-# fixtures with head size 64 (the fused attention's): a 2-layer model and GPT-2 124M
-CUDA_FIXTURES = dev/test/fixtures
-SHARED_DATA ?= ../shared/data
-$(CUDA_FIXTURES)/tiny64.bin: train_gpt2.py
-	@mkdir -p $(CUDA_FIXTURES)
-	$(PYTHON) train_gpt2.py --model L2:C128:H2:T128 --seed 1 --write-model $@ \
-	  --batch 4 --seq 64 --debug-state $(CUDA_FIXTURES)/tiny64_state.bin --trajectory $(CUDA_FIXTURES)/tiny64_traj.txt --steps 10
-
-fixtures-cuda: $(CUDA_FIXTURES)/tiny64.bin $(CUDA_FIXTURES)/d12.bin
-
-test-gpu: test_gpt2cu fixtures-cuda
-	./test_gpt2cu $(CUDA_FIXTURES)/tiny64.bin $(CUDA_FIXTURES)/tiny64_state.bin $(CUDA_FIXTURES)/tiny64_traj.txt
-	./test_gpt2cu $(CUDA_FIXTURES)/d12.bin $(CUDA_FIXTURES)/d12_state.bin $(CUDA_FIXTURES)/d12_traj.txt
-
-bench-gpu:
-	bash dev/bench/bench_gpu.sh
-# ---- end CUDA trainer ----
-
-# ---------------------------------------------------------------------------------------------
-# tests (README "Testing"); each test-* target is one script or binary, failing loudly
-
-FIXTURES = dev/test/fixtures
-SHARED_DATA ?= ../shared/data
-TEST_TARGETS = test-model test-loader test-bad-input test-bootstrap test-mpi test-resume test-hellaswag test-books-smoke \
-               test-torch-ddp
-
-.PHONY: all test clean fixtures $(TEST_TARGETS)
-
+.PHONY: all clean
 all: $(TARGETS)
-test: $(TEST_TARGETS)
-	@echo "make test: all tests passed"
-
-fixtures: $(FIXTURES)/tiny.bin $(FIXTURES)/d12.bin
-
-# tiny model (fast, many checks) and GPT-2 124M (the real shapes); both from the PyTorch reference
-$(FIXTURES)/tiny.bin: train_gpt2.py
-	@mkdir -p $(FIXTURES)
-	$(PYTHON) train_gpt2.py --model L2:C64:H4:T128 --seed 1 --write-model $@ \
-	  --batch 4 --seq 32 --debug-state $(FIXTURES)/tiny_state.bin --trajectory $(FIXTURES)/tiny_traj.txt --steps 10
-
-$(FIXTURES)/d12.bin: train_gpt2.py
-	@mkdir -p $(FIXTURES)
-	$(PYTHON) train_gpt2.py --model d12 --seed 2 --write-model $@ \
-	  --batch 4 --seq 64 --debug-state $(FIXTURES)/d12_state.bin --trajectory $(FIXTURES)/d12_traj.txt --steps 5 --lr 1e-4
-
-test-model: test_gpt2 test_gpt2_noblas fixtures
-	./test_gpt2 $(FIXTURES)/tiny.bin $(FIXTURES)/tiny_state.bin $(FIXTURES)/tiny_traj.txt
-	./test_gpt2 $(FIXTURES)/d12.bin $(FIXTURES)/d12_state.bin $(FIXTURES)/d12_traj.txt nockpt
-	./test_gpt2_noblas $(FIXTURES)/tiny.bin $(FIXTURES)/tiny_state.bin $(FIXTURES)/tiny_traj.txt
-
-test-loader: dev/test/test_dataloader
-	./dev/test/test_dataloader
-
-dev/test/test_dataloader: dev/test/test_dataloader.c $(CPU_HEADERS)
-	$(CC) $(CFLAGS) $< -o $@ -lm
-
-test-bad-input: train_gpt2
-	PYTHON=$(PYTHON) bash dev/test/test_bad_input.sh
-
-# CPU ranks under real OpenMPI: rank-count independence, resume, bad launches
-test-mpi: train_gpt2
-	PYTHON=$(PYTHON) bash dev/test/test_mpi.sh
-
-# the TCP bootstrap of the NCCL id (launches without MPI), with real processes on localhost
-test-bootstrap: dev/test/test_bootstrap
-	./dev/test/test_bootstrap
-
-dev/test/test_bootstrap: dev/test/test_bootstrap.c llmc/bootstrap.h llmc/utils.h
-	$(CC) $(CFLAGS) $< -o $@
-
-# HellaSwag scoring against the PyTorch reference, on 1-3 ranks
-test-hellaswag: train_gpt2
-	PYTHON=$(PYTHON) bash dev/test/test_hellaswag.sh
-
-# the CPU smoke version of scripts/run_gpt2_124M_books.sh (needs ../shared/data)
-test-books-smoke: train_gpt2 gpt2_tokenize
-	SHARED_DATA=$(SHARED_DATA) bash dev/test/test_books_smoke.sh
-
-# crash safety, exact resume, preemption, pruning, numeric guards
-test-resume: train_gpt2
-	PYTHON=$(PYTHON) bash dev/test/test_resume.sh
-
-# train_gpt2.py, the PyTorch DDP twin (1 and 2 gloo ranks), against train_gpt2 under mpirun; checkpoints both ways
-test-torch-ddp: train_gpt2
-	PYTHON=$(PYTHON) bash dev/test/test_torch_ddp.sh
 
 clean:
-	rm -f $(TARGETS) train_gpt2cu test_gpt2cu gpt2_tokenize export_hf dev/test/test_dataloader dev/test/test_bootstrap
-	rm -rf $(FIXTURES) build
+	rm -f train_gpt2 test_gpt2 test_gpt2_noblas train_gpt2cu test_gpt2cu gpt2_tokenize export_hf
+	rm -f dev/test/test_dataloader dev/test/test_bootstrap
+	rm -rf dev/test/fixtures build
+
+# the tests, the GPU test entry points and the benchmarks
+include dev/test/tests.mk

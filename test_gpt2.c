@@ -71,10 +71,10 @@ int main(int argc, char **argv) {
 
     // ---- 1. forward
     float *raw = (float *)mallocCheck((size_t)B * T * Vp * sizeof(float));
-    model.logits_out = raw;
     memset(model.grads_memory, 0, P * sizeof(float));
+    gpt2_forward_logits(&model, ds.x, B, T);  // the raw logits, before the softmax overwrites them
+    memcpy(raw, model.acts.logits, (size_t)B * T * Vp * sizeof(float));
     float loss = gpt2_forward(&model, ds.x, ds.y, B, T);
-    model.logits_out = NULL;
     float *logits = (float *)mallocCheck((size_t)B * T * V * sizeof(float));
     for (int bt = 0; bt < B * T; bt++) { memcpy(logits + (size_t)bt * V, raw + (size_t)bt * Vp, V * sizeof(float)); }
     printf("forward:\n");

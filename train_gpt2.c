@@ -14,6 +14,7 @@
 #include <math.h>
 #include "llmc/utils.h"
 #include "llmc/model_io.h"
+#include "llmc/gpt2_views.h"
 #include "llmc/args.h"
 #include "llmc/comm.h"
 #include "llmc/backend.h"
@@ -495,30 +496,7 @@ void adamw_update(float *params, const float *grads, float *m, float *v, size_t 
 // ----------------------------------------------------------------------------
 // the model
 
-typedef struct {
-    float *wte;       // (Vp, C)
-    float *wpe;       // (maxT, C)
-    float *ln1w;      // (L, C)
-    float *ln1b;      // (L, C)
-    float *qkvw;      // (L, 3C, C)
-    float *qkvb;      // (L, 3C)
-    float *attprojw;  // (L, C, C)
-    float *attprojb;  // (L, C)
-    float *ln2w;      // (L, C)
-    float *ln2b;      // (L, C)
-    float *fcw;       // (L, 4C, C)
-    float *fcb;       // (L, 4C)
-    float *fcprojw;   // (L, C, 4C)
-    float *fcprojb;   // (L, C)
-    float *lnfw;      // (C)
-    float *lnfb;      // (C)
-} ParameterTensors;
-
-static void point_parameters(ParameterTensors *p, float *base, const size_t sizes[NUM_PARAMETER_TENSORS]) {
-    float **ptrs[NUM_PARAMETER_TENSORS] = {&p->wte, &p->wpe, &p->ln1w, &p->ln1b, &p->qkvw, &p->qkvb,
-        &p->attprojw, &p->attprojb, &p->ln2w, &p->ln2b, &p->fcw, &p->fcb, &p->fcprojw, &p->fcprojb, &p->lnfw, &p->lnfb};
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { *ptrs[i] = base; base += sizes[i]; }
-}
+GPT2_DECLARE_VIEWS(float)  // ParameterTensors, LayerParams, point_parameters, layer_params
 
 // activations of the forward pass, sized for the maximum B and T; per-layer tensors are stacked
 typedef struct {
@@ -567,7 +545,6 @@ typedef struct {
     int *inputs_copy;   // (B, T)
     double step_loss;   // sum of micro-batch mean losses in the current step
     Comm *comm;
-    float *logits_out;  // tests: if set, the forward copies the raw logits (B,T,Vp) here
 } GPT2;
 
 static void gpt2_alloc_activations(GPT2 *m, int B, int T) {
@@ -617,12 +594,7 @@ void gpt2_free(GPT2 *m) {
 void gpt2_load(GPT2 *m, const char *path) {
     ModelFileInfo info;
     model_file_info(path, &info);
-    if (!gpt2_config_equal(&info.config, &m->config)) {
-        llmc_die("model file '%s' has L=%d C=%d NH=%d V=%d maxT=%d, expected L=%d C=%d NH=%d V=%d maxT=%d", path,
-                 info.config.num_layers, info.config.channels, info.config.num_heads, info.config.vocab_size,
-                 info.config.max_seq_len, m->config.num_layers, m->config.channels, m->config.num_heads,
-                 m->config.vocab_size, m->config.max_seq_len);
-    }
+    model_file_require_config(path, &info, &m->config, "pass the matching -e descriptor, or the file alone as -e");
     model_file_load(path, &info, m->params_memory, NULL);
 }
 
@@ -656,40 +628,51 @@ static LayerActs layer_acts(GPT2 *m, int l, int B, int T) {
 }
 
 /*
- * Forward pass for B sequences of T tokens (B, T at most the built sizes). With targets, fills
- * acts.losses (B,T) and returns their mean; without, returns 0. Leaves probabilities in acts.logits.
+ * Forward pass up to the logits for B sequences of T tokens (B, T at most the built sizes):
+ * acts.logits (B, T, Vp) holds the raw logits afterwards.
  */
-float gpt2_forward(GPT2 *m, const int *inputs, const int *targets, int B, int T) {
+void gpt2_forward_logits(GPT2 *m, const int *inputs, int B, int T) {
     if (B > m->batch_size || T > m->seq_len) {
         llmc_die("internal: forward with B=%d T=%d, built for B=%d T=%d", B, T, m->batch_size, m->seq_len);
     }
-    int C = m->config.channels, NH = m->config.num_heads, L = m->config.num_layers;
-    int V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
-    size_t BT = (size_t)B * T;
+    const int C = m->config.channels, NH = m->config.num_heads, L = m->config.num_layers, Vp = m->config.padded_vocab_size;
+    const size_t BT = (size_t)B * T;
     ParameterTensors *p = &m->params;
     ActivationTensors *a = &m->acts;
     memcpy(m->inputs_copy, inputs, BT * sizeof(int));
-    if (targets) { memcpy(m->targets_copy, targets, BT * sizeof(int)); }
 
     encoder_forward(a->encoded, inputs, p->wte, p->wpe, B, T, C);
     for (int l = 0; l < L; l++) {
+        LayerParams lp = layer_params(p, &m->config, l);
         LayerActs la = layer_acts(m, l, B, T);
-        layernorm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.residual, p->ln1w + l * C, p->ln1b + l * C, B, T, C);
-        matmul_forward(la.qkv, la.ln1, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + l * 3 * C, B, T, C, 3 * C);
+        // residual2 = residual + attproj(attention(qkv(ln1(residual))))
+        layernorm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.residual, lp.ln1w, lp.ln1b, B, T, C);
+        matmul_forward(la.qkv, la.ln1, lp.qkvw, lp.qkvb, B, T, C, 3 * C);
         attention_forward(la.atty, la.att, la.qkv, B, T, C, NH);
-        matmul_forward(a->proj, la.atty, p->attprojw + (size_t)l * C * C, p->attprojb + l * C, B, T, C, C);
+        matmul_forward(a->proj, la.atty, lp.attprojw, lp.attprojb, B, T, C, C);
         residual_forward(la.residual2, la.residual, a->proj, BT * C);
-        layernorm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, p->ln2w + l * C, p->ln2b + l * C, B, T, C);
-        matmul_forward(la.fch, la.ln2, p->fcw + (size_t)l * 4 * C * C, p->fcb + l * 4 * C, B, T, C, 4 * C);
+        // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
+        layernorm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, lp.ln2w, lp.ln2b, B, T, C);
+        matmul_forward(la.fch, la.ln2, lp.fcw, lp.fcb, B, T, C, 4 * C);
         gelu_forward(la.fch_gelu, la.fch, BT * 4 * C);
-        matmul_forward(a->proj, la.fch_gelu, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + l * C, B, T, 4 * C, C);
+        matmul_forward(a->proj, la.fch_gelu, lp.fcprojw, lp.fcprojb, B, T, 4 * C, C);
         residual_forward(la.residual3, la.residual2, a->proj, BT * C);
     }
     const float *last = a->residual3 + (L - 1) * BT * C;
     layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, last, p->lnfw, p->lnfb, B, T, C);
     matmul_forward(a->logits, a->lnf, p->wte, NULL, B, T, C, Vp);
-    if (m->logits_out) { memcpy(m->logits_out, a->logits, BT * Vp * sizeof(float)); }
-    softmax_crossentropy_forward(a->logits, a->losses, targets, B, T, V, Vp);
+}
+
+/*
+ * Forward pass for B sequences of T tokens. With targets, fills acts.losses (B,T) and returns
+ * their mean; without, returns 0. Leaves probabilities in acts.logits.
+ */
+float gpt2_forward(GPT2 *m, const int *inputs, const int *targets, int B, int T) {
+    gpt2_forward_logits(m, inputs, B, T);
+    const size_t BT = (size_t)B * T;
+    ActivationTensors *a = &m->acts;
+    if (targets) { memcpy(m->targets_copy, targets, BT * sizeof(int)); }
+    softmax_crossentropy_forward(a->logits, a->losses, targets, B, T, m->config.vocab_size, m->config.padded_vocab_size);
     if (!targets) { return 0.0f; }
     double sum = 0.0;
     for (size_t i = 0; i < BT; i++) { sum += a->losses[i]; }
@@ -698,9 +681,9 @@ float gpt2_forward(GPT2 *m, const int *inputs, const int *targets, int B, int T)
 
 // backward of the last forward (which had targets); gradients accumulate into m->grads
 void gpt2_backward(GPT2 *m, float dloss, int B, int T) {
-    int C = m->config.channels, NH = m->config.num_heads, L = m->config.num_layers;
-    int V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
-    size_t BT = (size_t)B * T;
+    const int C = m->config.channels, NH = m->config.num_heads, L = m->config.num_layers;
+    const int V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
+    const size_t BT = (size_t)B * T;
     ParameterTensors *p = &m->params, *g = &m->grads;
     ActivationTensors *a = &m->acts;
 
@@ -712,23 +695,20 @@ void gpt2_backward(GPT2 *m, float dloss, int B, int T) {
     layernorm_backward(a->dresidual, g->lnfw, g->lnfb, a->dbuf_c, last, p->lnfw, a->lnf_mean, a->lnf_rstd, B, T, C);
 
     for (int l = L - 1; l >= 0; l--) {
+        LayerParams lp = layer_params(p, &m->config, l), lg = layer_params(g, &m->config, l);
         LayerActs la = layer_acts(m, l, B, T);
         // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))): dresidual passes through unchanged
-        matmul_backward(a->dbuf_4c, g->fcprojw + (size_t)l * C * 4 * C, g->fcprojb + l * C, a->dresidual, la.fch_gelu,
-                        p->fcprojw + (size_t)l * C * 4 * C, B, T, 4 * C, C);
+        matmul_backward(a->dbuf_4c, lg.fcprojw, lg.fcprojb, a->dresidual, la.fch_gelu, lp.fcprojw, B, T, 4 * C, C);
         gelu_backward(a->dbuf_4c, la.fch, a->dbuf_4c, BT * 4 * C);
-        matmul_backward(a->dbuf_c, g->fcw + (size_t)l * 4 * C * C, g->fcb + l * 4 * C, a->dbuf_4c, la.ln2,
-                        p->fcw + (size_t)l * 4 * C * C, B, T, C, 4 * C);
-        layernorm_backward(a->dresidual, g->ln2w + l * C, g->ln2b + l * C, a->dbuf_c, la.residual2, p->ln2w + l * C,
-                           la.ln2_mean, la.ln2_rstd, B, T, C);
+        matmul_backward(a->dbuf_c, lg.fcw, lg.fcb, a->dbuf_4c, la.ln2, lp.fcw, B, T, C, 4 * C);
+        layernorm_backward(a->dresidual, lg.ln2w, lg.ln2b, a->dbuf_c, la.residual2, lp.ln2w, la.ln2_mean, la.ln2_rstd, B,
+                           T, C);
         // residual2 = residual + attproj(attention(qkv(ln1(residual))))
-        matmul_backward(a->dbuf_c, g->attprojw + (size_t)l * C * C, g->attprojb + l * C, a->dresidual, la.atty,
-                        p->attprojw + (size_t)l * C * C, B, T, C, C);
+        matmul_backward(a->dbuf_c, lg.attprojw, lg.attprojb, a->dresidual, la.atty, lp.attprojw, B, T, C, C);
         attention_backward(a->dbuf_3c, a->dbuf_c, la.qkv, la.att, B, T, C, NH);
-        matmul_backward(a->dbuf_c, g->qkvw + (size_t)l * 3 * C * C, g->qkvb + l * 3 * C, a->dbuf_3c, la.ln1,
-                        p->qkvw + (size_t)l * 3 * C * C, B, T, C, 3 * C);
-        layernorm_backward(a->dresidual, g->ln1w + l * C, g->ln1b + l * C, a->dbuf_c, la.residual, p->ln1w + l * C,
-                           la.ln1_mean, la.ln1_rstd, B, T, C);
+        matmul_backward(a->dbuf_c, lg.qkvw, lg.qkvb, a->dbuf_3c, la.ln1, lp.qkvw, B, T, C, 3 * C);
+        layernorm_backward(a->dresidual, lg.ln1w, lg.ln1b, a->dbuf_c, la.residual, lp.ln1w, la.ln1_mean, la.ln1_rstd, B, T,
+                           C);
     }
     encoder_backward(g->wte, g->wpe, a->dresidual, m->inputs_copy, B, T, C);
 }

@@ -360,12 +360,7 @@ static void gpt2_set_params_fp32(GPT2 *m, const float *values) {
 void gpt2_load(GPT2 *m, const char *path) {
     ModelFileInfo info;
     model_file_info(path, &info);
-    if (!gpt2_config_equal(&info.config, &m->config)) {
-        llmc_die("model file '%s' has L=%d C=%d NH=%d V=%d maxT=%d, expected L=%d C=%d NH=%d V=%d maxT=%d", path,
-                 info.config.num_layers, info.config.channels, info.config.num_heads, info.config.vocab_size,
-                 info.config.max_seq_len, m->config.num_layers, m->config.channels, m->config.num_heads,
-                 m->config.vocab_size, m->config.max_seq_len);
-    }
+    model_file_require_config(path, &info, &m->config, "pass the matching -e descriptor, or the file alone as -e");
     const size_t P = m->num_params;
     if (info.version == MODEL_VERSION_FP32 && m->master) {
         float *values = (float *)mallocCheck(P * sizeof(float));
@@ -805,7 +800,8 @@ int main(int argc, char **argv) {
     }
     Backend backend;
     gpt2_make_backend(&backend, &model, args.T, gpu_peak_flops(device));
-    if (comm.rank == 0) {
+    const int chatty = comm.rank == 0 && !args.prompt[0];  // the generate mode prints only its text
+    if (chatty) {
         cudaDeviceProp prop;
         cudaCheck(cudaGetDeviceProperties(&prop, device));
         GPT2Memory mem = gpt2_memory(&config, args.B, args.T, args.recompute, args.master_weights, model.red.padded,
@@ -820,7 +816,7 @@ int main(int argc, char **argv) {
     }
     int rc = train_run(&args, &comm, &backend);
     gpt2_sync(&model, "the end of training");
-    if (comm.rank == 0) {
+    if (chatty) {
         size_t free_bytes = 0, total_bytes = 0;
         cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
         // the trainer allocates everything up front, so what is in use now is the peak (for this

@@ -879,7 +879,7 @@ def checkpoint_read(a, d, step, cfg):
     if err:
         return None, err
     if mcfg.key() != cfg.key():
-        die(f"checkpoint model '{path}' is {mcfg.describe()}, but this run's model (-e) is {cfg.describe()}; "
+        die(f"model file '{path}' is {mcfg.describe()}, but the model built (-e) is {cfg.describe()}; "
             "resume with the -e of the run that wrote it, or use another -o")
     P = len(flat)
     opt = {k: np.zeros(P, dtype=np.float32) for k in ("m", "v", "master")}

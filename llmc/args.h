@@ -1,249 +1,345 @@
 /*
- * Command-line flags of both trainers (train_gpt2 and train_gpt2cu): the defaults in one place,
- * the usage text, parsing and the checks that need no data or model.
+ * Command-line flags of both trainers (train_gpt2 and train_gpt2cu), defined once in a table:
+ * LLMC_FLAGS below generates the TrainArgs struct, the defaults, the usage text, the parser and
+ * the cross-rank hash, so adding a flag is one line and cannot miss any of them.
  *
- * Flag letters follow llm.c's train_gpt2cu where the meaning is the same. Every flag takes a
- * value ("-b 16"); an unknown flag or a bad value prints the usage and exits non-zero.
+ * Flag letters follow llm.c's train_gpt2cu where the meaning is the same; the common flags also
+ * have long names (--lr, --batch, ...). Every flag takes a value ("-b 16", "--batch 16" or
+ * "--batch=16"). `--help` prints the usage on stdout and exits 0; an unknown flag or a bad value
+ * prints one line (with "did you mean" for a near miss) and "see --help", and exits non-zero.
  */
 #ifndef LLMC_ARGS_H
 #define LLMC_ARGS_H
 
 #include <limits.h>
+#include <strings.h>
 #include "utils.h"
 
+/*
+ * The table. One X(...) per flag, in usage order; SECTION rows are the usage text's headings.
+ *   X(type, field, short, long, metavar, default, min, max, help)
+ * type: STR (any string), CHOICE (one of the '|'-separated words of metavar), INT (int), I64
+ * (long long), U64 (unsigned long long, at most LLONG_MAX), F32 (float). min and max bound the
+ * numeric types (inclusive); long is "" for a flag with a short name only.
+ */
+#define LLMC_FLAGS(X)                                                                                                  \
+    X(SECTION, _data, "", "", "", 0, 0, 0, "data")                                                                      \
+    X(STR, train_glob, "i", "train", "<glob>", "data/tinyshakespeare/tiny_shakespeare_train.bin", 0, 0,               \
+      "train token shards")                                                                                            \
+    X(STR, val_glob, "j", "val", "<glob>", "data/tinyshakespeare/tiny_shakespeare_val.bin", 0, 0, "val token shards")   \
+    X(STR, output_dir, "o", "out", "<dir>", "", 0, 0, "output dir for main.log and checkpoints; empty = none")          \
+    X(STR, model, "e", "model", "<model>", "d12", 0, 0,                                                                \
+      "model .bin (version 3 fp32 or 5 bf16) or descriptor:\n"                                                         \
+      "d12 d24 d36 d48 = GPT-2 124M/350M/774M/1558M; dN = N layers, C=64N, NH=N;\n"                                    \
+      "L<n>:C<n>:H<n>[:T<maxT>][:V<vocab>] e.g. L2:C64:H4 (maxT 1024, V 50257 by default)")                            \
+    X(STR, tokenizer, "tk", "tokenizer", "<file>", "gpt2_tokenizer.bin", 0, 0, "tokenizer decode table, to print text")  \
+    X(SECTION, _batch, "", "", "", 0, 0, 0, "batch")                                                                    \
+    X(INT, B, "b", "batch", "<int>", 4, 1, 1 << 20, "micro-batch size per rank, sequences")                             \
+    X(INT, T, "t", "seq-len", "<int>", 1024, 1, 1 << 20, "sequence length")                                             \
+    X(I64, total_batch, "d", "total-batch", "<int>", -1, -1, LLONG_MAX / 2,                                           \
+      "total batch per optimizer step in tokens, all ranks; -1 = B*T*ranks\n"                                          \
+      "gradient accumulation steps = d / (B*T*ranks), must divide exactly")                                            \
+    X(SECTION, _opt, "", "", "", 0, 0, 0,                                                                               \
+      "optimizer (AdamW beta1 0.9, beta2 0.95, eps 1e-8, gradient clipping at global norm 1.0)")                       \
+    X(F32, lr, "l", "lr", "<float>", 3e-4, 0.0, 10.0, "peak learning rate")                                            \
+    X(INT, warmup, "u", "warmup", "<int>", 0, 0, INT_MAX, "linear warmup steps")                                        \
+    X(F32, final_lr_frac, "q", "final-lr-frac", "<float>", 1.0, 0.0, 1.0,                                               \
+      "final learning rate as a fraction of -l; 1.0 = constant after warmup")                                          \
+    X(F32, weight_decay, "c", "weight-decay", "<float>", 0.0, 0.0, 10.0, "weight decay, on 2-D tensors only")           \
+    X(CHOICE, schedule, "k", "schedule", "cosine|linear|constant", "cosine", 0, 0, "learning rate schedule")            \
+    X(INT, max_steps, "x", "steps", "<int>", -1, -1, INT_MAX, "optimizer steps to run; -1 = one epoch of the train data") \
+    X(SECTION, _eval, "", "", "", 0, 0, 0, "evaluation, sampling, checkpoints (0 turns a feature off)")                 \
+    X(INT, val_every, "v", "val-every", "<int>", 20, 0, INT_MAX, "validation loss every N steps")                       \
+    X(INT, val_batches, "m", "val-batches", "<int>", 20, -1, INT_MAX,                                                   \
+      "validation batches of B sequences (same tokens for any rank count); -1 = all")                                  \
+    X(INT, hellaswag_eval, "h", "hellaswag", "<0|1>", 0, 0, 1, "HellaSwag accuracy at every validation")                \
+    X(STR, hellaswag, "hf", "hellaswag-file", "<file>", "data/hellaswag/hellaswag_val.bin", 0, 0, "HellaSwag eval file") \
+    X(INT, hellaswag_max, "hm", "hellaswag-max", "<int>", -1, -1, INT_MAX, "HellaSwag examples to evaluate; -1 = all")   \
+    X(INT, sample_every, "s", "sample-every", "<int>", 20, 0, INT_MAX, "sample text every N steps")                     \
+    X(INT, gen_tokens, "g", "gen-tokens", "<int>", 64, 1, 1 << 20, "tokens to generate per sample")                     \
+    X(INT, checkpoint_every, "n", "ckpt-every", "<int>", 0, 0, INT_MAX, "checkpoint every N steps (needs -o)")          \
+    X(INT, checkpoint_keep, "nk", "ckpt-keep", "<int>", 0, 0, INT_MAX,                                                  \
+      "keep only the newest N complete checkpoints; 0 = keep all")                                                     \
+    X(INT, resume, "y", "resume", "<0|1>", 0, 0, 1, "resume from the newest complete checkpoint in -o")                 \
+    X(SECTION, _guards, "", "", "", 0, 0, 0, "numeric guards (a step with a NaN/Inf loss or gradient norm is always skipped)") \
+    X(F32, guard_z_loss, "sl", "guard-loss-z", "<float>", 0.0, 0.0, 1e6,                                                \
+      "skip a step whose loss z-score over the last 100 steps exceeds this; 0 = off")                                  \
+    X(F32, guard_z_norm, "sg", "guard-norm-z", "<float>", 0.0, 0.0, 1e6, "the same for the gradient norm; 0 = off")     \
+    X(INT, guard_max_skips, "sm", "guard-max-skips", "<int>", 10, 1, INT_MAX,                                          \
+      "stop the run after this many consecutive skipped steps")                                                        \
+    X(SECTION, _gpu, "", "", "", 0, 0, 0,                                                                               \
+      "memory, precision, multi-process (train_gpt2cu; train_gpt2 accepts and ignores -z -r -w -pb)")                  \
+    X(INT, zero_stage, "z", "zero", "<0|1>", 0, 0, 1, "ZeRO stage: 1 shards the optimizer state across ranks")          \
+    X(INT, recompute, "r", "recompute", "<0|1|2>", 1, 0, 2, "recompute in backward: 1 = GELU, 2 = GELU and LayerNorm")  \
+    X(INT, master_weights, "w", "master-weights", "<0|1>", 1, 0, 1, "fp32 master weights")                              \
+    X(CHOICE, backend, "pb", "backend", "nccl|mpi", "nccl", 0, 0, "gradient all-reduce backend (mpi: host-staged)")     \
+    X(INT, comm_timeout, "pt", "comm-timeout", "<int>", 300, 1, 86400,                                                  \
+      "seconds before a stuck collective or bootstrap is an error")                                                    \
+    X(SECTION, _gen, "", "", "", 0, 0, 0,                                                                               \
+      "generation: with --prompt, generate -g tokens after the prompt from -e and exit (no data read)")                \
+    X(STR, prompt, "", "prompt", "<text>", "", 0, 0, "the text to continue; empty = train")                             \
+    X(F32, temperature, "", "temperature", "<float>", 1.0, 0.0, 100.0,                                                  \
+      "sampling temperature (samples and --prompt); 0 = greedy")                                                       \
+    X(INT, top_k, "", "top-k", "<int>", 0, 0, INT_MAX, "sample from the K most likely tokens only; 0 = all")            \
+    X(STR, bpe_dir, "", "bpe-dir", "<dir>", "data/gpt2", 0, 0, "folder with encoder.json and vocab.bpe (--prompt)")     \
+    X(SECTION, _misc, "", "", "", 0, 0, 0, "misc")                                                                      \
+    X(INT, shuffle, "sh", "shuffle", "<0|1>", 1, 0, 1, "shuffle the train data (the same permutation on every rank)")   \
+    X(U64, seed, "rs", "seed", "<int>", 1337, 0, LLONG_MAX, "random seed (init, shuffling, sampling)")                  \
+    X(INT, overfit_batch, "a", "overfit", "<0|1>", 0, 0, 1, "overfit the first batch (debugging)")
+
+// ---- the struct
+#define ARGS_CTYPE_SECTION(f)
+#define ARGS_CTYPE_STR(f) const char *f;
+#define ARGS_CTYPE_CHOICE(f) const char *f;
+#define ARGS_CTYPE_INT(f) int f;
+#define ARGS_CTYPE_I64(f) long long f;
+#define ARGS_CTYPE_U64(f) unsigned long long f;
+#define ARGS_CTYPE_F32(f) float f;
+#define ARGS_FIELD(type, f, ...) ARGS_CTYPE_##type(f)
 typedef struct {
-    // data
-    const char *train_glob;    // -i
-    const char *val_glob;      // -j
-    const char *output_dir;    // -o ("" = no checkpoints, no main.log)
-    const char *model;         // -e: a .bin file or a descriptor (d12, L2:C64:H4, ...)
-    const char *tokenizer;     // -tk: decode table for samples
-    const char *hellaswag;     // -hf: HellaSwag eval file
-    // batch
-    int B;                     // -b micro-batch per rank
-    int T;                     // -t sequence length
-    long long total_batch;     // -d tokens per optimizer step over all ranks (-1: B*T*world)
-    // optimizer and schedule
-    float lr;                  // -l
-    int warmup;                // -u
-    float final_lr_frac;       // -q
-    float weight_decay;        // -c
-    const char *schedule;      // -k cosine | linear | constant
-    int max_steps;             // -x (-1: one epoch of the train data)
-    // evaluation, sampling, checkpoints
-    int val_every;             // -v (0: off)
-    int val_batches;           // -m (-1: the whole val set)
-    int sample_every;          // -s (0: off)
-    int gen_tokens;            // -g
-    int hellaswag_eval;        // -h (0/1)
-    int hellaswag_max;         // -hm examples (-1: all)
-    int checkpoint_every;      // -n (0: off)
-    int checkpoint_keep;       // -nk (0: keep all)
-    int resume;                // -y (0/1)
-    // numeric guards
-    float guard_z_loss;        // -sl (0: off)
-    float guard_z_norm;        // -sg (0: off)
-    int guard_max_skips;       // -sm consecutive skipped steps before the run stops
-    // memory and precision (GPU)
-    int zero_stage;            // -z (0/1)
-    int recompute;             // -r (0: off, 1: recompute GELU, 2: also LayerNorm)
-    int master_weights;        // -w (0/1)
-    const char *backend;       // -pb nccl | mpi (GPU multi-process gradient backend)
-    int comm_timeout;          // -pt seconds before a stuck collective or bootstrap is an error
-    // misc
-    int shuffle;               // -sh (0/1) shuffle the train data (same permutation on every rank)
-    unsigned long long seed;   // -rs
-    int overfit_batch;         // -a (0/1) train on the first batch only (debugging)
+    LLMC_FLAGS(ARGS_FIELD)
 } TrainArgs;
 
-// the defaults: one commented block
+// ---- the table as data: one row per flag, pointing into a TrainArgs
+typedef enum { ARG_SECTION, ARG_STR, ARG_CHOICE, ARG_INT, ARG_I64, ARG_U64, ARG_F32 } ArgType;
+typedef struct {
+    ArgType type;
+    size_t offset;          // of the field in TrainArgs
+    const char *name;       // short name without '-' ("" for none)
+    const char *long_name;  // without "--" ("" for none)
+    const char *metavar;    // CHOICE: the allowed words, '|'-separated
+    const char *def_str;    // STR, CHOICE
+    double def_num;         // the numeric types (exact for every default in the table)
+    double lo, hi;
+    const char *help;       // SECTION: the heading
+} ArgSpec;
+
+#define ARGS_OFFSET_SECTION(f) 0
+#define ARGS_OFFSET_STR(f) offsetof(TrainArgs, f)
+#define ARGS_OFFSET_CHOICE(f) offsetof(TrainArgs, f)
+#define ARGS_OFFSET_INT(f) offsetof(TrainArgs, f)
+#define ARGS_OFFSET_I64(f) offsetof(TrainArgs, f)
+#define ARGS_OFFSET_U64(f) offsetof(TrainArgs, f)
+#define ARGS_OFFSET_F32(f) offsetof(TrainArgs, f)
+// a string default goes to def_str, a numeric one to def_num (the other slot gets a dummy)
+#define ARGS_DEF_STR_SECTION(d) ""
+#define ARGS_DEF_STR_STR(d) d
+#define ARGS_DEF_STR_CHOICE(d) d
+#define ARGS_DEF_STR_INT(d) ""
+#define ARGS_DEF_STR_I64(d) ""
+#define ARGS_DEF_STR_U64(d) ""
+#define ARGS_DEF_STR_F32(d) ""
+#define ARGS_DEF_NUM_SECTION(d) 0.0
+#define ARGS_DEF_NUM_STR(d) 0.0
+#define ARGS_DEF_NUM_CHOICE(d) 0.0
+#define ARGS_DEF_NUM_INT(d) (double)(d)
+#define ARGS_DEF_NUM_I64(d) (double)(d)
+#define ARGS_DEF_NUM_U64(d) (double)(d)
+#define ARGS_DEF_NUM_F32(d) (double)(d)
+#define ARGS_ROW(type, f, name, long_name, metavar, def, lo, hi, help) \
+    {ARG_##type, ARGS_OFFSET_##type(f), name, long_name, metavar, ARGS_DEF_STR_##type(def), ARGS_DEF_NUM_##type(def), (double)(lo), (double)(hi), help},
+static const ArgSpec args_table[] = {LLMC_FLAGS(ARGS_ROW)};
+#define ARGS_COUNT ((int)(sizeof(args_table) / sizeof(args_table[0])))
+
+static inline void *args_field(TrainArgs *a, const ArgSpec *s) { return (char *)a + s->offset; }
+static inline const void *args_cfield(const TrainArgs *a, const ArgSpec *s) { return (const char *)a + s->offset; }
+
+// ---- defaults
 static inline void args_defaults(TrainArgs *a) {
-    a->train_glob = "data/tinyshakespeare/tiny_shakespeare_train.bin";
-    a->val_glob = "data/tinyshakespeare/tiny_shakespeare_val.bin";
-    a->output_dir = "";
-    a->model = "d12";
-    a->tokenizer = "gpt2_tokenizer.bin";
-    a->hellaswag = "data/hellaswag/hellaswag_val.bin";
-    a->B = 4;
-    a->T = 1024;
-    a->total_batch = -1;
-    a->lr = 3e-4f;
-    a->warmup = 0;
-    a->final_lr_frac = 1.0f;
-    a->weight_decay = 0.0f;
-    a->schedule = "cosine";
-    a->max_steps = -1;
-    a->val_every = 20;
-    a->val_batches = 20;
-    a->sample_every = 20;
-    a->gen_tokens = 64;
-    a->hellaswag_eval = 0;
-    a->hellaswag_max = -1;
-    a->checkpoint_every = 0;
-    a->checkpoint_keep = 0;
-    a->resume = 0;
-    a->guard_z_loss = 0.0f;
-    a->guard_z_norm = 0.0f;
-    a->guard_max_skips = 10;
-    a->zero_stage = 0;
-    a->recompute = 1;
-    a->master_weights = 1;
-    a->backend = "nccl";
-    a->comm_timeout = 300;
-    a->shuffle = 1;
-    a->seed = 1337;
-    a->overfit_batch = 0;
+    memset(a, 0, sizeof(*a));
+    for (int i = 0; i < ARGS_COUNT; i++) {
+        const ArgSpec *s = &args_table[i];
+        void *p = args_field(a, s);
+        switch (s->type) {
+        case ARG_SECTION: break;
+        case ARG_STR: case ARG_CHOICE: *(const char **)p = s->def_str; break;
+        case ARG_INT: *(int *)p = (int)s->def_num; break;
+        case ARG_I64: *(long long *)p = (long long)s->def_num; break;
+        case ARG_U64: *(unsigned long long *)p = (unsigned long long)s->def_num; break;
+        case ARG_F32: *(float *)p = (float)s->def_num; break;
+        }
+    }
 }
 
-static inline void args_usage(const char *prog) {
+// ---- usage
+static inline void args_format_value(char *out, size_t n, const TrainArgs *a, const ArgSpec *s) {
+    const void *p = args_cfield(a, s);
+    switch (s->type) {
+    case ARG_SECTION: out[0] = '\0'; break;
+    case ARG_STR: case ARG_CHOICE: snprintf(out, n, "%s", *(const char *const *)p); break;
+    case ARG_INT: snprintf(out, n, "%d", *(const int *)p); break;
+    case ARG_I64: snprintf(out, n, "%lld", *(const long long *)p); break;
+    case ARG_U64: snprintf(out, n, "%llu", *(const unsigned long long *)p); break;
+    case ARG_F32: snprintf(out, n, "%g", (double)*(const float *)p); break;
+    }
+}
+
+static inline void args_usage(FILE *f, const char *prog) {
     TrainArgs d;
     args_defaults(&d);
-    fprintf(stderr,
-        "Usage:   %s [options]\n"
-        "Options (every flag takes a value; defaults in brackets):\n"
-        "  data\n"
-        "  -i <glob>   train token shards [%s]\n"
-        "  -j <glob>   val token shards [%s]\n"
-        "  -o <dir>    output dir for main.log and checkpoints; empty = none [%s]\n"
-        "  -e <model>  model .bin (version 3 fp32 or 5 bf16) or descriptor [%s]:\n"
-        "              d12 d24 d36 d48 = GPT-2 124M/350M/774M/1558M; dN = N layers, C=64N, NH=N;\n"
-        "              L<n>:C<n>:H<n>[:T<maxT>][:V<vocab>] e.g. L2:C64:H4 (maxT 1024, V 50257 by default)\n"
-        "  -tk <file>  tokenizer decode table, to print samples as text [%s]\n"
-        "  batch\n"
-        "  -b <int>    micro-batch size per rank, sequences [%d]\n"
-        "  -t <int>    sequence length [%d]\n"
-        "  -d <int>    total batch per optimizer step in tokens, all ranks; -1 = B*T*ranks [%lld]\n"
-        "              gradient accumulation steps = d / (B*T*ranks), must divide exactly\n"
-        "  optimizer (AdamW beta1 0.9, beta2 0.95, eps 1e-8, gradient clipping at global norm 1.0)\n"
-        "  -l <float>  peak learning rate [%g]\n"
-        "  -u <int>    linear warmup steps [%d]\n"
-        "  -q <float>  final learning rate as a fraction of -l; 1.0 = constant after warmup [%g]\n"
-        "  -c <float>  weight decay, on 2-D tensors only [%g]\n"
-        "  -k <name>   schedule: cosine | linear | constant [%s]\n"
-        "  -x <int>    optimizer steps to run; -1 = one epoch of the train data [%d]\n"
-        "  evaluation, sampling, checkpoints (0 turns a feature off)\n"
-        "  -v <int>    validation loss every N steps [%d]\n"
-        "  -m <int>    validation batches of B sequences (same tokens for any rank count); -1 = all [%d]\n"
-        "  -h <0|1>    HellaSwag accuracy at every validation [%d]\n"
-        "  -hf <file>  HellaSwag eval file [%s]\n"
-        "  -hm <int>   HellaSwag examples to evaluate; -1 = all [%d]\n"
-        "  -s <int>    sample text every N steps [%d]\n"
-        "  -g <int>    tokens to generate per sample [%d]\n"
-        "  -n <int>    checkpoint every N steps (needs -o) [%d]\n"
-        "  -nk <int>   keep only the newest N complete checkpoints; 0 = keep all [%d]\n"
-        "  -y <0|1>    resume from the newest complete checkpoint in -o [%d]\n"
-        "  numeric guards (a step with a NaN/Inf loss or gradient norm is always skipped)\n"
-        "  -sl <float> skip a step whose loss z-score over the last 100 steps exceeds this; 0 = off [%g]\n"
-        "  -sg <float> the same for the gradient norm; 0 = off [%g]\n"
-        "  -sm <int>   stop the run after this many consecutive skipped steps [%d]\n"
-        "  memory, precision, multi-process (train_gpt2cu; train_gpt2 accepts and ignores -z -r -w -pb)\n"
-        "  -z <0|1>    ZeRO stage: 1 shards the optimizer state across ranks [%d]\n"
-        "  -r <0|1|2>  recompute in backward: 1 = GELU, 2 = GELU and LayerNorm [%d]\n"
-        "  -w <0|1>    fp32 master weights [%d]\n"
-        "  -pb <name>  gradient all-reduce backend: nccl | mpi (host-staged) [%s]\n"
-        "  -pt <int>   seconds before a stuck collective or bootstrap is an error [%d]\n"
-        "  misc\n"
-        "  -sh <0|1>   shuffle the train data (the same permutation on every rank) [%d]\n"
-        "  -rs <int>   random seed (init, shuffling, sampling) [%llu]\n"
-        "  -a <0|1>    overfit the first batch (debugging) [%d]\n",
-        prog, d.train_glob, d.val_glob, d.output_dir, d.model, d.tokenizer, d.B, d.T, d.total_batch,
-        d.lr, d.warmup, d.final_lr_frac, d.weight_decay, d.schedule, d.max_steps, d.val_every,
-        d.val_batches, d.hellaswag_eval, d.hellaswag, d.hellaswag_max, d.sample_every, d.gen_tokens,
-        d.checkpoint_every, d.checkpoint_keep, d.resume, d.guard_z_loss, d.guard_z_norm,
-        d.guard_max_skips, d.zero_stage, d.recompute, d.master_weights, d.backend, d.comm_timeout,
-        d.shuffle, d.seed, d.overfit_batch);
+    fprintf(f, "Usage:   %s [options]\n"
+               "Options (every flag takes a value: -b 16, --batch 16 or --batch=16; defaults in brackets):\n", prog);
+    for (int i = 0; i < ARGS_COUNT; i++) {
+        const ArgSpec *s = &args_table[i];
+        if (s->type == ARG_SECTION) { fprintf(f, "  %s\n", s->help); continue; }
+        char names[64], meta[64], def[256];
+        snprintf(names, sizeof(names), "%s%s%s%s%s", s->name[0] ? "-" : "", s->name, s->name[0] && s->long_name[0] ? ", " : "",
+                 s->long_name[0] ? "--" : "", s->long_name);
+        snprintf(meta, sizeof(meta), s->type == ARG_CHOICE ? "<%s>" : "%s", s->metavar);
+        args_format_value(def, sizeof(def), &d, s);
+        fprintf(f, "  %-22s %-14s ", names, meta);
+        // the help text's lines after the first are indented under the first
+        for (const char *h = s->help; *h; h++) {
+            if (*h == '\n') { fprintf(f, "\n  %-22s %-14s ", "", ""); } else { fputc(*h, f); }
+        }
+        fprintf(f, " [%s]\n", def);
+    }
 }
 
-// print the usage (rank 0 only) and the reason, exit non-zero
-static void args_fail(const char *prog, const char *fmt, ...) LLMC_PRINTF(2, 3);
-static void args_fail(const char *prog, const char *fmt, ...) {
-    if (llmc_rank == 0) { args_usage(prog); }
-    va_list ap;
-    va_start(ap, fmt);
-    llmc_vprint(stderr, "error", fmt, ap);
-    va_end(ap);
+// ---- parsing
+
+// one line: the reason, then where to look (rank 0 prints; every rank exits)
+static void args_fail(const char *fmt, ...) LLMC_PRINTF(1, 2);
+static void args_fail(const char *fmt, ...) {
+    if (llmc_rank == 0) {
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        fprintf(stderr, "error: %s (see --help)\n", msg);
+    }
     exit(EXIT_FAILURE);
 }
 
-static inline long long args_parse_int(const char *prog, const char *flag, const char *s, long long lo, long long hi) {
+static inline long long args_parse_int(const char *flag, const char *s, double lo, double hi) {
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0') { args_fail(prog, "%s %s: expected an integer", flag, s); }
-    if (v < lo || v > hi) { args_fail(prog, "%s %s: must be in %lld..%lld", flag, s, lo, hi); }
+    if (errno != 0 || end == s || *end != '\0') { args_fail("%s %s: expected an integer", flag, s); }
+    if ((double)v < lo || (double)v > hi) { args_fail("%s %s: must be in %.0f..%.0f", flag, s, lo, hi); }
     return v;
 }
 
-static inline float args_parse_float(const char *prog, const char *flag, const char *s, double lo, double hi) {
+static inline float args_parse_float(const char *flag, const char *s, double lo, double hi) {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || v != v) { args_fail(prog, "%s %s: expected a number", flag, s); }
-    if (v < lo || v > hi) { args_fail(prog, "%s %s: must be in %g..%g", flag, s, lo, hi); }
+    if (errno != 0 || end == s || *end != '\0' || v != v) { args_fail("%s %s: expected a number", flag, s); }
+    if (v < lo || v > hi) { args_fail("%s %s: must be in %g..%g", flag, s, lo, hi); }
     return (float)v;
 }
 
+// is word one of the '|'-separated words of list?
+static inline int args_choice_ok(const char *list, const char *word) {
+    size_t n = strlen(word);
+    for (const char *p = list; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && n > 0 && strncmp(p, word, n) == 0) { return 1; }
+        p += len + (bar ? 1 : 0);
+    }
+    return 0;
+}
+
+static inline void args_set(TrainArgs *a, const ArgSpec *s, const char *flag, const char *v) {
+    void *p = args_field(a, s);
+    switch (s->type) {
+    case ARG_SECTION: break;
+    case ARG_STR: *(const char **)p = v; break;
+    case ARG_CHOICE:
+        if (!args_choice_ok(s->metavar, v)) { args_fail("%s %s: expected one of %s", flag, v, s->metavar); }
+        *(const char **)p = v;
+        break;
+    case ARG_INT: *(int *)p = (int)args_parse_int(flag, v, s->lo, s->hi); break;
+    case ARG_I64: *(long long *)p = args_parse_int(flag, v, s->lo, s->hi); break;
+    case ARG_U64: *(unsigned long long *)p = (unsigned long long)args_parse_int(flag, v, s->lo, s->hi); break;
+    case ARG_F32: *(float *)p = args_parse_float(flag, v, s->lo, s->hi); break;
+    }
+}
+
+// Levenshtein distance of two short strings (capped at 64 characters; longer ones count as far)
+static inline int args_edit_distance(const char *x, const char *y) {
+    int n = (int)strlen(x), m = (int)strlen(y);
+    if (n > 64 || m > 64) { return 99; }
+    int row[65];
+    for (int j = 0; j <= m; j++) { row[j] = j; }
+    for (int i = 1; i <= n; i++) {
+        int diag = row[0];
+        row[0] = i;
+        for (int j = 1; j <= m; j++) {
+            int up = row[j];
+            int best = diag + (x[i - 1] != y[j - 1]);
+            if (up + 1 < best) { best = up + 1; }
+            if (row[j - 1] + 1 < best) { best = row[j - 1] + 1; }
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[m];
+}
+
+// the spec of "-x" / "--long", or NULL; an unknown flag close to a known one gets "did you mean"
+static inline const ArgSpec *args_find(const char *flag, char *hint, size_t hint_n) {
+    int dashes = flag[1] == '-' ? 2 : 1;
+    const char *key = flag + dashes;
+    int best = 99;
+    hint[0] = '\0';
+    for (int i = 0; i < ARGS_COUNT; i++) {
+        const ArgSpec *s = &args_table[i];
+        if (s->type == ARG_SECTION) { continue; }
+        const char *names[2] = {s->name, s->long_name};
+        for (int k = 0; k < 2; k++) {
+            if (!names[k][0]) { continue; }
+            if ((k == 0) == (dashes == 1) && !strcmp(key, names[k])) { return s; }
+            // a near miss: the right name in the wrong case or with the wrong number of dashes, or
+            // a long name one or two edits away (every short name is one edit from every other)
+            int d = strcasecmp(key, names[k]) == 0 ? 0 : args_edit_distance(key, names[k]);
+            int limit = k == 0 && dashes == 1 ? 0 : strlen(names[k]) > 4 ? 2 : 1;
+            if (d <= limit && d < best) {
+                best = d;
+                snprintf(hint, hint_n, "; did you mean %s%s?", k == 0 ? "-" : "--", names[k]);
+            }
+        }
+    }
+    return NULL;
+}
+
 static inline void args_parse(TrainArgs *a, int argc, char **argv) {
-    const char *prog = argv[0];
     args_defaults(a);
-    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-help"))) {
-        if (llmc_rank == 0) { args_usage(prog); }
-        exit(EXIT_SUCCESS);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-help")) {
+            if (llmc_rank == 0) { args_usage(stdout, argv[0]); }
+            exit(EXIT_SUCCESS);
+        }
     }
-    for (int i = 1; i < argc; i += 2) {
-        const char *f = argv[i];
-        if (f[0] != '-' || strlen(f) < 2 || strlen(f) > 3) { args_fail(prog, "unexpected argument '%s'", f); }
-        if (i + 1 >= argc) { args_fail(prog, "flag %s needs a value", f); }
-        const char *v = argv[i + 1];
-        const char *k = f + 1;
-        if (!strcmp(k, "i")) { a->train_glob = v; }
-        else if (!strcmp(k, "j")) { a->val_glob = v; }
-        else if (!strcmp(k, "o")) { a->output_dir = v; }
-        else if (!strcmp(k, "e")) { a->model = v; }
-        else if (!strcmp(k, "tk")) { a->tokenizer = v; }
-        else if (!strcmp(k, "hf")) { a->hellaswag = v; }
-        else if (!strcmp(k, "b")) { a->B = (int)args_parse_int(prog, f, v, 1, 1 << 20); }
-        else if (!strcmp(k, "t")) { a->T = (int)args_parse_int(prog, f, v, 1, 1 << 20); }
-        else if (!strcmp(k, "d")) { a->total_batch = args_parse_int(prog, f, v, -1, LLONG_MAX / 2); }
-        else if (!strcmp(k, "l")) { a->lr = args_parse_float(prog, f, v, 0.0, 10.0); }
-        else if (!strcmp(k, "u")) { a->warmup = (int)args_parse_int(prog, f, v, 0, INT_MAX); }
-        else if (!strcmp(k, "q")) { a->final_lr_frac = args_parse_float(prog, f, v, 0.0, 1.0); }
-        else if (!strcmp(k, "c")) { a->weight_decay = args_parse_float(prog, f, v, 0.0, 10.0); }
-        else if (!strcmp(k, "k")) { a->schedule = v; }
-        else if (!strcmp(k, "x")) { a->max_steps = (int)args_parse_int(prog, f, v, -1, INT_MAX); }
-        else if (!strcmp(k, "v")) { a->val_every = (int)args_parse_int(prog, f, v, 0, INT_MAX); }
-        else if (!strcmp(k, "m")) { a->val_batches = (int)args_parse_int(prog, f, v, -1, INT_MAX); }
-        else if (!strcmp(k, "s")) { a->sample_every = (int)args_parse_int(prog, f, v, 0, INT_MAX); }
-        else if (!strcmp(k, "g")) { a->gen_tokens = (int)args_parse_int(prog, f, v, 1, 1 << 20); }
-        else if (!strcmp(k, "h")) { a->hellaswag_eval = (int)args_parse_int(prog, f, v, 0, 1); }
-        else if (!strcmp(k, "hm")) { a->hellaswag_max = (int)args_parse_int(prog, f, v, -1, INT_MAX); }
-        else if (!strcmp(k, "n")) { a->checkpoint_every = (int)args_parse_int(prog, f, v, 0, INT_MAX); }
-        else if (!strcmp(k, "nk")) { a->checkpoint_keep = (int)args_parse_int(prog, f, v, 0, INT_MAX); }
-        else if (!strcmp(k, "y")) { a->resume = (int)args_parse_int(prog, f, v, 0, 1); }
-        else if (!strcmp(k, "sl")) { a->guard_z_loss = args_parse_float(prog, f, v, 0.0, 1e6); }
-        else if (!strcmp(k, "sg")) { a->guard_z_norm = args_parse_float(prog, f, v, 0.0, 1e6); }
-        else if (!strcmp(k, "sm")) { a->guard_max_skips = (int)args_parse_int(prog, f, v, 1, INT_MAX); }
-        else if (!strcmp(k, "z")) { a->zero_stage = (int)args_parse_int(prog, f, v, 0, 1); }
-        else if (!strcmp(k, "r")) { a->recompute = (int)args_parse_int(prog, f, v, 0, 2); }
-        else if (!strcmp(k, "w")) { a->master_weights = (int)args_parse_int(prog, f, v, 0, 1); }
-        else if (!strcmp(k, "pb")) { a->backend = v; }
-        else if (!strcmp(k, "pt")) { a->comm_timeout = (int)args_parse_int(prog, f, v, 1, 86400); }
-        else if (!strcmp(k, "sh")) { a->shuffle = (int)args_parse_int(prog, f, v, 0, 1); }
-        else if (!strcmp(k, "rs")) { a->seed = (unsigned long long)args_parse_int(prog, f, v, 0, LLONG_MAX); }
-        else if (!strcmp(k, "a")) { a->overfit_batch = (int)args_parse_int(prog, f, v, 0, 1); }
-        else { args_fail(prog, "unknown flag %s", f); }
-    }
-    if (strcmp(a->schedule, "cosine") && strcmp(a->schedule, "linear") && strcmp(a->schedule, "constant")) {
-        args_fail(prog, "-k %s: unknown schedule (cosine, linear or constant)", a->schedule);
-    }
-    if (strcmp(a->backend, "nccl") && strcmp(a->backend, "mpi")) {
-        args_fail(prog, "-pb %s: unknown backend (nccl or mpi)", a->backend);
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (arg[0] != '-' || arg[1] == '\0') { args_fail("unexpected argument '%s': flags come as -x <value>", arg); }
+        // --name=value
+        char flag[128];
+        const char *value = NULL;
+        const char *eq = arg[1] == '-' ? strchr(arg, '=') : NULL;
+        size_t flag_len = eq ? (size_t)(eq - arg) : strlen(arg);
+        if (flag_len >= sizeof(flag)) { args_fail("unknown flag '%.40s...'", arg); }
+        memcpy(flag, arg, flag_len);
+        flag[flag_len] = '\0';
+        char hint[96];
+        const ArgSpec *s = args_find(flag, hint, sizeof(hint));
+        if (!s) { args_fail("unknown flag %s%s", flag, hint); }
+        if (eq) {
+            value = eq + 1;
+        } else {
+            if (i + 1 >= argc) { args_fail("flag %s needs a value", flag); }
+            value = argv[++i];
+        }
+        args_set(a, s, flag, value);
     }
     if (a->checkpoint_every > 0 && a->output_dir[0] == '\0') {
-        args_fail(prog, "-n %d needs an output directory: add -o <dir>", a->checkpoint_every);
+        args_fail("-n %d needs an output directory: add -o <dir>", a->checkpoint_every);
     }
     if (a->resume && a->output_dir[0] == '\0') {
-        args_fail(prog, "-y 1 resumes from the checkpoints in -o <dir>; no -o was given");
+        args_fail("-y 1 resumes from the checkpoints in -o <dir>; no -o was given");
     }
 }
 
@@ -261,18 +357,22 @@ static inline int args_grad_accum(TrainArgs *a, int world_size) {
     return (int)(a->total_batch / per_step);
 }
 
-// a hash of every setting that must be identical on all ranks (compared across ranks at start)
+// a hash of every flag's value (compared across ranks at start: all must run the same thing)
 static inline uint64_t args_hash(const TrainArgs *a) {
-    char buf[8192];
-    snprintf(buf, sizeof(buf),
-             "%s|%s|%s|%s|%s|%d|%d|%lld|%a|%d|%a|%a|%s|%d|%d|%d|%d|%d|%d|%d|%d|%d|%d|%a|%a|%d|%d|%d|%d|%s|%d|%llu|%d|%s|%d",
-             a->train_glob, a->val_glob, a->output_dir, a->model, a->hellaswag, a->B, a->T, a->total_batch,
-             (double)a->lr, a->warmup, (double)a->final_lr_frac, (double)a->weight_decay, a->schedule,
-             a->max_steps, a->val_every, a->val_batches, a->sample_every, a->gen_tokens, a->hellaswag_eval,
-             a->hellaswag_max, a->checkpoint_every, a->checkpoint_keep, a->resume, (double)a->guard_z_loss,
-             (double)a->guard_z_norm, a->guard_max_skips, a->zero_stage, a->recompute, a->master_weights,
-             a->backend, a->shuffle, a->seed, a->overfit_batch, a->tokenizer, a->comm_timeout);
-    return fnv1a64(0, buf, strlen(buf));
+    uint64_t h = 0;
+    for (int i = 0; i < ARGS_COUNT; i++) {
+        const ArgSpec *s = &args_table[i];
+        if (s->type == ARG_SECTION) { continue; }
+        char buf[4096];
+        if (s->type == ARG_F32) {
+            snprintf(buf, sizeof(buf), "%a|", (double)*(const float *)args_cfield(a, s));  // exact
+        } else {
+            args_format_value(buf, sizeof(buf) - 1, a, s);
+            strcat(buf, "|");
+        }
+        h = fnv1a64(h, buf, strlen(buf));
+    }
+    return h;
 }
 
 #endif  // LLMC_ARGS_H

@@ -286,13 +286,7 @@ static inline int checkpoint_verify(const char *dir, int step, Backend *b, const
     ckpt_path(path, sizeof(path), dir, "model", step, -1);
     ModelFileInfo info;
     if (model_file_probe(path, &info, err, errlen)) { return 1; }
-    if (!gpt2_config_equal(&info.config, &b->config)) {
-        llmc_die("checkpoint model '%s' is L=%d C=%d NH=%d V=%d maxT=%d, but this run's model (-e) is L=%d C=%d NH=%d "
-                 "V=%d maxT=%d; resume with the -e of the run that wrote it, or use another -o",
-                 path, info.config.num_layers, info.config.channels, info.config.num_heads, info.config.vocab_size,
-                 info.config.max_seq_len, b->config.num_layers, b->config.channels, b->config.num_heads,
-                 b->config.vocab_size, b->config.max_seq_len);
-    }
+    model_file_require_config(path, &info, &b->config, "resume with the -e of the run that wrote it, or use another -o");
     if (model_file_verify(path, &info)) { snprintf(err, errlen, "model file '%s' fails its checksum", path); return 1; }
     size_t lo = b->opt_offset, hi = b->opt_offset + b->opt_count;
     long long covered = 0;

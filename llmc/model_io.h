@@ -274,6 +274,17 @@ static inline int gpt2_config_equal(const GPT2Config *a, const GPT2Config *b) {
            a->num_heads == b->num_heads && a->channels == b->channels;
 }
 
+// a model file must hold the model that was built (what -e names); hint: what to do otherwise
+static inline void model_file_require_config(const char *path, const ModelFileInfo *info, const GPT2Config *want,
+                                             const char *hint) {
+    const GPT2Config *c = &info->config;
+    if (!gpt2_config_equal(c, want)) {
+        llmc_die("model file '%s' is L=%d C=%d NH=%d V=%d maxT=%d, but the model built (-e) is L=%d C=%d NH=%d V=%d "
+                 "maxT=%d; %s", path, c->num_layers, c->channels, c->num_heads, c->vocab_size, c->max_seq_len,
+                 want->num_layers, want->channels, want->num_heads, want->vocab_size, want->max_seq_len, hint);
+    }
+}
+
 // load all parameters, converting to fp32 (dst_bf16 == NULL) and/or bf16 (dst_fp32 == NULL);
 // either pointer may be NULL. Verifies the CRC when the file has one.
 static inline void model_file_load(const char *path, const ModelFileInfo *info, float *dst_fp32, uint16_t *dst_bf16) {

@@ -15,6 +15,7 @@
 #include "checkpoint.h"
 #include "comm.h"
 #include "dataloader.h"
+#include "generate.h"
 #include "guard.h"
 #include "hellaswag.h"
 #include "logger.h"
@@ -22,13 +23,12 @@
 #include "signals.h"
 #include "tokenizer.h"
 
-#define GPT2_EOT 50256
-
 /*
  * The model configuration that -e names (a descriptor or a model file), and whether it is a
- * file. Checks that -t fits the model. Dies with a message otherwise.
+ * file. Checks that -t fits the model; in the generate mode (--prompt) the batch is one sequence
+ * and the context min(-t, maxT). Dies with a message otherwise.
  */
-static inline int train_resolve_model(const TrainArgs *a, GPT2Config *config) {
+static inline int train_resolve_model(TrainArgs *a, GPT2Config *config) {
     int from_file = 0;
     if (!gpt2_parse_descriptor(a->model, config)) {
         ModelFileInfo info;
@@ -36,28 +36,15 @@ static inline int train_resolve_model(const TrainArgs *a, GPT2Config *config) {
         *config = info.config;
         from_file = 1;
     }
+    if (a->prompt[0]) {
+        a->B = 1;
+        if (a->T > config->max_seq_len) { a->T = config->max_seq_len; }
+    }
     if (a->T > config->max_seq_len) {
         llmc_die("-t %d is larger than the model's max_seq_len %d (-e %s); use -t %d or less", a->T,
                  config->max_seq_len, a->model, config->max_seq_len);
     }
     return from_file;
-}
-
-// xorshift64*: the sampling RNG; its state is checkpointed
-static inline float sample_random_f32(unsigned long long *state) {
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    return (float)((*state * 0x2545F4914F6CDD1DULL) >> 40) / 16777216.0f;
-}
-
-static inline int sample_from_probs(const float *probs, int n, float coin) {
-    float cdf = 0.0f;
-    for (int i = 0; i < n; i++) {
-        cdf += probs[i];
-        if (coin < cdf) { return i; }
-    }
-    return n - 1;  // rounding: the cdf can end a hair below 1
 }
 
 static inline void format_duration(char *out, size_t n, double seconds) {
@@ -92,27 +79,15 @@ static inline float train_val_loss(const TrainArgs *a, Comm *c, Backend *b, Data
     return (float)(acc[0] / acc[1]);
 }
 
-static inline void train_sample(const TrainArgs *a, Backend *b, Tokenizer *tok, unsigned long long *rng, int *tokens,
-                                float *probs) {
-    int V = b->config.vocab_size;
-    int n = a->gen_tokens < a->T ? a->gen_tokens : a->T;
-    tokens[0] = GPT2_EOT < V ? GPT2_EOT : 0;
-    printf("generating:\n---\n");
-    for (int t = 1; t <= n; t++) {
-        b->forward_probs(b, tokens, t, t - 1, probs);
-        int next = sample_from_probs(probs, V, sample_random_f32(rng));
-        if (t < a->T) { tokens[t] = next; }
-        if (tok->init_ok) { safe_printf(tokenizer_decode(tok, (uint32_t)next)); } else { printf("%d ", next); }
-        fflush(stdout);
-    }
-    printf("\n---\n");
-}
-
 /*
- * Run training. Returns the process exit code (0: finished or stopped by a signal with a
+ * Run training (or, with --prompt, generate). Returns the process exit code (0: finished or stopped by a signal with a
  * checkpoint written). Errors exit through llmc_die.
  */
 static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
+    if (a->prompt[0]) {  // the generate mode: no data, no training
+        if (c->world_size > 1) { llmc_die("--prompt generates in one process; run it without mpirun/torchrun"); }
+        return generate_run(a, b);
+    }
     const int W = c->world_size, rank = c->rank;
     const int A = args_grad_accum(a, W);
     const int B = a->B, T = a->T, V = b->config.vocab_size;
@@ -198,6 +173,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     int *targets = (int *)mallocCheck((size_t)B * T * sizeof(int));
     float *losses = (float *)mallocCheck((size_t)B * T * sizeof(float));
     float *probs = (float *)mallocCheck((size_t)V * sizeof(float));
+    float *sample_scratch = (float *)mallocCheck(2 * (size_t)V * sizeof(float));
     double timed = 0.0;
     int timed_steps = 0;
     const int first_step = st.step;
@@ -223,7 +199,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
             }
         }
         if (rank == 0 && a->sample_every > 0 && ((s > 0 && s % a->sample_every == 0) || last)) {
-            train_sample(a, b, &tok, &st.sample_rng, inputs, probs);
+            train_sample(a, b, &tok, &st.sample_rng, inputs, probs, sample_scratch);
         }
         if (last) { break; }
 
@@ -299,7 +275,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     if (rank == 0 && timed_steps > 0) {
         printf("total average iteration time: %.3f ms\n", timed / timed_steps * 1000.0);
     }
-    free(inputs); free(targets); free(losses); free(probs);
+    free(inputs); free(targets); free(losses); free(probs); free(sample_scratch);
     logger_free(&lg);
     if (tok.init_ok) { tokenizer_free(&tok); }
     if (a->hellaswag_eval) { evalset_free(&hs); }

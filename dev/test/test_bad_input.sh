@@ -70,19 +70,35 @@ expect "model file missing"    "not found"          -- -i "$TMP/good.bin" -e "$T
 expect "-d not divisible"      "-d 1000 is not divisible by B\*T\*ranks = 2\*32\*1 = 64" -- -i "$TMP/good.bin" "${BASE[@]}" -d 1000
 expect "T > max_seq_len"       "max_seq_len 64"     -- -i "$TMP/good.bin" -e "$MODEL" -b 2 -t 128 -x 1 -v 0 -s 0
 expect "missing data glob"     "no files match"     -- -i "$TMP/missing_*.bin" "${BASE[@]}"
-expect "unknown flag"          "unknown flag -Z"    -- -i "$TMP/good.bin" "${BASE[@]}" -Z 1
+expect "unknown flag"          "unknown flag -Q"    -- -i "$TMP/good.bin" "${BASE[@]}" -Q 1
+expect "near-miss flag"        "unknown flag --setps; did you mean --steps?" -- -i "$TMP/good.bin" "${BASE[@]}" --setps 3
+expect "flag in wrong case"    "did you mean -z?"   -- -i "$TMP/good.bin" "${BASE[@]}" -Z 1
 expect "flag without value"    "needs a value"      -- -i "$TMP/good.bin" "${BASE[@]}" -b
 expect "bad number"            "expected an integer" -- -i "$TMP/good.bin" "${BASE[@]}" -b two
 expect "bad descriptor"        "descriptor"         -- -i "$TMP/good.bin" -e L2:C64 -b 2 -t 32
-expect "bad schedule"          "unknown schedule"   -- -i "$TMP/good.bin" "${BASE[@]}" -k triangle
+expect "bad schedule"          "expected one of cosine|linear|constant" -- -i "$TMP/good.bin" "${BASE[@]}" -k triangle
 expect "checkpoints need -o"   "-o"                 -- -i "$TMP/good.bin" "${BASE[@]}" -n 5
 expect "resume needs -o"       "-o"                 -- -i "$TMP/good.bin" "${BASE[@]}" -y 1
 expect "hellaswag needs val"   "-v > 0"             -- -i "$TMP/good.bin" "${BASE[@]}" -h 1
 expect "hellaswag file"        "not found"          -- -i "$TMP/good.bin" -j "$TMP/good.bin" -e "$MODEL" -b 2 -t 32 -x 1 -v 1 -s 0 -h 1 -hf "$TMP/nope.bin"
 
-# the usage text comes with an unknown flag
-"$TRAINER" -Z 1 2> "$TMP/err" > /dev/null
-grep -q "Usage:" "$TMP/err" || { echo "FAIL: no usage text for an unknown flag"; fail=1; }
+# a bad flag is one line pointing at --help (not the whole usage); --help goes to stdout, exit 0
+"$TRAINER" -Q 1 2> "$TMP/err" > /dev/null
+[ "$(wc -l < "$TMP/err")" -eq 1 ] && grep -q "(see --help)" "$TMP/err" \
+    || { echo "FAIL: an unknown flag should give one line ending in '(see --help)':"; cat "$TMP/err"; fail=1; }
+if "$TRAINER" --help > "$TMP/out" 2> "$TMP/err" && grep -q "^Usage:" "$TMP/out" && [ ! -s "$TMP/err" ]; then
+    for f in -i --train -x --steps --lr --batch --seq-len --total-batch --out --prompt --top-k; do
+        grep -q -- " $f[ ,]" "$TMP/out" || { echo "FAIL: --help does not list $f"; fail=1; }
+    done
+else
+    echo "FAIL: --help should print the usage on stdout and exit 0"; fail=1
+fi
+# long names and --name=value mean the same as the short flags: the same run, the same log
+"$TRAINER" -i "$TMP/good.bin" "${BASE[@]}" -x 2 -o "$TMP/short" > /dev/null 2>&1
+"$TRAINER" --train "$TMP/good.bin" "${BASE[@]}" --steps=2 --out "$TMP/long" > /dev/null 2>&1
+if [ ! -s "$TMP/short/main.log" ] || ! cmp -s "$TMP/short/main.log" "$TMP/long/main.log"; then
+    echo "FAIL: long flag names gave a different run than the short ones"; fail=1
+fi
 
 if [ $fail -ne 0 ]; then echo "test_bad_input: FAILED"; exit 1; fi
 echo "test_bad_input: all cases passed"

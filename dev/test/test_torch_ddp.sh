@@ -134,5 +134,5 @@ expect_error "batch arithmetic" "not divisible by B\*T\*ranks = 3\*32\*1 = 96" "
 expect_error "no shards" "-i nothing\*.bin: no files match" "${ARGS[@]}" -i 'nothing*.bin' -o bad
 head -c 5000 c1/model_00000012.bin > cut.bin
 expect_error "truncated model file" "model file 'cut.bin' is 5000 bytes but its header" "${ARGS[@]}" -e cut.bin -o bad
-expect_error "checkpoint of another model" "but this run's model (-e) is L=1 C=64" "${ARGS[@]}" -o p1 -y 1 -e L1:C64:H4:T64:V512
+expect_error "checkpoint of another model" "but the model built (-e) is L=1 C=64" "${ARGS[@]}" -o p1 -y 1 -e L1:C64:H4:T64:V512
 finish

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The generate mode (--prompt TEXT -g N): greedy output equals the PyTorch reference's greedy
+# output on the same model (prompt encoded and continuation decoded by tiktoken from the same
+# encoder.json/vocab.bpe); top-k 1 is greedy at any temperature; the same -rs gives the same text
+# and another -rs another; stdout holds the prompt and the continuation only; no data is read;
+# bad input is one line.
+#   bash dev/test/test_generate.sh [trainer]     (from the repo root; default ./train_gpt2)
+source "$(dirname "$0")/lib.sh" test-generate "${1:-./train_gpt2}"
+GPT2_DIR=$(realpath "${GPT2_DIR:-$ROOT/../shared/data/gpt2}")
+[ -f "$GPT2_DIR/encoder.json" ] || { echo "test-generate: needs encoder.json/vocab.bpe in $GPT2_DIR (GPT2_DIR=...)"; exit 1; }
+
+# A random model, rescaled so that greedy decoding is a sharp test: the final LayerNorm gain x100
+# makes the logits differ by whole units (the 2e-2 init alone gives near-ties that fp32 summation
+# order could flip), the attention output projections x30 make the next token depend on the
+# context, the position embeddings x3 keep it from repeating one token. 80 tokens after the prompt
+# run past the model's 64-token context: a wrong window changes the text from token 66 on.
+$PY "$ROOT/train_gpt2.py" --model L2:C64:H4:T64 --seed 3 --write-model "$TMP/base.bin" > /dev/null
+$PY - "$ROOT" "$TMP" <<'EOF'
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+import train_gpt2 as ref
+m = ref.read_model(f"{sys.argv[2]}/base.bin")
+with torch.no_grad():
+    m.lnf.weight *= 100.0
+    m.wpe.weight *= 3.0
+    for b in m.blocks:
+        b.attproj.weight *= 30.0
+ref.write_model(m, f"{sys.argv[2]}/model.bin", "fp32")
+EOF
+MODEL="$TMP/model.bin"
+PROMPT="ROMEO: Is the day so young?"
+N=80
+
+# the reference: greedy ids from PyTorch in fp32, text through tiktoken
+$PY - "$ROOT" "$MODEL" "$GPT2_DIR" "$PROMPT" $N > "$TMP/ref.txt" <<'EOF'
+import sys, torch
+sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[1] + "/dev/test")
+import train_gpt2 as ref
+from tokenizer_ref import load_tiktoken
+model, enc = ref.read_model(sys.argv[2]), load_tiktoken(sys.argv[3])
+prompt, n = sys.argv[4], int(sys.argv[5])
+ids = enc.encode_ordinary(prompt)
+min_gap = float("inf")
+with torch.no_grad():
+    for _ in range(n):
+        ctx = ids[-model.cfg.block_size:]
+        logits, _ = model(torch.tensor([ctx]))
+        top2 = torch.topk(logits[0, -1], 2).values
+        min_gap = min(min_gap, float(top2[0] - top2[1]))
+        ids.append(int(torch.argmax(logits[0, -1])))
+sys.stderr.write(f"reference: smallest top-1/top-2 logit gap {min_gap:.3g}\n")
+assert min_gap > 1e-2, "near-tie in the reference's greedy path: the comparison would be fragile"
+sys.stdout.buffer.write(prompt.encode() + enc.decode_bytes(ids[len(enc.encode_ordinary(prompt)):]) + b"\n")
+EOF
+[ -s "$TMP/ref.txt" ] || bad "the PyTorch reference produced nothing"
+
+gen() { "$TRAINER" -e "$MODEL" --prompt "$PROMPT" -g $N --bpe-dir "$GPT2_DIR" -i "$TMP/no_such_data.bin" "$@"; }
+
+gen --temperature 0 > "$TMP/greedy.txt" 2> "$TMP/greedy.err" || bad "greedy generation failed: $(cat "$TMP/greedy.err")"
+if cmp -s "$TMP/greedy.txt" "$TMP/ref.txt"; then
+    echo "  greedy output equals PyTorch's ($N tokens): $(head -c 80 "$TMP/greedy.txt" | tr '\n' ' ')..."
+else
+    bad "greedy output differs from PyTorch's:"; echo "  ours: $(cat "$TMP/greedy.txt")"; echo "  ref:  $(cat "$TMP/ref.txt")"
+fi
+[ -s "$TMP/greedy.err" ] && bad "generate mode wrote to stderr: $(cat "$TMP/greedy.err")"
+head -c ${#PROMPT} "$TMP/greedy.txt" | grep -qxF "$PROMPT" || bad "stdout does not start with the prompt"
+
+gen --top-k 1 --temperature 3 -rs 7 > "$TMP/topk1.txt" || bad "top-k 1 failed"
+cmp -s "$TMP/topk1.txt" "$TMP/greedy.txt" || bad "--top-k 1 is not greedy"
+
+gen --temperature 5 -rs 11 > "$TMP/s11a.txt" && gen --temperature 5 -rs 11 > "$TMP/s11b.txt" && gen --temperature 5 -rs 12 > "$TMP/s12.txt" \
+    || bad "sampling failed"
+cmp -s "$TMP/s11a.txt" "$TMP/s11b.txt" || bad "the same -rs gave different text"
+cmp -s "$TMP/s11a.txt" "$TMP/s12.txt" && bad "-rs 11 and -rs 12 gave the same text"
+cmp -s "$TMP/s11a.txt" "$TMP/greedy.txt" && bad "temperature 5 gave the greedy text"
+gen --temperature 5 --top-k 5 -rs 11 > "$TMP/k5.txt" || bad "top-k 5 failed"
+
+# bad input: one line on stderr, nothing on stdout
+expect_error() {
+    local what=$1 words=$2; shift 2
+    "$TRAINER" "$@" > "$TMP/out" 2> "$TMP/err" && { bad "$what: exit 0"; return; }
+    grep -q -- "$words" "$TMP/err" && [ "$(wc -l < "$TMP/err")" -eq 1 ] && [ ! -s "$TMP/out" ] \
+        || { bad "$what: expected one line with '$words'"; cat "$TMP/err"; }
+}
+expect_error "missing encoder" "--bpe-dir" -e "$MODEL" --prompt "hi" --bpe-dir "$TMP/nowhere"
+expect_error "bad temperature" "--temperature -1" -e "$MODEL" --prompt "hi" --temperature -1
+expect_error "missing model" "not found" -e "$TMP/nope.bin" --prompt "hi" --bpe-dir "$GPT2_DIR"
+finish

@@ -1,0 +1,173 @@
+/*
+ * Sampling and generation, shared by both trainers: the training loop's periodic samples (-s)
+ * and the generate mode (--prompt TEXT -g N), which encodes a prompt with the GPT-2 encoder
+ * (llmc/bpe.h, needs PCRE2), continues it and exits.
+ *
+ * A token is drawn from the model's softmax probabilities p (backend forward_probs):
+ *   temperature 0    the most likely token (the lowest id on ties): greedy decoding;
+ *   temperature t    weights p_i^(1/t), i.e. softmax(logits / t);
+ *   top-k k > 0      only the k largest weights stay (ties at the k-th: the lowest ids);
+ * then one uniform number (xorshift64*, seeded by -rs, checkpointed with the run) walks the
+ * cumulative weights. With temperature 1 and no top-k the walk is over p itself, unchanged from
+ * before these options existed, so earlier runs' samples stay bit for bit the same.
+ */
+#ifndef LLMC_GENERATE_H
+#define LLMC_GENERATE_H
+
+#include "args.h"
+#include "backend.h"
+#include "tokenizer.h"
+#ifdef USE_PCRE2
+#include "bpe.h"
+#endif
+
+#define GPT2_EOT 50256
+
+// xorshift64*: the sampling RNG; its state is checkpointed
+static inline float sample_random_f32(unsigned long long *state) {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return (float)((*state * 0x2545F4914F6CDD1DULL) >> 40) / 16777216.0f;
+}
+
+// the first i with coin < w[0] + ... + w[i]; n-1 if rounding leaves the sum a hair below coin
+static inline int sample_from_weights(const float *w, int n, float coin) {
+    float cdf = 0.0f;
+    for (int i = 0; i < n; i++) {
+        cdf += w[i];
+        if (coin < cdf) { return i; }
+    }
+    return n - 1;
+}
+
+// the k-th largest of v[0..n) (1 <= k <= n); reorders v (Hoare selection)
+static inline float kth_largest(float *v, int n, int k) {
+    int lo = 0, hi = n - 1, want = k - 1;
+    while (lo < hi) {
+        float pivot = v[lo + (hi - lo) / 2];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] > pivot) { i++; }
+            while (v[j] < pivot) { j--; }
+            if (i <= j) { float t = v[i]; v[i] = v[j]; v[j] = t; i++; j--; }
+        }
+        if (want <= j) { hi = j; } else if (want >= i) { lo = i; } else { break; }
+    }
+    return v[want];
+}
+
+/*
+ * One token from the probabilities of n tokens (see the top comment). scratch: 2n floats.
+ */
+static inline int sample_token(const float *probs, int n, float temperature, int top_k, float coin, float *scratch) {
+    if (temperature == 0.0f) {
+        int best = 0;
+        for (int i = 1; i < n; i++) { if (probs[i] > probs[best]) { best = i; } }
+        return best;
+    }
+    if (temperature == 1.0f && (top_k <= 0 || top_k >= n)) { return sample_from_weights(probs, n, coin); }
+    float *w = scratch, *sorted = scratch + n;
+    for (int i = 0; i < n; i++) { w[i] = temperature == 1.0f ? probs[i] : powf(probs[i], 1.0f / temperature); }
+    if (top_k > 0 && top_k < n) {
+        memcpy(sorted, w, (size_t)n * sizeof(float));
+        float thr = kth_largest(sorted, n, top_k);
+        int above = 0;
+        for (int i = 0; i < n; i++) { above += w[i] > thr; }
+        int ties_left = top_k - above;  // how many tokens equal to the threshold stay
+        for (int i = 0; i < n; i++) {
+            if (w[i] < thr || (w[i] == thr && ties_left-- <= 0)) { w[i] = 0.0f; }
+        }
+    }
+    double total = 0.0;
+    for (int i = 0; i < n; i++) { total += w[i]; }
+    if (!(total > 0.0)) {  // every kept weight underflowed (a very low temperature): greedy
+        return sample_token(probs, n, 0.0f, 0, coin, scratch);
+    }
+    return sample_from_weights(w, n, (float)(coin * total));
+}
+
+// the training loop's sample: -g tokens after EOT, printed through the decode table (-tk)
+static inline void train_sample(const TrainArgs *a, Backend *b, Tokenizer *tok, unsigned long long *rng, int *tokens,
+                                float *probs, float *scratch) {
+    int V = b->config.vocab_size;
+    int n = a->gen_tokens < a->T ? a->gen_tokens : a->T;
+    tokens[0] = GPT2_EOT < V ? GPT2_EOT : 0;
+    printf("generating:\n---\n");
+    for (int t = 1; t <= n; t++) {
+        b->forward_probs(b, tokens, t, t - 1, probs);
+        int next = sample_token(probs, V, a->temperature, a->top_k, sample_random_f32(rng), scratch);
+        if (t < a->T) { tokens[t] = next; }
+        if (tok->init_ok) { safe_printf(tokenizer_decode(tok, (uint32_t)next)); } else { printf("%d ", next); }
+        fflush(stdout);
+    }
+    printf("\n---\n");
+}
+
+/*
+ * The generate mode: encode --prompt, draw -g tokens, print the prompt and the continuation on
+ * stdout (nothing else goes there) and return 0. The context is the last b->T tokens (the
+ * trainer builds the model for min(-t, maxT)); the model's own file is the only input.
+ */
+static inline int generate_run(const TrainArgs *a, Backend *b) {
+#ifndef USE_PCRE2
+    (void)b;
+    llmc_die("--prompt needs the GPT-2 encoder, and this binary was built without PCRE2: apt-get install libpcre2-dev, "
+             "then rebuild (make clean && make)");
+    return 1;
+#else
+    char enc_path[4096], merges_path[4096];
+    snprintf(enc_path, sizeof(enc_path), "%s/encoder.json", a->bpe_dir);
+    snprintf(merges_path, sizeof(merges_path), "%s/vocab.bpe", a->bpe_dir);
+    if (access(enc_path, R_OK) != 0 || access(merges_path, R_OK) != 0) {
+        llmc_die("--prompt needs GPT-2's encoder.json and vocab.bpe in '%s' (--bpe-dir); unpack the copies this project "
+                 "ships with: bash dev/data/tinyshakespeare.sh, or pass --bpe-dir <dir>", a->bpe_dir);
+    }
+    BPE bpe;
+    bpe_load(&bpe, enc_path, merges_path);
+    BPEWorker w;
+    bpe_worker_init(&w, &bpe);
+    TokVec prompt = {0};
+    bpe_encode(&w, a->prompt, strlen(a->prompt), &prompt);
+    const int V = b->config.vocab_size, Tctx = b->T;
+    if (V > bpe.vocab_size) {
+        llmc_die("the model (-e %s) has %d tokens, more than the GPT-2 encoder's %d: it cannot be decoded as text", a->model,
+                 V, bpe.vocab_size);
+    }
+    const size_t total = prompt.n + (size_t)a->gen_tokens;
+    for (size_t i = 0; i < prompt.n; i++) {
+        if ((int)prompt.data[i] >= V) {
+            llmc_die("--prompt encodes to token %u, but the model (-e %s) has only %d tokens", prompt.data[i], a->model, V);
+        }
+    }
+    if (prompt.n > (size_t)Tctx) {
+        llmc_warn("the prompt is %zu tokens; the model sees only the last %d (-t / the model's maxT)", prompt.n, Tctx);
+    }
+    int *tokens = (int *)mallocCheck(total * sizeof(int));
+    for (size_t i = 0; i < prompt.n; i++) { tokens[i] = (int)prompt.data[i]; }
+    float *probs = (float *)mallocCheck((size_t)V * sizeof(float));
+    float *scratch = (float *)mallocCheck(2 * (size_t)V * sizeof(float));
+    unsigned long long rng = a->seed ^ 0x5DEECE66DULL;
+    if (rng == 0) { rng = 1; }
+    fwrite(a->prompt, 1, strlen(a->prompt), stdout);
+    fflush(stdout);
+    for (size_t n = prompt.n; n < total; n++) {
+        size_t len = n < (size_t)Tctx ? n : (size_t)Tctx;  // the window: the last Tctx tokens
+        b->forward_probs(b, tokens + (n - len), (int)len, (int)len - 1, probs);
+        int next = sample_token(probs, V, a->temperature, a->top_k, sample_random_f32(&rng), scratch);
+        tokens[n] = next;
+        size_t nb;
+        const unsigned char *bytes = bpe_token_bytes(&bpe, (uint32_t)next, &nb);
+        fwrite(bytes, 1, nb, stdout);
+        fflush(stdout);
+    }
+    printf("\n");
+    free(tokens); free(probs); free(scratch);
+    tokvec_free(&prompt);
+    bpe_worker_free(&w);
+    bpe_free(&bpe);
+    return 0;
+#endif
+}
+
+#endif  // LLMC_GENERATE_H
