@@ -1,7 +1,19 @@
+#!/usr/bin/env python3
 """
-The PyTorch reference for GPT-2: the model the C and CUDA trainers are held against.
+The PyTorch reference for GPT-2: the model the C and CUDA trainers are held against, and their
+DDP twin.
 
-It writes the test fixtures:
+Training (any single-dash flag, e.g. -i): the flags, defaults, data layout, schedule, clipping,
+AdamW, step line, main.log and checkpoint files of ./train_gpt2 and ./train_gpt2cu (llmc/), so
+that at the same flags the same tokens meet the same step and the losses agree:
+  python train_gpt2.py -i "data/books/books_train_*.bin" -j "data/books/books_val_*.bin" -e d12 -b 16 -t 1024
+  torchrun --nproc_per_node=8 train_gpt2.py -e d12 -b 16 -t 1024 -d 524288 ...   (DDP, NCCL on GPUs, gloo on CPUs)
+Under torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) it is DistributedDataParallel:
+gradient accumulation with no_sync on all but the last micro-step, only rank 0 prints and writes.
+On a GPU: bf16 autocast, fused AdamW, scaled_dot_product_attention and torch.compile where the
+installed torch has them. `python train_gpt2.py -help` lists the training flags.
+
+Test fixtures (double-dash options):
   --write-model PATH      a model .bin (version 3 fp32, or 5 bf16 with --dtype bf16)
   --debug-state PATH      inputs, targets, logits, loss and all 16 parameter gradients for one batch
   --trajectory PATH       the loss (and gradient norm) of each of --steps AdamW steps on that batch
@@ -15,10 +27,18 @@ Examples:
   python train_gpt2.py --init-from m.bin --batch 4 --seq 32 --debug-state s.bin --trajectory t.txt --steps 10
 """
 import argparse
+import bisect
+import contextlib
+import datetime
+import glob
+import inspect
 import math
+import os
 import re
-import struct
+import signal
 import sys
+import time
+import traceback
 import zlib
 
 import numpy as np
@@ -27,9 +47,26 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 MODEL_MAGIC, DEBUG_MAGIC, SHARD_MAGIC = 20240326, 20240327, 20240520
+STATE_MAGIC, STATE_VERSION, EVAL_MAGIC, TOKENIZER_MAGIC = 20240527, 2, 20240522, 20240328
 CRC_TAG = 0x43524331  # header[252]; header[253] = CRC-32 of the payload (see llmc/model_io.h)
 PARAM_NAMES = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
                "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
+DECAYED = (0, 1, 4, 6, 10, 12)  # the 2-D tensors: embeddings and matmul weights (model_io.h)
+EOT = 50256
+U64 = (1 << 64) - 1
+
+
+def die(msg):
+    """one line 'error: ...' (with the rank when several run) and exit 1, as llmc_die does"""
+    print(f"{RANK_PREFIX}error: {msg}", file=sys.stderr, flush=True)
+    raise SystemExit(1)
+
+
+def warn(msg):
+    print(f"{RANK_PREFIX}warning: {msg}", file=sys.stderr, flush=True)
+
+
+RANK_PREFIX = ""  # "[rank r] " once several processes run
 
 
 class Config:
@@ -51,11 +88,31 @@ class Config:
         for part in desc.split(":"):
             m = re.fullmatch(r"([LCHTV])(\d+)", part)
             if not m:
-                raise SystemExit(f"error: bad model descriptor '{desc}' (expected e.g. d12 or L2:C64:H4)")
+                die(f"bad model descriptor '{desc}' (expected e.g. d12 or L2:C64:H4)")
             fields[m.group(1)] = int(m.group(2))
         if None in (fields["L"], fields["C"], fields["H"]):
-            raise SystemExit(f"error: descriptor '{desc}' needs L, C and H")
+            die(f"descriptor '{desc}' needs L, C and H")
         return Config(fields["L"], fields["C"], fields["H"], fields["T"], fields["V"])
+
+    def problem(self):
+        """what is wrong with this configuration (gpt2_config_problem), or None"""
+        if self.n_layer <= 0:
+            return "number of layers must be positive"
+        if self.n_embd <= 0 or self.n_head <= 0:
+            return "channels and heads must be positive"
+        if self.n_embd % self.n_head:
+            return "channels must be divisible by the number of heads"
+        if not 0 < self.vocab_size <= 65536:
+            return "vocab size must be in 1..65536 (tokens are uint16)"
+        if self.block_size <= 0:
+            return "max sequence length must be positive"
+        return None
+
+    def key(self):
+        return (self.block_size, self.vocab_size, self.padded_vocab_size, self.n_layer, self.n_head, self.n_embd)
+
+    def describe(self):
+        return f"L={self.n_layer} C={self.n_embd} NH={self.n_head} V={self.vocab_size} maxT={self.block_size}"
 
 
 def gelu_tanh(x):
@@ -63,18 +120,19 @@ def gelu_tanh(x):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, fast=False):
         super().__init__()
         C = cfg.n_embd
         self.n_head = cfg.n_head
+        # fast (training mode): fused kernels where torch has them; the fixtures keep the plain math
+        self.sdpa = fast and hasattr(F, "scaled_dot_product_attention")
+        self.gelu = (lambda x: F.gelu(x, approximate="tanh")) if fast else gelu_tanh
         self.ln1 = nn.LayerNorm(C, eps=1e-5)
         self.qkv = nn.Linear(C, 3 * C)
         self.attproj = nn.Linear(C, C)
         self.ln2 = nn.LayerNorm(C, eps=1e-5)
         self.fc = nn.Linear(C, 4 * C)
         self.fcproj = nn.Linear(4 * C, C)
-        mask = torch.tril(torch.ones(cfg.block_size, cfg.block_size, dtype=torch.bool))
-        self.register_buffer("mask", mask, persistent=False)
 
     def attention(self, x):
         B, T, C = x.shape
@@ -83,25 +141,30 @@ class Block(nn.Module):
         q = q.view(B, T, nh, hs).transpose(1, 2)  # (B, NH, T, HS)
         k = k.view(B, T, nh, hs).transpose(1, 2)
         v = v.view(B, T, nh, hs).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, NH, T, T)
-        att = att.masked_fill(~self.mask[:T, :T], float("-inf"))
-        att = torch.softmax(att, dim=-1)
-        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, NH, T, HS)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, NH, T, T)
+            causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril_()  # not a buffer: gloo cannot broadcast bool
+            att = att.masked_fill(~causal, float("-inf"))
+            att = torch.softmax(att, dim=-1)
+            y = att @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.attproj(y)
 
     def forward(self, x):
         x = x + self.attention(self.ln1(x))
-        x = x + self.fcproj(gelu_tanh(self.fc(self.ln2(x))))
+        x = x + self.fcproj(self.gelu(self.fc(self.ln2(x))))
         return x
 
 
 class GPT(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, fast=False):
         super().__init__()
         self.cfg = cfg
         self.wte = nn.Embedding(cfg.padded_vocab_size, cfg.n_embd)
         self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
-        self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)])
+        self.blocks = nn.ModuleList([Block(cfg, fast) for _ in range(cfg.n_layer)])
         self.lnf = nn.LayerNorm(cfg.n_embd, eps=1e-5)
 
     def init_weights(self, seed):
@@ -121,7 +184,7 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets=None):
         B, T = idx.shape
-        pos = torch.arange(T, dtype=torch.long)
+        pos = torch.arange(T, dtype=torch.long, device=idx.device)
         x = self.wte(idx) + self.wpe(pos)
         for block in self.blocks:
             x = block(x)
@@ -133,32 +196,35 @@ class GPT(nn.Module):
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
         return logits, loss
 
-    # the 16 tensors in llm.c's file order, layers stacked; Linear weights are (out, in) as in the file
+    def file_groups(self):
+        """the parameters in the model file's order: 16 groups, a per-layer tensor as one parameter
+        per layer (layer 0 first). Flattened and concatenated they are the file's payload."""
+        per_layer = [lambda b: b.ln1.weight, lambda b: b.ln1.bias, lambda b: b.qkv.weight, lambda b: b.qkv.bias,
+                     lambda b: b.attproj.weight, lambda b: b.attproj.bias, lambda b: b.ln2.weight,
+                     lambda b: b.ln2.bias, lambda b: b.fc.weight, lambda b: b.fc.bias, lambda b: b.fcproj.weight,
+                     lambda b: b.fcproj.bias]
+        return ([[self.wte.weight], [self.wpe.weight]] + [[f(b) for b in self.blocks] for f in per_layer]
+                + [[self.lnf.weight], [self.lnf.bias]])
+
+    def file_params(self):
+        """flat list of the parameters in file order (Linear weights are (out, in) as in the file)"""
+        return [p for group in self.file_groups() for p in group]
+
+    # the 16 tensors in llm.c's file order, layers stacked
     def file_tensors(self, grads=False):
         def t(p):
             return p.grad if grads else p.data
-        b = self.blocks
-        stack = lambda f: torch.stack([t(f(blk)) for blk in b])
-        return [t(self.wte.weight), t(self.wpe.weight),
-                stack(lambda x: x.ln1.weight), stack(lambda x: x.ln1.bias),
-                stack(lambda x: x.qkv.weight), stack(lambda x: x.qkv.bias),
-                stack(lambda x: x.attproj.weight), stack(lambda x: x.attproj.bias),
-                stack(lambda x: x.ln2.weight), stack(lambda x: x.ln2.bias),
-                stack(lambda x: x.fc.weight), stack(lambda x: x.fc.bias),
-                stack(lambda x: x.fcproj.weight), stack(lambda x: x.fcproj.bias),
-                t(self.lnf.weight), t(self.lnf.bias)]
+        return [torch.stack([t(p) for p in g]) if i not in (0, 1, 14, 15) else t(g[0])
+                for i, g in enumerate(self.file_groups())]
 
-    def load_file_tensors(self, tensors):
+    def load_flat(self, flat):
+        """copy a flat float32 array in file order (numpy or torch) into the parameters"""
+        flat = torch.as_tensor(flat)
+        off = 0
         with torch.no_grad():
-            self.wte.weight.copy_(tensors[0])
-            self.wpe.weight.copy_(tensors[1])
-            for i, blk in enumerate(self.blocks):
-                for mod, w, bias in ((blk.ln1, 2, 3), (blk.qkv, 4, 5), (blk.attproj, 6, 7),
-                                     (blk.ln2, 8, 9), (blk.fc, 10, 11), (blk.fcproj, 12, 13)):
-                    mod.weight.copy_(tensors[w][i])
-                    mod.bias.copy_(tensors[bias][i])
-            self.lnf.weight.copy_(tensors[14])
-            self.lnf.bias.copy_(tensors[15])
+            for p in self.file_params():
+                p.copy_(flat[off: off + p.numel()].view(p.shape))
+                off += p.numel()
 
 
 def param_shapes(cfg):
@@ -167,10 +233,27 @@ def param_shapes(cfg):
             (L, C), (L, C), (L, 4 * C, C), (L, 4 * C), (L, C, 4 * C), (L, C), (C,), (C,)]
 
 
+def num_params(cfg):
+    return sum(int(np.prod(s)) for s in param_shapes(cfg))
+
+
 def header_ints(values):
     h = np.zeros(256, dtype=np.int32)
     h[: len(values)] = values
     return h
+
+
+def crc_int32(crc):
+    """a CRC-32 as the int32 a header stores"""
+    return np.array([crc], dtype=np.uint32).view(np.int32)[0]
+
+
+def model_file_bytes(cfg, payload, version):
+    h = header_ints([MODEL_MAGIC, version, cfg.block_size, cfg.vocab_size, cfg.n_layer,
+                     cfg.n_head, cfg.n_embd, cfg.padded_vocab_size])
+    h[252] = CRC_TAG
+    h[253] = crc_int32(zlib.crc32(payload))
+    return h.astype("<i4").tobytes() + payload
 
 
 def write_model(model, path, dtype):
@@ -183,36 +266,59 @@ def write_model(model, path, dtype):
             parts.append(t.numpy().astype("<f4").tobytes())
         else:
             parts.append(t.to(torch.bfloat16).view(torch.int16).numpy().astype("<i2").tobytes())
-    payload = b"".join(parts)
-    h = header_ints([MODEL_MAGIC, version, cfg.block_size, cfg.vocab_size, cfg.n_layer,
-                     cfg.n_head, cfg.n_embd, cfg.padded_vocab_size])
-    h[252] = CRC_TAG
-    h[253] = np.array([zlib.crc32(payload)], dtype=np.uint32).view(np.int32)[0]
     with open(path, "wb") as f:
-        f.write(h.astype("<i4").tobytes())
-        f.write(payload)
+        f.write(model_file_bytes(cfg, b"".join(parts), version))
     print(f"wrote {path} (version {version}, {sum(p.numel() for p in model.file_tensors()):,} parameters)")
 
 
-def read_model(path):
+def probe_model_file(path):
+    """(config, version, error): the header and size of a model file checked, error None if fine"""
+    hint = "make one with: python train_gpt2.py --model d12 --write-model out.bin (or train_gpt2 -n)"
+    if not os.path.isfile(path):
+        return None, 0, f"model file '{path}' not found (-e takes a .bin file or a descriptor such as d12 or L2:C64:H4)"
+    size = os.path.getsize(path)
+    if size < 1024:
+        return None, 0, f"model file '{path}' is {size} bytes, smaller than its 1024-byte header (truncated?)"
+    h = np.fromfile(path, dtype="<i4", count=256)
+    if h[0] != MODEL_MAGIC:
+        return None, 0, f"'{path}' is not a GPT-2 model file (magic {h[0]}, expected {MODEL_MAGIC}); {hint}"
+    if h[1] not in (3, 5):
+        return None, 0, f"model file '{path}' has version {h[1]}; this trainer reads version 3 (fp32) and 5 (bf16); {hint}"
+    maxT, V, L, NH, C, Vp = (int(x) for x in h[2:8])
+    cfg = Config(L, C, NH, maxT, V)
+    problem = cfg.problem() or (None if Vp == cfg.padded_vocab_size else "padded vocab size is not V rounded up to 128")
+    if problem:
+        return None, 0, f"model file '{path}' has a bad header: {problem}"
+    expected = 1024 + num_params(cfg) * (4 if h[1] == 3 else 2)
+    if size != expected:
+        return None, 0, (f"model file '{path}' is {size} bytes but its header ({cfg.describe()}, version {h[1]}) "
+                         f"implies {expected} bytes (truncated or corrupt); {hint}")
+    return cfg, int(h[1]), None
+
+
+def read_model_flat(path):
+    """(config, flat float32 parameters in file order, error): the whole file, its CRC verified"""
+    cfg, version, err = probe_model_file(path)
+    if err:
+        return None, None, err
     with open(path, "rb") as f:
         h = np.frombuffer(f.read(1024), dtype="<i4")
-        if h[0] != MODEL_MAGIC or h[1] not in (3, 5):
-            raise SystemExit(f"error: {path} is not a version 3/5 GPT-2 model file")
-        maxT, V, L, NH, C, Vp = (int(x) for x in h[2:8])
-        cfg = Config(L, C, NH, maxT, V)
-        assert cfg.padded_vocab_size == Vp, f"{path}: padded vocab {Vp} is not V rounded up to 128"
-        tensors = []
-        for shape in param_shapes(cfg):
-            n = int(np.prod(shape))
-            if h[1] == 3:
-                a = np.frombuffer(f.read(4 * n), dtype="<f4").copy()
-                tensors.append(torch.from_numpy(a).view(shape))
-            else:
-                a = np.frombuffer(f.read(2 * n), dtype="<i2").copy()
-                tensors.append(torch.from_numpy(a).view(torch.bfloat16).float().view(shape))
+        payload = f.read()
+    if h[252] == CRC_TAG and crc_int32(zlib.crc32(payload)) != h[253]:
+        return None, None, f"model file '{path}' fails its checksum (corrupt); use another checkpoint"
+    if version == 3:
+        flat = np.frombuffer(payload, dtype="<f4").copy()
+    else:  # bf16: the upper 16 bits of a float32
+        flat = (np.frombuffer(payload, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+    return cfg, flat, None
+
+
+def read_model(path):
+    cfg, flat, err = read_model_flat(path)
+    if err:
+        die(err)
     model = GPT(cfg)
-    model.load_file_tensors(tensors)
+    model.load_flat(flat)
     return model
 
 
@@ -259,7 +365,7 @@ def run_trajectory(model, x, y, steps, lr, wd, path):
         loss.backward()
         # global-norm clipping at 1.0 with torch.nn.utils.clip_grad_norm_'s formula, but the norm
         # summed in float64: torch 1.13's fp32 norm is off by ~1e-5 relative on large models
-        norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters()))
+        norm = grad_norm(model.parameters())
         coef = min(1.0, 1.0 / (float(norm) + 1e-6))
         for p in model.parameters():
             p.grad.mul_(coef)
@@ -270,7 +376,12 @@ def run_trajectory(model, x, y, steps, lr, wd, path):
         f.write("\n".join(lines) + "\n")
 
 
-def main():
+def grad_norm(params):
+    """global L2 norm of the gradients, summed in float64 (as the C trainers do)"""
+    return torch.sqrt(sum((p.grad.double() ** 2).sum() for p in params))
+
+
+def fixture_main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="d12", help="descriptor: d12, d24, d36, d48, dN or L2:C64:H4[:T..][:V..]")
     ap.add_argument("--init-from", help="start from this model .bin instead of a random init")
@@ -285,7 +396,7 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=0.1)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     torch.manual_seed(args.seed)
     if args.init_from:
@@ -313,6 +424,962 @@ def main():
         if args.trajectory:
             run_trajectory(model, x, y, args.steps, args.lr, args.weight_decay, args.trajectory)
     return 0
+
+
+# =============================================================================================
+# Training mode: the DDP twin of ./train_gpt2 (llmc/train_loop.h and the files it uses)
+
+# flag: (attribute, kind, default, lo, hi, usage). kind: str, int, float. Defaults as in llmc/args.h.
+FLAGS = {
+    "i": ("train_glob", str, "data/tinyshakespeare/tiny_shakespeare_train.bin", None, None, "train token shards (glob)"),
+    "j": ("val_glob", str, "data/tinyshakespeare/tiny_shakespeare_val.bin", None, None, "val token shards (glob)"),
+    "o": ("output_dir", str, "", None, None, "output dir for main.log and checkpoints; empty = none"),
+    "e": ("model", str, "d12", None, None, "model .bin (version 3 or 5) or descriptor: d12 d24 d36 d48 dN L2:C64:H4"),
+    "tk": ("tokenizer", str, "gpt2_tokenizer.bin", None, None, "tokenizer decode table, to print samples as text"),
+    "b": ("B", int, 4, 1, 1 << 20, "micro-batch size per rank, sequences"),
+    "t": ("T", int, 1024, 1, 1 << 20, "sequence length"),
+    "d": ("total_batch", int, -1, -1, (1 << 62) - 1, "total batch per optimizer step in tokens, all ranks; -1 = B*T*ranks"),
+    "l": ("lr", float, 3e-4, 0.0, 10.0, "peak learning rate"),
+    "u": ("warmup", int, 0, 0, (1 << 31) - 1, "linear warmup steps"),
+    "q": ("final_lr_frac", float, 1.0, 0.0, 1.0, "final learning rate as a fraction of -l"),
+    "c": ("weight_decay", float, 0.0, 0.0, 10.0, "weight decay, on 2-D tensors only"),
+    "k": ("schedule", str, "cosine", None, None, "schedule: cosine | linear | constant"),
+    "x": ("max_steps", int, -1, -1, (1 << 31) - 1, "optimizer steps to run; -1 = one epoch of the train data"),
+    "v": ("val_every", int, 20, 0, (1 << 31) - 1, "validation loss every N steps"),
+    "m": ("val_batches", int, 20, -1, (1 << 31) - 1, "validation batches of B sequences; -1 = all"),
+    "h": ("hellaswag_eval", int, 0, 0, 1, "HellaSwag accuracy at every validation"),
+    "hf": ("hellaswag", str, "data/hellaswag/hellaswag_val.bin", None, None, "HellaSwag eval file"),
+    "hm": ("hellaswag_max", int, -1, -1, (1 << 31) - 1, "HellaSwag examples to evaluate; -1 = all"),
+    "s": ("sample_every", int, 20, 0, (1 << 31) - 1, "sample text every N steps"),
+    "g": ("gen_tokens", int, 64, 1, 1 << 20, "tokens to generate per sample"),
+    "n": ("checkpoint_every", int, 0, 0, (1 << 31) - 1, "checkpoint every N steps (needs -o)"),
+    "nk": ("checkpoint_keep", int, 0, 0, (1 << 31) - 1, "keep only the newest N complete checkpoints; 0 = all"),
+    "y": ("resume", int, 0, 0, 1, "resume from the newest complete checkpoint in -o"),
+    "sl": ("guard_z_loss", float, 0.0, 0.0, 1e6, "skip a step whose loss z-score over the last 100 exceeds this; 0 = off"),
+    "sg": ("guard_z_norm", float, 0.0, 0.0, 1e6, "the same for the gradient norm; 0 = off"),
+    "sm": ("guard_max_skips", int, 10, 1, (1 << 31) - 1, "stop after this many consecutive skipped steps"),
+    "z": ("zero_stage", int, 0, 0, 1, "accepted for the same command line; ignored (DDP replicates the optimizer)"),
+    "r": ("recompute", int, 1, 0, 2, "accepted and ignored"),
+    "w": ("master_weights", int, 1, 0, 1, "accepted and ignored (parameters are fp32, autocast computes in bf16)"),
+    "pb": ("backend", str, "nccl", None, None, "accepted and ignored (NCCL on GPUs, gloo on CPUs)"),
+    "pt": ("comm_timeout", int, 300, 1, 86400, "seconds before a stuck collective is an error"),
+    "sh": ("shuffle", int, 1, 0, 1, "shuffle the train data (the same permutation on every rank)"),
+    "rs": ("seed", int, 1337, 0, (1 << 63) - 1, "random seed (init, shuffling, sampling)"),
+    "a": ("overfit_batch", int, 0, 0, 1, "overfit the first batch (debugging)"),
+}
+
+
+def usage():
+    lines = ["usage: python train_gpt2.py [flags]   (torchrun ... train_gpt2.py [flags] for DDP)",
+             "the flags of ./train_gpt2 (every flag takes a value; defaults in brackets):"]
+    for flag, (_, _, default, _, _, text) in FLAGS.items():
+        lines.append(f"  -{flag:<3} {text} [{default}]")
+    return "\n".join(lines)
+
+
+class Args:
+    pass
+
+
+def parse_train_args(argv, rank):
+    """the flags of llmc/args.h: pairs of -flag value; a bad one prints the usage (rank 0) and exits 1"""
+    a = Args()
+    for attr, _, default, *_ in FLAGS.values():
+        setattr(a, attr, default)
+
+    def fail(msg):
+        if rank == 0:
+            print(usage(), file=sys.stderr)
+        die(msg)
+    for i in range(0, len(argv), 2):
+        f = argv[i]
+        if not f.startswith("-") or f[1:] not in FLAGS:
+            fail(f"unknown flag {f}" if f.startswith("-") else f"unexpected argument '{f}'")
+        if i + 1 >= len(argv):
+            fail(f"flag {f} needs a value")
+        attr, kind, _, lo, hi, _ = FLAGS[f[1:]]
+        v = argv[i + 1]
+        if kind is not str:
+            try:
+                x = int(v) if kind is int else float(v)
+            except ValueError:
+                fail(f"{f} {v}: expected {'an integer' if kind is int else 'a number'}")
+            if x != x or not lo <= x <= hi:
+                fail(f"{f} {v}: must be in {lo:g}..{hi:g}")
+            v = x
+        setattr(a, attr, v)
+    if a.schedule not in ("cosine", "linear", "constant"):
+        fail(f"-k {a.schedule}: unknown schedule (cosine, linear or constant)")
+    if a.backend not in ("nccl", "mpi"):
+        fail(f"-pb {a.backend}: unknown backend (nccl or mpi)")
+    if a.checkpoint_every > 0 and not a.output_dir:
+        fail(f"-n {a.checkpoint_every} needs an output directory: add -o <dir>")
+    if a.resume and not a.output_dir:
+        fail("-y 1 resumes from the checkpoints in -o <dir>; no -o was given")
+    # the C trainers keep these as float32: compute with the same values
+    a.lr, a.final_lr_frac, a.weight_decay = np.float32(a.lr), np.float32(a.final_lr_frac), np.float32(a.weight_decay)
+    a.argv = list(argv)
+    return a
+
+
+def lr_at(a, step, max_steps):
+    """llmc/schedule.h, in the same float32/float64 arithmetic"""
+    if step < a.warmup:
+        return float(a.lr * np.float32(step + 1) / np.float32(a.warmup))
+    if a.schedule == "constant" or max_steps <= a.warmup:
+        return float(a.lr)
+    progress = min(1.0, (step - a.warmup) / (max_steps - a.warmup))
+    min_lr = float(a.lr) * float(a.final_lr_frac)
+    coeff = 0.5 * (1.0 + math.cos(math.pi * progress)) if a.schedule == "cosine" else 1.0 - progress
+    return float(np.float32(min_lr + coeff * (float(a.lr) - min_lr)))
+
+
+# ---------------------------------------------------------------------------------------------
+# random streams of llmc/utils.h: splitmix64, for the init and the shuffle
+
+def splitmix64(state, count, start=0):
+    """outputs start .. start+count-1 of splitmix64 from `state` (each call adds the gamma, then mixes)"""
+    with np.errstate(over="ignore"):
+        z = np.uint64(state) + np.arange(start + 1, start + count + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def permutation(n, key):
+    """dl_permute_ll: Fisher-Yates from the top, j = splitmix64 % (i+1)"""
+    a = list(range(n))
+    if n > 1:
+        js = (splitmix64(key & U64, n - 1) % np.arange(n, 1, -1, dtype=np.uint64)).tolist()
+        for d, i in enumerate(range(n - 1, 0, -1)):
+            j = js[d]
+            a[i], a[j] = a[j], a[i]
+    return a
+
+
+def c_init_params(cfg, seed):
+    """gpt2_init_params (model_io.h): the C trainers' init, so -e d12 starts from the same weights.
+    N(0, 0.02) for the 2-D tensors (0.02/sqrt(2L) for attprojw, fcprojw; wte's padded rows 0) by
+    Box-Muller over splitmix64, one stream per tensor; LayerNorm weights 1; biases 0."""
+    out = []
+    resid_std = np.float32(0.02) / np.sqrt(np.float32(2.0 * cfg.n_layer))
+    for i, shape in enumerate(param_shapes(cfg)):
+        n = int(np.prod(shape))
+        if i in (2, 8, 14):
+            out.append(np.ones(n, dtype=np.float32))
+        elif i not in DECAYED:
+            out.append(np.zeros(n, dtype=np.float32))
+        else:
+            std = float(resid_std if i in (6, 12) else np.float32(0.02))
+            real = cfg.vocab_size * cfg.n_embd if i == 0 else n
+            x = np.zeros(n, dtype=np.float32)
+            state = (seed * 1000003 + i) & U64
+            chunk = 1 << 22  # pairs per batch of draws
+            for p0 in range(0, (real + 1) // 2, chunk):
+                pairs = min(chunk, (real + 1) // 2 - p0)
+                bits = splitmix64(state, 2 * pairs, 2 * p0) >> np.uint64(11)
+                u = (bits.astype(np.float64) + 0.5) * (1.0 / 9007199254740992.0)  # uniform in (0, 1)
+                r = np.sqrt(-2.0 * np.log(u[0::2]))
+                angle = (2.0 * math.pi) * u[1::2]
+                pair = np.empty(2 * pairs, dtype=np.float32)
+                pair[0::2] = std * r * np.cos(angle)
+                pair[1::2] = std * r * np.sin(angle)
+                end = min(real, 2 * (p0 + pairs))
+                x[2 * p0: end] = pair[: end - 2 * p0]
+            out.append(x)
+    return np.concatenate(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# data: llmc/dataloader.h
+
+def check_header(path, magic, version, kind, hint, prefix=""):
+    """the 256 int32 header of a file (at least 1024 bytes long), its magic and version checked"""
+    h = np.fromfile(path, dtype="<i4", count=256)
+    if h[0] != magic:
+        die(f"{prefix}'{path}' is not {kind} (magic {h[0]}, expected {magic}); {hint}")
+    if h[1] != version:
+        die(f"{prefix}'{path}' has version {h[1]}, this trainer reads version {version}; {hint}")
+    return h
+
+
+class DataLoader:
+    """Shards cut into windows of T+1 tokens; one stream of windows per epoch, shard order and
+    windows within a shard permuted per (seed, epoch, shard) when shuffling; step s reads windows
+    s*N .., rank r of W reads global micro-batch k*W + r at micro-step k (see dataloader.h)."""
+
+    def __init__(self, pattern, flag, T, vocab_size, shuffle, seed):
+        self.pattern, self.T, self.vocab_size, self.shuffle, self.seed = pattern, T, vocab_size, shuffle, seed
+        self.paths = sorted(glob.glob(pattern))
+        if not self.paths:
+            die(f"{flag} {pattern}: no files match; prepare data first (e.g. bash dev/data/tinyshakespeare.sh) or fix the path")
+        self.tokens = [self.open_shard(p, flag) for p in self.paths]
+        self.num_tokens = [len(t) for t in self.tokens]
+        self.num_windows = [(n - 1) // T if n >= 1 else 0 for n in self.num_tokens]
+        self.first_window = np.cumsum([0] + self.num_windows[:-1]).tolist()
+        self.total_windows = sum(self.num_windows)
+        self.total_tokens = sum(self.num_tokens)
+        for p, n, w in zip(self.paths, self.num_tokens, self.num_windows):
+            if w == 0:
+                warn(f"{flag}: shard '{p}' has {n} tokens, fewer than T+1 = {T + 1}; it contributes no data")
+        self.cached_epoch, self.cached_perm = None, (None, None)
+
+    @staticmethod
+    def open_shard(path, flag):
+        hint = "make shards with ./gpt2_tokenize or the recipes in dev/data/"
+        size = os.path.getsize(path)
+        if size < 1024:
+            die(f"{flag}: shard '{path}' is {size} bytes, smaller than its 1024-byte header (truncated?); {hint}")
+        h = check_header(path, SHARD_MAGIC, 1, "a token shard", hint, f"{flag}: ")
+        n = int(np.uint32(h[2]))
+        if size != 1024 + 2 * n:
+            die(f"{flag}: shard '{path}' is {size} bytes but its header says {n} tokens ({1024 + 2 * n} bytes): "
+                f"{'truncated' if size < 1024 + 2 * n else 'trailing bytes'}; {hint}")
+        return np.memmap(path, dtype="<u2", mode="r", offset=1024, shape=(n,)) if n else np.zeros(0, dtype="<u2")
+
+    def require(self, windows, flag, what):
+        if self.total_windows < windows:
+            die(f"{flag} {self.pattern}: {self.total_tokens} tokens in {len(self.paths)} shard(s) make "
+                f"{self.total_windows} windows of T+1 = {self.T + 1} tokens, but {what} needs {windows} "
+                "(B*T+1 tokens per rank per micro-step); use a smaller -b, -t or -d, or more data")
+
+    def locate(self, w):
+        """stream window w (epochs repeat) -> (shard, window within the shard)"""
+        epoch, idx = divmod(w, self.total_windows)
+        if not self.shuffle:
+            s = bisect.bisect_right(self.first_window, idx) - 1
+            return s, idx - self.first_window[s]
+        if self.cached_epoch != epoch:
+            order = permutation(len(self.paths), (self.seed * 0x100000001B3) & U64 ^ (epoch * 2 + 1))
+            firsts = np.cumsum([0] + [self.num_windows[s] for s in order[:-1]]).tolist()
+            self.cached_epoch, self.order, self.order_first = epoch, order, firsts
+        lo = bisect.bisect_right(self.order_first, idx) - 1
+        s = self.order[lo]
+        if self.cached_perm[0] != (s, epoch):
+            key = ((self.seed + 0x51ED27) * 0x9E3779B97F4A7C15) & U64 ^ ((epoch << 20) & U64) ^ s
+            self.cached_perm = ((s, epoch), permutation(self.num_windows[s], key))
+        return s, self.cached_perm[1][idx - self.order_first[lo]]
+
+    def read(self, w, count):
+        """the `count` windows from stream window w: (count, T+1) int64, ids checked against the vocab"""
+        T = self.T
+        rows = np.empty((count, T + 1), dtype=np.int64)
+        for i in range(count):
+            s, local = self.locate(w + i)
+            rows[i] = self.tokens[s][local * T: local * T + T + 1]
+            if rows[i].max() >= self.vocab_size:
+                t = int(np.argmax(rows[i] >= self.vocab_size))
+                die(f"shard '{self.paths[s]}' has token id {rows[i][t]} at position {local * T + t}, not below the "
+                    f"model's vocab size {self.vocab_size} (data tokenized for another vocabulary?)")
+        return rows
+
+
+def train_window(step, k, rank, world, B, windows_per_step):
+    return step * windows_per_step + (k * world + rank) * B
+
+
+# ---------------------------------------------------------------------------------------------
+# numeric guards: llmc/guard.h
+
+GUARD_WINDOW, GUARD_MIN_HISTORY = 100, 20
+
+
+class Guard:
+    def __init__(self, z_loss, z_norm, max_consecutive):
+        self.z_loss, self.z_norm, self.max_consecutive = z_loss, z_norm, max_consecutive
+        self.count = self.head = self.consecutive = self.total_skipped = 0
+        self.loss_hist = np.zeros(GUARD_WINDOW, dtype=np.float32)
+        self.norm_hist = np.zeros(GUARD_WINDOW, dtype=np.float32)
+
+    def zscore(self, hist, x):
+        h = hist[: self.count].astype(np.float64)
+        return (x - h.mean()) / max(math.sqrt(((h - h.mean()) ** 2).mean()), 1e-12)
+
+    def check(self, loss, norm):
+        """the reason to skip this step, or None (then the values join the history)"""
+        reason = None
+        if not (math.isfinite(loss) and math.isfinite(norm)):
+            reason = f"non-finite {'loss' if not math.isfinite(loss) else 'gradient norm'} (loss {loss:g}, norm {norm:g})"
+        elif self.count >= GUARD_MIN_HISTORY:
+            zl, zn = self.zscore(self.loss_hist, loss), self.zscore(self.norm_hist, norm)
+            if self.z_loss > 0 and zl > self.z_loss:
+                reason = f"loss {loss:g} has z-score {zl:.2f} > {self.z_loss:g}"
+            elif self.z_norm > 0 and zn > self.z_norm:
+                reason = f"gradient norm {norm:g} has z-score {zn:.2f} > {self.z_norm:g}"
+        if reason:
+            self.consecutive += 1
+            self.total_skipped += 1
+            return reason
+        self.consecutive = 0
+        self.loss_hist[self.head], self.norm_hist[self.head] = loss, norm
+        self.head = (self.head + 1) % GUARD_WINDOW
+        self.count = min(self.count + 1, GUARD_WINDOW)
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# processes: torchrun's variables, DDP collectives
+
+class Dist:
+    """rank, world size and device from torchrun's variables; connect() starts the process group"""
+
+    def __init__(self):
+        global RANK_PREFIX
+        env = os.environ
+        self.rank, self.world, self.local_rank, self.launcher = 0, 1, 0, "single"
+        if "RANK" in env and "WORLD_SIZE" in env:
+            try:
+                self.rank, self.world = int(env["RANK"]), int(env["WORLD_SIZE"])
+                self.local_rank = int(env.get("LOCAL_RANK", self.rank))
+            except ValueError:
+                die("RANK, WORLD_SIZE and LOCAL_RANK must be integers (set by torchrun)")
+            self.launcher = "torchrun"
+            if not 0 <= self.rank < self.world:
+                die(f"torchrun gave rank {self.rank} of world size {self.world}; the rank must be below the world size")
+        if self.world > 1:
+            RANK_PREFIX = f"[rank {self.rank}] "
+        self.cuda = torch.cuda.is_available()
+        if self.cuda:
+            torch.cuda.set_device(self.local_rank % torch.cuda.device_count())
+        self.device = torch.device("cuda", torch.cuda.current_device()) if self.cuda else torch.device("cpu")
+
+    def connect(self, timeout_s):
+        """NCCL on GPUs, gloo on CPUs; a collective stuck for timeout_s seconds is an error"""
+        env = os.environ
+        if self.world > 1:
+            for v in ("MASTER_ADDR", "MASTER_PORT"):
+                if v not in env:
+                    die(f"{v} is not set: launch with torchrun, or set MASTER_ADDR and MASTER_PORT for every rank")
+            import torch.distributed as dist
+            self.dist = dist
+            dist.init_process_group("nccl" if self.cuda else "gloo", rank=self.rank, world_size=self.world,
+                                    timeout=datetime.timedelta(seconds=timeout_s))
+
+    def allreduce(self, values, op="sum"):
+        """sum (or max) of a list of numbers over the ranks, in float64"""
+        t = torch.tensor(values, dtype=torch.float64, device=self.device)
+        if self.world > 1:
+            self.dist.all_reduce(t, op=self.dist.ReduceOp.SUM if op == "sum" else self.dist.ReduceOp.MAX)
+        return t.tolist()
+
+    def barrier(self):
+        if self.world > 1:
+            self.dist.barrier()
+
+    def check_same(self, value, what, hint):
+        """comm_check_same: every rank must hold the same value"""
+        if self.world == 1:
+            return
+        everyone = [None] * self.world
+        self.dist.all_gather_object(everyone, value)
+        bad = [str(r) for r in range(1, self.world) if everyone[r] != everyone[0]]
+        if bad:
+            die(f"rank(s) {', '.join(bad)} have different {what} than rank 0; {hint}")
+
+
+
+# ---------------------------------------------------------------------------------------------
+# checkpoints: llmc/checkpoint.h (state file version 2)
+
+class TrainState:
+    def __init__(self, a):
+        self.step = self.opt_steps = 0
+        self.sample_rng = (a.seed ^ 0x5DEECE66D) or 1
+        self.guard = Guard(a.guard_z_loss, a.guard_z_norm, a.guard_max_skips)
+
+
+def ckpt_path(d, kind, step, rank=None):
+    if rank is not None:
+        return os.path.join(d, f"{kind}_{step:08d}_{rank:05d}.bin")
+    return os.path.join(d, f"DONE_{step:08d}" if kind == "DONE" else f"{kind}_{step:08d}.bin")
+
+
+def atomic_write(path, parts):
+    """write under a temporary name, fsync, rename, fsync the directory: a crash leaves old or new"""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "wb") as f:
+        for p in parts:
+            f.write(p)
+        f.flush()
+        os.fsync(f.fileno())
+    os.rename(tmp, path)
+    fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    os.fsync(fd)
+    os.close(fd)
+
+
+def set64(h, i, v):
+    h[i: i + 2] = np.array([v], dtype="<i8").view("<i4")
+
+
+def get64(h, i):
+    return int(h[i: i + 2].view("<i8")[0])
+
+
+def checkpoint_save(a, d, dist, st, cfg, flat_params, m, v):
+    """model (rank 0), this rank's state file (the even split of [0, P)), then DONE (rank 0)"""
+    P, r, W = len(flat_params), dist.rank, dist.world
+    if r == 0:
+        atomic_write(ckpt_path(d, "model", st.step), [model_file_bytes(cfg, flat_params.astype("<f4").tobytes(), 3)])
+    lo, hi = P * r // W, P * (r + 1) // W
+    sections = [m[lo:hi].astype("<f4").tobytes(), v[lo:hi].astype("<f4").tobytes()]
+    guard = st.guard.loss_hist.astype("<f4").tobytes() + st.guard.norm_hist.astype("<f4").tobytes()
+    h = header_ints([STATE_MAGIC, STATE_VERSION, W, r, 0, a.shuffle, a.B, a.T])
+    set64(h, 8, a.total_batch)
+    h[10], h[11] = st.step, st.opt_steps
+    set64(h, 12, P); set64(h, 14, lo); set64(h, 16, hi - lo); set64(h, 18, a.seed)
+    set64(h, 20, st.sample_rng if st.sample_rng < 1 << 63 else st.sample_rng - (1 << 64))
+    h[22], h[23], h[24] = st.guard.count, st.guard.head, st.guard.consecutive
+    set64(h, 25, st.guard.total_skipped)
+    h[30:36] = [cfg.block_size, cfg.vocab_size, cfg.padded_vocab_size, cfg.n_layer, cfg.n_head, cfg.n_embd]
+    h[251] = crc_int32(zlib.crc32(guard))
+    h[252] = CRC_TAG
+    h[253], h[254] = crc_int32(zlib.crc32(sections[0])), crc_int32(zlib.crc32(sections[1]))  # h[255]: no master
+    atomic_write(ckpt_path(d, "state", st.step, r), [h.astype("<i4").tobytes()] + sections + [guard])
+    dist.barrier()  # every file of this checkpoint is on disk
+    if r == 0:
+        atomic_write(ckpt_path(d, "DONE", st.step), [f"step {st.step}\nworld_size {W}\n".encode()])
+        if a.checkpoint_keep > 0:
+            for old in checkpoint_list(d)[max(a.checkpoint_keep, 1):]:
+                checkpoint_delete(d, old)
+
+
+def checkpoint_list(d):
+    """steps of the DONE markers in d, newest first"""
+    names = os.listdir(d) if os.path.isdir(d) else []
+    return sorted((int(n[5:]) for n in names if re.fullmatch(r"DONE_\d{8}", n)), reverse=True)
+
+
+def done_world_size(d, step):
+    try:
+        m = re.match(r"step (\d+)\nworld_size (\d+)", open(ckpt_path(d, "DONE", step)).read())
+    except OSError:
+        return -1
+    return int(m.group(2)) if m and int(m.group(1)) == step else -1
+
+
+def checkpoint_delete(d, step):
+    """DONE first, so a crash midway leaves the checkpoint incomplete, not wrong"""
+    w = done_world_size(d, step)
+    states = [ckpt_path(d, "state", step, r) for r in range(max(w, 0))]
+    for p in [ckpt_path(d, "DONE", step), ckpt_path(d, "model", step)] + states:
+        with contextlib.suppress(OSError):
+            os.remove(p)
+
+
+def checkpoint_read(a, d, step, cfg):
+    """(checkpoint, error) for checkpoint `step`: the model, the whole optimizer state (every rank's
+    slice, re-assembled), the train state; error names what is missing or corrupt. Files written
+    with other data settings or another model are fatal: an older checkpoint would not help."""
+    w = done_world_size(d, step)
+    if w <= 0:
+        return None, f"marker DONE_{step:08d} in '{d}' is unreadable"
+    path = ckpt_path(d, "model", step)
+    mcfg, flat, err = read_model_flat(path)
+    if err:
+        return None, err
+    if mcfg.key() != cfg.key():
+        die(f"model file '{path}' is {mcfg.describe()}, but the model built (-e) is {cfg.describe()}; "
+            "resume with the -e of the run that wrote it, or use another -o")
+    P = len(flat)
+    opt = {k: np.zeros(P, dtype=np.float32) for k in ("m", "v", "master")}
+    covered, h0, has_master = 0, None, False
+    for r in range(w):
+        path = ckpt_path(d, "state", step, r)
+        if not os.path.isfile(path):
+            return None, f"state file '{path}' is missing"
+        raw = open(path, "rb").read()
+        if len(raw) < 1024:
+            return None, f"state file '{path}' is truncated ({len(raw)} bytes)"
+        h = np.frombuffer(raw[:1024], dtype="<i4")
+        if h[0] != STATE_MAGIC or h[1] != STATE_VERSION:
+            return None, f"'{path}' is not a version {STATE_VERSION} state file of this trainer (magic {h[0]} version {h[1]})"
+        lo, n = get64(h, 14), get64(h, 16)
+        nsec = 3 if h[4] else 2
+        expected = 1024 + 4 * (nsec * n + 2 * GUARD_WINDOW)
+        if n < 0 or len(raw) != expected:
+            return None, f"state file '{path}' is {len(raw)} bytes, its header implies {expected} (truncated or corrupt)"
+        if h[2] != w or h[3] != r or get64(h, 12) != P or h[10] != step:
+            return None, (f"state file '{path}' does not belong to checkpoint {step} of {w} ranks with {P} parameters "
+                          f"(header: step {h[10]}, rank {h[3]} of {h[2]}, {get64(h, 12)} parameters)")
+        if h[7] != a.T or get64(h, 8) != a.total_batch or h[5] != a.shuffle or get64(h, 18) & U64 != a.seed:
+            die(f"checkpoint '{path}' was written with -t {h[7]} -d {get64(h, 8)} -sh {h[5]} -rs {get64(h, 18) & U64}; "
+                f"this run has -t {a.T} -d {a.total_batch} -sh {a.shuffle} -rs {a.seed}; the data position of a "
+                "resumed run depends on these, so resume with the same values")
+        if lo != covered:
+            return None, (f"state files of checkpoint {step} do not tile the parameters (rank {r} starts at {lo}, "
+                          f"expected {covered})")
+        body = np.frombuffer(raw, dtype="<f4", offset=1024)
+        guard_bytes = raw[1024 + 4 * nsec * n:]
+        if any(crc_int32(zlib.crc32(body[s * n:(s + 1) * n].tobytes())) != h[253 + s] for s in range(nsec)) \
+                or crc_int32(zlib.crc32(guard_bytes)) != h[251]:
+            return None, f"state file '{path}' fails its checksum"
+        for s, k in enumerate(("m", "v", "master")[:nsec]):
+            opt[k][lo: lo + n] = body[s * n:(s + 1) * n]
+        covered += n
+        if r == 0:
+            h0, guard0, has_master = h.copy(), np.frombuffer(guard_bytes, dtype="<f4"), bool(h[4])
+    if covered != P:
+        return None, f"state files of checkpoint {step} cover {covered} of {P} parameters"
+    # fp32 master weights (train_gpt2cu -w 1) are the exact parameters behind its bf16 model file
+    ck = dict(step=step, params=opt["master"] if has_master else flat, m=opt["m"], v=opt["v"], header=h0,
+              guard=guard0)
+    return ck, None
+
+
+def checkpoint_resume(a, dist, cfg, st):
+    """the newest complete, intact checkpoint in -o (all ranks agree), or None"""
+    for step in checkpoint_list(a.output_dir):
+        ck, err = checkpoint_read(a, a.output_dir, step, cfg)
+        if err:
+            warn(f"skipping checkpoint {step}: {err}")
+        if dist.allreduce([1.0 if err else 0.0], "max")[0] == 0.0:
+            h = ck["header"]
+            st.step, st.opt_steps, st.sample_rng = int(h[10]), int(h[11]), get64(h, 20) & U64
+            g = st.guard
+            g.count, g.head, g.consecutive, g.total_skipped = int(h[22]), int(h[23]), int(h[24]), get64(h, 25)
+            g.loss_hist[:], g.norm_hist[:] = ck["guard"][:GUARD_WINDOW], ck["guard"][GUARD_WINDOW:]
+            return ck
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation and sampling
+
+def token_losses(model, x, y, autocast):
+    """per-token losses (B, T) of a batch, forward only"""
+    with torch.no_grad(), autocast():
+        logits, _ = model(x)
+        return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1), reduction="none").view(y.shape)
+
+
+def val_loss(a, dist, model, val, autocast):
+    """mean loss over the first -m*B windows of the val data (all with -m -1), any rank count"""
+    B, T = a.B, a.T
+    M = val.total_windows if a.val_batches < 0 else min(a.val_batches * B, val.total_windows)
+    acc = [0.0, 0.0]  # loss sum, tokens
+    for j in range(dist.rank, (M + B - 1) // B, dist.world):
+        count = min(B, M - j * B)
+        rows = torch.from_numpy(val.read(j * B, count)).to(dist.device)
+        acc[0] += token_losses(model, rows[:, :-1], rows[:, 1:], autocast).double().sum().item()
+        acc[1] += count * T
+    acc = dist.allreduce(acc)
+    return float(np.float32(acc[0] / acc[1])) if acc[1] else math.nan  # -m 0: nothing evaluated
+
+
+def load_hellaswag(path, vocab_size):
+    """the examples of an eval file (llmc/hellaswag.h layout): [(label, context, [endings])]"""
+    hint = "make it with: bash dev/data/hellaswag.sh"
+    if not os.path.isfile(path):
+        die(f"HellaSwag file '{path}' not found (-hf); {hint}")
+    size = os.path.getsize(path)
+    if size < 1024 or (size - 1024) % 2:
+        die(f"HellaSwag file '{path}' is {size} bytes: truncated or not an eval file; {hint}")
+    h = check_header(path, EVAL_MAGIC, 1, "an eval file", hint)
+    s = np.fromfile(path, dtype="<u2", offset=1024).tolist()
+    examples, p = [], 0
+    for i in range(int(h[2])):
+        def take(k):
+            nonlocal p
+            if p + k > len(s):
+                die(f"HellaSwag file '{path}' is truncated in example {i}; {hint}")
+            p += k
+            return s[p - k: p]
+        start = p
+        marker, nbytes, _, label, nc, ctx_len = take(6)
+        if marker != 65535 or not 1 <= nc <= 16 or label >= nc:
+            die(f"HellaSwag file '{path}' is corrupt at example {i} (marker {marker}, {nc} completions, label {label}); {hint}")
+        ctx = take(ctx_len)
+        ends = [take(take(1)[0]) for _ in range(nc)]
+        if 2 * (p - start) != nbytes or not all(ends) or max(ctx + sum(ends, [])) >= vocab_size:
+            die(f"HellaSwag file '{path}' is corrupt at example {i} (size, empty completion or token id >= {vocab_size}); {hint}")
+        examples.append((label, ctx, ends))
+    if h[2] <= 0 or p != len(s):
+        die(f"HellaSwag file '{path}' holds {h[2]} examples and {2 * (len(s) - p)} bytes after them (corrupt?); {hint}")
+    return examples
+
+
+def hellaswag(a, dist, model, examples, autocast):
+    """acc_norm as llmc/hellaswag.h scores it: each completion's mean loss after the context (rows
+    cut from the left to T+1 tokens), the lowest wins; examples rank, rank+W, ...; batches of B rows"""
+    n = len(examples) if a.hellaswag_max < 0 else min(a.hellaswag_max, len(examples))
+    rows = []  # (example, completion, tokens, first scored position)
+    for e in range(dist.rank, n, dist.world):
+        label, ctx, ends = examples[e]
+        for c, end in enumerate(ends):
+            toks = ctx + end
+            skip = max(0, len(toks) - (a.T + 1))
+            rows.append((e, c, toks[skip:], max(0, len(ctx) - 1 - skip)))
+    scores = {}
+    for b in range(0, len(rows), a.B):
+        batch = rows[b: b + a.B]
+        Tb = max(len(r[2]) - 1 for r in batch)
+        # pad with the row's last tokens; causal attention keeps padding out of the scored positions
+        x = torch.tensor([r[2][:-1] + [r[2][-2]] * (Tb + 1 - len(r[2])) for r in batch], device=dist.device)
+        y = torch.tensor([r[2][1:] + [r[2][-1]] * (Tb + 1 - len(r[2])) for r in batch], device=dist.device)
+        losses = token_losses(model, x, y, autocast).double().cpu().numpy()
+        for i, (e, c, toks, start) in enumerate(batch):
+            scores.setdefault(e, {})[c] = np.float32(losses[i, start: len(toks) - 1].sum() / (len(toks) - 1 - start))
+    correct = sum(int(min(sc, key=lambda c: (sc[c], c)) == examples[e][0]) for e, sc in scores.items())
+    acc = dist.allreduce([correct, len(scores)])
+    return acc[0], acc[1]
+
+
+def xorshift_f32(state):
+    """sample_random_f32 (train_loop.h): (new state, a float in [0, 1))"""
+    state ^= state >> 12
+    state ^= (state << 25) & U64
+    state ^= state >> 27
+    return state, np.float32(((state * 0x2545F4914F6CDD1D) & U64) >> 40) / np.float32(16777216.0)
+
+
+def load_tokenizer(path):
+    """token id -> bytes from a decode table, or None (samples then print ids)"""
+    try:
+        raw = open(path, "rb").read()
+    except OSError:
+        warn(f"tokenizer file '{path}' not found; samples print token ids. Make it with: ./gpt2_tokenize -e "
+             "encoder.json -m vocab.bpe -w gpt2_tokenizer.bin (or run any dev/data recipe)")
+        return None
+    h = np.frombuffer(raw[:1024], dtype="<u4") if len(raw) >= 1024 else None
+    if h is None or h[0] != TOKENIZER_MAGIC or h[1] not in (1, 2):
+        die(f"'{path}' is not a version 1/2 tokenizer file; remake it with ./gpt2_tokenize -w")
+    table, p = [], 1024
+    for _ in range(int(h[2])):
+        if p >= len(raw) or p + 1 + raw[p] > len(raw):
+            die(f"tokenizer file '{path}' is truncated; remake it with ./gpt2_tokenize -w")
+        table.append(raw[p + 1: p + 1 + raw[p]])
+        p += 1 + raw[p]
+    return table
+
+
+def sample(a, model, tokenizer, st, device, autocast):
+    """train_sample: gen tokens from EOT, one coin of the checkpointed RNG per token, as the C loop
+    (the text differs from the C trainer's: another summation order picks other tokens at ties)"""
+    V = model.cfg.vocab_size
+    tokens = [EOT if EOT < V else 0]
+    out = sys.stdout.buffer
+    print("generating:\n---", flush=True)
+    for t in range(1, min(a.gen_tokens, a.T) + 1):
+        with torch.no_grad(), autocast():
+            logits, _ = model(torch.tensor([tokens[:t]], device=device))
+        probs = torch.softmax(logits[0, t - 1].float(), dim=-1).cpu().numpy()
+        st.sample_rng, coin = xorshift_f32(st.sample_rng)
+        above = np.nonzero(coin < np.cumsum(probs, dtype=np.float32))[0]
+        nxt = int(above[0]) if len(above) else V - 1
+        if t < a.T:
+            tokens.append(nxt)
+        piece = (tokenizer[nxt] if nxt < len(tokenizer) else b"") if tokenizer else f"{nxt} ".encode()
+        if len(piece) > 1 or (piece and (32 <= piece[0] < 127 or piece in b"\t\n\v\f\r")):  # safe_printf
+            out.write(piece)
+        out.flush()
+    print("\n---", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# the run
+
+def format_duration(seconds):
+    s = int(seconds + 0.5)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+def gpu_peak_flops(device):
+    """peak dense bf16 FLOP/s of one GPU, for MFU (train_gpt2.cu's table); 0 = unknown"""
+    if device.type != "cuda":
+        return 0.0
+    return {(9, 0): 989e12, (8, 0): 312e12}.get(torch.cuda.get_device_capability(device), 0.0)
+
+
+def resolve_model(a, device):
+    """the model that -e names: a descriptor (the C trainers' init from -rs) or a model file"""
+    desc = a.model
+    if re.fullmatch(r"d\d+", desc) or re.match(r"L\d", desc):
+        if re.fullmatch(r"d\d+", desc) and not 1 <= int(desc[1:]) <= 1000:
+            die(f"-e {desc}: depth must be in 1..1000")
+        if not re.fullmatch(r"d\d+", desc) and not re.fullmatch(r"(?:[LCHTV][1-9]\d*)(?::[LCHTV][1-9]\d*)*", desc):
+            die(f"-e {desc}: bad descriptor; expected e.g. L2:C64:H4 or L2:C64:H4:T256:V512")
+        cfg = Config.from_descriptor(desc)
+        problem = cfg.problem()
+        if problem:
+            die(f"-e {desc}: {problem}")
+        flat = c_init_params(cfg, a.seed)  # the same seed on every rank: the same model
+    else:
+        cfg, flat, err = read_model_flat(desc)
+        if err:
+            die(err)
+    if a.T > cfg.block_size:
+        die(f"-t {a.T} is larger than the model's max_seq_len {cfg.block_size} (-e {desc}); use -t {cfg.block_size} or less")
+    model = GPT(cfg, fast=True)
+    model.load_flat(flat)
+    return model.to(device)
+
+
+def make_optimizer(model, a, device):
+    """AdamW(0.9, 0.95, eps 1e-8), weight decay on the 2-D tensors only; fused on GPUs where torch has it"""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    extra = {}
+    if device.type == "cuda" and "fused" in inspect.signature(torch.optim.AdamW).parameters:
+        extra["fused"] = True
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": float(a.weight_decay)},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=float(a.lr), betas=(0.9, 0.95), eps=1e-8, **extra)
+    return opt, bool(extra)
+
+
+def opt_state_flat(opt, model, key):
+    """AdamW's exp_avg / exp_avg_sq in model-file order, as one float32 numpy array"""
+    return torch.cat([opt.state[p][key].reshape(-1) if p in opt.state and key in opt.state[p]
+                      else torch.zeros(p.numel(), device=p.device) for p in model.file_params()]).float().cpu().numpy()
+
+
+def load_opt_state(opt, model, m, v, opt_steps):
+    """set AdamW's moments from flat file-order arrays and its step count to the applied updates"""
+    if opt_steps == 0:
+        return
+    ids = {id(p): i for i, p in enumerate(p for g in opt.param_groups for p in g["params"])}
+    state, off = {}, 0
+    for p in model.file_params():
+        n = p.numel()
+        state[ids[id(p)]] = {"step": torch.tensor(float(opt_steps)),
+                             "exp_avg": torch.from_numpy(m[off: off + n].copy()).view(p.shape),
+                             "exp_avg_sq": torch.from_numpy(v[off: off + n].copy()).view(p.shape)}
+        off += n
+    sd = opt.state_dict()
+    sd["state"] = state
+    opt.load_state_dict(sd)  # moves the moments to the parameters' device and dtype
+
+
+def leave(code):
+    """Exit without running destructors. torch 1.13's DDP and gloo process group can deadlock when
+    they are destroyed (seen: ~ProcessGroupGloo joins a worker thread that waits for the GIL held by
+    the joining thread), so a run ends here, with its checkpoints and logs already on disk."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def train_main(argv):
+    dist = Dist()
+    a = parse_train_args(argv, dist.rank)
+    dist.connect(a.comm_timeout)
+    W, rank, device = dist.world, dist.rank, dist.device
+    stop = []  # signals received (signals.h): the first stops after the step with a checkpoint
+
+    def on_signal(sig, _):
+        if stop:
+            sys.stderr.write("second signal: exiting immediately\n")
+            os._exit(128 + sig)
+        stop.append(sig)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    per_step = a.B * a.T * W
+    if a.total_batch == -1:
+        a.total_batch = per_step
+    if a.total_batch <= 0 or a.total_batch % per_step:
+        die(f"-d {a.total_batch} is not divisible by B*T*ranks = {a.B}*{a.T}*{W} = {per_step}; "
+            f"choose -d as a multiple of {per_step}")
+    A = a.total_batch // per_step
+    N = a.total_batch // a.T  # windows per optimizer step
+    B, T = a.B, a.T
+
+    model = resolve_model(a, device)
+    cfg = model.cfg
+    V = cfg.vocab_size
+    train = DataLoader(a.train_glob, "-i", T, V, a.shuffle, a.seed)
+    train.require(N, "-i", "one optimizer step (d/T windows)")
+    val = None
+    if a.val_every > 0:
+        val = DataLoader(a.val_glob, "-j", T, V, 0, 0)
+        val.require(1, "-j", "validation")
+    epoch_steps = train.total_windows // N
+    M = a.max_steps if a.max_steps >= 0 else min(epoch_steps, (1 << 31) - 1)
+    examples = None
+    if a.hellaswag_eval:
+        if a.val_every <= 0:
+            die("-h 1 evaluates HellaSwag at every validation; set -v > 0")
+        examples = load_hellaswag(a.hellaswag, V)
+    shards = [(os.path.basename(p), n) for p, n in zip(train.paths + (val.paths if val else []),
+                                                        train.num_tokens + (val.num_tokens if val else []))]
+    dist.check_same((a.argv, shards), "flags or data files", "start every rank with the same command line and the same data")
+
+    # ---- output dir, resume
+    if a.output_dir and rank == 0:
+        os.makedirs(a.output_dir, exist_ok=True)
+        if a.resume:
+            for n in os.listdir(a.output_dir):
+                if ".tmp." in n:
+                    os.remove(os.path.join(a.output_dir, n))
+    dist.barrier()
+    st = TrainState(a)
+    opt, fused = make_optimizer(model, a, device)
+    resumed = False
+    if a.resume:
+        ck = checkpoint_resume(a, dist, cfg, st)
+        resumed = ck is not None
+        if resumed:
+            model.load_flat(ck["params"])
+            load_opt_state(opt, model, ck["m"], ck["v"], st.opt_steps)
+            del ck
+        if rank == 0:
+            print(f"resumed from checkpoint {st.step} in {a.output_dir}" if resumed else
+                  f"no complete checkpoint in {a.output_dir}: starting from scratch", flush=True)
+    if st.step > M:
+        die(f"checkpoint {st.step} in {a.output_dir} is past the end of this run (-x {M}); raise -x to continue")
+
+    # ---- the fast paths, each where the installed torch and the device have it
+    cuda = device.type == "cuda"
+    bf16 = cuda and torch.cuda.is_bf16_supported()
+    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
+    if cuda:
+        torch.set_float32_matmul_precision("high")  # TF32 for what autocast leaves in fp32
+    train_model = model
+    compiled = cuda and hasattr(torch, "compile")
+    if compiled:
+        train_model = torch.compile(model)  # eval and sampling run the eager model: other shapes
+    if W > 1:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        train_model = DDP(train_model, device_ids=[device.index] if cuda else None, broadcast_buffers=False)
+
+    log = None
+    if a.output_dir and rank == 0:
+        log = open(os.path.join(a.output_dir, "main.log"), "a" if resumed else "w")
+
+    def log_line(text):
+        if log:
+            log.write(text + "\n")
+            log.flush()
+    tokenizer = load_tokenizer(a.tokenizer) if rank == 0 and a.sample_every > 0 else None
+    P = num_params(cfg)
+    flops_per_token = 6.0 * P + 12.0 * cfg.n_layer * T * cfg.n_embd  # gpt2_flops_per_token (model_io.h)
+    peak = gpu_peak_flops(device)
+    if rank == 0:
+        what = [torch.cuda.get_device_name(device) if cuda else "cpu", "bf16 autocast" if bf16 else "fp32"]
+        features = ((compiled, "torch.compile"), (model.blocks[0].sdpa, "sdpa"), (fused, "fused AdamW"))
+        what += [name for on, name in features if on]
+        print(f"trainer torch {torch.__version__} ({', '.join(what)}) | {W} process(es) ({dist.launcher}) | model {a.model}")
+        print(f"model: L {cfg.n_layer} | C {cfg.n_embd} | NH {cfg.n_head} | maxT {cfg.block_size} | V {V} | "
+              f"Vp {cfg.padded_vocab_size} | {P} parameters")
+        print(f"batch: B {B} | T {T} | ranks {W} | grad accum {A} | total {a.total_batch} tokens per step")
+        print(f"train data: {train.total_tokens} tokens in {len(train.paths)} shard(s), {epoch_steps} steps per epoch"
+              f"{', shuffled' if a.shuffle else ''}")
+        if val:
+            print(f"val data: {val.total_tokens} tokens in {len(val.paths)} shard(s)")
+        print(f"steps: {M} (starting at {st.step})", flush=True)
+
+    params = list(model.parameters())
+    timed, timed_steps, first_step = 0.0, 0, st.step
+    s = st.step
+    while True:
+        last = s == M
+        if val and (s % a.val_every == 0 or last):
+            t0 = time.time()
+            vl = val_loss(a, dist, model, val, autocast)
+            if rank == 0:
+                print(f"val loss {vl:.6f} ({time.time() - t0:.2f} s)", flush=True)
+            log_line(f"s:{s} tel:{vl:.9g}")
+            if examples:
+                t0 = time.time()
+                correct, evaluated = hellaswag(a, dist, model, examples, autocast)
+                acc = float(np.float32(correct / evaluated)) if evaluated else math.nan  # -hm 0
+                if rank == 0:
+                    print(f"HellaSwag: {int(correct)}/{int(evaluated)} = {acc:.4f} ({time.time() - t0:.2f} s)", flush=True)
+                log_line(f"s:{s} hsw:{acc:.6f}")
+        if rank == 0 and a.sample_every > 0 and ((s > 0 and s % a.sample_every == 0) or last):
+            sample(a, model, tokenizer, st, device, autocast)
+        if last:
+            break
+
+        # ---- one optimizer step: A micro-steps on this rank, W ranks; DDP averages the gradients
+        t0 = time.time()
+        opt.zero_grad(set_to_none=True)
+        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+        for k in range(A):
+            rows = torch.from_numpy(train.read(train_window(0 if a.overfit_batch else s, k, rank, W, B, N), B)).to(device)
+            # all-reduce only after the last micro-step's backward
+            sync = train_model.no_sync() if W > 1 and k < A - 1 else contextlib.nullcontext()
+            with sync:
+                with autocast():
+                    _, loss = train_model(rows[:, :-1], rows[:, 1:])
+                # each token's loss enters with weight 1/(B*T*A*W), the C loop's dloss
+                (loss / A).backward()
+            loss_sum += loss.detach()
+        loss = float(np.float32(dist.allreduce([loss_sum.item()])[0] / (A * W)))
+        norm = float(np.float32(grad_norm(params).item()))
+        lr = lr_at(a, s, M)
+        reason = st.guard.check(loss, norm)
+        if reason is None:
+            st.opt_steps += 1
+            clip = np.float32(1.0) / (np.float32(norm) + np.float32(1e-6))  # clip_grad_norm_ with max_norm 1.0
+            if clip < 1.0:
+                for p in params:
+                    p.grad.mul_(float(clip))
+            for group in opt.param_groups:
+                group["lr"] = lr
+            opt.step()
+        if cuda:
+            torch.cuda.synchronize()
+        dt = time.time() - t0
+        if s > first_step or M - first_step == 1:  # the first step warms up
+            timed += dt
+            timed_steps += 1
+        st.step = s + 1
+        if rank == 0:
+            tps = a.total_batch / dt
+            line = f"step {st.step}/{M} | loss {loss:.6f} | norm {norm:.4f} | lr {lr:.2e} | {dt * 1000:.1f} ms | {tps:.0f} tok/s"
+            if peak > 0:
+                line += f" | MFU {100.0 * flops_per_token * tps / W / peak:.1f}%"
+            eta = format_duration(timed / timed_steps * (M - st.step)) if timed_steps else "-"
+            print(f"{line} | eta {eta}{' | SKIPPED' if reason else ''}", flush=True)
+        log_line(f"s:{s} trl:{loss:.9g} lr:{lr:.6g} norm:{norm:.6g} tok:{st.step * a.total_batch}")
+        if reason:
+            if rank == 0:
+                warn(f"step {st.step} skipped: {reason}")
+            log_line(f"s:{s} skip:{reason}")
+            if st.guard.consecutive >= st.guard.max_consecutive:
+                die(f"{st.guard.consecutive} consecutive steps skipped by the numeric guards (last: {reason}); the run "
+                    "is diverging: lower -l, raise -u, or resume from an earlier checkpoint")
+
+        # ---- checkpoint; preemption: every rank learns whether any rank got a signal
+        stopping = dist.allreduce([1.0 if stop else 0.0], "max")[0] > 0
+        if a.output_dir and ((a.checkpoint_every > 0 and (st.step % a.checkpoint_every == 0 or st.step == M)) or stopping):
+            tc = time.time()
+            flat = torch.cat([p.detach().reshape(-1) for p in model.file_params()]).cpu().numpy()
+            checkpoint_save(a, a.output_dir, dist, st, cfg, flat, opt_state_flat(opt, model, "exp_avg"),
+                            opt_state_flat(opt, model, "exp_avg_sq"))
+            if rank == 0:
+                print(f"checkpoint {st.step} written to {a.output_dir} ({time.time() - tc:.2f} s)", flush=True)
+        if stopping:
+            if rank == 0:
+                print(f"stopped by a signal after step {st.step}; " + (
+                    f"checkpoint {st.step} is in {a.output_dir}; to resume, run the same command with -y 1"
+                    if a.output_dir else "nothing was saved (no -o); next time pass -o <dir> to be able to resume"),
+                    flush=True)
+            break
+        s += 1
+    if rank == 0 and timed_steps:
+        print(f"total average iteration time: {timed / timed_steps * 1000:.3f} ms", flush=True)
+    if log:
+        log.close()
+    leave(0)
+
+
+def main():
+    argv = sys.argv[1:]
+    if argv in (["--help"], ["-help"]):
+        print(__doc__)
+        print(usage())
+        return 0
+    if argv and argv[0].startswith("-") and not argv[0].startswith("--"):
+        try:
+            train_main(argv)
+        except SystemExit as e:  # die() has printed its line; the traceback keeps DDP alive for leave()
+            leave(e.code if isinstance(e.code, int) else 1)
+        except BaseException:  # e.g. a collective that failed because another rank died
+            traceback.print_exc()
+            leave(1)
+    return fixture_main(argv)
 
 
 if __name__ == "__main__":

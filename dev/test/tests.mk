@@ -6,7 +6,7 @@ FIXTURES = dev/test/fixtures
 SHARED_DATA ?= ../shared/data
 
 TEST_TARGETS = test-model test-loader test-bad-input test-generate test-bootstrap test-mpi test-resume test-hellaswag \
-               test-tokenizer test-data test-export test-plot test-books-smoke \
+               test-torch-ddp test-tokenizer test-data test-export test-plot test-books-smoke \
                test-cuda-build test-cuda-host test-cuda-sim test-attention-sim test-cuda-trainer-sim
 
 .PHONY: test fixtures fixtures-cuda $(TEST_TARGETS) test-gpu bench-gpu bench-tokenizer cuda-kernels
@@ -79,6 +79,10 @@ test-resume: train_gpt2
 # HellaSwag scoring against the PyTorch reference, on 1-3 ranks
 test-hellaswag: train_gpt2
 	PYTHON=$(PYTHON) bash dev/test/test_hellaswag.sh
+
+# train_gpt2.py, the PyTorch DDP twin (1 and 2 gloo ranks), against train_gpt2 under mpirun; checkpoints both ways
+test-torch-ddp: train_gpt2
+	PYTHON=$(PYTHON) bash dev/test/test_torch_ddp.sh
 
 # ---------------------------------------------------------------------------------------------
 # data, tokenizer, export, plots (tiktoken and transformers on $(PYTHON) are the references)
