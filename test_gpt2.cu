@@ -102,20 +102,23 @@ int main(int argc, char **argv) {
     char **argv1 = argv;
     comm_init(&comm, &argc1, &argv1);
     const int device = gpu_select_device(&comm, (const void *)cast_fp32_to_bf16_kernel, LLMC_CUDA_ARCHS);
-    const char *att_name = getenv("LLMC_ATTENTION");
-    const AttentionImpl attention = attention_impl(att_name && *att_name ? att_name : "own", "LLMC_ATTENTION");
     cublas_init();
 
-    // ---- the reference debug state
-    int B, T;
-    debug_state_shape(state_path, &B, &T);
-    ModelFileInfo info;
-    model_file_info(model_path, &info);
-    GradReducer plan;
-    grad_reduce_plan(&plan, GRAD_REDUCE_NONE, &comm, 0, &info.config);
+    // ---- the model of the fixture at the reference debug state's B and T, built as the trainer
+    // builds it from flags: -e <fixture> -b B -t T, -at from LLMC_ATTENTION (default own)
+    TrainArgs targs;
+    args_defaults(&targs);
+    targs.model = model_path;
+    debug_state_shape(state_path, &targs.B, &targs.T);
+    const char *att_name = getenv("LLMC_ATTENTION");
+    if (att_name && *att_name) { targs.attention = att_name; }
+    const AttentionImpl attention = attention_impl(targs.attention, "LLMC_ATTENTION");
+    const int B = targs.B, T = targs.T;
+    GPT2Config config;
+    train_resolve_model(&targs, &config);
     GPT2 model;
-    gpt2_build(&model, &info.config, B, T, 1, 1, attention, &plan, NULL);
-    gpt2_load(&model, model_path);
+    gpt2_build_from_args(&model, &targs, &config, GRAD_REDUCE_NONE, &comm, NULL);
+    gpt2_init_from_args(&model, &targs, 1);
     Backend bk;
     gpt2_make_backend(&bk, &model, T, gpu_peak_flops(device));
     const int V = model.config.vocab_size, Vp = model.config.padded_vocab_size;
@@ -195,7 +198,7 @@ int main(int argc, char **argv) {
     // ---- 5. checkpoint save -> load -> continue, bitwise
     if (args.checkpoint && deterministic) {
         GPT2 fresh;
-        gpt2_build(&fresh, &info.config, B, T, 1, 1, attention, &plan, NULL);
+        gpt2_build_from_args(&fresh, &targs, &config, GRAD_REDUCE_NONE, &comm, NULL);
         Backend bf;
         gpt2_make_backend(&bf, &fresh, T, 0.0);
         reset_model(&model, model_path);

@@ -43,6 +43,7 @@
 #include <math.h>
 #include "llmc/utils.h"
 #include "llmc/model_io.h"
+#include "llmc/gpt2_views.h"
 #include "llmc/args.h"
 #include "llmc/comm.h"
 #include "llmc/backend.h"
@@ -117,32 +118,9 @@ static void attention_free(void) {
 // ----------------------------------------------------------------------------
 // the model
 
-typedef struct {
-    floatX *wte;       // (Vp, C)
-    floatX *wpe;       // (maxT, C)
-    floatX *ln1w;      // (L, C)
-    floatX *ln1b;      // (L, C)
-    floatX *qkvw;      // (L, 3C, C)
-    floatX *qkvb;      // (L, 3C)
-    floatX *attprojw;  // (L, C, C)
-    floatX *attprojb;  // (L, C)
-    floatX *ln2w;      // (L, C)
-    floatX *ln2b;      // (L, C)
-    floatX *fcw;       // (L, 4C, C)
-    floatX *fcb;       // (L, 4C)
-    floatX *fcprojw;   // (L, C, 4C)
-    floatX *fcprojb;   // (L, C)
-    floatX *lnfw;      // (C)
-    floatX *lnfb;      // (C)
-} ParameterTensors;
-
-// the tensors of the flat array, in file order; every tensor size is a multiple of C (and C of 8),
-// so every tensor and every layer slice starts 16-byte aligned
-static void point_parameters(ParameterTensors *p, floatX *base, const size_t sizes[NUM_PARAMETER_TENSORS]) {
-    floatX **ptrs[NUM_PARAMETER_TENSORS] = {&p->wte, &p->wpe, &p->ln1w, &p->ln1b, &p->qkvw, &p->qkvb,
-        &p->attprojw, &p->attprojb, &p->ln2w, &p->ln2b, &p->fcw, &p->fcb, &p->fcprojw, &p->fcprojb, &p->lnfw, &p->lnfb};
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { *ptrs[i] = base; base += sizes[i]; }
-}
+// ParameterTensors, LayerParams, point_parameters, layer_params (llmc/gpt2_views.h). Every tensor
+// size is a multiple of C (and C of 8), so every tensor and every layer slice starts 16-byte aligned.
+GPT2_DECLARE_VIEWS(floatX)
 
 // activations, sized for the maximum B and T
 typedef struct {
@@ -451,13 +429,46 @@ static uint16_t *gpt2_params_to_host(GPT2 *m) {
 
 // ---- forward
 
-static floatX *layer_ptr(floatX *base, int l, size_t per_layer) { return base + (size_t)l * per_layer; }
+/*
+ * Layer l's slices of the stacked activations at runtime B and T: the forward writes them, the
+ * backward reads them (one definition of where each lives). With recomputation the per-layer ln1,
+ * ln2 (-r 2) and fch_gelu (-r >= 1) buffers are one buffer that the backward refills.
+ */
+typedef struct {
+    const floatX *residual;      // (B, T, C) the layer's input: the embeddings or the previous residual3
+    floatX *ln1;                 // (B, T, C)
+    float *ln1_mean, *ln1_rstd;  // (B, T)
+    floatX *qkv;                 // (B, T, 3C)
+    floatX *atty;                // (B, T, C)
+    float *lse;                  // (B, NH, T)
+    floatX *residual2;           // (B, T, C)
+    floatX *ln2;                 // (B, T, C)
+    float *ln2_mean, *ln2_rstd;  // (B, T)
+    floatX *fch;                 // (B, T, 4C) fc output before GELU
+    floatX *fch_gelu;            // (B, T, 4C)
+    floatX *residual3;           // (B, T, C) the layer's output
+} LayerActs;
 
-// the per-layer buffers that recomputation collapses to one
-static floatX *ln1_of(GPT2 *m, int l, size_t BTC) { return m->recompute >= 2 ? m->acts.ln1 : layer_ptr(m->acts.ln1, l, BTC); }
-static floatX *ln2_of(GPT2 *m, int l, size_t BTC) { return m->recompute >= 2 ? m->acts.ln2 : layer_ptr(m->acts.ln2, l, BTC); }
-static floatX *gelu_of(GPT2 *m, int l, size_t BT4C) {
-    return m->recompute >= 1 ? m->acts.fch_gelu : layer_ptr(m->acts.fch_gelu, l, BT4C);
+static LayerActs layer_acts(GPT2 *m, int l, int B, int T) {
+    ActivationTensors *a = &m->acts;
+    const size_t C = m->config.channels, NH = m->config.num_heads, BT = (size_t)B * T, BTC = BT * C;
+    const size_t ln_l = m->recompute >= 2 ? 0 : l, gelu_l = m->recompute >= 1 ? 0 : l;
+    LayerActs la;
+    la.residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BTC;
+    la.ln1 = a->ln1 + ln_l * BTC;
+    la.ln1_mean = a->ln1_mean + l * BT;
+    la.ln1_rstd = a->ln1_rstd + l * BT;
+    la.qkv = a->qkv + l * 3 * BTC;
+    la.atty = a->atty + l * BTC;
+    la.lse = a->att_lse + l * NH * BT;
+    la.residual2 = a->residual2 + l * BTC;
+    la.ln2 = a->ln2 + ln_l * BTC;
+    la.ln2_mean = a->ln2_mean + l * BT;
+    la.ln2_rstd = a->ln2_rstd + l * BT;
+    la.fch = a->fch + l * 4 * BTC;
+    la.fch_gelu = a->fch_gelu + gelu_l * 4 * BTC;
+    la.residual3 = a->residual3 + l * BTC;
+    return la;
 }
 
 // copy B*T token ids from the host to a device buffer through pinned staging
@@ -536,9 +547,9 @@ void gpt2_forward(GPT2 *m, const int *inputs, const int *targets, int B, int T, 
     if (B > m->batch_size || T > m->seq_len || B < 1 || T < 1) {
         llmc_die("internal: forward with B=%d T=%d, built for B=%d T=%d", B, T, m->batch_size, m->seq_len);
     }
-    const int C = m->config.channels, NH = m->config.num_heads, L = m->config.num_layers;
+    const int C = m->config.channels, L = m->config.num_layers;
     const int V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
-    const size_t BT = (size_t)B * T, BTC = BT * C;
+    const size_t BT = (size_t)B * T;
     ParameterTensors *p = &m->params;
     ActivationTensors *a = &m->acts;
     cudaStream_t s = m->stream;
@@ -551,33 +562,30 @@ void gpt2_forward(GPT2 *m, const int *inputs, const int *targets, int B, int T, 
     cudaCheck(cudaEventRecord(m->staged_ev, s));
 
     encoder_forward(a->encoded, a->inputs, p->wte, p->wpe, B, T, C, s);
-    layernorm_forward(ln1_of(m, 0, BTC), a->ln1_mean, a->ln1_rstd, a->encoded, p->ln1w, p->ln1b, B, T, C, s);
+    LayerActs first = layer_acts(m, 0, B, T);
+    layernorm_forward(first.ln1, first.ln1_mean, first.ln1_rstd, a->encoded, p->ln1w, p->ln1b, B, T, C, s);
     for (int l = 0; l < L; l++) {
-        const floatX *residual = l == 0 ? a->encoded : layer_ptr(a->residual3, l - 1, BTC);
-        floatX *qkv = layer_ptr(a->qkv, l, 3 * BTC), *atty = layer_ptr(a->atty, l, BTC);
-        float *lse = a->att_lse + (size_t)l * B * NH * T;
-        floatX *residual2 = layer_ptr(a->residual2, l, BTC), *residual3 = layer_ptr(a->residual3, l, BTC);
-        floatX *fch = layer_ptr(a->fch, l, 4 * BTC), *fch_gelu = gelu_of(m, l, 4 * BTC);
-        floatX *ln2 = ln2_of(m, l, BTC);
-
-        // x + attproj(attention(qkv(ln1(x))))
-        matmul_forward(qkv, ln1_of(m, l, BTC), p->qkvw + (size_t)l * 3 * C * C, p->qkvb + (size_t)l * 3 * C, B, T, C,
-                       3 * C, NULL, s);
-        gpt2_attention_forward(m, atty, lse, qkv, B, T);
-        matmul_forward(a->btc, atty, p->attprojw + (size_t)l * C * C, p->attprojb + (size_t)l * C, B, T, C, C, NULL, s);
-        fused_residual_forward(residual2, ln2, a->ln2_mean + (size_t)l * BT, a->ln2_rstd + (size_t)l * BT, residual, a->btc,
-                               p->ln2w + (size_t)l * C, p->ln2b + (size_t)l * C, (int)BT, C, s);
-        // + fcproj(gelu(fc(ln2(x)))); the GELU is cuBLASLt's epilogue, its input kept in fch
-        matmul_forward(fch_gelu, ln2, p->fcw + (size_t)l * 4 * C * C, p->fcb + (size_t)l * 4 * C, B, T, C, 4 * C, fch, s);
-        matmul_forward(a->btc, fch_gelu, p->fcprojw + (size_t)l * 4 * C * C, p->fcprojb + (size_t)l * C, B, T, 4 * C, C,
-                       NULL, s);
-        // the residual add, fused with the next LayerNorm: the next layer's ln1, or lnf after the last
-        const int last = l == L - 1;
-        fused_residual_forward(residual3, last ? a->lnf : ln1_of(m, l + 1, BTC),
-                               last ? a->lnf_mean : a->ln1_mean + (size_t)(l + 1) * BT,
-                               last ? a->lnf_rstd : a->ln1_rstd + (size_t)(l + 1) * BT, residual2, a->btc,
-                               last ? p->lnfw : p->ln1w + (size_t)(l + 1) * C, last ? p->lnfb : p->ln1b + (size_t)(l + 1) * C,
+        LayerParams lp = layer_params(p, &m->config, l);
+        LayerActs la = layer_acts(m, l, B, T);
+        // residual2 = residual + attproj(attention(qkv(ln1(residual))))
+        matmul_forward(la.qkv, la.ln1, lp.qkvw, lp.qkvb, B, T, C, 3 * C, NULL, s);
+        gpt2_attention_forward(m, la.atty, la.lse, la.qkv, B, T);
+        matmul_forward(a->btc, la.atty, lp.attprojw, lp.attprojb, B, T, C, C, NULL, s);
+        fused_residual_forward(la.residual2, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual, a->btc, lp.ln2w, lp.ln2b,
                                (int)BT, C, s);
+        // residual3 = residual2 + fcproj(gelu(fc(ln2))); the GELU is cuBLASLt's epilogue, its input kept in fch
+        matmul_forward(la.fch_gelu, la.ln2, lp.fcw, lp.fcb, B, T, C, 4 * C, la.fch, s);
+        matmul_forward(a->btc, la.fch_gelu, lp.fcprojw, lp.fcprojb, B, T, 4 * C, C, NULL, s);
+        // the residual add, fused with the next LayerNorm: the next layer's ln1, or lnf after the last
+        if (l < L - 1) {
+            LayerParams np = layer_params(p, &m->config, l + 1);
+            LayerActs next = layer_acts(m, l + 1, B, T);
+            fused_residual_forward(la.residual3, next.ln1, next.ln1_mean, next.ln1_rstd, la.residual2, a->btc, np.ln1w,
+                                   np.ln1b, (int)BT, C, s);
+        } else {
+            fused_residual_forward(la.residual3, a->lnf, a->lnf_mean, a->lnf_rstd, la.residual2, a->btc, p->lnfw, p->lnfb,
+                                   (int)BT, C, s);
+        }
     }
     // logits = lnf @ wte^T over the padded vocabulary (padded rows of wte are zero)
     matmul_forward(a->logits, a->lnf, p->wte, NULL, B, T, C, Vp, NULL, s);
@@ -598,50 +606,36 @@ void gpt2_backward_head(GPT2 *m, int B, int T) {
     // logits = lnf @ wte^T: dlnf (in btc) = dlogits @ wte, dwte += dlogits^T @ lnf
     matmul_backward(a->btc, g->wte, NULL, a->logits, a->lnf, p->wte, B, T, C, Vp, NULL, a->scratch, s);
     cudaCheck(cudaMemsetAsync(a->dresidual, 0, BTC * sizeof(floatX), s));
-    layernorm_backward(a->dresidual, g->lnfw, g->lnfb, a->btc, layer_ptr(a->residual3, L - 1, BTC), p->lnfw, a->lnf_mean,
+    layernorm_backward(a->dresidual, g->lnfw, g->lnfb, a->btc, layer_acts(m, L - 1, B, T).residual3, p->lnfw, a->lnf_mean,
                        a->lnf_rstd, B, T, C, a->scratch, s);
 }
 
 // layer l, from dresidual = d(loss)/d(residual3[l]) to d(loss)/d(residual3[l-1]) (or d encoded)
 void gpt2_backward_layer(GPT2 *m, int l, int B, int T) {
-    const int C = m->config.channels, NH = m->config.num_heads;
-    const size_t BT = (size_t)B * T, BTC = BT * C;
-    ParameterTensors *p = &m->params, *g = &m->grads;
+    const int C = m->config.channels;
+    const size_t BT = (size_t)B * T;
+    LayerParams lp = layer_params(&m->params, &m->config, l), lg = layer_params(&m->grads, &m->config, l);
+    LayerActs la = layer_acts(m, l, B, T);
     ActivationTensors *a = &m->acts;
     cudaStream_t s = m->stream;
-    const floatX *residual = l == 0 ? a->encoded : layer_ptr(a->residual3, l - 1, BTC);
-    floatX *qkv = layer_ptr(a->qkv, l, 3 * BTC), *atty = layer_ptr(a->atty, l, BTC);
-    const float *lse = a->att_lse + (size_t)l * B * NH * T;
-    floatX *residual2 = layer_ptr(a->residual2, l, BTC);
-    floatX *fch = layer_ptr(a->fch, l, 4 * BTC), *fch_gelu = gelu_of(m, l, 4 * BTC);
-    floatX *ln1 = ln1_of(m, l, BTC), *ln2 = ln2_of(m, l, BTC);
     floatX *dbig = a->logits;  // (B, T, 4C) then (B, T, 3C)
-    const float *ln1_mean = a->ln1_mean + (size_t)l * BT, *ln1_rstd = a->ln1_rstd + (size_t)l * BT;
-    const float *ln2_mean = a->ln2_mean + (size_t)l * BT, *ln2_rstd = a->ln2_rstd + (size_t)l * BT;
 
     // residual3 = residual2 + fcproj(gelu(fch)), fch = fc(ln2(residual2)): dresidual passes through
-    if (m->recompute >= 1) { gelu_forward(fch_gelu, fch, BT * 4 * C, s); }
+    if (m->recompute >= 1) { gelu_forward(la.fch_gelu, la.fch, BT * 4 * C, s); }
     // d fch = (dresidual @ fcprojw) * gelu'(fch), the dGELU fused into the matmul
-    matmul_backward(dbig, g->fcprojw + (size_t)l * 4 * C * C, g->fcprojb + (size_t)l * C, a->dresidual, fch_gelu,
-                    p->fcprojw + (size_t)l * 4 * C * C, B, T, 4 * C, C, fch, a->scratch, s);
-    if (m->recompute >= 2) {
-        layernorm_forward(ln2, NULL, NULL, residual2, p->ln2w + (size_t)l * C, p->ln2b + (size_t)l * C, B, T, C, s);
-    }
-    matmul_backward(a->btc, g->fcw + (size_t)l * 4 * C * C, g->fcb + (size_t)l * 4 * C, dbig, ln2,
-                    p->fcw + (size_t)l * 4 * C * C, B, T, C, 4 * C, NULL, a->scratch, s);
-    layernorm_backward(a->dresidual, g->ln2w + (size_t)l * C, g->ln2b + (size_t)l * C, a->btc, residual2,
-                       p->ln2w + (size_t)l * C, ln2_mean, ln2_rstd, B, T, C, a->scratch, s);
+    matmul_backward(dbig, lg.fcprojw, lg.fcprojb, a->dresidual, la.fch_gelu, lp.fcprojw, B, T, 4 * C, C, la.fch, a->scratch,
+                    s);
+    if (m->recompute >= 2) { layernorm_forward(la.ln2, NULL, NULL, la.residual2, lp.ln2w, lp.ln2b, B, T, C, s); }
+    matmul_backward(a->btc, lg.fcw, lg.fcb, dbig, la.ln2, lp.fcw, B, T, C, 4 * C, NULL, a->scratch, s);
+    layernorm_backward(a->dresidual, lg.ln2w, lg.ln2b, a->btc, la.residual2, lp.ln2w, la.ln2_mean, la.ln2_rstd, B, T, C,
+                       a->scratch, s);
     // residual2 = residual + attproj(attention(qkv(ln1(residual))))
-    matmul_backward(a->btc, g->attprojw + (size_t)l * C * C, g->attprojb + (size_t)l * C, a->dresidual, atty,
-                    p->attprojw + (size_t)l * C * C, B, T, C, C, NULL, a->scratch, s);
-    gpt2_attention_backward(m, dbig, a->btc, qkv, atty, lse, B, T);
-    if (m->recompute >= 2) {
-        layernorm_forward(ln1, NULL, NULL, residual, p->ln1w + (size_t)l * C, p->ln1b + (size_t)l * C, B, T, C, s);
-    }
-    matmul_backward(a->btc, g->qkvw + (size_t)l * 3 * C * C, g->qkvb + (size_t)l * 3 * C, dbig, ln1,
-                    p->qkvw + (size_t)l * 3 * C * C, B, T, C, 3 * C, NULL, a->scratch, s);
-    layernorm_backward(a->dresidual, g->ln1w + (size_t)l * C, g->ln1b + (size_t)l * C, a->btc, residual,
-                       p->ln1w + (size_t)l * C, ln1_mean, ln1_rstd, B, T, C, a->scratch, s);
+    matmul_backward(a->btc, lg.attprojw, lg.attprojb, a->dresidual, la.atty, lp.attprojw, B, T, C, C, NULL, a->scratch, s);
+    gpt2_attention_backward(m, dbig, a->btc, la.qkv, la.atty, la.lse, B, T);
+    if (m->recompute >= 2) { layernorm_forward(la.ln1, NULL, NULL, la.residual, lp.ln1w, lp.ln1b, B, T, C, s); }
+    matmul_backward(a->btc, lg.qkvw, lg.qkvb, dbig, la.ln1, lp.qkvw, B, T, C, 3 * C, NULL, a->scratch, s);
+    layernorm_backward(a->dresidual, lg.ln1w, lg.ln1b, a->btc, la.residual, lp.ln1w, la.ln1_mean, la.ln1_rstd, B, T, C,
+                       a->scratch, s);
 }
 
 // encoded = wte[inputs] + wpe: the embeddings' gradients (inputs: the host ids of the forward)
@@ -881,6 +875,33 @@ static GradReduceKind setup_processes(Comm *c, const TrainArgs *a, int device, v
     return kind;
 }
 
+/*
+ * The model that the flags describe, on this process's GPU (after cublas_init): the gradient
+ * reduction plan of `kind` with -z, then the memory check and the allocations for -b, -t, -r, -w
+ * and -at (gpt2_build). nccl: the communicator of kind NCCL, else NULL. Parameters are left
+ * unset: gpt2_init_from_args fills them. Used by main, test_gpt2.cu and dev/bench/bench_layers.cu.
+ */
+static void gpt2_build_from_args(GPT2 *m, const TrainArgs *a, const GPT2Config *config, GradReduceKind kind, Comm *c,
+                                 void *nccl) {
+    GradReducer plan;
+    grad_reduce_plan(&plan, kind, c, a->zero_stage, config);
+    gpt2_build(m, config, a->B, a->T, a->recompute, a->master_weights, attention_impl(a->attention, "-at"), &plan,
+               kind == GRAD_REDUCE_NCCL ? nccl : NULL);
+}
+
+// the parameters of -e: the file, or the seeded init of the descriptor (the same seed on every
+// rank gives the same model, which the training loop checks)
+static void gpt2_init_from_args(GPT2 *m, const TrainArgs *a, int from_file) {
+    if (from_file) {
+        gpt2_load(m, a->model);
+        return;
+    }
+    float *init = (float *)mallocCheck(m->num_params * sizeof(float));
+    gpt2_init_params(init, &m->config, a->seed);
+    gpt2_set_params_fp32(m, init);
+    free(init);
+}
+
 // ----------------------------------------------------------------------------
 #ifndef TESTING
 int main(int argc, char **argv) {
@@ -888,7 +909,7 @@ int main(int argc, char **argv) {
     comm_init(&comm, &argc, &argv);
     TrainArgs args;
     args_parse(&args, argc, argv);
-    const AttentionImpl attention = attention_impl(args.attention, "-at");
+    const AttentionImpl attention = attention_impl(args.attention, "-at");  // before the GPU: a bad -at stops at once
     GPT2Config config;
     int from_file = train_resolve_model(&args, &config);
 
@@ -902,20 +923,9 @@ int main(int argc, char **argv) {
 #endif
     GradReduceKind kind = setup_processes(&comm, &args, device, nccl);
     cublas_init();
-    GradReducer plan;
-    grad_reduce_plan(&plan, kind, &comm, args.zero_stage, &config);
     GPT2 model;
-    gpt2_build(&model, &config, args.B, args.T, args.recompute, args.master_weights, attention, &plan,
-               kind == GRAD_REDUCE_NCCL ? nccl : NULL);
-    if (from_file) {
-        gpt2_load(&model, args.model);
-    } else {
-        // the same seed on every rank: the same model (checked by the training loop)
-        float *init = (float *)mallocCheck(model.num_params * sizeof(float));
-        gpt2_init_params(init, &config, args.seed);
-        gpt2_set_params_fp32(&model, init);
-        free(init);
-    }
+    gpt2_build_from_args(&model, &args, &config, kind, &comm, nccl);
+    gpt2_init_from_args(&model, &args, from_file);
     Backend backend;
     gpt2_make_backend(&backend, &model, args.T, gpu_peak_flops(device));
     const int chatty = comm.rank == 0 && !args.prompt[0];  // the generate mode prints only its text

@@ -112,9 +112,10 @@ static void op_table(GPT2 *m, const int *x, int B, int T, double step_ms) {
     cudaCheck(cudaEventCreate(&t.a));
     cudaCheck(cudaEventCreate(&t.b));
     cudaStream_t s = m->stream;
-    floatX *ln1 = ln1_of(m, 0, BTC), *ln2 = ln2_of(m, 0, BTC), *qkv = a->qkv, *atty = a->atty;
-    floatX *residual2 = a->residual2, *fch = a->fch, *fch_gelu = gelu_of(m, 0, 4 * BTC), *dbig = a->logits;
-    const floatX *last_residual3 = layer_ptr(a->residual3, L - 1, BTC);
+    LayerActs la = layer_acts(m, 0, B, T);
+    floatX *ln1 = la.ln1, *ln2 = la.ln2, *qkv = la.qkv, *atty = la.atty;
+    floatX *residual2 = la.residual2, *fch = la.fch, *fch_gelu = la.fch_gelu, *dbig = a->logits;
+    const floatX *last_residual3 = layer_acts(m, L - 1, B, T).residual3;
     const double causal_att = 2.0 * B * (double)T * T * C;  // QK^T and PV over the causal half
     printf("every operation alone at the step's shapes (layer 0's buffers), median of 5 x 10 calls:\n");
     printf("  %-46s %4s %9s %9s %7s %8s\n", "operation", "x", "ms each", "ms/step", "share", "TFLOP/s");
@@ -233,10 +234,8 @@ int main(int argc, char **argv) {
     if (train_resolve_model(&args, &config)) { llmc_die("bench_layers takes a descriptor (-e d12), not a file"); }
     const int device = gpu_select_device(&comm, (const void *)cast_fp32_to_bf16_kernel, LLMC_CUDA_ARCHS);
     cublas_init();
-    GradReducer plan;
-    grad_reduce_plan(&plan, GRAD_REDUCE_NONE, &comm, 0, &config);
     GPT2 m;
-    gpt2_build(&m, &config, args.B, args.T, args.recompute, 1, attention_impl(args.attention, "-at"), &plan, NULL);
+    gpt2_build_from_args(&m, &args, &config, GRAD_REDUCE_NONE, &comm, NULL);
     uint64_t rng = (uint64_t)args.seed;
     float *init = (float *)mallocCheck(m.num_params * sizeof(float));
     for (size_t i = 0; i < m.num_params; i++) { init[i] = 0.08f * ((float)(splitmix64(&rng) >> 40) / 16777216.0f - 0.5f); }
