@@ -93,14 +93,10 @@ static void reset_model(GPT2 *m, const char *path) {
 }
 
 int main(int argc, char **argv) {
-    ModelTestArgs args = model_test_args(argc, argv);
+    Comm comm;
+    ModelTestArgs args = model_test_start(argc, argv, &comm);
     const char *model_path = args.model, *state_path = args.state, *traj_path = args.traj;
     int failed = 0;
-
-    Comm comm;
-    int argc1 = 1;
-    char **argv1 = argv;
-    comm_init(&comm, &argc1, &argv1);
     const int device = gpu_select_device(&comm, (const void *)cast_fp32_to_bf16_kernel, LLMC_CUDA_ARCHS);
     cublas_init();
 

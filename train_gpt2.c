@@ -834,15 +834,13 @@ void gpt2_make_backend(Backend *b, GPT2 *m, int T) {
 #ifndef TESTING
 int main(int argc, char **argv) {
     Comm comm;
-    comm_init(&comm, &argc, &argv);
     TrainArgs args;
-    args_parse(&args, argc, argv);
+    GPT2Config config;
+    const int from_file = train_start(&comm, &args, &config, &argc, &argv);
     if (comm.world_size > 1 && !comm_has_collectives(&comm)) {
         llmc_die("%s started %d processes, but train_gpt2 runs several processes only under mpirun (MPI); "
                  "use: mpirun -np %d ./train_gpt2 ...", comm.launcher, comm.world_size, comm.world_size);
     }
-    GPT2Config config;
-    int from_file = train_resolve_model(&args, &config);
     GPT2 model;
     gpt2_build(&model, &config, args.B, args.T);
     model.comm = &comm;

@@ -906,12 +906,10 @@ static void gpt2_init_from_args(GPT2 *m, const TrainArgs *a, int from_file) {
 #ifndef TESTING
 int main(int argc, char **argv) {
     Comm comm;
-    comm_init(&comm, &argc, &argv);
     TrainArgs args;
-    args_parse(&args, argc, argv);
-    const AttentionImpl attention = attention_impl(args.attention, "-at");  // before the GPU: a bad -at stops at once
     GPT2Config config;
-    int from_file = train_resolve_model(&args, &config);
+    const int from_file = train_start(&comm, &args, &config, &argc, &argv);
+    const AttentionImpl attention = attention_impl(args.attention, "-at");  // before the GPU: a bad -at stops at once
 
     const int device = gpu_select_device(&comm, (const void *)cast_fp32_to_bf16_kernel, LLMC_CUDA_ARCHS);
 #ifdef MULTI_GPU

@@ -24,6 +24,17 @@
 #include "tokenizer.h"
 
 /*
+ * The start of both trainers' main: ranks (comm.h), flags (args.h) and the model configuration
+ * that -e names (train_resolve_model below). Returns whether -e is a file.
+ */
+static inline int train_resolve_model(TrainArgs *a, GPT2Config *config);
+static inline int train_start(Comm *c, TrainArgs *a, GPT2Config *config, int *argc, char ***argv) {
+    comm_init(c, argc, argv);
+    args_parse(a, *argc, *argv);
+    return train_resolve_model(a, config);
+}
+
+/*
  * The model configuration that -e names (a descriptor or a model file), and whether it is a
  * file. Checks that -t fits the model; in the generate mode (--prompt) the batch is one sequence
  * and the context min(-t, maxT). Dies with a message otherwise.

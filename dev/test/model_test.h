@@ -23,6 +23,15 @@ static ModelTestArgs model_test_args(int argc, char **argv) {
     return a;
 }
 
+// the test's arguments, and its Comm: one process (comm_init sees only the program's name, so no
+// argument of the test is taken for a launcher's)
+static ModelTestArgs model_test_start(int argc, char **argv, Comm *comm) {
+    ModelTestArgs a = model_test_args(argc, argv);
+    int argc1 = 1;
+    comm_init(comm, &argc1, &argv);
+    return a;
+}
+
 // the debug state of train_gpt2.py --debug-state: one batch, its logits, loss and all gradients
 typedef struct {
     int B, T;
