@@ -27,7 +27,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 MODEL_MAGIC, DEBUG_MAGIC, SHARD_MAGIC = 20240326, 20240327, 20240520
-CRC_TAG = 0x43524331  # header[252]; header[253] = CRC-32 of the payload (see llmc/model_io.h)
+CRC_TAG = 0x43524332  # header[252]; [253] = CRC-32 of the payload, [254] of the header (llmc/model_io.h)
 PARAM_NAMES = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
                "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
 
@@ -188,6 +188,7 @@ def write_model(model, path, dtype):
                      cfg.n_head, cfg.n_embd, cfg.padded_vocab_size])
     h[252] = CRC_TAG
     h[253] = np.array([zlib.crc32(payload)], dtype=np.uint32).view(np.int32)[0]
+    h[254] = np.array([zlib.crc32(h.astype("<i4").tobytes())], dtype=np.uint32).view(np.int32)[0]  # [254] is 0 here
     with open(path, "wb") as f:
         f.write(h.astype("<i4").tobytes())
         f.write(payload)
