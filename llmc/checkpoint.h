@@ -197,12 +197,14 @@ static inline int state_file_verify(const char *path, const int h[HEADER_INTS]) 
     int nsec = h[4] ? 3 : 2;
     FILE *fp = fopenCheck(path, "rb");
     fseekCheck(fp, HEADER_BYTES, SEEK_SET);
-    float *buf = (float *)mallocCheck(CKPT_CHUNK * sizeof(float));
+    long long chunk = n < (long long)CKPT_CHUNK ? n : (long long)CKPT_CHUNK;
+    if (chunk < 2 * GUARD_WINDOW) { chunk = 2 * GUARD_WINDOW; }  // the buffer also takes the guard history
+    float *buf = (float *)mallocCheck((size_t)chunk * sizeof(float));
     int bad = 0;
     for (int s = 0; s < nsec; s++) {
         uint32_t crc = 0;
-        for (long long off = 0; off < n; off += CKPT_CHUNK) {
-            size_t m = (size_t)(n - off < (long long)CKPT_CHUNK ? n - off : (long long)CKPT_CHUNK);
+        for (long long off = 0; off < n; off += chunk) {
+            size_t m = (size_t)(n - off < chunk ? n - off : chunk);
             freadCheck(buf, sizeof(float), m, fp);
             crc = crc32_update(crc, buf, m * sizeof(float));
         }
@@ -395,6 +397,7 @@ static inline int checkpoint_verify(const char *dir, int step, Backend *b, const
 static inline void checkpoint_load(const char *dir, int step, Backend *b, TrainState *st) {
     char path[4096];
     int w = read_done_world_size(dir, step);
+    if (w <= 0) { llmc_die("marker DONE_%08d in '%s' changed while it was being loaded", step, dir); }
     ckpt_path(path, sizeof(path), dir, "model", step, -1);
     b->load_model(b, path);
     size_t lo = b->opt_offset, n = b->opt_count;

@@ -279,7 +279,7 @@ static inline int model_file_verify(const char *path, const ModelFileInfo *info)
     FILE *fp = fopenCheck(path, "rb");
     fseekCheck(fp, HEADER_BYTES, SEEK_SET);
     size_t total = info->num_params * (info->version == MODEL_VERSION_FP32 ? 4 : 2);
-    const size_t chunk = 1 << 22;
+    const size_t chunk = total < ((size_t)1 << 22) ? (total > 0 ? total : 1) : ((size_t)1 << 22);
     unsigned char *buf = (unsigned char *)mallocCheck(chunk);
     uint32_t crc = 0;
     for (size_t done = 0; done < total;) {
@@ -304,7 +304,7 @@ static inline int gpt2_config_equal(const GPT2Config *a, const GPT2Config *b) {
 static inline void model_file_load(const char *path, const ModelFileInfo *info, float *dst_fp32, uint16_t *dst_bf16) {
     FILE *fp = fopenCheck(path, "rb");
     fseekCheck(fp, HEADER_BYTES, SEEK_SET);
-    const size_t chunk = 1 << 20;  // elements per read
+    const size_t chunk = info->num_params < ((size_t)1 << 20) ? info->num_params : ((size_t)1 << 20);  // elements per read
     size_t elem = info->version == MODEL_VERSION_FP32 ? 4 : 2;
     unsigned char *buf = (unsigned char *)mallocCheck(chunk * elem);
     uint32_t crc = 0;

@@ -58,7 +58,7 @@ static inline void llmc_vprint(FILE *f, const char *kind, const char *fmt, va_li
 #define LLMC_PRINTF(a, b)
 #endif
 
-static void llmc_die(const char *fmt, ...) LLMC_PRINTF(1, 2);
+static void llmc_die(const char *fmt, ...) LLMC_PRINTF(1, 2) __attribute__((noreturn));
 static void llmc_die(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
