@@ -259,8 +259,8 @@ static inline long long ckpt_digits(const char *s, const char *end) {
 // steps of the DONE markers (named DONE_ and 8 digits) in dir, newest first; returns the count
 // (the list is malloc'ed)
 static inline int checkpoint_list(const char *dir, int **steps_out) {
-    size_t cap = 16, n = 0;
-    int *steps = (int *)mallocCheck(cap * sizeof(int));
+    int cap = 16, n = 0;
+    int *steps = (int *)mallocCheck((size_t)cap * sizeof(int));
     DIR *d = opendir(dir);
     if (d) {
         struct dirent *e;
@@ -270,7 +270,7 @@ static inline int checkpoint_list(const char *dir, int **steps_out) {
             if (step < 0) { continue; }
             if (n == cap) {
                 cap *= 2;
-                int *grown = (int *)realloc(steps, cap * sizeof(int));
+                int *grown = (int *)realloc(steps, (size_t)cap * sizeof(int));
                 if (grown == NULL) { llmc_die("out of host memory listing the checkpoints in '%s'", dir); }
                 steps = grown;
             }
@@ -284,7 +284,7 @@ static inline int checkpoint_list(const char *dir, int **steps_out) {
         steps[j + 1] = v;
     }
     *steps_out = steps;
-    return (int)n;
+    return n;
 }
 
 // the world size that the DONE marker of `step` records, or -1 if the marker is missing or is not
