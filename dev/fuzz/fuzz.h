@@ -289,20 +289,23 @@ static void fuzz_end(void) {
 
 static char fuzz_dir[256];
 
-// the path of `name` in this process's work folder (made on first use)
+// the path of `name` in this process's work folder (made on first use); valid for the next 3
+// calls too, so that one call may take several paths
 static const char *fuzz_path(const char *name) {
-    static char path[512];
+    static char ring[4][512];
+    static int next = 0;
+    char *path = ring[next++ % 4];
     if (fuzz_dir[0] == '\0') {
         // tmpfs where there is one: each input is written to a file, and a disk makes that the bottleneck
         const char *base = getenv("FUZZ_TMPDIR") ? getenv("FUZZ_TMPDIR") : dir_exists("/dev/shm") ? "/dev/shm" : "/tmp";
         snprintf(fuzz_dir, sizeof(fuzz_dir), "%s/llmc_fuzz.%d", base, (int)getpid());
         if (mkdir(fuzz_dir, 0755) != 0 && errno != EEXIST) { fuzz_fail("cannot create %s", fuzz_dir); }
     }
-    snprintf(path, sizeof(path), "%s/%s", fuzz_dir, name);
+    snprintf(path, sizeof(ring[0]), "%s/%s", fuzz_dir, name);
     return path;
 }
 
-// write bytes to `name` in the work folder; returns its path (valid until the next fuzz_path)
+// write bytes to `name` in the work folder; returns its path (as fuzz_path)
 static const char *fuzz_write(const char *name, const void *data, size_t size) {
     const char *path = fuzz_path(name);
     FILE *f = fopen(path, "wb");

@@ -21,7 +21,7 @@ static BPEWorker worker;
 
 typedef struct {
     Format fmt;
-    const char *path;
+    char path[600];  // (fuzz_path's buffer is reused by the next call)
     const uint8_t *file;
     size_t file_len;
 } InputCase;
@@ -41,7 +41,7 @@ static void read_documents(void *arg) {
     InputCase *c = (InputCase *)arg;
     char *paths[1] = {(char *)c->path};
     Source src;
-    source_init(&src, c->fmt, paths, 1, 1);  // -b 1: 1 MiB without a cut point is an error
+    source_init(&src, c->fmt, paths, 1, 4096);  // 4 KiB without a cut point (or a longer JSON line) is an error
     Batch batch = {0};
     batch.cap = 1;
     batch.items = (Item *)callocCheck(1, sizeof(Item));
@@ -95,7 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (worker.bpe == NULL) { bpe_worker_shared(&worker); }
     InputCase c;
     c.fmt = (Format)(data[0] % 3);
-    c.path = fuzz_write("input.txt", data + 1, size - 1);
+    snprintf(c.path, sizeof(c.path), "%s", fuzz_write("input.txt", data + 1, size - 1));
     c.file = data + 1;
     c.file_len = size - 1;
     if (fuzz_call(data[0] % 4 == 3 ? hellaswag_roundtrip : read_documents, &c)) { fuzz_end(); }
