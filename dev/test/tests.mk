@@ -211,7 +211,7 @@ test-fuzz:
 # the trainer, the model test and the loader test built with ASan and UBSan (gcc's runtimes)
 SAN_BUILD := build/sanitize
 # (GCC 12 gives false -Wstringop-overflow warnings on array-of-array pointers under -fsanitize=address)
-SAN_FLAGS = $(filter-out -O3,$(CFLAGS)) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all \
+SAN_FLAGS = $(filter-out -O3,$(CFLAGS)) -O2 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all \
             -Wno-stringop-overflow
 
 $(SAN_BUILD)/train_gpt2: train_gpt2.c $(CPU_HEADERS)
