@@ -48,7 +48,9 @@ from torch.nn import functional as F
 
 MODEL_MAGIC, DEBUG_MAGIC, SHARD_MAGIC = 20240326, 20240327, 20240520
 STATE_MAGIC, STATE_VERSION, EVAL_MAGIC, TOKENIZER_MAGIC = 20240527, 2, 20240522, 20240328
-CRC_TAG = 0x43524331  # header[252]; header[253] = CRC-32 of the payload (see llmc/model_io.h)
+# header[252]: "2CRC": CRC-32s of the payload and of the header itself (llmc/model_io.h, checkpoint.h);
+# "1CRC" files, written before the header CRC, have payload CRCs only and are still read
+CRC_TAG, CRC_TAG_V1 = 0x43524332, 0x43524331
 PARAM_NAMES = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
                "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
 DECAYED = (0, 1, 4, 6, 10, 12)  # the 2-D tensors: embeddings and matmul weights (model_io.h)
@@ -248,11 +250,19 @@ def crc_int32(crc):
     return np.array([crc], dtype=np.uint32).view(np.int32)[0]
 
 
+def header_crc(h, slot):
+    """the CRC-32 of a 256-int header with h[slot] read as 0 (model_io.h header_crc), as a header int"""
+    h = h.copy()
+    h[slot] = 0
+    return crc_int32(zlib.crc32(h.astype("<i4").tobytes()))
+
+
 def model_file_bytes(cfg, payload, version):
     h = header_ints([MODEL_MAGIC, version, cfg.block_size, cfg.vocab_size, cfg.n_layer,
                      cfg.n_head, cfg.n_embd, cfg.padded_vocab_size])
     h[252] = CRC_TAG
     h[253] = crc_int32(zlib.crc32(payload))
+    h[254] = header_crc(h, 254)
     return h.astype("<i4").tobytes() + payload
 
 
@@ -304,7 +314,8 @@ def read_model_flat(path):
     with open(path, "rb") as f:
         h = np.frombuffer(f.read(1024), dtype="<i4")
         payload = f.read()
-    if h[252] == CRC_TAG and crc_int32(zlib.crc32(payload)) != h[253]:
+    if (h[252] in (CRC_TAG, CRC_TAG_V1) and crc_int32(zlib.crc32(payload)) != h[253]) \
+            or (h[252] == CRC_TAG and header_crc(h, 254) != h[254]):
         return None, None, f"model file '{path}' fails its checksum (corrupt); use another checkpoint"
     if version == 3:
         flat = np.frombuffer(payload, dtype="<f4").copy()
@@ -784,6 +795,7 @@ class Dist:
 class TrainState:
     def __init__(self, a):
         self.step = self.opt_steps = 0
+        self.max_steps = 0  # the run's -x (the LR schedule's length), kept in the state file
         self.sample_rng = (a.seed ^ 0x5DEECE66D) or 1
         self.guard = Guard(a.guard_z_loss, a.guard_z_norm, a.guard_max_skips)
 
@@ -832,9 +844,11 @@ def checkpoint_save(a, d, dist, st, cfg, flat_params, m, v):
     h[22], h[23], h[24] = st.guard.count, st.guard.head, st.guard.consecutive
     set64(h, 25, st.guard.total_skipped)
     h[30:36] = [cfg.block_size, cfg.vocab_size, cfg.padded_vocab_size, cfg.n_layer, cfg.n_head, cfg.n_embd]
+    h[27] = st.max_steps
     h[251] = crc_int32(zlib.crc32(guard))
     h[252] = CRC_TAG
     h[253], h[254] = crc_int32(zlib.crc32(sections[0])), crc_int32(zlib.crc32(sections[1]))  # h[255]: no master
+    h[250] = header_crc(h, 250)
     atomic_write(ckpt_path(d, "state", st.step, r), [h.astype("<i4").tobytes()] + sections + [guard])
     dist.barrier()  # every file of this checkpoint is on disk
     if r == 0:
@@ -1227,6 +1241,7 @@ def train_main(argv):
                   f"no complete checkpoint in {a.output_dir}: starting from scratch", flush=True)
     if st.step > M:
         die(f"checkpoint {st.step} in {a.output_dir} is past the end of this run (-x {M}); raise -x to continue")
+    st.max_steps = M
 
     # ---- the fast paths, each where the installed torch and the device have it
     cuda = device.type == "cuda"
@@ -1252,7 +1267,7 @@ def train_main(argv):
             log.flush()
     tokenizer = load_tokenizer(a.tokenizer) if rank == 0 and a.sample_every > 0 else None
     P = num_params(cfg)
-    flops_per_token = 6.0 * P + 12.0 * cfg.n_layer * T * cfg.n_embd  # gpt2_flops_per_token (model_io.h)
+    flops_per_token = 6.0 * P + 6.0 * cfg.n_layer * T * cfg.n_embd  # gpt2_flops_per_token (model_io.h): llm.c's count
     peak = gpu_peak_flops(device)
     if rank == 0:
         what = [torch.cuda.get_device_name(device) if cuda else "cpu", "bf16 autocast" if bf16 else "fp32"]

@@ -17,8 +17,12 @@
  *     [18..19] seed  [20..21] sampling RNG state  [22] guard count  [23] guard head
  *     [24] guard consecutive skips  [25..26] guard total skips (int64)
  *     [30..35] model config: maxT V Vp L NH C
- *     [251] CRC-32 of the guard history  [252] CRC tag  [253] CRC-32 of m  [254] of v  [255] of master
+ *     [250] CRC-32 of the header (read with [250] as 0)  [251] CRC-32 of the guard history
+ *     [252] CRC_TAG (model_io.h)  [253] CRC-32 of m  [254] of v  [255] of master
  *   payload: m[count], v[count], master[count] (if [4]), guard loss history[100], norm history[100]
+ *   DONE marker: the text "step <N>\nworld_size <W>\n".
+ * Every header field and the marker are range-checked on load; a checkpoint that fails a check
+ * or a checksum is skipped with a warning naming the file, and the one before it is used.
  * The slices of the W state files partition [0, P): rank r holds its ZeRO-1 shard, or without
  * ZeRO the even split [P*r/W, P*(r+1)/W) (so no rank writes what another writes). On resume,
  * each rank reads the parts of whichever old files overlap the range it needs: a run saved on
@@ -104,7 +108,7 @@ static inline void state_file_write(const char *path, Backend *b, const Comm *c,
     const GPT2Config *cf = &b->config;
     h[30] = cf->max_seq_len; h[31] = cf->vocab_size; h[32] = cf->padded_vocab_size;
     h[33] = cf->num_layers; h[34] = cf->num_heads; h[35] = cf->channels;
-    h[252] = MODEL_CRC_TAG;
+    h[252] = CRC_TAG;
 
     AtomicFile af;
     atomic_open(&af, path);
@@ -132,11 +136,31 @@ static inline void state_file_write(const char *path, Backend *b, const Comm *c,
     fwriteCheck(st->guard.loss_hist, sizeof(float), GUARD_WINDOW, af.fp);
     fwriteCheck(st->guard.norm_hist, sizeof(float), GUARD_WINDOW, af.fp);
     h[251] = (int)gcrc; h[253] = (int)crc[0]; h[254] = (int)crc[1]; h[255] = (int)crc[2];
+    h[250] = (int)header_crc(h, HEADER_INTS, 250);
     atomic_patch(&af, 0, h, sizeof(h));
     atomic_commit(&af);
 }
 
-// read a state file's header and check its size; 0 if fine, else 1 with the reason in err
+#define CKPT_MAX_RANKS 99999  // state file names hold the rank in 5 digits
+
+// the first header field of a state file that is out of range, or NULL (sizes are checked apart)
+static inline const char *state_header_problem(const int *h) {
+    long long step = h[10], P = hdr_get64(h, 12), lo = hdr_get64(h, 14), n = hdr_get64(h, 16);
+    if (h[2] < 1 || h[2] > CKPT_MAX_RANKS) { return "world size [2]"; }
+    if (h[3] < 0 || h[3] >= h[2]) { return "rank [3]"; }
+    if (h[4] != 0 && h[4] != 1) { return "master weights flag [4]"; }
+    if (h[5] != 0 && h[5] != 1) { return "shuffle flag [5]"; }
+    if (h[6] < 1 || h[7] < 1 || hdr_get64(h, 8) < 1) { return "batch settings B, T, d [6..9]"; }
+    if (step < 0) { return "step [10]"; }
+    if (h[11] < 0 || h[11] > step) { return "AdamW update count [11]"; }
+    if (P < 1 || lo < 0 || n < 0 || lo > P || n > P - lo) { return "parameter range [12..17]"; }
+    if (h[22] < 0 || h[22] > GUARD_WINDOW) { return "guard history count [22]"; }
+    if (h[23] < 0 || h[23] >= GUARD_WINDOW) { return "guard history position [23]"; }
+    if (h[24] < 0 || h[24] > step || hdr_get64(h, 25) < 0 || hdr_get64(h, 25) > step) { return "guard skip counts [24..26]"; }
+    return NULL;
+}
+
+// read a state file's header and check it (checksum, ranges, size); 0 if fine, else 1 with the reason in err
 static inline int state_file_header(const char *path, int h[HEADER_INTS], char *err, size_t errlen) {
     if (!file_exists(path)) { snprintf(err, errlen, "state file '%s' is missing", path); return 1; }
     long long size = file_size_bytes(path);
@@ -149,10 +173,19 @@ static inline int state_file_header(const char *path, int h[HEADER_INTS], char *
                  STATE_VERSION, h[0], h[1]);
         return 1;
     }
-    long long n = hdr_get64(h, 16);
-    long long expected = HEADER_BYTES + (long long)((h[4] ? 3 : 2) * n + 2 * GUARD_WINDOW) * 4;
-    if (n < 0 || size != expected) {
-        snprintf(err, errlen, "state file '%s' is %lld bytes, its header implies %lld (truncated or corrupt)", path, size, expected);
+    if (h[252] == CRC_TAG && (uint32_t)h[250] != header_crc(h, HEADER_INTS, 250)) {
+        snprintf(err, errlen, "state file '%s' has a corrupt header (it fails its checksum)", path);
+        return 1;
+    }
+    const char *bad = state_header_problem(h);
+    if (bad) { snprintf(err, errlen, "state file '%s' has a corrupt header: %s is out of range", path, bad); return 1; }
+    // n <= P is checked, but P is a file field too: the size arithmetic is checked
+    size_t n = (size_t)hdr_get64(h, 16), floats, expected;
+    if (ckd_mul_size(&floats, n, h[4] ? 3 : 2) || ckd_add_size(&floats, floats, 2 * GUARD_WINDOW) ||
+        ckd_mul_size(&expected, floats, sizeof(float)) || ckd_add_size(&expected, expected, HEADER_BYTES) ||
+        (long long)expected != size) {
+        snprintf(err, errlen, "state file '%s' is %lld bytes, but its header says it holds %zu parameters "
+                 "(truncated or corrupt)", path, size, n);
         return 1;
     }
     return 0;
@@ -164,12 +197,14 @@ static inline int state_file_verify(const char *path, const int h[HEADER_INTS]) 
     int nsec = h[4] ? 3 : 2;
     FILE *fp = fopenCheck(path, "rb");
     fseekCheck(fp, HEADER_BYTES, SEEK_SET);
-    float *buf = (float *)mallocCheck(CKPT_CHUNK * sizeof(float));
+    long long chunk = n < (long long)CKPT_CHUNK ? n : (long long)CKPT_CHUNK;
+    if (chunk < 2 * GUARD_WINDOW) { chunk = 2 * GUARD_WINDOW; }  // the buffer also takes the guard history
+    float *buf = (float *)mallocCheck((size_t)chunk * sizeof(float));
     int bad = 0;
     for (int s = 0; s < nsec; s++) {
         uint32_t crc = 0;
-        for (long long off = 0; off < n; off += CKPT_CHUNK) {
-            size_t m = (size_t)(n - off < (long long)CKPT_CHUNK ? n - off : (long long)CKPT_CHUNK);
+        for (long long off = 0; off < n; off += chunk) {
+            size_t m = (size_t)(n - off < chunk ? n - off : chunk);
             freadCheck(buf, sizeof(float), m, fp);
             crc = crc32_update(crc, buf, m * sizeof(float));
         }
@@ -210,21 +245,36 @@ static inline void checkpoint_save(const char *dir, Backend *b, Comm *c, const T
     }
 }
 
-// steps of the DONE markers in dir, newest first; returns the count (list is malloc'ed)
+// the value of a run of 1..9 decimal digits at s that ends at `end` (-1 if it is not one)
+static inline long long ckpt_digits(const char *s, const char *end) {
+    if (end <= s || end - s > 9) { return -1; }
+    long long v = 0;
+    for (; s < end; s++) {
+        if (*s < '0' || *s > '9') { return -1; }
+        v = v * 10 + (*s - '0');
+    }
+    return v;
+}
+
+// steps of the DONE markers (named DONE_ and 8 digits) in dir, newest first; returns the count
+// (the list is malloc'ed)
 static inline int checkpoint_list(const char *dir, int **steps_out) {
     int cap = 16, n = 0;
-    int *steps = (int *)mallocCheck(cap * sizeof(int));
+    int *steps = (int *)mallocCheck((size_t)cap * sizeof(int));
     DIR *d = opendir(dir);
     if (d) {
         struct dirent *e;
         while ((e = readdir(d)) != NULL) {
-            int step;
-            char tail;
-            if (strncmp(e->d_name, "DONE_", 5) == 0 && strlen(e->d_name) == 13 &&
-                sscanf(e->d_name + 5, "%d%c", &step, &tail) == 1) {
-                if (n == cap) { cap *= 2; steps = (int *)realloc(steps, cap * sizeof(int)); }
-                steps[n++] = step;
+            if (strncmp(e->d_name, "DONE_", 5) != 0 || strlen(e->d_name) != 13) { continue; }
+            long long step = ckpt_digits(e->d_name + 5, e->d_name + 13);
+            if (step < 0) { continue; }
+            if (n == cap) {
+                cap *= 2;
+                int *grown = (int *)realloc(steps, (size_t)cap * sizeof(int));
+                if (grown == NULL) { llmc_die("out of host memory listing the checkpoints in '%s'", dir); }
+                steps = grown;
             }
+            steps[n++] = (int)step;
         }
         closedir(d);
     }
@@ -237,15 +287,23 @@ static inline int checkpoint_list(const char *dir, int **steps_out) {
     return n;
 }
 
+// the world size that the DONE marker of `step` records, or -1 if the marker is missing or is not
+// exactly "step <step>\nworld_size <1..99999>\n"
 static inline int read_done_world_size(const char *dir, int step) {
-    char path[4096];
+    char path[4096], text[64];
     ckpt_path(path, sizeof(path), dir, "DONE", step, -1);
-    FILE *fp = fopen(path, "r");
+    FILE *fp = fopen(path, "rb");
     if (!fp) { return -1; }
-    int s = -1, w = -1;
-    if (fscanf(fp, "step %d\nworld_size %d", &s, &w) != 2 || s != step) { w = -1; }
+    size_t len = fread(text, 1, sizeof(text) - 1, fp);
     fclose(fp);
-    return w;
+    text[len] = '\0';
+    char *nl1 = strchr(text, '\n'), *nl2 = nl1 ? strchr(nl1 + 1, '\n') : NULL;
+    if (strncmp(text, "step ", 5) != 0 || nl2 == NULL || nl2 + 1 != text + len ||
+        strncmp(nl1 + 1, "world_size ", 11) != 0 || ckpt_digits(text + 5, nl1) != step) {
+        return -1;
+    }
+    long long w = ckpt_digits(nl1 + 12, nl2);
+    return w >= 1 && w <= CKPT_MAX_RANKS ? (int)w : -1;
 }
 
 // delete the files of checkpoint `step` (DONE first, so a crash midway leaves it incomplete, not wrong)
@@ -290,14 +348,16 @@ static inline int checkpoint_verify(const char *dir, int step, Backend *b, const
     if (model_file_verify(path, &info)) { snprintf(err, errlen, "model file '%s' fails its checksum", path); return 1; }
     size_t lo = b->opt_offset, hi = b->opt_offset + b->opt_count;
     long long covered = 0;
+    int master0 = 0;
     for (int r = 0; r < w; r++) {
         int h[HEADER_INTS];
         ckpt_path(path, sizeof(path), dir, "state", step, r);
         if (state_file_header(path, h, err, errlen)) { return 1; }
-        if (h[2] != w || h[3] != r || hdr_get64(h, 12) != (long long)b->num_params || h[10] != step) {
+        if (r == 0) { master0 = h[4]; }
+        if (h[2] != w || h[3] != r || hdr_get64(h, 12) != (long long)b->num_params || h[10] != step || h[4] != master0) {
             snprintf(err, errlen, "state file '%s' does not belong to checkpoint %d of %d ranks with %zu parameters "
-                     "(header: step %d, rank %d of %d, %lld parameters)", path, step, w, b->num_params, h[10], h[3],
-                     h[2], hdr_get64(h, 12));
+                     "(header: step %d, rank %d of %d, %lld parameters, master weights %d where rank 0 has %d)", path,
+                     step, w, b->num_params, h[10], h[3], h[2], hdr_get64(h, 12), h[4], master0);
             return 1;
         }
         if (h[7] != cur->T || hdr_get64(h, 8) != cur->total_batch || h[5] != cur->shuffle ||
@@ -331,6 +391,7 @@ static inline int checkpoint_verify(const char *dir, int step, Backend *b, const
 static inline void checkpoint_load(const char *dir, int step, Backend *b, TrainState *st) {
     char path[4096];
     int w = read_done_world_size(dir, step);
+    if (w <= 0) { llmc_die("marker DONE_%08d in '%s' changed while it was being loaded", step, dir); }
     ckpt_path(path, sizeof(path), dir, "model", step, -1);
     b->load_model(b, path);
     size_t lo = b->opt_offset, n = b->opt_count;

@@ -61,19 +61,17 @@ typedef struct {
     long long *window_perm;    // (max windows per shard)
 } DataLoader;
 
-// one shard: header checks and mapping
+// one shard: header checks, then the mapping
 static inline void shard_open(DataLoader *dl, int i, const char *flag) {
     const char *path = dl->paths[i];
     long long size = file_size_bytes(path);
     if (size < HEADER_BYTES_SHARD) {
         llmc_die("%s: shard '%s' is %lld bytes, smaller than its 1024-byte header (truncated?); %s", flag, path, size, SHARD_HINT);
     }
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) { llmc_die("%s: cannot open shard '%s': %s", flag, path, strerror(errno)); }
-    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) { llmc_die("%s: cannot map shard '%s': %s", flag, path, strerror(errno)); }
-    const int *header = (const int *)map;
+    int header[HEADER_BYTES_SHARD / 4];
+    FILE *fp = fopenCheck(path, "rb");
+    freadCheck(header, sizeof(header), 1, fp);
+    fcloseCheck(fp);
     if (header[0] != SHARD_MAGIC) {
         llmc_die("%s: '%s' is not a token shard (magic %d, expected %d); %s", flag, path, header[0], SHARD_MAGIC, SHARD_HINT);
     }
@@ -86,6 +84,11 @@ static inline void shard_open(DataLoader *dl, int i, const char *flag) {
         llmc_die("%s: shard '%s' is %lld bytes but its header says %lld tokens (%lld bytes): %s; %s", flag, path,
                  size, ntok, expected, size < expected ? "truncated" : "trailing bytes", SHARD_HINT);
     }
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) { llmc_die("%s: cannot open shard '%s': %s", flag, path, strerror(errno)); }
+    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) { llmc_die("%s: cannot map shard '%s': %s", flag, path, strerror(errno)); }
     dl->maps[i] = map;
     dl->map_bytes[i] = (size_t)size;
     dl->tokens[i] = (const uint16_t *)((const char *)map + HEADER_BYTES_SHARD);
@@ -123,9 +126,13 @@ static inline void dataloader_init(DataLoader *dl, const char *pattern, const ch
     dl->map_bytes = (size_t *)mallocCheck(n * sizeof(size_t));
     dl->shard_order = (int *)mallocCheck(n * sizeof(int));
     dl->order_first = (long long *)mallocCheck(n * sizeof(long long));
+    for (int i = 0; i < n; i++) {
+        dl->paths[i] = (char *)mallocCheck(strlen(g.gl_pathv[i]) + 1);
+        strcpy(dl->paths[i], g.gl_pathv[i]);
+    }
+    globfree(&g);
     long long max_windows = 0;
     for (int i = 0; i < n; i++) {
-        dl->paths[i] = strdup(g.gl_pathv[i]);
         shard_open(dl, i, flag);
         dl->first_window[i] = dl->total_windows;
         dl->total_windows += dl->num_windows[i];
@@ -136,7 +143,6 @@ static inline void dataloader_init(DataLoader *dl, const char *pattern, const ch
                       dl->paths[i], dl->num_tokens[i], T + 1);
         }
     }
-    globfree(&g);
     dl->window_perm = (long long *)mallocCheck((max_windows > 0 ? max_windows : 1) * sizeof(long long));
     dl->cached_epoch = -1;
     dl->cached_shard = -1;

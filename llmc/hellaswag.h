@@ -5,6 +5,9 @@
  * version 1, number of examples, longest example in bytes), then per example a stream of uint16:
  *   65535 (start), bytes of this example's stream, example index, label, number of completions,
  *   context length, context tokens, then per completion: its length and its tokens.
+ * On load every count is checked against the file before memory is taken, every length against
+ * the stream, and every token id against the model's vocabulary; contexts and completions are
+ * never empty (so every row has at least one scored position).
  *
  * Scoring (acc_norm as llm.c reports it): each completion is appended to the context; the model's
  * mean per-token loss over the completion's tokens scores it; the lowest wins. A row longer than
@@ -56,8 +59,13 @@ static inline void evalset_load(EvalSet *es, const char *path, int vocab_size) {
     freadCheck(es->stream, 2, (size_t)n16, fp);
     fcloseCheck(fp);
     es->num_examples = h[2];
-    if (es->num_examples <= 0) { llmc_die("HellaSwag file '%s' holds %d examples; %s", path, h[2], EVAL_HINT); }
-    es->ex = (EvalExample *)mallocCheck(es->num_examples * sizeof(EvalExample));
+    // an example takes at least 9 uint16: start, bytes, index, label, completions, context length,
+    // one context token, one completion length and one completion token
+    if (es->num_examples <= 0 || es->num_examples > n16 / 9) {
+        llmc_die("HellaSwag file '%s' says it holds %d examples, but its %lld bytes hold at most %lld; %s", path, h[2],
+                 size, n16 / 9, EVAL_HINT);
+    }
+    es->ex = (EvalExample *)mallocCheck((size_t)es->num_examples * sizeof(EvalExample));
     long long p = 0;
     for (int i = 0; i < es->num_examples; i++) {
         const uint16_t *s = es->stream;
@@ -73,6 +81,7 @@ static inline void evalset_load(EvalSet *es, const char *path, int vocab_size) {
             llmc_die("HellaSwag file '%s': example %d has %d completions and label %d; %s", path, i, e->num_completions, e->label, EVAL_HINT);
         }
         e->ctx_len = s[p + 5];
+        if (e->ctx_len == 0) { llmc_die("HellaSwag file '%s': example %d has an empty context; %s", path, i, EVAL_HINT); }
         p += 6;
         EVAL_NEED(e->ctx_len);
         e->ctx = s + p;
@@ -89,9 +98,13 @@ static inline void evalset_load(EvalSet *es, const char *path, int vocab_size) {
         if ((p - start) * 2 != bytes) {
             llmc_die("HellaSwag file '%s' is corrupt: example %d says %d bytes, holds %lld; %s", path, i, bytes, (p - start) * 2, EVAL_HINT);
         }
-        for (long long k = start + 6; k < p; k++) {
-            if (s[k] >= vocab_size && s[k] != 65535) {
-                llmc_die("HellaSwag file '%s': example %d has token id %d, not below the model's vocab size %d", path, i, s[k], vocab_size);
+        for (int c = -1; c < e->num_completions; c++) {  // the context (c = -1), then each completion
+            const uint16_t *tok = c < 0 ? e->ctx : e->end[c];
+            for (int k = 0; k < (c < 0 ? e->ctx_len : e->end_len[c]); k++) {
+                if (tok[k] >= vocab_size) {
+                    llmc_die("HellaSwag file '%s': example %d has token id %d, not below the model's vocab size %d",
+                             path, i, tok[k], vocab_size);
+                }
             }
         }
     }

@@ -11,8 +11,12 @@
  * Model file: 256 int32 header, then the parameters in the order of gpt2_param_names.
  *   header[0] = 20240326 (magic)   header[1] = 3 (fp32) or 5 (bf16)
  *   header[2] = maxT  header[3] = V  header[4] = L  header[5] = NH  header[6] = C  header[7] = Vp
- *   header[252] = MODEL_CRC_TAG and header[253] = CRC-32 of the payload, when written by this
- *   project (llm.c leaves these zero and ignores them; files without the tag load unchecked).
+ *   header[252] = CRC_TAG, header[253] = CRC-32 of the payload, header[254] = CRC-32 of the
+ *   1024 header bytes with header[254] read as 0, when written by this project (llm.c leaves these
+ *   zero and ignores them; files without a tag load unchecked, files with CRC_TAG_V1, written
+ *   before the header CRC existed, have their payload checked).
+ * Every header field is range-checked before it is used (gpt2_config_problem); the bounds keep
+ * every size computed from them far below 2^63.
  */
 #ifndef LLMC_MODEL_IO_H
 #define LLMC_MODEL_IO_H
@@ -24,7 +28,8 @@
 #define MODEL_MAGIC 20240326
 #define MODEL_VERSION_FP32 3
 #define MODEL_VERSION_BF16 5
-#define MODEL_CRC_TAG 0x43524331  // "1CRC": header[253] holds a CRC-32 of the payload
+#define CRC_TAG 0x43524332     // "2CRC" in header[252]: payload CRC(s), and a CRC of the header (model_io.h, checkpoint.h)
+#define CRC_TAG_V1 0x43524331  // "1CRC": payload CRC(s) only; files written before the header CRC, still read
 #define HEADER_INTS 256
 #define HEADER_BYTES (HEADER_INTS * (long)sizeof(int))
 #define NUM_PARAMETER_TENSORS 16
@@ -89,15 +94,31 @@ static inline int gpt2_param_is_decayed(int i) {
 
 static inline int round_up_128(int v) { return ((v + 127) / 128) * 128; }
 
-// sanity checks shared by descriptors and file headers; returns NULL if fine, else what is wrong
+// sanity checks shared by descriptors and file headers; returns NULL if fine, else what is wrong.
+// The upper bounds are far above any GPT-2 (d48: L=48, C=1600) and keep 12*L*C*C + Vp*C + maxT*C
+// below 2^50, so no size computed from a checked config can overflow.
+#define GPT2_MAX_LAYERS 16384
+#define GPT2_MAX_CHANNELS 65536
+#define GPT2_MAX_SEQ_LEN (1 << 20)
+#define GPT2_MAX_PADDED_VOCAB (1 << 17)
 static inline const char *gpt2_config_problem(const GPT2Config *c) {
-    if (c->num_layers <= 0) { return "number of layers must be positive"; }
-    if (c->channels <= 0 || c->num_heads <= 0) { return "channels and heads must be positive"; }
+    if (c->num_layers <= 0 || c->num_layers > GPT2_MAX_LAYERS) { return "number of layers must be in 1..16384"; }
+    if (c->channels <= 0 || c->channels > GPT2_MAX_CHANNELS) { return "channels must be in 1..65536"; }
+    if (c->num_heads <= 0) { return "number of heads must be positive"; }
     if (c->channels % c->num_heads != 0) { return "channels must be divisible by the number of heads"; }
     if (c->vocab_size <= 0 || c->vocab_size > 65536) { return "vocab size must be in 1..65536 (tokens are uint16)"; }
     if (c->padded_vocab_size < c->vocab_size) { return "padded vocab size is smaller than the vocab size"; }
-    if (c->max_seq_len <= 0) { return "max sequence length must be positive"; }
+    if (c->padded_vocab_size > GPT2_MAX_PADDED_VOCAB) { return "padded vocab size must be at most 131072"; }
+    if (c->max_seq_len <= 0 || c->max_seq_len > GPT2_MAX_SEQ_LEN) { return "max sequence length must be in 1..1048576"; }
     return NULL;
+}
+
+// CRC-32 of a header of n ints with h[slot] (where the CRC itself is stored) read as 0
+static inline uint32_t header_crc(const int *h, int n, int slot) {
+    int zero = 0;
+    uint32_t crc = crc32_update(0, h, (size_t)slot * sizeof(int));
+    crc = crc32_update(crc, &zero, sizeof(int));
+    return crc32_update(crc, h + slot + 1, (size_t)(n - slot - 1) * sizeof(int));
 }
 
 /*
@@ -114,9 +135,9 @@ static inline int gpt2_parse_descriptor(const char *desc, GPT2Config *c) {
     c->vocab_size = 50257;
     if (desc[0] == 'd' && desc[1] != '\0') {
         for (const char *p = desc + 1; *p; p++) { if (!isdigit((unsigned char)*p)) { return 0; } }
-        int depth = atoi(desc + 1);
+        long depth = strlen(desc + 1) <= 4 ? strtol(desc + 1, NULL, 10) : 0;
         if (depth <= 0 || depth > 1000) { llmc_die("-e %s: depth must be in 1..1000", desc); }
-        c->num_layers = depth;
+        c->num_layers = (int)depth;
         switch (depth) {
             case 12: c->channels = 768; c->num_heads = 12; break;
             case 24: c->channels = 1024; c->num_heads = 16; break;
@@ -219,6 +240,10 @@ static inline int model_file_probe(const char *path, ModelFileInfo *info, char *
                  path, header[1], MODEL_FILE_HINT);
         return 1;
     }
+    if (header[252] == CRC_TAG && (uint32_t)header[254] != header_crc(header, HEADER_INTS, 254)) {
+        snprintf(err, errlen, "model file '%s' has a corrupt header (it fails its checksum); %s", path, MODEL_FILE_HINT);
+        return 1;
+    }
     info->version = header[1];
     info->config.max_seq_len = header[2];
     info->config.vocab_size = header[3];
@@ -240,7 +265,7 @@ static inline int model_file_probe(const char *path, ModelFileInfo *info, char *
                  info->config.padded_vocab_size, info->config.max_seq_len, info->version, expected, MODEL_FILE_HINT);
         return 1;
     }
-    info->has_crc = header[252] == MODEL_CRC_TAG;
+    info->has_crc = header[252] == CRC_TAG || header[252] == CRC_TAG_V1;
     info->crc = (uint32_t)header[253];
     return 0;
 }
@@ -256,7 +281,7 @@ static inline int model_file_verify(const char *path, const ModelFileInfo *info)
     FILE *fp = fopenCheck(path, "rb");
     fseekCheck(fp, HEADER_BYTES, SEEK_SET);
     size_t total = info->num_params * (info->version == MODEL_VERSION_FP32 ? 4 : 2);
-    const size_t chunk = 1 << 22;
+    const size_t chunk = total < ((size_t)1 << 22) ? (total > 0 ? total : 1) : ((size_t)1 << 22);
     unsigned char *buf = (unsigned char *)mallocCheck(chunk);
     uint32_t crc = 0;
     for (size_t done = 0; done < total;) {
@@ -292,7 +317,7 @@ static inline void model_file_require_config(const char *path, const ModelFileIn
 static inline void model_file_load(const char *path, const ModelFileInfo *info, float *dst_fp32, uint16_t *dst_bf16) {
     FILE *fp = fopenCheck(path, "rb");
     fseekCheck(fp, HEADER_BYTES, SEEK_SET);
-    const size_t chunk = 1 << 20;  // elements per read
+    const size_t chunk = info->num_params < ((size_t)1 << 20) ? info->num_params : ((size_t)1 << 20);  // elements per read
     size_t elem = info->version == MODEL_VERSION_FP32 ? 4 : 2;
     unsigned char *buf = (unsigned char *)mallocCheck(chunk * elem);
     uint32_t crc = 0;
@@ -328,7 +353,14 @@ static inline void model_header_fill(int header[HEADER_INTS], const GPT2Config *
     header[5] = c->num_heads;
     header[6] = c->channels;
     header[7] = c->padded_vocab_size;
-    header[252] = MODEL_CRC_TAG;
+    header[252] = CRC_TAG;
+}
+
+// once the payload is written: its CRC into the header, then the header's own CRC
+static inline void model_header_seal(AtomicFile *af, int header[HEADER_INTS]) {
+    header[253] = (int)af->crc;
+    header[254] = (int)header_crc(header, HEADER_INTS, 254);
+    atomic_patch(af, 0, header, HEADER_INTS * sizeof(int));
 }
 
 // write a model file atomically from fp32 params: version 3 as is, version 5 rounded to bf16 (RNE)
@@ -351,8 +383,7 @@ static inline void model_file_write_fp32(const char *path, const GPT2Config *c, 
         }
         free(buf);
     }
-    header[253] = (int)af.crc;
-    atomic_patch(&af, 0, header, sizeof(header));
+    model_header_seal(&af, header);
     atomic_commit(&af);
 }
 
@@ -364,8 +395,7 @@ static inline void model_file_write_bf16(const char *path, const GPT2Config *c, 
     atomic_open(&af, path);
     atomic_write(&af, header, sizeof(header), 0);
     atomic_write(&af, params, gpt2_num_params(c) * 2, 1);
-    header[253] = (int)af.crc;
-    atomic_patch(&af, 0, header, sizeof(header));
+    model_header_seal(&af, header);
     atomic_commit(&af);
 }
 

@@ -54,9 +54,12 @@ static void tokenizer_init(Tokenizer *t, const char *filename) {
         llmc_die("tokenizer file '%s' has version %u; this build reads versions 1 and 2; remake it with: %s",
                  filename, version, TOKENIZER_HOWTO);
     }
-    if (V == 0 || V > (1u << 24)) {
-        llmc_die("tokenizer file '%s' claims %u tokens, which is not sensible; remake it with: %s",
-                 filename, V, TOKENIZER_HOWTO);
+    // every token takes at least 2 bytes (a length and one byte): V is checked against the file
+    // before the table is allocated
+    long long size = file_size_bytes(filename);
+    if (V == 0 || V > (1u << 24) || (long long)V > (size - 1024) / 2) {
+        llmc_die("tokenizer file '%s' claims %u tokens, which its %lld bytes cannot hold; remake it with: %s",
+                 filename, V, size, TOKENIZER_HOWTO);
     }
     // version 1 predates the EOT field; llm.c's version 1 files are GPT-2's, where EOT is 50256
     uint32_t eot = version == 1 ? 50256u : header[3];
@@ -66,7 +69,7 @@ static void tokenizer_init(Tokenizer *t, const char *filename) {
     }
     t->vocab_size = V;
     t->eot_token = (int)eot;
-    t->token_table = (char **)mallocCheck(V * sizeof(char *));
+    t->token_table = (char **)mallocCheck((size_t)V * sizeof(char *));
     t->token_length = (uint8_t *)mallocCheck(V);
     for (uint32_t i = 0; i < V; i++) {
         unsigned char len = 0;

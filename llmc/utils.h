@@ -7,6 +7,8 @@
  *   more than one process runs), then the abort hook (MPI_Abort / NCCL abort, set by comm.h),
  *   then exit(1). Messages name the file or flag and say what to do.
  * - Everything here is C that also compiles as C++ (nvcc builds train_gpt2.cu with it).
+ * - Integers read from a file are range-checked before they are used in arithmetic, indexing or
+ *   allocation; products and sums of such values go through ckd_mul_size / ckd_add_size.
  */
 #ifndef LLMC_UTILS_H
 #define LLMC_UTILS_H
@@ -29,7 +31,10 @@
 
 static int llmc_rank = 0;        // this process's rank, for message prefixes
 static int llmc_world_size = 1;  // prefix messages with the rank only when > 1
-static void (*llmc_abort_hook)(void) = NULL;  // set by comm.h to take the other ranks down too
+// Called by llmc_die after the message, before exit(1). comm.h sets it to take the other ranks
+// down too; the fuzz harnesses (dev/fuzz) set it to longjmp back, so that a clean rejection of an
+// input is a result and not the end of the process. A hook that returns lets llmc_die exit.
+static void (*llmc_abort_hook)(void) = NULL;
 
 static inline void llmc_set_rank(int rank, int world_size) {
     llmc_rank = rank;
@@ -53,7 +58,7 @@ static inline void llmc_vprint(FILE *f, const char *kind, const char *fmt, va_li
 #define LLMC_PRINTF(a, b)
 #endif
 
-static void llmc_die(const char *fmt, ...) LLMC_PRINTF(1, 2);
+static void llmc_die(const char *fmt, ...) LLMC_PRINTF(1, 2) __attribute__((noreturn));
 static void llmc_die(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -135,6 +140,12 @@ static inline void *calloc_check(size_t n, size_t size, const char *file, int li
     return p;
 }
 #define callocCheck(n, size) calloc_check(n, size, __FILE__, __LINE__)
+
+// ----------------------------------------------------------------------------
+// checked size arithmetic (C23's ckd_mul / ckd_add): *out = a * b or a + b; true on overflow
+
+static inline int ckd_mul_size(size_t *out, size_t a, size_t b) { return __builtin_mul_overflow(a, b, out); }
+static inline int ckd_add_size(size_t *out, size_t a, size_t b) { return __builtin_add_overflow(a, b, out); }
 
 // ----------------------------------------------------------------------------
 // files and directories

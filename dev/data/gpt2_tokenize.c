@@ -32,7 +32,14 @@
 #define SHARD_VERSION 1
 #define EVAL_MAGIC 20240522
 #define EVAL_VERSION 1
+// the sizes that streaming works in; dev/fuzz/fuzz_tokenize.c builds this file with small ones so
+// that short inputs cross many cut points and window refills
+#ifndef ITEM_TARGET
 #define ITEM_TARGET (256 * 1024)  // bytes of text per work item: small enough to balance threads
+#endif
+#ifndef READ_WINDOW
+#define READ_WINDOW (4 << 20)     // bytes read from an input at a time
+#endif
 static const char EOT_TEXT[] = "<|endoftext|>";
 #define EOT_TEXT_LEN 13
 
@@ -364,7 +371,7 @@ static size_t source_fill(Source *src) {
         src->cut_scanned = src->cut_scanned > src->start ? src->cut_scanned - src->start : 0;
         src->start = 0;
     }
-    size_t want = 4 << 20;
+    size_t want = READ_WINDOW;
     if (src->cap - src->len < want) {
         size_t cap = src->len + want;
         unsigned char *p = (unsigned char *)realloc(src->buf, cap);
@@ -889,14 +896,8 @@ static void mode_decode(const Args *a) {
 // longest example in bytes), then per example a stream of uint16: 65535, bytes of this example
 // (all fields included), example index, label, number of completions (4), context length,
 // context tokens, then for each completion its length and tokens.
-static void mode_hellaswag(const Args *a) {
-    if (a->output == NULL) { llmc_die("-H needs -o hellaswag_val.bin"); }
-    check_output_dir(a->output, "-o");
-    Pipeline p;
-    Args one = *a;
-    one.threads = 1;
-    pipeline_init(&p, &one);
-    BPEWorker *wk = &p.workers[0];
+// the eval file a->output from the HellaSwag jsonl a->hellaswag, encoded by wk
+static void hellaswag_convert(const Args *a, BPEWorker *wk) {
     char *paths[1] = {(char *)a->hellaswag};
     if (!file_exists(a->hellaswag)) { llmc_die("-H %s: no such file", a->hellaswag); }
     Source src;
@@ -1030,13 +1031,23 @@ static void mode_hellaswag(const Args *a) {
     header[3] = (int32_t)longest;
     atomic_patch(&out, 0, header, 4 * sizeof(int32_t));
     output_commit(&out);
-    warn_invalid(&p, a->hellaswag);
     printf("wrote %s: %lld examples (labels 0/1/2/3: %d/%d/%d/%d), longest example %lld bytes\n", a->output, nex,
            label_count[0], label_count[1], label_count[2], label_count[3], longest);
     source_close_file(&src);
     free(src.buf);
     tokvec_free(&ctx); tokvec_free(&stream); bytebuf_free(&s);
     for (int e = 0; e < 4; e++) { tokvec_free(&ends[e]); bytebuf_free(&endtxt[e]); }
+}
+
+static void mode_hellaswag(const Args *a) {
+    if (a->output == NULL) { llmc_die("-H needs -o hellaswag_val.bin"); }
+    check_output_dir(a->output, "-o");
+    Pipeline p;
+    Args one = *a;
+    one.threads = 1;
+    pipeline_init(&p, &one);
+    hellaswag_convert(a, &p.workers[0]);
+    warn_invalid(&p, a->hellaswag);
     pipeline_free(&p);
 }
 

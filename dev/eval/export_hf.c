@@ -624,7 +624,13 @@ static int st_dtype_size(const char *dtype) {
     return 0;
 }
 
-// reads and validates the header: every tensor's offsets lie inside the file and match its shape
+static int st_cmp_begin(const void *a, const void *b) {
+    const StTensor *x = *(const StTensor *const *)a, *y = *(const StTensor *const *)b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+// reads and validates the header: every tensor's offsets lie inside the file, match its shape, and
+// overlap no other tensor's
 static void st_open(StFile *sf, const char *path) {
     sf->path = path;
     sf->file_size = file_size_bytes(path);
@@ -678,13 +684,14 @@ static void st_open(StFile *sf, const char *path) {
         t->dtype = dt->string;
         t->elem = st_dtype_size(t->dtype);
         t->ndim = sh->count;
-        long long numel = 1;
+        size_t numel = 1, bytes;
         for (int d = 0; d < sh->count; d++) {
-            if (!sh->items[d].is_integer || sh->items[d].integer < 0 || sh->items[d].integer > (1LL << 40)) {
-                llmc_die("safetensors file '%s': tensor '%s' has a bad shape", path, name);
+            if (!sh->items[d].is_integer || sh->items[d].integer < 0 || sh->items[d].integer > (1LL << 40) ||
+                ckd_mul_size(&numel, numel, (size_t)sh->items[d].integer)) {
+                llmc_die("safetensors file '%s': tensor '%s' has a bad shape (a dimension is not an integer in "
+                         "0..2^40, or their product overflows)", path, name);
             }
             t->shape[d] = sh->items[d].integer;
-            numel *= t->shape[d];
         }
         long long b = off->items[0].integer, e = off->items[1].integer;
         if (b < 0 || e < b) {
@@ -694,13 +701,25 @@ static void st_open(StFile *sf, const char *path) {
             llmc_die("safetensors file '%s' is truncated: tensor '%s' ends at data byte %lld but the file holds %lld data bytes",
                      path, name, e, data_len);
         }
-        if (t->elem && e - b != numel * t->elem) {
-            llmc_die("safetensors file '%s': tensor '%s' (%s, %lld elements) spans %lld bytes, expected %lld", path, name,
-                     t->dtype, numel, e - b, numel * t->elem);
+        if (t->elem && (ckd_mul_size(&bytes, numel, (size_t)t->elem) || (size_t)(e - b) != bytes)) {
+            llmc_die("safetensors file '%s': tensor '%s' (%s, %zu elements) spans %lld bytes, which does not match "
+                     "its shape", path, name, t->dtype, numel, e - b);
         }
         t->begin = sf->data_start + b;
         t->end = sf->data_start + e;
     }
+    // no two tensors share bytes (as the format requires), so the tensors a model needs cannot
+    // claim more data than the file holds: memory sized from the shapes is bounded by the file
+    StTensor **by_begin = (StTensor **)mallocCheck((size_t)(sf->count > 0 ? sf->count : 1) * sizeof(StTensor *));
+    for (int i = 0; i < sf->count; i++) { by_begin[i] = &sf->tensors[i]; }
+    qsort(by_begin, (size_t)sf->count, sizeof(StTensor *), st_cmp_begin);
+    for (int i = 1; i < sf->count; i++) {
+        if (by_begin[i]->begin < by_begin[i - 1]->end) {
+            llmc_die("safetensors file '%s': tensors '%s' and '%s' overlap in the data (corrupt header)", path,
+                     by_begin[i - 1]->name, by_begin[i]->name);
+        }
+    }
+    free(by_begin);
 }
 
 static void st_close(StFile *sf) {
@@ -789,6 +808,18 @@ static const StTensor *st_require(const StFile *sf, const char *base, int param)
         llmc_die("safetensors file '%s' has no tensor 'transformer.%s' (our %s; missing tensor, not a GPT-2 checkpoint?)",
                  sf->path, base, gpt2_param_names[param]);
     }
+    return t;
+}
+
+// layer l's tensor k of layer_tensors, checked to have its shape: Conv1D (in, out) for a matmul
+// weight, (n) otherwise
+static const StTensor *st_layer_tensor(const StFile *sf, long long l, int k, long long C) {
+    char base[128];
+    snprintf(base, sizeof(base), "h.%lld.%s", l, layer_tensors[k].suffix);
+    const StTensor *t = st_require(sf, base, layer_tensors[k].param);
+    long long out, in;
+    layer_tensor_dims(layer_tensors[k].param, C, &out, &in);
+    if (in) { st_expect_shape(sf, t, in, out); } else { st_expect_shape(sf, t, out, 0); }
     return t;
 }
 
@@ -930,6 +961,15 @@ static void import_from_hf(const char *in_path, const char *out_path, int out_ve
     const char *problem = gpt2_config_problem(&c);
     if (problem) { llmc_die("safetensors file '%s' gives an unusable model: %s", st_path, problem); }
 
+    // every tensor the model needs must be there with its shape before memory is taken: tensors do
+    // not overlap (st_open), so the sizes allocated below are bounded by the file's size
+    for (long long l = 0; l < L; l++) {
+        for (int k = 0; k < 12; k++) { st_layer_tensor(&sf, l, k, C); }
+    }
+    const StTensor *lnfw = st_require(&sf, "ln_f.weight", 14), *lnfb = st_require(&sf, "ln_f.bias", 15);
+    st_expect_shape(&sf, lnfw, C, 0);
+    st_expect_shape(&sf, lnfb, C, 0);
+
     // every tensor must be one we place, a mask buffer, or a tied LM head
     char *used = (char *)callocCheck((size_t)sf.count, 1);
     size_t sizes[NUM_PARAMETER_TENSORS];
@@ -947,29 +987,22 @@ static void import_from_hf(const char *in_path, const char *out_path, int out_ve
     used[wpe - sf.tensors] = 1;
     for (long long l = 0; l < L; l++) {
         for (int k = 0; k < 12; k++) {
-            char base[128];
-            snprintf(base, sizeof(base), "h.%lld.%s", l, layer_tensors[k].suffix);
-            const StTensor *t = st_require(&sf, base, layer_tensors[k].param);
+            const StTensor *t = st_layer_tensor(&sf, l, k, C);
             int param = layer_tensors[k].param;
             long long out, in;
             layer_tensor_dims(param, C, &out, &in);
             float *dst = p[param] + (size_t)l * (sizes[param] / (size_t)L);
             if (in) {
-                st_expect_shape(&sf, t, in, out);  // Conv1D (in, out)
                 st_read_fp32(&sf, t, tmp, in * out);
                 for (long long o = 0; o < out; o++) {
                     for (long long i = 0; i < in; i++) { dst[o * in + i] = tmp[i * out + o]; }
                 }
             } else {
-                st_expect_shape(&sf, t, out, 0);
                 st_read_fp32(&sf, t, dst, out);
             }
             used[t - sf.tensors] = 1;
         }
     }
-    const StTensor *lnfw = st_require(&sf, "ln_f.weight", 14), *lnfb = st_require(&sf, "ln_f.bias", 15);
-    st_expect_shape(&sf, lnfw, C, 0);
-    st_expect_shape(&sf, lnfb, C, 0);
     st_read_fp32(&sf, lnfw, p[14], C);
     st_read_fp32(&sf, lnfb, p[15], C);
     used[lnfw - sf.tensors] = used[lnfb - sf.tensors] = 1;

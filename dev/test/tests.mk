@@ -7,9 +7,10 @@ SHARED_DATA ?= ../shared/data
 
 TEST_TARGETS = test-model test-loader test-bad-input test-generate test-bootstrap test-mpi test-resume test-hellaswag \
                test-torch-ddp test-tokenizer test-data test-export test-plot test-books-smoke \
-               test-cuda-build test-cuda-host test-cuda-sim test-attention-sim test-cuda-trainer-sim
+               test-cuda-build test-cuda-host test-cuda-sim test-attention-sim test-cuda-trainer-sim \
+               test-fuzz test-sanitize
 
-.PHONY: test fixtures fixtures-cuda $(TEST_TARGETS) test-gpu bench-gpu bench-tokenizer cuda-kernels
+.PHONY: test fixtures fixtures-cuda $(TEST_TARGETS) test-gpu bench-gpu bench-tokenizer cuda-kernels fuzz fuzz-build
 
 test: $(TEST_TARGETS)
 	@echo "make test: all tests passed"
@@ -54,7 +55,7 @@ dev/test/test_dataloader: dev/test/test_dataloader.c $(CPU_HEADERS)
 test-loader: dev/test/test_dataloader
 	./dev/test/test_dataloader
 
-test-bad-input: train_gpt2
+test-bad-input: train_gpt2 export_hf
 	PYTHON=$(PYTHON) bash dev/test/test_bad_input.sh
 
 # --prompt: greedy text equals the PyTorch reference's; temperature, top-k, seeds; bad input
@@ -167,6 +168,75 @@ $(SIMT)/test_gpt2cu: $(SIMT_DEPS)
 
 test-cuda-trainer-sim: train_gpt2 $(SIMT)/train_gpt2cu $(SIMT)/train_gpt2cu_asan $(SIMT)/test_gpt2cu
 	PYTHON=$(PYTHON) SIM_MPI=$(if $(MPICC),1,0) bash dev/test/test_cuda_sim.sh $(SIMT)
+
+# ---------------------------------------------------------------------------------------------
+# bad files: libFuzzer harnesses of every reader of untrusted input (dev/fuzz/README.md), and the
+# CPU suite's core under AddressSanitizer and UBSan
+
+FUZZ_CC ?= clang
+FUZZ_BUILD := build/fuzz
+FUZZ_NAMES := shard model checkpoint tokenizer hellaswag bpe_load bpe_encode tokenize safetensors args
+FUZZ_PCRE2 := bpe_load bpe_encode tokenize
+FUZZ_SECONDS ?= 60
+FUZZ_PARALLEL ?= 2
+FUZZ_APT := apt-get install clang libclang-rt-14-dev
+FUZZ_FLAGS := -g -O1 -std=gnu11 -D_GNU_SOURCE -Wall -Wno-unused-function -fsanitize=fuzzer,address,undefined \
+              -fno-sanitize-recover=all
+FUZZ_OK := $(shell printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }' | \
+             $(FUZZ_CC) -x c - $(FUZZ_FLAGS) -o /dev/null >/dev/null 2>&1 && echo 1)
+FUZZ_DEPS = dev/fuzz/fuzz.h dev/fuzz/bpe_check.h $(CPU_HEADERS) dev/data/gpt2_tokenize.c dev/eval/export_hf.c
+
+$(FUZZ_BUILD)/fuzz_%: dev/fuzz/fuzz_%.c $(FUZZ_DEPS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(if $(filter $*,$(FUZZ_PCRE2)),-DFUZZ_WITH_PCRE2 $(PCRE2_CFLAGS)) $< -o $@ -lm \
+	    $(if $(filter $*,$(FUZZ_PCRE2)),$(PCRE2_LDLIBS))
+
+# seeds: small valid files that the project's tools make (dev/fuzz/make_seeds.sh)
+$(FUZZ_BUILD)/seeds/.done: dev/fuzz/make_seeds.sh dev/fuzz/make_tiny_bpe.py train_gpt2 gpt2_tokenize export_hf train_gpt2.py
+	PYTHON=$(PYTHON) SHARED_DATA=$(SHARED_DATA) bash dev/fuzz/make_seeds.sh $(FUZZ_BUILD)/seeds
+	touch $@
+
+# the harnesses and their seeds; without clang's fuzzer runtime: SKIPPED, or an error under CI=true
+fuzz-build:
+ifeq ($(FUZZ_OK),1)
+	$(MAKE) --no-print-directory -j2 $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_NAMES)) $(FUZZ_BUILD)/seeds/.done
+else ifeq ($(CI),true)
+	@echo "fuzzing needs clang with libFuzzer and the sanitizer runtimes: $(FUZZ_APT)" >&2; exit 1
+else
+	@echo "SKIPPED: fuzzing needs clang with libFuzzer and the sanitizer runtimes: $(FUZZ_APT)"
+endif
+
+# every harness for FUZZ_SECONDS on its corpus, FUZZ_PARALLEL at a time
+fuzz: fuzz-build
+ifeq ($(FUZZ_OK),1)
+	SHARED_DATA=$(SHARED_DATA) bash dev/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_PARALLEL)
+endif
+
+# CI: about 20 s per harness, two at a time (about 2 minutes)
+test-fuzz:
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20 FUZZ_PARALLEL=2
+
+# the trainer, the model test and the loader test built with ASan and UBSan (gcc's runtimes)
+SAN_BUILD := build/sanitize
+# (GCC 12 gives false -Wstringop-overflow warnings on array-of-array pointers under -fsanitize=address)
+SAN_FLAGS = $(filter-out -O3,$(CFLAGS)) -O2 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all \
+            -Wno-stringop-overflow
+
+$(SAN_BUILD)/train_gpt2: train_gpt2.c $(CPU_HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(SAN_FLAGS) $(CPU_BLAS) $(MPI_CFLAGS) $< -o $@ $(LDLIBS_CPU) $(MPI_LDLIBS)
+
+$(SAN_BUILD)/test_gpt2: test_gpt2.c train_gpt2.c $(CPU_HEADERS) dev/test/model_test.h
+	@mkdir -p $(@D)
+	$(CC) $(SAN_FLAGS) $(CPU_BLAS) $(MPI_CFLAGS) $< -o $@ $(LDLIBS_CPU) $(MPI_LDLIBS)
+
+$(SAN_BUILD)/test_dataloader: dev/test/test_dataloader.c $(CPU_HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(SAN_FLAGS) $< -o $@ -lm
+
+# the tiny model test, the loader, bad input and resume: every sanitizer report fails the target
+test-sanitize: $(SAN_BUILD)/train_gpt2 $(SAN_BUILD)/test_gpt2 $(SAN_BUILD)/test_dataloader $(FIXTURES)/tiny.bin export_hf
+	PYTHON=$(PYTHON) bash dev/test/test_sanitize.sh $(SAN_BUILD) $(FIXTURES)
 
 # ---------------------------------------------------------------------------------------------
 # on a machine with a GPU (dev/test/test_gpu.sh runs all of it in one go), and benchmarks

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The seed corpora of the fuzz harnesses: small valid files made by the project's own tools
+# (gpt2_tokenize, train_gpt2, train_gpt2.py, export_hf), one folder per harness.
+#   bash dev/fuzz/make_seeds.sh OUT_DIR            (from the repo root; the tools must be built)
+# Also writes OUT_DIR/tiny/{encoder.json,vocab.bpe}, a small BPE in GPT-2's format.
+set -euo pipefail
+OUT=$1
+PY=${PYTHON:-/usr/bin/python3}
+ROOT=$(pwd)
+rm -rf "$OUT" && mkdir -p "$OUT"/{shard,model,checkpoint,tokenizer,hellaswag,bpe_load,bpe_encode,tokenize,safetensors,args,tiny}
+W=$(mktemp -d /tmp/fuzz_seeds.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+SEP=$'\n--8<--\n'
+
+# text: the opening of Tiny Shakespeare when it is there, else a few lines of our own
+TEXT="${SHARED_DATA:-../shared/data}/tinyshakespeare/input.txt"
+if [ -f "$TEXT" ]; then head -c 3000 "$TEXT" > "$W/text.txt"; else
+    printf 'First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n' > "$W/text.txt"
+    printf "It's 2024: caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac <|endoftext|> 12ab34\t end\n" >> "$W/text.txt"
+fi
+"$PY" dev/fuzz/make_tiny_bpe.py "$W/text.txt" "$OUT/tiny" 60 > /dev/null
+TOK=(./gpt2_tokenize -e "$OUT/tiny/encoder.json" -m "$OUT/tiny/vocab.bpe" -n 1)
+
+# token shards and the decode table
+head -c 400 "$W/text.txt" > "$W/short.txt"
+"${TOK[@]}" -i "$W/short.txt" -o "$OUT/shard/text.bin" > /dev/null
+printf 'doc one\n' > "$W/a.txt"; printf 'doc two\n' > "$W/b.txt"
+"${TOK[@]}" -p "$W/docs" -S 16 "$W/a.txt" "$W/b.txt" > /dev/null
+cp "$W/docs_000000.bin" "$OUT/shard/prepared.bin"
+"${TOK[@]}" -w "$OUT/tokenizer/tiny_tokenizer.bin" > /dev/null
+
+# HellaSwag: the tool's input (a jsonl) and its output (the eval file)
+cat > "$W/hs.jsonl" <<'JSON'
+{"ind": 0, "ctx": "A man is sitting on a roof. He", "label": 3, "endings": ["is using wrap.", "is ripping.", "is holding a rubik's cube.", "starts pulling up roofing."]}
+{"ctx": "Speak, speak.", "label": "1", "endings": ["All.", "You are all resolved.", "First, you know", "We know't."], "split": "val"}
+JSON
+"${TOK[@]}" -H "$W/hs.jsonl" -o "$OUT/hellaswag/eval.bin" > /dev/null
+
+# models: the PyTorch reference's v3 and v5, a checkpoint of the CPU trainer (model, state, DONE)
+# in the settings of dev/fuzz/fuzz_checkpoint.c
+DESC=L1:C8:H2:T16:V64
+"$PY" train_gpt2.py --model $DESC --seed 3 --write-model "$OUT/model/ref_v3.bin" > /dev/null
+"$PY" train_gpt2.py --model $DESC --seed 3 --dtype bf16 --write-model "$OUT/model/ref_v5.bin" > /dev/null
+printf 'L2:C64:H4:T256:V512\n' > "$OUT/model/descriptor"
+printf 'd12\n' > "$OUT/model/descriptor_d12"
+"$PY" dev/bench/make_random_shard.py "$W/train64.bin" 2000 1 64
+OMP_NUM_THREADS=1 ./train_gpt2 -i "$W/train64.bin" -e $DESC -b 2 -t 8 -d 16 -x 2 -n 1 -v 0 -s 0 -rs 1337 -sh 1 \
+    -o "$W/ckpt" > /dev/null
+cp "$W/ckpt/model_00000002.bin" "$OUT/model/trainer.bin"
+cp "$W/ckpt/state_00000002_00000.bin" "$OUT/checkpoint/state.bin"
+cp "$W/ckpt/DONE_00000002" "$OUT/checkpoint/done"
+
+# safetensors (with and without config.json)
+./export_hf -i "$OUT/model/ref_v3.bin" -o "$W/hf" > /dev/null
+./export_hf -i "$OUT/model/ref_v5.bin" -o "$W/hf5" > /dev/null
+{ cat "$W/hf/model.safetensors"; printf '%s' "$SEP"; cat "$W/hf/config.json"; } > "$OUT/safetensors/f32_config"
+{ cat "$W/hf5/model.safetensors"; printf '%s' "$SEP"; cat "$W/hf5/config.json"; } > "$OUT/safetensors/bf16_config"
+cp "$W/hf/model.safetensors" "$OUT/safetensors/f32_alone"
+
+# the BPE files, texts, the tokenizer tool's formats (first byte: 0 doc, 1 sep, 2 jsonl, 3 HellaSwag)
+{ cat "$OUT/tiny/encoder.json"; printf '%s' "$SEP"; cat "$OUT/tiny/vocab.bpe"; } > "$OUT/bpe_load/tiny"
+cp "$W/short.txt" "$OUT/bpe_encode/text"
+printf "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80 \xff\xc0\x80 <|endoftext|> 'll 've 123 \xc2\xa0 \t\n\n" > "$OUT/bpe_encode/unicode"
+{ printf '\0'; cat "$W/short.txt"; } > "$OUT/tokenize/doc"
+{ printf '\1'; printf 'one\n<|endoftext|>\ntwo<|endoftext|>\n<|endoftext|>\nthree\n'; } > "$OUT/tokenize/sep"
+{ printf '\2'; printf '{"text": "a\\nb \\u00e9\\ud83d\\ude00", "id": [1, {"x": null}]}\n\n{"text": "second"}\n'; } > "$OUT/tokenize/jsonl"
+{ printf '\3'; cat "$W/hs.jsonl"; } > "$OUT/tokenize/hellaswag"
+
+# command lines (arguments separated by NUL bytes)
+args_seed() { local name=$1; shift; printf '%s\0' "$@" | head -c -1 > "$OUT/args/$name"; }
+args_seed full -e d12 -b 4 -t 1024 -d 8192 -x 10 -k linear -n 5 -o out -y 1
+args_seed small -i train.bin -e L2:C64:H4 -b 2 -t 32 -l 1e-3 -sl 3.5 -pb mpi -hm -1
+args_seed help --help
+echo "seeds in $OUT: $(find "$OUT" -type f | wc -l) files"
