@@ -5,8 +5,8 @@
 FIXTURES = dev/test/fixtures
 SHARED_DATA ?= ../shared/data
 
-TEST_TARGETS = test-model test-loader test-bad-input test-generate test-bootstrap test-mpi test-resume test-hellaswag \
-               test-tokenizer test-data test-export test-plot test-books-smoke \
+TEST_TARGETS = test-model test-loader test-bad-input test-generate test-bootstrap test-mpi test-resume test-run-state \
+               test-hellaswag test-tokenizer test-data test-export test-plot test-books-smoke \
                test-cuda-build test-cuda-host test-cuda-sim test-attention-sim test-cuda-trainer-sim
 
 .PHONY: test fixtures fixtures-cuda $(TEST_TARGETS) test-gpu bench-gpu bench-tokenizer cuda-kernels
@@ -75,6 +75,10 @@ test-mpi: train_gpt2
 # crash safety, exact resume, preemption, pruning, numeric guards
 test-resume: train_gpt2
 	PYTHON=$(PYTHON) bash dev/test/test_resume.sh
+
+# metrics.jsonl, the ETA, evaluation progress, a finished run started again, a changed -x on resume
+test-run-state: train_gpt2
+	PYTHON=$(PYTHON) bash dev/test/test_run_state.sh
 
 # HellaSwag scoring against the PyTorch reference, on 1-3 ranks
 test-hellaswag: train_gpt2
