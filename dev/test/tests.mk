@@ -6,7 +6,7 @@ FIXTURES = dev/test/fixtures
 SHARED_DATA ?= ../shared/data
 
 TEST_TARGETS = test-model test-loader test-bad-input test-generate test-bootstrap test-mpi test-resume test-run-state \
-               test-hellaswag test-tokenizer test-data test-export test-plot test-books-smoke \
+               test-hellaswag test-tokenizer test-data test-export test-plot test-books-smoke test-finetune \
                test-cuda-build test-cuda-host test-cuda-sim test-attention-sim test-cuda-trainer-sim
 
 .PHONY: test fixtures fixtures-cuda $(TEST_TARGETS) test-gpu bench-gpu bench-tokenizer cuda-kernels
@@ -102,6 +102,11 @@ test-plot:
 # the CPU smoke version of scripts/run_gpt2_124M_books.sh (needs ../shared/data)
 test-books-smoke: train_gpt2 gpt2_tokenize
 	SHARED_DATA=$(SHARED_DATA) bash dev/test/test_books_smoke.sh
+
+# scripts/finetune_gpt2.sh offline: a small model in the hub's safetensors layout, converted and
+# fine-tuned on Tiny Shakespeare; its starting loss against transformers (needs ../shared/data)
+test-finetune: train_gpt2 export_hf gpt2_tokenize
+	PYTHON=$(PYTHON) SHARED_DATA=$(SHARED_DATA) bash dev/test/test_finetune.sh
 
 # ---------------------------------------------------------------------------------------------
 # CUDA without a GPU: compile everything, and run the kernels on the CPU host simulator
