@@ -6,8 +6,11 @@ Plot training curves from one or several main.log files (written by train_gpt2 a
   python dev/plot_log.py part1/main.log part2/main.log --merge       # one run, logged into two dirs
   python dev/plot_log.py log124M/main.log --dump                     # the merged series as text
 
-The PNG has train loss and val loss (left) and HellaSwag acc_norm (right), against optimizer steps
-(top row) and against tokens seen (bottom row); steps skipped by the numeric guards are marked x.
+The PNG has a loss panel (train loss raw and smoothed with an exponential moving average, val
+loss, the best val loss marked, steps skipped by the numeric guards marked x) above panels for
+the learning rate, the gradient norm and, when the logs have it, HellaSwag acc_norm. The x axis
+is the optimizer step with tokens seen on a second axis on top (K/M/B), or tokens (--xaxis tokens,
+for runs with different batch sizes).
 
 main.log (llmc/logger.h): one event per line, "s:<step>" then key:value pairs in any order:
   s:<step> trl:<train loss> lr:<lr> norm:<grad norm> tok:<tokens seen after this step>
@@ -27,8 +30,10 @@ import os
 import statistics
 import sys
 
-SERIES = ("trl", "tel", "hsw")
-NAMES = {"trl": "train loss", "tel": "val loss", "hsw": "HellaSwag acc_norm"}
+SERIES = ("trl", "tel", "hsw", "lr", "norm")
+TRAIN_KEYS = ("trl", "lr", "norm")  # logged with the step they were measured in (x of s:N is step N+1's)
+NAMES = {"trl": "train loss", "tel": "val loss", "hsw": "HellaSwag acc_norm", "lr": "learning rate",
+         "norm": "gradient norm"}
 
 
 class Run:
@@ -52,7 +57,7 @@ class Run:
 
     def x_tokens(self, key, step):
         # a train loss at s:N is measured during step N+1; val and HellaSwag after N steps
-        return self.tokens_after(step + 1 if key == "trl" else step)
+        return self.tokens_after(step + 1 if key in TRAIN_KEYS else step)
 
 
 def warn(msg):
@@ -88,7 +93,7 @@ def read_log(path, run):
                     run.skips[step] = " ".join([value] + fields[i + 1:]).strip()
                     break
                 if key not in SERIES and key != "tok":
-                    continue  # lr, norm and keys this script does not know
+                    continue  # keys this script does not know
                 try:
                     v = int(value) if key == "tok" else float(value)
                 except ValueError:
@@ -147,57 +152,151 @@ def dump(runs):
             print(f"skip {step} {run.skips[step]}")
 
 
-def plot(runs, args):
+def fmt_count(x):
+    """a token count for an axis: 0, 512, 1.5K, 20K, 3M, 10.2B"""
+    for div, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{unit}"
+    return f"{x:.3g}"
+
+
+def ema(values, beta):
+    """exponential moving average with bias correction (the first values are not pulled towards 0);
+    non-finite values (skipped steps) are left out and get NaN"""
+    out, m, n = [], 0.0, 0
+    for v in values:
+        if not math.isfinite(v):
+            out.append(float("nan"))
+            continue
+        m = beta * m + (1 - beta) * v
+        n += 1
+        out.append(m / (1 - beta ** n))
+    return out
+
+
+def auto_ema(n):
+    """the default smoothing for n train steps: an averaging window of about 2% of the run (at least
+    2 steps), so the curve lags its raw values by the same share of the x axis for any run length"""
+    return round(1 - 1 / max(2.0, n / 50), 3)
+
+
+def best_val(run):
+    """(step, value) of the lowest finite val loss, or None"""
+    pts = [(v, s) for s, v in run.series["tel"].items() if math.isfinite(v)]
+    return (min(pts)[1], min(pts)[0]) if pts else None
+
+
+def make_figure(runs, args):
+    """the matplotlib Figure: one loss panel on top, lr | norm [| HellaSwag] below"""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
-    fig, axes = plt.subplots(2, 2, figsize=(13, 8.5), squeeze=False)
-    have = {"loss": False, "hsw": False, "tok_loss": False, "tok_hsw": False}
+    has_hsw = any(run.series["hsw"] for run in runs)
+    fig = plt.figure(figsize=(13, 8.5))
+    grid = fig.add_gridspec(2, 3 if has_hsw else 2, height_ratios=[3, 2])
+    ax_loss = fig.add_subplot(grid[0, :])
+    panels = {"loss": ax_loss, "lr": fig.add_subplot(grid[1, 0]), "norm": fig.add_subplot(grid[1, 1])}
+    if has_hsw:
+        panels["hsw"] = fig.add_subplot(grid[1, 2])
+    many = len(runs) > 1
+    by_tokens = args.xaxis == "tokens"
+
+    def xy(run, key, transform=None):
+        xs, ys = [], []
+        for step, value in sorted(run.series[key].items()):
+            x = run.x_tokens(key, step) if by_tokens else step
+            if x is not None:
+                xs.append(x)
+                ys.append(value if math.isfinite(value) else float("nan"))
+        return xs, ys
+
+    def name(run, what):
+        return f"{run.label}: {what}" if many else what
+
+    drawn = {k: False for k in panels}
     for i, run in enumerate(runs):
         color = f"C{i % 10}"
-        many = len(runs) > 1
-        for row, use_tokens in ((0, False), (1, True)):
-            for key, col, style in (("trl", 0, "-"), ("tel", 0, "o--"), ("hsw", 1, "o-")):
-                pts = sorted(run.series[key].items())
-                xs, ys = [], []
-                for step, value in pts:
-                    x = run.x_tokens(key, step) if use_tokens else step
-                    if x is None:
-                        continue
-                    xs.append(x)
-                    ys.append(value if math.isfinite(value) else float("nan"))
-                if not xs:
-                    continue
-                label = f"{run.label}: {NAMES[key]}" if many else NAMES[key]
-                kw = dict(linewidth=1.0, markersize=3, color=color, label=label)
-                if key == "trl":
-                    kw["alpha"] = 0.8
-                axes[row][col].plot(xs, ys, style, **kw)
-                have[("tok_" if use_tokens else "") + ("hsw" if key == "hsw" else "loss")] = True
-            skipped = [(s, run.series["trl"].get(s)) for s in sorted(run.skips)]
-            sx = [run.x_tokens("trl", s) if use_tokens else s for s, v in skipped if v is not None and math.isfinite(v)]
-            sy = [v for s, v in skipped if v is not None and math.isfinite(v)]
-            pairs = [(x, y) for x, y in zip(sx, sy) if x is not None]
-            if pairs:
-                axes[row][0].plot([p[0] for p in pairs], [p[1] for p in pairs], "x", color="red", markersize=6,
-                                  label=f"{run.label}: skipped steps" if many else "skipped steps")
-    for row, xlabel in ((0, "optimizer step"), (1, "tokens seen")):
-        for col, ylabel, what in ((0, "loss", "loss"), (1, "HellaSwag acc_norm", "hsw")):
-            ax = axes[row][col]
-            ax.set_xlabel(xlabel)
-            ax.set_ylabel(ylabel)
-            ax.grid(True, alpha=0.3)
-            if have[("tok_" if row else "") + what]:
-                ax.legend(fontsize=8)
-                if col == 0 and args.logy:
-                    ax.set_yscale("log")
-            else:
-                why = ("no token counts in the logs (pass --tokens-per-step N)" if row and have[what] else
-                       f"no {'hsw:' if what == 'hsw' else 'trl:/tel:'} lines in the logs")
-                ax.text(0.5, 0.5, why, ha="center", va="center", transform=ax.transAxes, color="gray")
+        xs, ys = xy(run, "trl")
+        if xs:
+            ax_loss.plot(xs, ys, "-", color=color, linewidth=0.8, alpha=0.3, label=name(run, "train loss"))
+            beta = auto_ema(len(ys)) if args.ema is None else args.ema
+            if beta > 0:
+                ax_loss.plot(xs, ema(ys, beta), "-", color=color, linewidth=1.6,
+                             label=name(run, f"train loss (EMA {beta:g})"))
+            drawn["loss"] = True
+        xs, ys = xy(run, "tel")
+        if xs:
+            ax_loss.plot(xs, ys, "o--", color=color, linewidth=1.0, markersize=3.5, markerfacecolor="white",
+                         label=name(run, "val loss"))
+            drawn["loss"] = True
+            best = best_val(run)
+            bx = run.x_tokens("tel", best[0]) if by_tokens else best[0]
+            if bx is not None:
+                ax_loss.plot([bx], [best[1]], "*", color=color, markersize=14, markeredgecolor="black",
+                             markeredgewidth=0.6, zorder=5)
+                right = bx > 0.5 * max(xs)  # label to the left of a point in the right half, so it stays inside
+                ax_loss.annotate(name(run, f"best val {best[1]:.4f} (step {best[0]})"), (bx, best[1]),
+                                 xytext=(-8 if right else 8, -14), textcoords="offset points", fontsize=8,
+                                 color=color, ha="right" if right else "left")
+        skipped = [(s, v) for s, v in sorted(run.series["trl"].items()) if s in run.skips and math.isfinite(v)]
+        pts = [((run.x_tokens("trl", s) if by_tokens else s), v) for s, v in skipped]
+        pts = [p for p in pts if p[0] is not None]
+        if pts:
+            ax_loss.plot([p[0] for p in pts], [p[1] for p in pts], "x", color="red", markersize=6,
+                         label=name(run, "skipped steps"))
+        for key in ("lr", "norm", "hsw"):
+            xs, ys = xy(run, key)
+            if xs and key in panels:
+                style = "o-" if key == "hsw" else "-"
+                panels[key].plot(xs, ys, style, color=color, linewidth=1.0, markersize=3, label=run.label)
+                drawn[key] = True
+
+    # a second x axis with tokens seen, when every run has the same tokens per step
+    tps = {run.tokens_per_step for run in runs}
+    token_axis = not by_tokens and len(tps) == 1 and None not in tps
+    if not by_tokens and not token_axis:
+        warn("no token axis: " + ("the runs differ in tokens per step (plot them with --xaxis tokens)"
+                                  if len(tps) > 1 else "no tok: in the logs (pass --tokens-per-step N)"))
+    count_fmt = FuncFormatter(lambda x, _: fmt_count(x))
+    ylabels = {"loss": "loss", "lr": "learning rate", "norm": "gradient norm (before clipping)",
+               "hsw": "HellaSwag acc_norm"}
+    for key, ax in panels.items():
+        ax.set_ylabel(ylabels[key], fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.set_xlabel("tokens seen" if by_tokens else "optimizer step", fontsize=9)
+        if by_tokens:
+            ax.xaxis.set_major_formatter(count_fmt)
+        if token_axis:
+            t = next(iter(tps))
+            top = ax.secondary_xaxis("top", functions=(lambda s: s * t, lambda x: x / t))
+            top.xaxis.set_major_formatter(count_fmt)
+            top.tick_params(labelsize=8)
+            if key == "loss":
+                top.set_xlabel("tokens seen", fontsize=9)
+        if not drawn[key]:
+            what = {"loss": "trl:/tel:", "lr": "lr:", "norm": "norm:", "hsw": "hsw:"}[key]
+            why = f"no {what} values in the logs" + (" with token counts (pass --tokens-per-step N)" if by_tokens else "")
+            ax.text(0.5, 0.5, why, ha="center", va="center", transform=ax.transAxes, color="gray")
+        elif key == "loss" or many:
+            ax.legend(fontsize=8)
+    if args.logy and drawn["loss"]:
+        ax_loss.set_yscale("log")
+    panels["lr"].yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:.1e}"))  # no offset text under the top axis
     fig.suptitle(args.title or ", ".join(r.label for r in runs), fontsize=10)
     fig.tight_layout()
+    return fig
+
+
+def plot(runs, args):
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        sys.exit(f"error: plotting needs matplotlib: {sys.executable} -m pip install matplotlib "
+                 "(or apt-get install python3-matplotlib); --dump works without it")
+    import matplotlib.pyplot as plt
+    fig = make_figure(runs, args)
     # written under a temporary name and renamed, so a reader never sees half a PNG
     tmp = f"{args.output}.tmp.{os.getpid()}.png"
     fig.savefig(tmp, dpi=args.dpi)
@@ -206,7 +305,7 @@ def plot(runs, args):
     print(f"wrote {args.output} ({len(runs)} run(s): {', '.join(r.label for r in runs)})")
 
 
-def main():
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("logs", nargs="+", help="main.log files")
     ap.add_argument("-o", "--output", default="curves.png", help="PNG to write (default curves.png)")
@@ -215,15 +314,27 @@ def main():
                          "logs with the same label are one run")
     ap.add_argument("--merge", action="store_true", help="all logs are parts of one run (in the order given)")
     ap.add_argument("--logy", action="store_true", help="log-scale y axis for the losses")
+    ap.add_argument("--ema", type=float, metavar="BETA",
+                    help="smoothing of the train loss: m = BETA*m + (1-BETA)*loss, bias-corrected; 0 = off "
+                         "(default: 1 - 50/steps, at least 0.5: a window of 2%% of the run)")
+    ap.add_argument("--xaxis", choices=("step", "tokens"), default="step",
+                    help="x axis: optimizer steps with tokens on top (default), or tokens seen")
     ap.add_argument("--tokens-per-step", type=int, metavar="N",
                     help="tokens per optimizer step, for logs without tok: (default: from tok:)")
     ap.add_argument("--title", help="figure title (default: the run labels)")
     ap.add_argument("--dpi", type=int, default=110, help="PNG resolution (default 110)")
     ap.add_argument("--dump", action="store_true",
                     help="print the merged series (series step value tokens) instead of plotting")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.tokens_per_step is not None and args.tokens_per_step <= 0:
         ap.error(f"--tokens-per-step {args.tokens_per_step}: must be a positive number of tokens")
+    if args.ema is not None and not 0 <= args.ema < 1:
+        ap.error(f"--ema {args.ema:g}: must be in [0, 1) (0 turns smoothing off)")
+    return args
+
+
+def main():
+    args = parse_args()
     runs = build_runs(args)
     if args.dump:
         dump(runs)

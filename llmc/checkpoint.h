@@ -16,6 +16,7 @@
  *     [12..13] number of parameters P (int64)  [14..15] slice offset (int64)  [16..17] slice count
  *     [18..19] seed  [20..21] sampling RNG state  [22] guard count  [23] guard head
  *     [24] guard consecutive skips  [25..26] guard total skips (int64)
+ *     [27] the run's step count (-x, the LR schedule's length; 0 in files written before it was kept)
  *     [30..35] model config: maxT V Vp L NH C
  *     [250] CRC-32 of the header (read with [250] as 0)  [251] CRC-32 of the guard history
  *     [252] CRC_TAG (model_io.h)  [253] CRC-32 of m  [254] of v  [255] of master
@@ -46,6 +47,7 @@ typedef struct {
     int step;                        // completed optimizer steps
     int opt_steps;                   // applied AdamW updates (skipped steps excluded)
     unsigned long long sample_rng;   // state of the sampling RNG
+    int max_steps;                   // -x of the run that wrote it (its LR schedule's length); 0: unknown
     Guard guard;
     // settings that define the data stream; a resume must use the same
     int B, T, shuffle;
@@ -105,6 +107,7 @@ static inline void state_file_write(const char *path, Backend *b, const Comm *c,
     hdr_set64(h, 18, (long long)st->seed); hdr_set64(h, 20, (long long)st->sample_rng);
     h[22] = st->guard.count; h[23] = st->guard.head; h[24] = st->guard.consecutive;
     hdr_set64(h, 25, st->guard.total_skipped);
+    h[27] = st->max_steps;
     const GPT2Config *cf = &b->config;
     h[30] = cf->max_seq_len; h[31] = cf->vocab_size; h[32] = cf->padded_vocab_size;
     h[33] = cf->num_layers; h[34] = cf->num_heads; h[35] = cf->channels;
@@ -432,6 +435,7 @@ static inline void checkpoint_load(const char *dir, int step, Backend *b, TrainS
     st->guard.head = h[23];
     st->guard.consecutive = h[24];
     st->guard.total_skipped = hdr_get64(h, 25);
+    st->max_steps = h[27];
     ckpt_path(path, sizeof(path), dir, "state", step, 0);
     FILE *fp = fopenCheck(path, "rb");
     long long fn = hdr_get64(h, 16);

@@ -1,7 +1,9 @@
 /*
  * The training loop shared by both trainers: data, batch arithmetic, schedule, numeric guards,
  * validation, HellaSwag, sampling, logging, checkpoints, resume and preemption. The model side
- * comes in through a Backend (backend.h).
+ * comes in through a Backend (backend.h). Rank 0 prints a step line per step (its ETA counts
+ * the evaluations and samples still to come), progress lines during long evaluations, and
+ * writes main.log and metrics.jsonl (logger.h).
  *
  * Step numbering: s counts completed optimizer steps. Iteration s evaluates (validation and
  * HellaSwag when s % -v == 0, and at the end), samples (when s > 0 and s % -s == 0, and at the
@@ -65,10 +67,86 @@ static inline void format_duration(char *out, size_t n, double seconds) {
     else { snprintf(out, n, "%lds", s); }
 }
 
-// HellaSwag's forward: ctx is the Backend
+/*
+ * Progress of a long evaluation, printed by rank 0: nothing for the first few seconds, then a line
+ * "<what> ... done/total <unit> | elapsed | eta" at most every few seconds. The count is rank 0's
+ * fraction of its own share times the total (ranks share the work evenly). The delay and the
+ * interval are LLMC_PROGRESS_SECONDS (default 5; the tests set 0 to get a line per batch).
+ */
+typedef struct {
+    int on;             // rank 0
+    const char *what, *unit;
+    long long total;
+    double t0, next;    // start, time of the next allowed line
+    double interval;
+} Progress;
+
+static inline double progress_interval(void) {
+    const char *e = getenv("LLMC_PROGRESS_SECONDS");
+    if (e == NULL || e[0] == '\0') { return 5.0; }
+    char *end;
+    double v = strtod(e, &end);
+    if (*end != '\0' || !(v >= 0.0 && v <= 1e6)) {
+        llmc_die("LLMC_PROGRESS_SECONDS='%s' is not a number of seconds (0 .. 1e6); unset it for the default 5", e);
+    }
+    return v;
+}
+
+static inline void progress_start(Progress *p, int on, const char *what, const char *unit, long long total) {
+    p->on = on;
+    p->what = what;
+    p->unit = unit;
+    p->total = total;
+    p->interval = progress_interval();
+    p->t0 = llmc_wall_seconds();
+    p->next = p->t0 + p->interval;
+}
+
+// frac: rank 0's share done so far, 0..1
+static inline void progress_update(Progress *p, double frac) {
+    if (!p->on || frac >= 1.0) { return; }
+    double now = llmc_wall_seconds();
+    if (now < p->next || frac <= 0.0) { return; }
+    p->next = now + p->interval;
+    double elapsed = now - p->t0;
+    char eta[32];
+    format_duration(eta, sizeof(eta), elapsed / frac * (1.0 - frac));
+    printf("%s ... %lld/%lld %s | %.1f s | eta %s\n", p->what, (long long)(frac * p->total), p->total, p->unit, elapsed, eta);
+    fflush(stdout);
+}
+
+// HellaSwag's forward (ctx is an EvalCtx): the Backend's, counting rows for the progress line
+typedef struct {
+    Backend *b;
+    Progress progress;
+    long long rows_done, rows_total;  // rows (example x completion) of rank 0's share
+} EvalCtx;
+
 static void train_eval_forward(void *ctx, const int *inputs, const int *targets, int B, int T, float *losses) {
-    Backend *b = (Backend *)ctx;
-    b->forward_losses(b, inputs, targets, B, T, losses);
+    EvalCtx *e = (EvalCtx *)ctx;
+    e->b->forward_losses(e->b, inputs, targets, B, T, losses);
+    e->rows_done += B;
+    progress_update(&e->progress, (double)e->rows_done / (double)e->rows_total);
+}
+
+// HellaSwag acc_norm over the first -hm examples (all with -hm -1), split across ranks
+static inline float train_hellaswag(const TrainArgs *a, Comm *c, Backend *b, const EvalSet *hs) {
+    int n = a->hellaswag_max >= 0 && a->hellaswag_max < hs->num_examples ? a->hellaswag_max : hs->num_examples;
+    EvalCtx e;
+    e.b = b;
+    e.rows_done = 0;
+    e.rows_total = 0;
+    for (int i = c->rank; i < n; i += c->world_size) { e.rows_total += hs->ex[i].num_completions; }  // evalset_run's split
+    progress_start(&e.progress, c->rank == 0, "HellaSwag", "examples", n);
+    int evaluated;
+    int correct = evalset_run(hs, a->hellaswag_max, c->rank, c->world_size, a->B, a->T, train_eval_forward, &e, &evaluated);
+    double acc[2] = {(double)correct, (double)evaluated};
+    c->allreduce_sum_f64(c, acc, 2);
+    if (c->rank == 0) {
+        printf("HellaSwag: %d/%d = %.4f (%.2f s)\n", (int)acc[0], (int)acc[1], acc[0] / acc[1],
+               llmc_wall_seconds() - e.progress.t0);
+    }
+    return (float)(acc[0] / acc[1]);
 }
 
 // mean validation loss over the first -m*B windows of the val data (all with -m -1), any rank count
@@ -78,6 +156,9 @@ static inline float train_val_loss(const TrainArgs *a, Comm *c, Backend *b, Data
     long long M = a->val_batches < 0 ? val->total_windows : (long long)a->val_batches * B;
     if (M > val->total_windows) { M = val->total_windows; }
     long long nmb = (M + B - 1) / B;
+    long long mine = (nmb + c->world_size - 1) / c->world_size;  // rank 0's batches
+    Progress p;
+    progress_start(&p, c->rank == 0, "val loss", "batches", nmb);
     double acc[2] = {0.0, 0.0};  // loss sum, token count
     for (long long j = c->rank; j < nmb; j += c->world_size) {
         int count = (int)(M - j * B < B ? M - j * B : B);
@@ -85,9 +166,51 @@ static inline float train_val_loss(const TrainArgs *a, Comm *c, Backend *b, Data
         b->forward_losses(b, inputs, targets, count, T, losses);
         for (long long i = 0; i < (long long)count * T; i++) { acc[0] += losses[i]; }
         acc[1] += (double)count * T;
+        progress_update(&p, (double)(j / c->world_size + 1) / (double)mine);
     }
     c->allreduce_sum_f64(c, acc, 2);
-    return (float)(acc[0] / acc[1]);
+    float vl = (float)(acc[0] / acc[1]);
+    if (c->rank == 0) { printf("val loss %.6f (%.2f s)\n", vl, llmc_wall_seconds() - p.t0); }
+    return vl;
+}
+
+// iterations s in [from, M] (from >= 1) that run an event due every `every` steps and at s == M
+static inline int events_left(int from, int M, int every) {
+    if (every <= 0 || from > M) { return 0; }
+    return M / every - (from - 1) / every + (M % every != 0);
+}
+
+// mean seconds of an event (an evaluation, a sample) so far, for the ETA
+typedef struct {
+    double seconds;
+    int count;
+} EventTime;
+
+static inline double event_mean(const EventTime *e) { return e->count > 0 ? e->seconds / e->count : 0.0; }
+
+/*
+ * A resumed run whose -x differs from the one its checkpoint was written with follows another LR
+ * schedule from here on (cosine and linear decay over -x steps). Warns on rank 0 when the
+ * learning rate of any remaining step changes.
+ */
+static inline void warn_schedule_change(const LRSchedule *now, int old_steps, int from, const char *dir) {
+    LRSchedule old = *now;
+    old.max_steps = old_steps;
+    for (int s = from; s < now->max_steps; s++) {
+        float was = lr_at(&old, s), is = lr_at(now, s);
+        if (was != is) {
+            llmc_warn("-x %d differs from the -x %d of the run that wrote checkpoint %d in %s: the LR schedule depends "
+                      "on -x, so it changes from here on (step %d: lr %.2e instead of %.2e)",
+                      now->max_steps, old_steps, from, dir, s + 1, is, was);
+            return;
+        }
+    }
+}
+
+static inline void train_data_free(DataLoader *train, DataLoader *val, EvalSet *hs) {
+    dataloader_free(train);
+    if (val) { dataloader_free(val); }
+    if (hs) { evalset_free(hs); }
 }
 
 /*
@@ -148,6 +271,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
         if (rank == 0) {
             if (resumed) { printf("resumed from checkpoint %d in %s\n", st.step, a->output_dir); }
             else { printf("no complete checkpoint in %s: starting from scratch\n", a->output_dir); }
+            fflush(stdout);  // before any warning on stderr
         }
         st.guard.z_loss = a->guard_z_loss;
         st.guard.z_norm = a->guard_z_norm;
@@ -159,14 +283,26 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     if (st.step > M) {
         llmc_die("checkpoint %d in %s is past the end of this run (-x %d); raise -x to continue", st.step, a->output_dir, M);
     }
+    if (resumed && st.step == M) {  // finished: its final evaluation and sample followed this checkpoint
+        if (rank == 0) {
+            printf("run complete: checkpoint %d in %s is the last step (-x %d); nothing to do (raise -x to train further)\n",
+                   st.step, a->output_dir, M);
+        }
+        train_data_free(&train, have_val ? &val : NULL, a->hellaswag_eval ? &hs : NULL);
+        return 0;
+    }
+    LRSchedule sched;
+    lr_schedule_init(&sched, a->schedule, a->lr, a->warmup, M, a->final_lr_frac);
+    if (resumed && rank == 0 && st.max_steps > 0 && st.max_steps != M) {
+        warn_schedule_change(&sched, st.max_steps, st.step, a->output_dir);
+    }
+    st.max_steps = M;
 
     Logger lg;
     logger_init(&lg, have_out ? a->output_dir : NULL, rank, resumed);
     Tokenizer tok;
     memset(&tok, 0, sizeof(tok));
     if (rank == 0 && a->sample_every > 0) { tokenizer_init(&tok, a->tokenizer); }
-    LRSchedule sched;
-    lr_schedule_init(&sched, a->schedule, a->lr, a->warmup, M, a->final_lr_frac);
 
     if (rank == 0) {
         printf("trainer %s | %d process(es) (%s) | model %s\n", b->name, W, c->launcher, a->model);
@@ -188,29 +324,24 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     double timed = 0.0;
     int timed_steps = 0;
     const int first_step = st.step;
+    EventTime eval_time = {0.0, 0}, sample_time = {0.0, 0};
 
     for (int s = st.step;; s++) {
         int last = s == M;
         if (have_val && (s % a->val_every == 0 || last)) {
             double t0 = llmc_wall_seconds();
             float vl = train_val_loss(a, c, b, &val, inputs, targets, losses);
-            if (rank == 0) { printf("val loss %.6f (%.2f s)\n", vl, llmc_wall_seconds() - t0); }
-            logger_printf(&lg, "s:%d tel:%.9g\n", s, vl);
-            if (a->hellaswag_eval) {
-                t0 = llmc_wall_seconds();
-                int evaluated;
-                int correct = evalset_run(&hs, a->hellaswag_max, rank, W, B, T, train_eval_forward, b, &evaluated);
-                double acc[2] = {(double)correct, (double)evaluated};
-                c->allreduce_sum_f64(c, acc, 2);
-                float hsw = (float)(acc[0] / acc[1]);
-                if (rank == 0) {
-                    printf("HellaSwag: %d/%d = %.4f (%.2f s)\n", (int)acc[0], (int)acc[1], hsw, llmc_wall_seconds() - t0);
-                }
-                logger_printf(&lg, "s:%d hsw:%.6f\n", s, hsw);
-            }
+            float hsw = a->hellaswag_eval ? train_hellaswag(a, c, b, &hs) : -1.0f;
+            double dt = llmc_wall_seconds() - t0;
+            logger_eval(&lg, s, (long long)s * a->total_batch, vl, hsw, dt * 1000.0);
+            eval_time.seconds += dt;
+            eval_time.count++;
         }
         if (rank == 0 && a->sample_every > 0 && ((s > 0 && s % a->sample_every == 0) || last)) {
+            double t0 = llmc_wall_seconds();
             train_sample(a, b, &tok, &st.sample_rng, inputs, probs, sample_scratch);
+            sample_time.seconds += llmc_wall_seconds() - t0;
+            sample_time.count++;
         }
         if (last) { break; }
 
@@ -238,22 +369,25 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
         double dt = llmc_wall_seconds() - t0;
         if (s > first_step || M - first_step == 1) { timed += dt; timed_steps++; }  // the first step warms up
         st.step = s + 1;
+        double tps = (double)a->total_batch / dt;
+        double mfu = b->peak_flops > 0 ? 100.0 * b->flops_per_token * tps / W / b->peak_flops : -1.0;
         if (rank == 0) {
-            double tps = (double)a->total_batch / dt;
+            // the steps left at the mean step time, plus the evaluations and samples still to come at theirs
             char eta[32] = "";
-            if (timed_steps > 0) { format_duration(eta, sizeof(eta), timed / timed_steps * (M - st.step)); }
+            double left = timed_steps > 0 ? timed / timed_steps * (M - st.step) : 0.0;
+            left += events_left(st.step, M, have_val ? a->val_every : 0) * event_mean(&eval_time);
+            left += events_left(st.step, M, a->sample_every) * event_mean(&sample_time);
+            if (timed_steps > 0) { format_duration(eta, sizeof(eta), left); }
             printf("step %d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s", st.step, M, loss, norm, lr,
                    dt * 1000.0, tps);
-            if (b->peak_flops > 0) {
-                printf(" | MFU %.1f%%", 100.0 * b->flops_per_token * tps / W / b->peak_flops);
-            }
+            if (mfu >= 0) { printf(" | MFU %.1f%%", mfu); }
             printf(" | eta %s%s\n", timed_steps > 0 ? eta : "-", skip ? " | SKIPPED" : "");
             fflush(stdout);
         }
-        logger_printf(&lg, "s:%d trl:%.9g lr:%.6g norm:%.6g tok:%lld\n", s, loss, lr, norm, (long long)st.step * a->total_batch);
+        StepRecord rec = {s, (long long)st.step * a->total_batch, loss, lr, norm, dt * 1000.0, tps, mfu, skip ? reason : NULL};
+        logger_step(&lg, &rec);
         if (skip) {
             if (rank == 0) { llmc_warn("step %d skipped: %s", st.step, reason); }
-            logger_printf(&lg, "s:%d skip:%s\n", s, reason);
             if (st.guard.consecutive >= st.guard.max_consecutive) {
                 llmc_die("%d consecutive steps skipped by the numeric guards (last: %s); the run is diverging: lower "
                          "-l, raise -u, or resume from an earlier checkpoint", st.guard.consecutive, reason);
@@ -289,9 +423,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     free(inputs); free(targets); free(losses); free(probs); free(sample_scratch);
     logger_free(&lg);
     if (tok.init_ok) { tokenizer_free(&tok); }
-    if (a->hellaswag_eval) { evalset_free(&hs); }
-    dataloader_free(&train);
-    if (have_val) { dataloader_free(&val); }
+    train_data_free(&train, have_val ? &val : NULL, a->hellaswag_eval ? &hs : NULL);
     return 0;
 }
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Tests dev/plot_log.py on synthetic main.log files: a run restarted into the same log (steps logged
 # twice), its continuation in a second log (merged by label), a log without tok: and without val or
-# HellaSwag lines, junk lines and unknown keys. The merged series are checked through --dump, the
-# plots by decoding the PNG container, and bad inputs by their one-line errors.
+# HellaSwag lines, junk lines and unknown keys. The merged series are checked through --dump; the
+# figure's panels through matplotlib's own objects (the data of every line against the logs, the
+# EMA against its closed form, the best val mark, the token axis and its K/M/B labels, HellaSwag
+# only when logged); the PNGs by decoding the container; a missing matplotlib and bad inputs by
+# their one-line errors.
 # Needs $PYTHON (default /usr/bin/python3) with matplotlib. Usage: bash dev/test/test_plot.sh
 set -u
 cd "$(dirname "$0")/../.."
@@ -74,6 +77,26 @@ tel 10 9.1 10240
 hsw 0 0.25 0
 hsw 4 0.26 4096
 hsw 8 0.27 8192
+lr 0 6e-05 1024
+lr 1 0.00012 2048
+lr 2 0.00018 3072
+lr 3 0.00024 4096
+lr 4 0.0003 5120
+lr 5 0.0003 6144
+lr 6 0.0003 7168
+lr 7 0.0003 8192
+lr 8 0.0003 9216
+lr 9 0.0003 10240
+norm 0 4.5 1024
+norm 1 4.1 2048
+norm 2 3.9 3072
+norm 3 3.2 4096
+norm 4 nan 5120
+norm 5 2.8 6144
+norm 6 2.4 7168
+norm 7 2.3 8192
+norm 8 2.2 9216
+norm 9 2.1 10240
 skip 4 loss inf is not finite tok:999
 run B (files: $W/b.log)
 tokens_per_step -
@@ -141,6 +164,117 @@ else
 fi
 ls "$W"/*.tmp.* >/dev/null 2>&1 && fail "a temporary PNG was left behind"
 
+# the figure itself: panels, the data of each line, EMA, best val, the token axis
+if "$PYTHON" - "$W" > "$W/fig.txt" 2>&1 <<'EOF'
+import importlib.util, math, re, sys
+w = sys.argv[1]
+spec = importlib.util.spec_from_file_location("plot_log", "dev/plot_log.py")
+pl = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(pl)
+fails = 0
+def check(cond, what, detail=""):
+    global fails
+    print(("ok   " if cond else "FAIL ") + what + ("" if cond else f": {detail}"))
+    fails += not cond
+def same(a, b):  # lists of floats, NaN equal to NaN
+    return len(a) == len(b) and all((math.isnan(x) and math.isnan(y)) or abs(x - y) <= 1e-12 * max(1, abs(y))
+                                    for x, y in zip(a, b))
+def figure(argv):
+    args = pl.parse_args(argv)
+    fig = pl.make_figure(pl.build_runs(args), args)
+    fig.canvas.draw()
+    axes = {ax.get_ylabel(): ax for ax in fig.axes if ax.get_ylabel()}
+    return fig, axes
+def lines(ax):
+    return {l.get_label(): l for l in ax.get_lines()}
+
+check([pl.fmt_count(x) for x in (0, 512, 1024, 1500, 20000, 3e6, 1.02e10)] == ["0", "512", "1.02K", "1.5K", "20K", "3M", "10.2B"],
+      "token labels: 0 512 1.02K 1.5K 20K 3M 10.2B")
+
+# run A (steps 0-9 merged from two logs, HellaSwag logged)
+fig, axes = figure([f"{w}/a.log", f"{w}/c.log", "--merge"])
+check(sorted(axes) == ["HellaSwag acc_norm", "gradient norm (before clipping)", "learning rate", "loss"],
+      "four panels when HellaSwag is logged: loss, learning rate, gradient norm, HellaSwag", sorted(axes))
+L = lines(axes["loss"])
+trl = [10.9, 10.5, 10.1, 9.8, math.inf, 9.45, 9.35, 9.28, 9.25, 9.2]
+raw = L["train loss"]
+check(list(raw.get_xdata()) == list(range(10)) and same(list(raw.get_ydata()), [v if math.isfinite(v) else math.nan for v in trl]),
+      "raw train loss: the last logged value of each step, inf drawn as a gap")
+# the bias-corrected EMA in closed form: sum_i beta^(n-i) (1-beta) x_i / (1 - beta^n) over the finite x_i
+finite = [v for v in trl if math.isfinite(v)]
+want, k = [], 0
+for v in trl:
+    if not math.isfinite(v):
+        want.append(math.nan)
+        continue
+    k += 1
+    want.append(sum(0.5 ** (k - 1 - i) * 0.5 * finite[i] for i in range(k)) / (1 - 0.5 ** k))
+check("train loss (EMA 0.5)" in L and same(list(L["train loss (EMA 0.5)"].get_ydata()), want),
+      "the default EMA for 10 steps (0.5) equals its closed form", L.keys())
+check([pl.auto_ema(n) for n in (10, 100, 300, 19073)] == [0.5, 0.5, 0.833, 0.997],
+      "default EMA: a window of 2% of the run, at least 2 steps (0.5 0.5 0.833 0.997 for 10 100 300 19073 steps)")
+val = L["val loss"]
+check(list(val.get_xdata()) == [0, 2, 4, 8, 10] and list(val.get_ydata()) == [10.95, 10.2, 9.9, 9.2, 9.1], "val loss points")
+stars = [l for l in axes["loss"].get_lines() if l.get_marker() == "*"]
+notes = [t.get_text() for t in axes["loss"].texts]
+check(len(stars) == 1 and list(stars[0].get_xdata()) == [10] and list(stars[0].get_ydata()) == [9.1]
+      and notes == ["best val 9.1000 (step 10)"], "the best val loss is marked: a star at step 10 and 'best val 9.1000 (step 10)'",
+      f"{[(list(s.get_xdata()), list(s.get_ydata())) for s in stars]} {notes}")
+check(list(L["skipped steps"].get_xdata()) == [] if "skipped steps" in L else True, "no x for a skipped step whose loss is not finite")
+lr = lines(axes["learning rate"])
+check(same(list(next(iter(lr.values())).get_ydata()), [6e-05, 0.00012, 0.00018, 0.00024] + [0.0003] * 6), "learning rate panel = lr:")
+nm = lines(axes["gradient norm (before clipping)"])
+check(same(list(next(iter(nm.values())).get_ydata()), [4.5, 4.1, 3.9, 3.2, math.nan, 2.8, 2.4, 2.3, 2.2, 2.1]), "gradient norm panel = norm:")
+hs = lines(axes["HellaSwag acc_norm"])
+check(list(next(iter(hs.values())).get_ydata()) == [0.25, 0.26, 0.27], "HellaSwag panel = hsw:")
+# a second x axis on top: tokens = 1024 x step, labelled with K
+top = axes["loss"].child_axes
+ok = len(top) == 1
+if ok:
+    lo, hi = axes["loss"].get_xlim()
+    tlo, thi = top[0].get_xlim()
+    ticks = [(x, t.get_text()) for x, t in zip(top[0].get_xticks(), top[0].get_xticklabels()) if tlo <= x <= thi]
+    labels = [t for _, t in ticks]
+    ok = (abs(tlo - 1024 * lo) < 1e-6 and abs(thi - 1024 * hi) < 1e-6 and any(l.endswith("K") for l in labels)
+          and labels == [pl.fmt_count(x) for x, _ in ticks])
+check(ok, f"tokens on a second x axis: 1024 per step, labels {labels if top else None}")
+check(top[0].get_xlabel() == "tokens seen" if top else False, "the token axis is labelled 'tokens seen'")
+
+# run B: train loss only, no tok: -> three panels, no token axis (with a warning), no HellaSwag
+fig, axes = figure([f"{w}/b.log"])
+check("HellaSwag acc_norm" not in axes and len(axes) == 3 and not axes["loss"].child_axes,
+      "no HellaSwag panel and no token axis for a log without hsw: and tok:", sorted(axes))
+check("no lr: values in the logs" in [t.get_text() for t in axes["learning rate"].texts], "an empty panel says why")
+fig, axes = figure([f"{w}/b.log", "--ema", "0.9"])
+got = list(lines(axes["loss"])["train loss (EMA 0.9)"].get_ydata())
+check(same(got, [11.0, (0.09 * 11 + 0.1 * 10) / 0.19, (0.081 * 11 + 0.09 * 10 + 0.1 * 9) / 0.271]), "--ema 0.9", got)
+fig, axes = figure([f"{w}/b.log", "--tokens-per-step", "2000000"])
+labels = [t.get_text() for t in axes["loss"].child_axes[0].get_xticklabels() if t.get_text()]
+check(any(l.endswith("M") for l in labels), f"--tokens-per-step 2000000: labels in M {labels}")
+# --xaxis tokens: runs with different batch sizes on one axis; --ema 0: raw train loss only
+fig, axes = figure([f"{w}/a.log", f"{w}/b.log", "--label", "A", "--label", "B", "--tokens-per-step", "512", "--xaxis", "tokens", "--ema", "0"])
+L = lines(axes["loss"])
+check(list(L["A: val loss"].get_xdata()) == [0, 2048, 4096, 8192] and list(L["B: train loss"].get_xdata()) == [512, 1024, 1536]
+      and not any("EMA" in k for k in L), "--xaxis tokens: val at the tokens before it, train loss after its step; --ema 0", L.keys())
+sys.exit(1 if fails else 0)
+EOF
+then
+    grep '^ok' "$W/fig.txt"
+else
+    sed 's/^/     /' "$W/fig.txt"; fail "figure contents"
+fi
+
+# no matplotlib: one line with the install command, and --dump still works
+mkdir -p "$W/nompl/matplotlib"
+echo 'raise ImportError("No module named matplotlib")' > "$W/nompl/matplotlib/__init__.py"
+PYTHONPATH="$W/nompl" $PLOT "$W/b.log" -o "$W/none.png" > "$W/out.txt" 2> "$W/err.txt"; rc=$?
+if [ $rc -ne 0 ] && [ "$(wc -l < "$W/err.txt")" -eq 1 ] && grep -q "^error: plotting needs matplotlib: .* -m pip install matplotlib" "$W/err.txt" \
+   && [ ! -e "$W/none.png" ] && PYTHONPATH="$W/nompl" $PLOT "$W/b.log" --dump > /dev/null 2>&1; then
+    ok "without matplotlib: $(cat "$W/err.txt")"
+else
+    fail "without matplotlib (exit $rc)"; sed 's/^/     /' "$W/err.txt" | head -5
+fi
+
 # bad input: non-zero exit and an error line naming the problem
 expect_error() {  # expect_error what needle args...
     local what=$1 needle=$2
@@ -158,6 +292,7 @@ expect_error "missing log file" "$W/nope.log" "$W/nope.log" --dump
 expect_error "a file that is not a main.log" "$W/empty.log" "$W/empty.log" --dump
 expect_error "--label count differs from the log count" "2 --label for 3 logs" "$W/a.log" "$W/b.log" "$W/c.log" --label A --label B --dump
 expect_error "--tokens-per-step 0" "--tokens-per-step 0" "$W/b.log" --tokens-per-step 0 --dump
+expect_error "--ema 1" "--ema 1" "$W/b.log" --ema 1
 
 if [ $FAILS -ne 0 ]; then
     echo "test_plot: $FAILS check(s) FAILED"

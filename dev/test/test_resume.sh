@@ -124,7 +124,7 @@ ls twice | grep -q DONE && bad "a checkpoint was completed despite the second si
 
 # ---- pruning: keep the newest 2 complete checkpoints
 "$TRAINER" "${ARGS[@]}" -o prune -n 4 -nk 2 > prune.out 2>&1 || bad "run with -nk 2 failed"
-got=$(ls prune | grep -v main.log | tr '\n' ' ')
+got=$(ls prune | grep -v "main.log\|metrics.jsonl" | tr '\n' ' ')
 want="DONE_00000036 DONE_00000040 model_00000036.bin model_00000040.bin state_00000036_00000.bin state_00000040_00000.bin "
 [ "$got" = "$want" ] && echo "ok   -nk 2 keeps: $got" || bad "-nk 2 left: $got"
 

@@ -5,8 +5,8 @@
 FIXTURES = dev/test/fixtures
 SHARED_DATA ?= ../shared/data
 
-TEST_TARGETS = test-model test-loader test-bad-input test-generate test-bootstrap test-mpi test-resume test-hellaswag \
-               test-torch-ddp test-tokenizer test-data test-export test-plot test-books-smoke \
+TEST_TARGETS = test-model test-loader test-bad-input test-generate test-bootstrap test-mpi test-resume test-run-state \
+               test-hellaswag test-torch-ddp test-tokenizer test-data test-export test-plot test-books-smoke test-finetune \
                test-cuda-build test-cuda-host test-cuda-sim test-attention-sim test-cuda-trainer-sim \
                test-fuzz test-sanitize
 
@@ -77,6 +77,10 @@ test-mpi: train_gpt2
 test-resume: train_gpt2
 	PYTHON=$(PYTHON) bash dev/test/test_resume.sh
 
+# metrics.jsonl, the ETA, evaluation progress, a finished run started again, a changed -x on resume
+test-run-state: train_gpt2
+	PYTHON=$(PYTHON) bash dev/test/test_run_state.sh
+
 # HellaSwag scoring against the PyTorch reference, on 1-3 ranks
 test-hellaswag: train_gpt2
 	PYTHON=$(PYTHON) bash dev/test/test_hellaswag.sh
@@ -103,6 +107,11 @@ test-plot:
 # the CPU smoke version of scripts/run_gpt2_124M_books.sh (needs ../shared/data)
 test-books-smoke: train_gpt2 gpt2_tokenize
 	SHARED_DATA=$(SHARED_DATA) bash dev/test/test_books_smoke.sh
+
+# scripts/finetune_gpt2.sh offline: a small model in the hub's safetensors layout, converted and
+# fine-tuned on Tiny Shakespeare; its starting loss against transformers (needs ../shared/data)
+test-finetune: train_gpt2 export_hf gpt2_tokenize
+	PYTHON=$(PYTHON) SHARED_DATA=$(SHARED_DATA) bash dev/test/test_finetune.sh
 
 # ---------------------------------------------------------------------------------------------
 # CUDA without a GPU: compile everything, and run the kernels on the CPU host simulator

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# scripts/finetune_gpt2.sh end to end without a network, on the CPU trainer: a small GPT-2 in the
+# hub's safetensors layout (no "transformer." prefix, attention-mask buffers, config.json) stands
+# in for openai-community/gpt2; the recipe converts it, prepares Tiny Shakespeare and fine-tunes
+# it for a handful of steps. Checks:
+#  - the converted model's starting val loss equals the loss transformers computes for the same
+#    safetensors folder on the same val windows (an independent check that the weights loaded right);
+#  - the val loss goes down from there, the fine-tuned model is saved, a relaunch says the run is complete;
+#  - the GPU plan (DRY_RUN=1 with a stand-in nvidia-smi) for all four sizes: batch arithmetic that
+#    divides, the recipe's hyperparameters, the hub's URLs; bad model names and folders.
+# Needs ../shared/data (Tiny Shakespeare and the GPT-2 tokenizer files; SKIPPED without it) and
+# $PYTHON with torch and transformers.
+source "$(dirname "$0")/lib.sh" test_finetune
+SHARED="$(realpath "${SHARED_DATA:-$ROOT/../shared/data}" 2>/dev/null)"
+if [ ! -f "$SHARED/tinyshakespeare/input.txt" ]; then echo "test-finetune: SKIPPED: no Tiny Shakespeare in ${SHARED_DATA:-../shared/data}"; exit 0; fi
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_NUM_THREADS=2
+export DATA_DIR="$TMP/data" TOKENIZER_BIN="$TMP/gpt2_tokenizer.bin" GPT2_DIR="$SHARED/gpt2"
+export TINYSHAKESPEARE="$SHARED/tinyshakespeare/input.txt"
+START=$(date +%s)
+
+# ---- a small "GPT-2", pretrained for a few steps (so that its biases and LayerNorms are no longer
+# 0 and 1, which would hide a misplaced one), exported and rewritten in the hub's layout
+(cd "$ROOT" && bash dev/data/tinyshakespeare.sh) > data.out 2>&1 || { bad "dev/data/tinyshakespeare.sh failed"; tail -3 data.out; }
+"$ROOT/train_gpt2" -i "$DATA_DIR/tinyshakespeare/tiny_shakespeare_train.bin" -e L2:C128:H2:T256 -b 4 -t 64 -d 1024 \
+    -x 6 -l 1e-2 -v 0 -s 0 -o pre -n 6 > pre.out 2>&1 || { bad "pretraining the small model failed"; tail -3 pre.out; }
+"$ROOT/export_hf" -i pre/model_00000006.bin -o exported > export.out 2>&1 || { bad "export_hf failed"; cat export.out; }
+$PY - <<'EOF' || bad "writing the hub layout"
+import os, shutil, torch
+from safetensors.torch import load_file, save_file
+t = load_file("exported/model.safetensors")
+hub = {k[len("transformer."):]: v for k, v in t.items()}
+for l in range(2):  # the buffers the hub's gpt2 files carry
+    hub[f"h.{l}.attn.bias"] = torch.tril(torch.ones(256, 256)).view(1, 1, 256, 256)
+    hub[f"h.{l}.attn.masked_bias"] = torch.tensor(-1e4)
+os.makedirs("gpt2-small-test")
+save_file(hub, "gpt2-small-test/model.safetensors", metadata={"format": "pt"})
+shutil.copy("exported/config.json", "gpt2-small-test/config.json")
+EOF
+
+# ---- the recipe, with a handful of steps at T=64 (the recipe's lr, warmup, schedule and decay)
+RUN=(-t 64 -b 4 -d 1024 -x 8 -v 4 -m 8 -s 0)
+(cd "$ROOT" && HF_DIR="$TMP/gpt2-small-test" OUT="$TMP/out" bash scripts/finetune_gpt2.sh "${RUN[@]}") > run.out 2>&1 \
+    || { bad "the recipe failed"; tail -5 run.out; }
+bin="$DATA_DIR/hf/gpt2-small-test.bin"
+[ -f "$bin" ] && echo "ok   converted to $(basename "$bin")" || bad "no converted model at $bin"
+grep -q "^./train_gpt2 -e $bin .* -l 3e-5 -u 2 -q 1.0 -c 0 " run.out || bad "the CPU trainer command does not carry the recipe"
+[ -f out/model_00000008.bin ] && [ -f out/DONE_00000008 ] || bad "the fine-tuned model was not saved"
+
+# the starting loss: the trainer's val loss at step 0 against transformers on the same windows
+$PY - "$DATA_DIR/tinyshakespeare/tiny_shakespeare_val.bin" out/main.log <<'EOF' || bad "starting loss vs transformers"
+import sys, numpy as np, torch
+import torch.nn.functional as F
+from transformers import GPT2LMHeadModel
+val, log = sys.argv[1:]
+toks = np.fromfile(val, dtype="<u2", offset=1024).astype(np.int64)
+T, M = 64, 8 * 4                      # -t 64, -m 8 batches of -b 4: windows j*T .. j*T+T
+x = torch.tensor(np.stack([toks[j * T:j * T + T] for j in range(M)]))
+y = torch.tensor(np.stack([toks[j * T + 1:j * T + T + 1] for j in range(M)]))
+model = GPT2LMHeadModel.from_pretrained("gpt2-small-test", torch_dtype=torch.float32).eval()
+with torch.no_grad():
+    want = F.cross_entropy(model(x).logits.reshape(-1, model.config.vocab_size), y.reshape(-1)).item()
+tel = {int(l.split()[0][2:]): float(l.split()[1][4:]) for l in open(log) if " tel:" in l}
+got = tel[0]
+# both sides are fp32 on the same weights; only summation order separates them (measured ~1e-7
+# relative); a misplaced or untransposed tensor moves the loss by far more than 1e-5
+rel = abs(got - want) / want
+print(f"{'ok  ' if rel < 1e-5 else 'FAIL'} starting val loss {got:.6f} = transformers {want:.6f} (relative {rel:.1e})")
+# the val loss (the same windows each time; a train loss is of a different batch at every step)
+down = tel[8] < tel[4] < tel[0]
+print(f"{'ok  ' if down else 'FAIL'} val loss goes down: {tel[0]:.6f} (start), {tel[4]:.6f} (4 steps), {tel[8]:.6f} (8 steps)")
+sys.exit(0 if rel < 1e-5 and down else 1)
+EOF
+
+# relaunched: the recipe resumes (-y 1), and the finished run says so; the conversion is not redone
+before=$(stat -c %Y.%i "$bin")
+(cd "$ROOT" && HF_DIR="$TMP/gpt2-small-test" OUT="$TMP/out" bash scripts/finetune_gpt2.sh "${RUN[@]}") > again.out 2>&1 \
+    && grep -q "^run complete: checkpoint 8" again.out && [ "$(stat -c %Y.%i "$bin")" = "$before" ] \
+    && echo "ok   relaunched, not converted again: $(grep '^run complete' again.out)" || { bad "relaunch"; tail -3 again.out; }
+
+# ---- the GPU plan for each size, with a stand-in nvidia-smi
+mkdir -p fakebin
+printf '#!/bin/sh\necho "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)"\n' > fakebin/nvidia-smi
+chmod +x fakebin/nvidia-smi
+for m in gpt2 gpt2-medium gpt2-large gpt2-xl; do
+    plan=$(cd "$ROOT" && PATH="$TMP/fakebin:$PATH" DRY_RUN=1 bash scripts/finetune_gpt2.sh $m 2>&1)
+    cmd=$(echo "$plan" | grep '^./train_gpt2cu ')
+    b=$(echo "$cmd" | grep -o ' -b [0-9]*' | cut -d' ' -f3)
+    if echo "$plan" | grep -q "^download: https://huggingface.co/openai-community/$m/resolve/main/{config.json,model.safetensors}" &&
+       echo "$cmd" | grep -q -- "-e $DATA_DIR/hf/$m.bin .* -l 3e-5 -u 2 -q 1.0 -c 0 .* -t 1024 -d 32768 -x 20 " &&
+       [ -n "$b" ] && [ $((32768 % (b * 1024))) -eq 0 ]; then
+        echo "ok   GPU plan for $m: -b $b, $((32768 / (b * 1024))) micro-step(s) per step"
+    else
+        bad "GPU plan for $m"; echo "$plan" | head -4
+    fi
+done
+out=$(cd "$ROOT" && bash scripts/finetune_gpt2.sh gpt3 2>&1); rc=$?
+[ $rc -ne 0 ] && echo "$out" | grep -q "^error: unknown model 'gpt3'" && echo "ok   $out" || bad "unknown model name: $out"
+mkdir -p empty
+out=$(cd "$ROOT" && HF_DIR="$TMP/empty" bash scripts/finetune_gpt2.sh 2>&1); rc=$?
+[ $rc -ne 0 ] && echo "$out" | grep -q "^error: HF folder '$TMP/empty' has no model.safetensors" && echo "ok   $out" || bad "empty HF folder: $out"
+echo "($(( $(date +%s) - START )) s)"
+finish

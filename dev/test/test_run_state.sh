@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# What a run tells its user (issue 15, "Progress and run state"), on CPU ranks:
+#  - <out>/metrics.jsonl: every line parses as JSON; its events are main.log's, in the same order,
+#    with the same values (loss, lr, norm, tokens, val loss, HellaSwag); a resumed run appends to
+#    both files alike;
+#  - the step line's ETA equals (mean step time x steps left) + (mean evaluation time x
+#    evaluations left), recomputed from the times metrics.jsonl records;
+#  - validation and HellaSwag print progress lines (count/total, ETA) on rank 0 only, no more
+#    often than LLMC_PROGRESS_SECONDS (the test hook; default 5 s, so none for fast evaluations);
+#  - a finished run started again with -y 1 says it is complete, exits 0 and writes nothing;
+#  - resuming with another -x warns that the LR schedule changes (only when it does), and the
+#    resumed steps follow the new schedule (checked against the cosine formula).
+source "$(dirname "$0")/lib.sh" test_run_state "${1:-./train_gpt2}"
+$PY "$ROOT/dev/bench/make_random_shard.py" train.bin 60000 1 512
+$PY "$ROOT/dev/bench/make_random_shard.py" val.bin 120000 2 512
+# a HellaSwag file in llm.c's layout: 8 random examples of 4 endings
+$PY - <<'EOF'
+import numpy as np
+rng = np.random.default_rng(3)
+stream, longest = [], 0
+for i in range(8):
+    ctx = rng.integers(0, 512, 10).tolist()
+    ex = [65535, 0, i, int(rng.integers(0, 4)), 4, len(ctx)] + ctx
+    for _ in range(4):
+        e = rng.integers(0, 512, 5).tolist()
+        ex += [len(e)] + e
+    ex[1] = 2 * len(ex)
+    longest = max(longest, ex[1])
+    stream += ex
+h = np.zeros(256, dtype="<i4"); h[:4] = [20240522, 1, 8, longest]
+open("hs.bin", "wb").write(h.tobytes() + np.array(stream, dtype="<u2").tobytes())
+EOF
+# cosine to 0.1*lr over -x steps; val loss on 8 batches, except in the first run (all of them)
+ARGS=(-i train.bin -j val.bin -e L2:C64:H4:T64:V512 -b 4 -t 32 -d 512 -v 4 -m 8 -s 0 -h 1 -hf hs.bin
+      -l 1e-3 -u 2 -q 0.1 -n 4 -tk none.bin)
+
+# metrics.jsonl against main.log: the same events in the same order, equal values
+check_metrics() {  # check_metrics <dir> <what>
+    $PY - "$1" <<'EOF' && echo "ok   $2: metrics.jsonl = main.log ($(wc -l < "$1/metrics.jsonl") events)" || bad "$2: metrics.jsonl vs main.log"
+import json, math, sys
+d = sys.argv[1]
+events = []  # main.log's events as (kind, step, {field: value})
+for line in open(f"{d}/main.log"):
+    f = dict(kv.split(":", 1) for kv in line.split())
+    s = int(f["s"])
+    if "trl" in f:
+        events.append(("step", s, {"loss": float(f["trl"]), "lr": float(f["lr"]), "norm": float(f["norm"]), "tokens": int(f["tok"])}))
+    elif "tel" in f:
+        events.append(("eval", s, {"val_loss": float(f["tel"])}))
+    elif "hsw" in f:
+        assert events[-1][:2] == ("eval", s), f"hsw at {s} without its val loss"
+        events[-1][2]["hellaswag"] = float(f["hsw"])
+objs = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
+assert len(objs) == len(events), f"{len(objs)} JSON objects, {len(events)} main.log events"
+for o, (kind, s, want) in zip(objs, events):
+    assert o["event"] == kind and o["step"] == s, f"{o} vs main.log {kind} at s:{s}"
+    for k, v in want.items():
+        assert o[k] == v, f"step {s}: {k} {o[k]} in metrics.jsonl, {v} in main.log"
+    if kind == "eval":
+        assert o["tokens"] == s * 512, o
+    assert o["ms"] > 0 and "mfu_pct" not in o, o  # the CPU trainer knows no peak FLOP/s
+    if kind == "step":
+        assert abs(o["tok_per_s"] - 512 / (o["ms"] / 1000)) <= 0.01 * o["tok_per_s"], o
+EOF
+}
+
+# ---- a run of 12 steps whose evaluations read all 3749 val windows (1-3 s on 2 cores), with
+# progress lines at most every 0.25 s
+LLMC_PROGRESS_SECONDS=0.25 "$TRAINER" "${ARGS[@]}" -m -1 -x 12 -o run > run.out 2>&1 || { bad "the run failed"; tail -3 run.out; }
+check_metrics run "12 steps, 4 evaluations"
+[ "$(grep -c '"event":"eval"' run/metrics.jsonl)" -eq 4 ] && grep -q '"event":"eval","step":12,"tokens":6144,"val_loss":[0-9.]*,"hellaswag":' run/metrics.jsonl \
+    || bad "expected 4 evaluations with val_loss and hellaswag in metrics.jsonl"
+
+# the ETA of every step line after the first, recomputed from the recorded step and evaluation times
+$PY - run/metrics.jsonl run.out <<'EOF' && echo "ok   the step line's ETA counts the evaluations still to come" || bad "ETA"
+import json, re, sys
+objs = [json.loads(l) for l in open(sys.argv[1])]
+printed = {int(m[1]): m[2] for m in re.finditer(r"^step (\d+)/12 .*\| eta (\S+)", open(sys.argv[2]).read(), re.M)}
+def secs(t):
+    m = re.fullmatch(r"(?:(\d+)m)?(\d+)s", t)
+    return int(m[1] or 0) * 60 + int(m[2])
+steps, evals, checked = [], [], 0
+for o in objs:
+    if o["event"] == "eval":
+        evals.append(o["ms"] / 1000)
+        continue
+    steps.append(o["ms"] / 1000)
+    n = o["step"] + 1              # the step line's number
+    if n == 1:
+        assert printed[1] == "-", printed[1]
+        continue
+    left = 12 - n
+    evals_left = sum(1 for s in range(n, 13) if s % 4 == 0)
+    eval_part = evals_left * sum(evals) / len(evals)
+    want = sum(steps[1:]) / len(steps[1:]) * left + eval_part
+    got = secs(printed[n])
+    assert abs(got - want) <= 0.51, f"step {n}: eta {printed[n]}, expected {want:.2f} s"
+    if n == 2:  # an ETA without the evaluations would be more than a rounding away
+        assert eval_part >= 1.5, f"3 evaluations took {eval_part:.2f} s: too fast for this check"
+    checked += 1
+assert checked == 11, printed
+print(f"  step 2: eta {printed[2]} (10 steps of {sum(steps[1:3]) / 2 * 1000:.0f} ms, 3 evaluations of ~{evals[0]:.1f} s)")
+EOF
+
+# progress lines: count/total and an ETA, spaced by at least the interval
+$PY - run.out <<'EOF' && echo "ok   progress lines during long evaluations, at most one per LLMC_PROGRESS_SECONDS" || bad "progress lines"
+import re, sys
+lines, evals = [], []  # per evaluation: its val progress lines (done, total, elapsed), its duration
+for l in open(sys.argv[1]):
+    m = re.match(r"val loss \.\.\. (\d+)/(\d+) batches \| ([\d.]+) s \| eta \S+$", l)
+    if m:
+        lines.append((int(m[1]), int(m[2]), float(m[3])))
+    m = re.match(r"val loss [0-9.]+ \(([0-9.]+) s\)$", l)
+    if m:
+        evals.append((lines, float(m[1])))
+        lines = []
+assert len(evals) == 4, f"{len(evals)} val results"
+for progress, secs in evals:
+    assert all(t == 938 and 0 < d < 938 for d, t, _ in progress), progress[:3]  # 3749 windows / B=4
+    assert [d for d, _, _ in progress] == sorted(d for d, _, _ in progress), progress
+    elapsed = [e for _, _, e in progress]
+    # none before 0.25 s, no two closer than 0.25 s (printed to 0.1 s), some in any evaluation of 0.5 s or more
+    assert not elapsed or elapsed[0] >= 0.2, elapsed
+    assert all(b - a >= 0.15 for a, b in zip(elapsed, elapsed[1:])), elapsed
+    assert len(progress) <= secs / 0.25 + 1 and (secs < 0.5 or progress), f"{len(progress)} lines in {secs} s"
+assert any(p for p, _ in evals), "no val progress line: every evaluation took under 0.25 s"
+example = next(l for l in open(sys.argv[1]) if l.startswith("val loss ..."))
+print(f"  {sum(len(p) for p, _ in evals)} val progress lines in evaluations of {', '.join(f'{s:.2f}' for _, s in evals)} s, e.g. '{example.strip()}'")
+EOF
+
+# every batch with LLMC_PROGRESS_SECONDS=0: HellaSwag counts examples; only rank 0 prints (np=2)
+QUICK=(-x 2 -v 2 -m 3 -b 2 -d 512)
+LLMC_PROGRESS_SECONDS=0 "$TRAINER" "${ARGS[@]}" "${QUICK[@]}" -o quick > quick.out 2>&1 || bad "quick run failed"
+# val: 3 batches, a line after each but the last; HellaSwag: 8 examples x 4 rows in batches of 2
+want_val=$(printf 'val loss ... 1/3 batches\nval loss ... 2/3 batches\n')
+[ "$(grep '^val loss \.\.\.' quick.out | head -2 | cut -d'|' -f1 | sed 's/ *$//')" = "$want_val" ] \
+    && echo "ok   val progress per batch: $(grep -m1 '^val loss \.\.\.' quick.out)" || { bad "val progress per batch"; grep '\.\.\.' quick.out | head -4; }
+n=$(grep -c '^HellaSwag \.\.\. [0-9]*/8 examples | .* s | eta ' quick.out)
+[ "$n" -eq 30 ] && echo "ok   HellaSwag progress: $n lines (2 evaluations x 15 batches), e.g. $(grep -m3 '^HellaSwag \.\.\.' quick.out | tail -1)" \
+    || { bad "HellaSwag progress: $n lines, expected 30"; grep HellaSwag quick.out | head -5; }
+LLMC_PROGRESS_SECONDS=0 "${MPIRUN[@]}" -np 2 -x LLMC_PROGRESS_SECONDS "$TRAINER" "${ARGS[@]}" "${QUICK[@]}" -o quick2 > quick2.out 2>&1 || bad "np=2 quick run failed"
+# rank 0 reads 2 of the 3 val batches, and 16 of the 32 HellaSwag rows (8 batches of 2)
+nv=$(grep -c '^val loss \.\.\.' quick2.out); nh=$(grep -c '^HellaSwag \.\.\.' quick2.out)
+[ "$nv" -eq 2 ] && [ "$nh" -eq 14 ] && echo "ok   np=2: rank 0 alone prints progress ($nv val, $nh HellaSwag lines)" \
+    || { bad "np=2: $nv val and $nh HellaSwag progress lines, expected 2 and 14"; grep '\.\.\.' quick2.out | head; }
+"$TRAINER" "${ARGS[@]}" "${QUICK[@]}" -o quick3 > quick3.out 2>&1
+grep -q '\.\.\. [0-9]*/' quick3.out && bad "progress lines for evaluations shorter than the default 5 s"
+LLMC_PROGRESS_SECONDS=soon "$TRAINER" "${ARGS[@]}" "${QUICK[@]}" -o badenv > bad.out 2>&1
+[ $? -ne 0 ] && grep -q "error: LLMC_PROGRESS_SECONDS='soon' is not a number" bad.out && echo "ok   $(grep error: bad.out)" \
+    || { bad "a bad LLMC_PROGRESS_SECONDS"; tail -2 bad.out; }
+
+# ---- a finished run started again: complete, exit 0, nothing written or evaluated
+ls run > before.ls; cp run/main.log before.log; cp run/metrics.jsonl before.jsonl
+"$TRAINER" "${ARGS[@]}" -m -1 -x 12 -o run -y 1 > again.out 2>&1; rc=$?
+if [ $rc -eq 0 ] && grep -q "^run complete: checkpoint 12 in run is the last step (-x 12); nothing to do" again.out &&
+   ! grep -q "^val loss\|^HellaSwag\|^step " again.out && cmp -s before.log run/main.log && cmp -s before.jsonl run/metrics.jsonl &&
+   [ "$(ls run)" = "$(cat before.ls)" ]; then
+    echo "ok   a finished run started again: $(grep '^run complete' again.out)"
+else
+    bad "a finished run started again (exit $rc)"; tail -4 again.out
+fi
+
+# ---- resumed after a crash with the same -x: no warning, and both files continue alike
+cp -r run crash
+rm crash/DONE_00000012
+"$TRAINER" "${ARGS[@]}" -x 12 -o crash -y 1 > crash.out 2>&1 || bad "resume from checkpoint 8 failed"
+grep -q "resumed from checkpoint 8" crash.out || bad "did not resume from checkpoint 8"
+grep -q "warning: -x" crash.out && bad "a warning about -x although -x did not change"
+check_metrics crash "resumed with steps 8-11 logged twice"
+
+# ---- raising -x: a warning, and the schedule of the new -x from there on
+"$TRAINER" "${ARGS[@]}" -x 16 -o run -y 1 > more.out 2>&1 || bad "resume with -x 16 failed"
+if grep -q "^warning: -x 16 differs from the -x 12 of the run that wrote checkpoint 12 in run: the LR schedule depends on -x, so it changes" more.out; then
+    echo "ok   $(grep '^warning: -x' more.out)"
+else
+    bad "no warning for a raised -x"; grep -i "warn\|error" more.out | head -3
+fi
+check_metrics run "resumed with -x 16"
+$PY - run/main.log <<'EOF' && echo "ok   steps 13-16 follow the cosine schedule of -x 16" || bad "the LR after raising -x"
+import math, sys
+lr = {int(f["s"]): float(f["lr"]) for f in (dict(kv.split(":", 1) for kv in l.split()) for l in open(sys.argv[1])) if "lr" in f}
+for s in range(12, 16):
+    p = (s - 2) / (16 - 2)  # warmup 2, cosine from 1e-3 to 1e-4
+    want = 1e-4 + 0.5 * (1 + math.cos(math.pi * p)) * (1e-3 - 1e-4)
+    assert abs(lr[s] - want) <= 5e-6 * want, f"s:{s} lr {lr[s]}, want {want}"  # main.log has 6 digits
+EOF
+# the checkpoint now records -x 16: resuming it with -x 16 warns no more; a constant schedule never warns
+"$TRAINER" "${ARGS[@]}" -x 16 -o run -y 1 > same.out 2>&1
+grep -q "^run complete: checkpoint 16" same.out && ! grep -q "warning: -x" same.out && echo "ok   the new -x is stored with the checkpoint" \
+    || { bad "resume of the -x 16 run"; tail -3 same.out; }
+"$TRAINER" "${ARGS[@]}" -q 1.0 -x 4 -o const > /dev/null 2>&1
+"$TRAINER" "${ARGS[@]}" -q 1.0 -x 6 -o const -y 1 > const.out 2>&1 || bad "constant-schedule resume failed"
+grep -q "warning: -x" const.out && bad "a warning about -x for a constant schedule, which -x does not change"
+
+finish
