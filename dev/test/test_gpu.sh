@@ -189,25 +189,9 @@ if has_part build; then
     grep -E "^(OpenMP|OpenBLAS):" "$WORK/logs/build_cpu.log" | sed 's/^/        /' | tee -a "$SUMMARY"
 fi
 
-# cmp.py <a/main.log> <b/main.log> <tol>: every step's loss and gradient norm within tol relative
-# (0: identical strings, i.e. bitwise)
-cat > "$WORK/cmp.py" <<'EOF'
-import re, sys
-def read(p):
-    return [(int(m.group(1)), m.group(2), m.group(3))
-            for m in re.finditer(r"s:(\d+) trl:(\S+) lr:\S+ norm:(\S+)", open(p).read())]
-a, b, tol = read(sys.argv[1]), read(sys.argv[2]), float(sys.argv[3])
-if not a or [r[0] for r in a] != [r[0] for r in b]:
-    print(f"steps differ: {a} vs {b}"); sys.exit(1)
-worst = 0.0
-for (s, *x), (_, *y) in zip(a, b):
-    for what, u, v in zip(("loss", "norm"), x, y):
-        d = abs(float(u) - float(v)) / abs(float(v)); worst = max(worst, d)
-        if (tol == 0 and u != v) or d > tol:
-            print(f"step {s} {what}: {u} vs {v} (relative {d:.2e}, tolerance {tol})"); sys.exit(1)
-print(f"{len(a)} steps agree (loss and norm): worst relative difference {worst:.2e}"
-      f" (tolerance {tol}{', bitwise' if tol == 0 else ''})")
-EOF
+# $CMP <a/main.log> <b/main.log> trl=<tol> norm=<tol>: every step's loss and gradient norm within tol
+# relative (0: identical strings, i.e. bitwise): the tests' one main.log comparator
+CMP="$PY $ROOT/dev/test/compare_logs.py"
 # resume_copy <run dir> <copy>: the run as it was at its checkpoint 5 (checkpoint 10 incomplete,
 # main.log cut after step 5), for a resume with -y 1 that must log steps 6-10 again
 resume_copy() {
@@ -238,7 +222,7 @@ kill_rank() {
 export -f resume_copy kill_rank
 # resumed <output> <run dir> <reference dir> <tol>: the resume said so, and its steps 6-10 make the
 # run's main.log agree with the reference's (all 10 steps)
-resumed() { echo "grep -q 'resumed from checkpoint 5' $1 && $PY $WORK/cmp.py $2/main.log $3/main.log $4"; }
+resumed() { echo "grep -q 'resumed from checkpoint 5' $1 && $CMP $2/main.log $3/main.log trl=$4 norm=$4"; }
 
 # the data of the small runs (test, multi)
 D=$WORK/multi
@@ -259,11 +243,11 @@ if has_part test; then
     grep -hE "FAIL|test_gpt2cu|determinism|checkpoint" "$WORK"/logs/test_gpt2cu_{tiny,d12,tiny_cudnn,d12_cudnn}.log \
         2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
     step gpu_vs_cpu 300 "bash dev/test/test_gpu_vs_cpu.sh ./train_gpt2cu ./train_gpt2"
-    grep -E "^(trl|tel|norm):" "$WORK/logs/gpu_vs_cpu.log" | sed 's/^/        /' | tee -a "$SUMMARY"
+    grep -E "^  (trl|tel|norm):" "$WORK/logs/gpu_vs_cpu.log" | sed 's/^/        /' | tee -a "$SUMMARY"
     # two processes with the same flags: bitwise-equal losses and norms; the first one's checkpoint
     # 5 resumed in a third process: steps 6-10 bitwise equal to the uninterrupted run's
     rm -rf "$D/det_a" "$D/det_b" "$D/det_r"
-    step determinism_2proc 180 "./train_gpt2cu $A -d $MULTI_D -n 5 -o $D/det_a > /dev/null && ./train_gpt2cu $A -d $MULTI_D -o $D/det_b && $PY $WORK/cmp.py $D/det_b/main.log $D/det_a/main.log 0"
+    step determinism_2proc 180 "./train_gpt2cu $A -d $MULTI_D -n 5 -o $D/det_a > /dev/null && ./train_gpt2cu $A -d $MULTI_D -o $D/det_b && $CMP $D/det_b/main.log $D/det_a/main.log trl=0 norm=0"
     step resume_bitwise 120 "resume_copy $D/det_a $D/det_r && ./train_gpt2cu $A -d $MULTI_D -n 5 -o $D/det_r -y 1 > $D/det_r.txt 2>&1; rc=\$?; cat $D/det_r.txt; [ \$rc -eq 0 ] && $(resumed "$D/det_r.txt" "$D/det_r" "$D/det_a" 0)"
     $PY dev/bench/make_random_shard.py "$WORK/small.bin" 300000 3 > /dev/null
     step bad_no_gpu 60 "CUDA_VISIBLE_DEVICES= ./train_gpt2cu -i $WORK/small.bin -e d12 > $WORK/nogpu.txt 2>&1; rc=\$?; cat $WORK/nogpu.txt; [ \$rc -ne 0 ] && grep -q 'no CUDA GPU is visible' $WORK/nogpu.txt"
@@ -276,19 +260,19 @@ if has_part multi; then
     rm -rf "$D"/single "$D"/accum2 "$D"/nccl1* "$D"/torchrun* "$D"/mpi2* "$D"/kill
     step single 120 "./train_gpt2cu $A -d $MULTI_D -o $D/single"
     step single_accum2 120 "./train_gpt2cu $A -d $MULTI_D -b 2 -o $D/accum2"
-    step nccl_1rank 120 "LLMC_FORCE_NCCL=1 ./train_gpt2cu $A -d $MULTI_D -o $D/nccl1 && $PY $WORK/cmp.py $D/nccl1/main.log $D/single/main.log 0"
-    step nccl_1rank_zero1 120 "LLMC_FORCE_NCCL=1 ./train_gpt2cu $A -d $MULTI_D -z 1 -o $D/nccl1z && $PY $WORK/cmp.py $D/nccl1z/main.log $D/single/main.log 0"
+    step nccl_1rank 120 "LLMC_FORCE_NCCL=1 ./train_gpt2cu $A -d $MULTI_D -o $D/nccl1 && $CMP $D/nccl1/main.log $D/single/main.log trl=0 norm=0"
+    step nccl_1rank_zero1 120 "LLMC_FORCE_NCCL=1 ./train_gpt2cu $A -d $MULTI_D -z 1 -o $D/nccl1z && $CMP $D/nccl1z/main.log $D/single/main.log trl=0 norm=0"
     # torchrun (torch.distributed.run): --no-python in torch 2.x, --no_python in 1.x
     NOPY=--no-python
     "$PY" -m torch.distributed.run --help 2>/dev/null | grep -q -- "--no-python" || NOPY=--no_python
     TORCHRUN="$PY -m torch.distributed.run --nproc_per_node=1 $NOPY"
-    step torchrun_1 180 "$TORCHRUN ./train_gpt2cu $A -d $MULTI_D -o $D/torchrun && $PY $WORK/cmp.py $D/torchrun/main.log $D/single/main.log 0 && LLMC_FORCE_NCCL=1 $TORCHRUN ./train_gpt2cu $A -d $MULTI_D -o $D/torchrun_nccl && $PY $WORK/cmp.py $D/torchrun_nccl/main.log $D/single/main.log 0"
+    step torchrun_1 180 "$TORCHRUN ./train_gpt2cu $A -d $MULTI_D -o $D/torchrun && $CMP $D/torchrun/main.log $D/single/main.log trl=0 norm=0 && LLMC_FORCE_NCCL=1 $TORCHRUN ./train_gpt2cu $A -d $MULTI_D -o $D/torchrun_nccl && $CMP $D/torchrun_nccl/main.log $D/single/main.log trl=0 norm=0"
     if [ -n "$MPIRUN_STR" ]; then
         step mpi_sanity 60 "$MPIRUN_STR -np 2 hostname"
         # 2 ranks of B=2 on the one GPU vs 1 process of B=2 with 2 micro-steps: the same tokens per
         # step; bf16 gradients summed in another order (5e-3: the GPU-vs-CPU bound halved)
-        step mpi_np2 180 "$MPIRUN_STR -np 2 ./train_gpt2cu $A -d $MULTI_D -b 2 -pb mpi -n 5 -o $D/mpi2 && $PY $WORK/cmp.py $D/mpi2/main.log $D/accum2/main.log 5e-3 && ls $D/mpi2/DONE_00000010"
-        step mpi_np2_zero1 180 "$MPIRUN_STR -np 2 ./train_gpt2cu $A -d $MULTI_D -b 2 -pb mpi -z 1 -n 5 -o $D/mpi2z && $PY $WORK/cmp.py $D/mpi2z/main.log $D/mpi2/main.log 1e-3 && ls $D/mpi2z/state_00000005_00001.bin"
+        step mpi_np2 180 "$MPIRUN_STR -np 2 ./train_gpt2cu $A -d $MULTI_D -b 2 -pb mpi -n 5 -o $D/mpi2 && $CMP $D/mpi2/main.log $D/accum2/main.log trl=5e-3 norm=5e-3 && ls $D/mpi2/DONE_00000010"
+        step mpi_np2_zero1 180 "$MPIRUN_STR -np 2 ./train_gpt2cu $A -d $MULTI_D -b 2 -pb mpi -z 1 -n 5 -o $D/mpi2z && $CMP $D/mpi2z/main.log $D/mpi2/main.log trl=1e-3 norm=1e-3 && ls $D/mpi2z/state_00000005_00001.bin"
         # the -z 1 checkpoint 5 resumed on 2 ranks (bitwise) and re-sliced onto 1 process (B=2 in 4
         # micro-steps: the same tokens, summed in another order, so the 2-rank tolerance)
         step mpi_zero1_resume_np2 180 "resume_copy $D/mpi2z $D/mpi2z_r2 && $MPIRUN_STR -np 2 ./train_gpt2cu $A -d $MULTI_D -b 2 -pb mpi -z 1 -n 5 -o $D/mpi2z_r2 -y 1 > $D/mpi2z_r2.txt 2>&1; rc=\$?; cat $D/mpi2z_r2.txt; [ \$rc -eq 0 ] && $(resumed "$D/mpi2z_r2.txt" "$D/mpi2z_r2" "$D/mpi2z" 0)"

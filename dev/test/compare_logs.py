@@ -1,0 +1,75 @@
+"""
+The one main.log comparator of the tests: two runs' logged values, step by step.
+
+  python compare_logs.py A/main.log B/main.log [trl=1e-3] [norm=3e-2] [tel=...] [--last N]
+
+Each KEY=TOL compares the values logged as `s:<step> ... KEY:<value>` (trl train loss, norm
+gradient norm, lr, tel val loss, hsw HellaSwag); the default is `trl=0`. TOL is the largest
+relative difference allowed; 0 means identical strings, i.e. bitwise equal values. Both logs must
+hold the same steps for each key (the last value logged for a step wins, as for a resumed run);
+--last N compares only the last N steps of A with the same steps of B. Prints one line per key;
+exits 1 at the first difference, naming the step.
+"""
+import re
+import sys
+
+
+def read(path, key):
+    """{step: value string} for one key; a later line for the same step wins (resumed runs)."""
+    pat = re.compile(r"^s:(\d+) .*?\b" + re.escape(key) + r":(\S+)")
+    out = {}
+    with open(path) as f:
+        for line in f:
+            m = pat.match(line)
+            if m:
+                out[int(m.group(1))] = m.group(2)
+    return out
+
+
+def compare(path_a, path_b, key, tol, last):
+    a, b = read(path_a, key), read(path_b, key)
+    steps = sorted(a)
+    if last:
+        steps = steps[-last:]
+        b = {s: b[s] for s in steps if s in b}
+    if not steps or steps != sorted(b):
+        print(f"{key}: steps differ: {steps} in {path_a} vs {sorted(b)} in {path_b}")
+        return False
+    worst = 0.0
+    for s in steps:
+        x, y = a[s], b[s]
+        if tol == 0:
+            if x != y:
+                print(f"{key}: step {s}: {x} != {y} (bitwise comparison)")
+                return False
+            continue
+        d = abs(float(x) - float(y)) / max(abs(float(y)), 1e-30)
+        worst = max(worst, d)
+        if d > tol:
+            print(f"{key}: step {s}: {x} vs {y} (relative {d:.2e} > {tol})")
+            return False
+    what = "bitwise equal" if tol == 0 else f"worst relative difference {worst:.1e}, tolerance {tol}"
+    print(f"  {key}: {len(steps)} steps agree ({what})")
+    return True
+
+
+def main(argv):
+    if len(argv) < 2:
+        sys.exit(__doc__)
+    files, specs, last = argv[:2], [], 0
+    rest = argv[2:]
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--last":
+            last = int(rest.pop(0))
+        elif "=" in arg:
+            key, tol = arg.split("=", 1)
+            specs.append((key, float(tol)))
+        else:
+            sys.exit(f"compare_logs.py: bad argument '{arg}' (KEY=TOL or --last N)")
+    ok = all(compare(files[0], files[1], key, tol, last) for key, tol in (specs or [("trl", 0.0)]))
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
