@@ -272,8 +272,7 @@ static inline void atomic_patch(AtomicFile *af, long offset, const void *data, s
 
 static inline void fsync_dir_of(const char *path) {
     char dir[4096];
-    strncpy(dir, path, sizeof(dir) - 1);
-    dir[sizeof(dir) - 1] = '\0';
+    snprintf(dir, sizeof(dir), "%s", path);
     char *slash = strrchr(dir, '/');
     if (slash == NULL) { strcpy(dir, "."); } else if (slash == dir) { dir[1] = '\0'; } else { *slash = '\0'; }
     int fd = open(dir, O_RDONLY);

@@ -11,7 +11,7 @@
 # Needs ../shared/data (Tiny Shakespeare and the GPT-2 tokenizer files; SKIPPED without it) and
 # $PYTHON with torch and transformers.
 source "$(dirname "$0")/lib.sh" test_finetune
-SHARED="$(realpath "${SHARED_DATA:-$ROOT/../shared/data}" 2>/dev/null)"
+SHARED="$(cd "$ROOT" && realpath "${SHARED_DATA:-../shared/data}" 2>/dev/null)"  # relative to the repo, as make passes it
 if [ ! -f "$SHARED/tinyshakespeare/input.txt" ]; then echo "test-finetune: SKIPPED: no Tiny Shakespeare in ${SHARED_DATA:-../shared/data}"; exit 0; fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_NUM_THREADS=2
 export DATA_DIR="$TMP/data" TOKENIZER_BIN="$TMP/gpt2_tokenizer.bin" GPT2_DIR="$SHARED/gpt2"
