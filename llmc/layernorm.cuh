@@ -24,6 +24,39 @@
 // ----------------------------------------------------------------------------
 // kernels
 
+// The rest of a LayerNorm row x once its sum is known (the row's warp; lane l the chunks l, l+32, ...): the squared deviations from the mean (a
+// second pass over the row: exact where E[x^2] - mean^2 would cancel), then out = (x - mean) *
+// rstd * weight + bias, and the row's mean and rstd (either may be NULL). last_read_streams: x is
+// not read again after this, so its final pass loads with the streaming hint.
+template <bool last_read_streams>
+static __device__ __forceinline__ void layernorm_row_finish(floatX *out, float *mean, float *rstd, const floatX *x,
+                                                            float sum, const floatX *weight, const floatX *bias,
+                                                            int row, int C, int lane) {
+    const float m = warp_reduce_sum(sum) / C;
+    float var = 0.0f;
+    for (int c = lane * 8; c < C; c += WARP_SIZE * 8) {
+        x128 v = load128(x + c);
+        for (int k = 0; k < 8; k++) {
+            float d = __bfloat162float(v[k]) - m;
+            var += d * d;
+        }
+    }
+    const float s = rsqrtf(warp_reduce_sum(var) / C + LN_EPS);
+    for (int c = lane * 8; c < C; c += WARP_SIZE * 8) {
+        x128 v = last_read_streams ? load128cs(x + c) : load128(x + c);
+        x128 w = load128(weight + c), b = load128(bias + c), y;
+        for (int k = 0; k < 8; k++) {
+            float n = (__bfloat162float(v[k]) - m) * s;
+            y[k] = __float2bfloat16(n * __bfloat162float(w[k]) + __bfloat162float(b[k]));
+        }
+        store128(out + c, y);
+    }
+    if (lane == 0) {
+        if (mean) { mean[row] = m; }
+        if (rstd) { rstd[row] = s; }
+    }
+}
+
 // one warp per row; lane l handles the 8-channel chunks l, l+32, ...; the row is read three
 // times (sum, squared deviations, output), the repeats mostly from L1
 static __global__ void __launch_bounds__(WARP_SIZE * LN_FWD_WARPS)
@@ -38,30 +71,7 @@ layernorm_forward_kernel(floatX *out, float *mean, float *rstd, const floatX *in
         x128 v = load128(x + c);
         for (int k = 0; k < 8; k++) { sum += __bfloat162float(v[k]); }
     }
-    const float m = warp_reduce_sum(sum) / C;
-    float var = 0.0f;
-    for (int c = lane * 8; c < C; c += WARP_SIZE * 8) {
-        x128 v = load128(x + c);
-        for (int k = 0; k < 8; k++) {
-            float d = __bfloat162float(v[k]) - m;
-            var += d * d;
-        }
-    }
-    const float s = rsqrtf(warp_reduce_sum(var) / C + LN_EPS);
-    floatX *o = out + (size_t)row * C;
-    for (int c = lane * 8; c < C; c += WARP_SIZE * 8) {
-        x128 v = load128cs(x + c);
-        x128 w = load128(weight + c), b = load128(bias + c), y;
-        for (int k = 0; k < 8; k++) {
-            float n = (__bfloat162float(v[k]) - m) * s;
-            y[k] = __float2bfloat16(n * __bfloat162float(w[k]) + __bfloat162float(b[k]));
-        }
-        store128(o + c, y);
-    }
-    if (lane == 0) {
-        if (mean) { mean[row] = m; }
-        if (rstd) { rstd[row] = s; }
-    }
+    layernorm_row_finish<true>(out + (size_t)row * C, mean, rstd, x, sum, weight, bias, row, C, lane);
 }
 
 // residual = inp1 + inp2 (rounded to bf16), then the LayerNorm of that rounded residual
@@ -82,29 +92,7 @@ fused_residual_forward_kernel(floatX *residual, floatX *normed, float *mean, flo
         }
         store128(r + c, y);
     }
-    const float m = warp_reduce_sum(sum) / C;
-    float var = 0.0f;
-    for (int c = lane * 8; c < C; c += WARP_SIZE * 8) {
-        x128 v = load128(r + c);
-        for (int k = 0; k < 8; k++) {
-            float d = __bfloat162float(v[k]) - m;
-            var += d * d;
-        }
-    }
-    const float s = rsqrtf(warp_reduce_sum(var) / C + LN_EPS);
-    for (int c = lane * 8; c < C; c += WARP_SIZE * 8) {
-        x128 v = load128(r + c);
-        x128 w = load128(weight + c), b = load128(bias + c), y;
-        for (int k = 0; k < 8; k++) {
-            float n = (__bfloat162float(v[k]) - m) * s;
-            y[k] = __float2bfloat16(n * __bfloat162float(w[k]) + __bfloat162float(b[k]));
-        }
-        store128(normed + off + c, y);
-    }
-    if (lane == 0) {
-        if (mean) { mean[row] = m; }
-        if (rstd) { rstd[row] = s; }
-    }
+    layernorm_row_finish<false>(normed + off, mean, rstd, r, sum, weight, bias, row, C, lane);
 }
 
 static __global__ void residual_forward_kernel(floatX *out, const floatX *inp1, const floatX *inp2, size_t N8) {

@@ -183,34 +183,29 @@ static inline void nccl_host_stage_wait(NcclContext *ctx, const char *what) {
     gpu_wait_event(ctx->done, what);
 }
 
-static void nccl_comm_allreduce_f64(Comm *c, double *buf, int n) {
+// a host array all-reduced through the device staging buffer, in chunks of its size
+static void nccl_host_allreduce(Comm *c, void *buf, int n, size_t elem, ncclDataType_t type, ncclRedOp_t op) {
     NcclContext *ctx = (NcclContext *)c->impl;
-    const size_t chunk = ctx->buf_bytes / sizeof(double);
+    const size_t chunk = ctx->buf_bytes / elem;
+    char *p = (char *)buf;
     for (size_t i = 0; i < (size_t)n; i += chunk) {
-        size_t m = (size_t)n - i < chunk ? (size_t)n - i : chunk;
-        memcpy(ctx->host_buf, buf + i, m * sizeof(double));
-        cudaCheck(cudaMemcpyAsync(ctx->dev_buf, ctx->host_buf, m * sizeof(double), cudaMemcpyHostToDevice, ctx->stream));
-        ncclCheck(ncclAllReduce(ctx->dev_buf, ctx->dev_buf, m, ncclFloat64, ncclSum, ctx->comm, ctx->stream));
+        const size_t m = (size_t)n - i < chunk ? (size_t)n - i : chunk;
+        memcpy(ctx->host_buf, p + i * elem, m * elem);
+        cudaCheck(cudaMemcpyAsync(ctx->dev_buf, ctx->host_buf, m * elem, cudaMemcpyHostToDevice, ctx->stream));
+        ncclCheck(ncclAllReduce(ctx->dev_buf, ctx->dev_buf, m, type, op, ctx->comm, ctx->stream));
         nccl_wait_issued(ctx, "a host all-reduce");
-        cudaCheck(cudaMemcpyAsync(ctx->host_buf, ctx->dev_buf, m * sizeof(double), cudaMemcpyDeviceToHost, ctx->stream));
+        cudaCheck(cudaMemcpyAsync(ctx->host_buf, ctx->dev_buf, m * elem, cudaMemcpyDeviceToHost, ctx->stream));
         nccl_host_stage_wait(ctx, "a host all-reduce");
-        memcpy(buf + i, ctx->host_buf, m * sizeof(double));
+        memcpy(p + i * elem, ctx->host_buf, m * elem);
     }
 }
 
+static void nccl_comm_allreduce_f64(Comm *c, double *buf, int n) {
+    nccl_host_allreduce(c, buf, n, sizeof(double), ncclFloat64, ncclSum);
+}
+
 static void nccl_comm_allreduce_max_i32(Comm *c, int *buf, int n) {
-    NcclContext *ctx = (NcclContext *)c->impl;
-    const size_t chunk = ctx->buf_bytes / sizeof(int);
-    for (size_t i = 0; i < (size_t)n; i += chunk) {
-        size_t m = (size_t)n - i < chunk ? (size_t)n - i : chunk;
-        memcpy(ctx->host_buf, buf + i, m * sizeof(int));
-        cudaCheck(cudaMemcpyAsync(ctx->dev_buf, ctx->host_buf, m * sizeof(int), cudaMemcpyHostToDevice, ctx->stream));
-        ncclCheck(ncclAllReduce(ctx->dev_buf, ctx->dev_buf, m, ncclInt32, ncclMax, ctx->comm, ctx->stream));
-        nccl_wait_issued(ctx, "a host all-reduce");
-        cudaCheck(cudaMemcpyAsync(ctx->host_buf, ctx->dev_buf, m * sizeof(int), cudaMemcpyDeviceToHost, ctx->stream));
-        nccl_host_stage_wait(ctx, "a host all-reduce");
-        memcpy(buf + i, ctx->host_buf, m * sizeof(int));
-    }
+    nccl_host_allreduce(c, buf, n, sizeof(int), ncclInt32, ncclMax);
 }
 
 static void nccl_comm_allgather_u64(Comm *c, uint64_t value, uint64_t *all) {
