@@ -25,8 +25,9 @@
 struct RefRng {
     uint64_t state;
     explicit RefRng(uint64_t seed) : state(seed) {}
-    uint64_t next() { return splitmix64(&state); }
-    float uniform(float lo, float hi) { return lo + (hi - lo) * (float)((next() >> 40) * (1.0 / 16777216.0)); }
+    float uniform(float lo, float hi) {
+        return lo + (hi - lo) * (float)((splitmix64(&state) >> 40) * (1.0 / 16777216.0));
+    }
 };
 
 // The test inputs: q and k uniform in [-2, 2) so that scaled scores have a standard deviation of
@@ -79,6 +80,21 @@ static inline void attention_forward_ref(float *out, float *lse, const uint16_t 
         }
     }
 }
+
+// A test case: the inputs, and the reference forward's out (fp32, and rounded to bf16 as a kernel
+// stores it: what the backward is fed) and lse.
+struct RefForward {
+    std::vector<uint16_t> qkv, dout, out_ref_bf16;
+    std::vector<float> out_ref, lse_ref;
+    RefForward(int B, int T, int C, int NH, uint64_t seed) {
+        attention_make_inputs(qkv, dout, B, T, C, seed);
+        out_ref.resize((size_t)B * T * C);
+        lse_ref.resize((size_t)B * NH * T);
+        attention_forward_ref(out_ref.data(), lse_ref.data(), qkv.data(), B, T, C, NH);
+        out_ref_bf16.resize(out_ref.size());
+        for (size_t i = 0; i < out_ref.size(); i++) { out_ref_bf16[i] = float_to_bf16(out_ref[i]); }
+    }
+};
 
 // dqkv (B, T, 3C) in fp32 from fp64 math, given out (bf16) and lse as the backward receives them.
 // noise (same shape), if not NULL: per element, the root sum of squares of the terms of its sum
