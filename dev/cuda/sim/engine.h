@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <setjmp.h>
 #include <ucontext.h>
 #include <unistd.h>
 #include <functional>
@@ -54,6 +55,8 @@ namespace sim {
 enum State { RUNNABLE, AT_BARRIER, AT_WARP, DONE };
 struct Fiber {
     ucontext_t ctx;
+    jmp_buf jmp;   // where it yielded (builds without AddressSanitizer)
+    bool started;
     int tid;
     State state;
     void *fake_stack;  // AddressSanitizer's state of this fiber while it is switched out
@@ -152,6 +155,7 @@ static const WarpOp OP_SHFL_XOR = {"__shfl_xor_sync", exec_shfl_xor};
 static const size_t STACK_BYTES = 256 * 1024;
 static std::vector<char *> stacks;
 static ucontext_t sched_ctx;
+static jmp_buf sched_jmp;
 static void *sched_fake_stack = NULL;
 static const void *sched_stack_bottom = NULL;
 static size_t sched_stack_size = 0;
@@ -175,14 +179,19 @@ static inline void set_thread_index(int tid) {
     threadIdx.z = tid / (blockDim.x * blockDim.y);
 }
 
+// Switching. A fiber starts through makecontext/swapcontext. Without AddressSanitizer, every later
+// switch is _setjmp/_longjmp: swapcontext also saves and restores the signal mask, a system call
+// that took half of the simulator's time. With AddressSanitizer every switch is swapcontext, each
+// announced to it.
+
 // fiber side: give control back to the scheduler
 static inline void yield(void) {
 #if SIM_ASAN
     __sanitizer_start_switch_fiber(&cur->fake_stack, sched_stack_bottom, sched_stack_size);
-#endif
     swapcontext(&cur->ctx, &sched_ctx);
-#if SIM_ASAN
     __sanitizer_finish_switch_fiber(cur->fake_stack, NULL, NULL);
+#else
+    if (_setjmp(cur->jmp) == 0) { _longjmp(sched_jmp, 1); }
 #endif
 }
 
@@ -194,8 +203,10 @@ static void fiber_entry(void) {
     cur->state = DONE;
 #if SIM_ASAN
     __sanitizer_start_switch_fiber(NULL, sched_stack_bottom, sched_stack_size);  // this stack is finished
-#endif
     // returning switches to uc_link, the scheduler
+#else
+    _longjmp(sched_jmp, 1);
+#endif
 }
 
 // scheduler side: run one fiber until it yields or finishes
@@ -204,10 +215,14 @@ static inline void resume(Fiber *f) {
     set_thread_index(f->tid);
 #if SIM_ASAN
     __sanitizer_start_switch_fiber(&sched_fake_stack, stacks[f->tid], STACK_BYTES);
-#endif
     swapcontext(&sched_ctx, &f->ctx);
-#if SIM_ASAN
     __sanitizer_finish_switch_fiber(sched_fake_stack, NULL, NULL);
+#else
+    if (_setjmp(sched_jmp) == 0) {
+        if (f->started) { _longjmp(f->jmp, 1); }
+        f->started = true;
+        swapcontext(&sched_ctx, &f->ctx);  // returns only by the _longjmp to sched_jmp
+    }
 #endif
     cur = NULL;
 }
@@ -295,6 +310,7 @@ static inline void run_block(void) {
         Fiber &f = fibers[t];
         f.tid = t;
         f.state = RUNNABLE;
+        f.started = false;
         f.fake_stack = NULL;
         getcontext(&f.ctx);
         f.ctx.uc_stack.ss_sp = stacks[t];

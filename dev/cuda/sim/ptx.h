@@ -181,11 +181,13 @@ static inline void shadow_read(uint32_t off, int bytes, int tid, bool collective
     for (uint32_t i = off / 4; i < (off + bytes + 3) / 4; i++) {
         Word &s = shadow[i];
         if (s.pending >= 0) {
-            error("%s reads shared byte %u while thread %d's cp.async to it is in flight", what, i * 4, s.pending);
+            error("%s (warp %d) reads shared byte %u while thread %d's cp.async to it is in flight", what, w, i * 4,
+                  s.pending);
         } else if (!s.written) {
-            error("%s reads shared byte %u, never written", what, i * 4);
+            error("%s (warp %d) reads shared byte %u, never written", what, w, i * 4);
         } else if (!after_write(s, tid, collective)) {
-            error("%s reads shared byte %u written by thread %d with no barrier between", what, i * 4, s.w_tid);
+            error("%s (warp %d) reads shared byte %u written by thread %d with no barrier between", what, w, i * 4,
+                  s.w_tid);
         }
         if (s.r_be[w] == block_epoch && s.r_we[w] == warp_epoch[w]) {
             if (s.r_lane[w] != lane) { s.r_lane[w] = -2; }
