@@ -18,7 +18,7 @@
  * - no ldmatrix bank conflicts (wavefronts per 8-row phase, counted per kernel);
  * - the simulator's own mma fragment tables are bijections.
  *
- * Build and run (no CUDA needed; about 15 s on the 2-core build machine):
+ * Build and run (no CUDA needed; ~10 s on the 2-core build machine, 2 s of it the run):
  *   make -C dev/cuda run-attention-sim     (root: make test-attention-sim)
  *   build/cuda_sim/attention_sim [T]       a single sequence length (quick experiments)
  */
