@@ -126,8 +126,9 @@ endif
 # The CPU host simulator of CUDA (dev/cuda/sim, built by dev/cuda/Makefile; g++, no CUDA needed):
 # the kernel workbenches with the kernels' own source and fibers for threads, in forward and random
 # schedules (~3 min with the build); the fused attention kernels with their PTX emulated and checked
-# (~10 s); and the whole CUDA trainer (train_gpt2.cu, test_gpt2.cu), compared by dev/test/test_cuda_sim.sh with
-# the CPU trainer, the PyTorch reference, itself (determinism, resume) and across MPI rank counts.
+# (~10 s); and the whole CUDA trainer (train_gpt2.cu, test_gpt2.cu), compared by
+# dev/test/test_cuda_sim.sh with the CPU trainer, the PyTorch reference, itself (determinism,
+# resume) and across MPI rank counts (~3 min).
 SIM_MPI = $(if $(MPICC),1,0)
 
 test-cuda-sim:
