@@ -1,7 +1,7 @@
 /*
  * Causal multi-head self-attention: a fused flash-style forward and backward on tensor cores
- * (mma.sync m16n8k16 bf16 -> fp32, ldmatrix, cp.async; sm_80 and sm_90), and an unfused path
- * with simple fp32 kernels that is kept only as the test oracle (dev/cuda/attention.cu).
+ * (mma.sync m16n8k16 bf16 -> fp32, ldmatrix, cp.async; sm_80 and sm_90). Their device primitives
+ * (the inline PTX) are in attention_ptx.cuh; the unfused test oracle in dev/cuda/attention_unfused.cuh.
  *
  * Shapes (B batch, T sequence, C channels, NH heads, HS = C / NH head size):
  *   qkv  (B, T, 3C) bf16   the QKV projection: token (b, t) has q = [0, C), k = [C, 2C), v = [2C, 3C),
@@ -71,17 +71,17 @@
  * default at HS 64, FlashAttention-2's choice for head size 64 (32 query rows per warp).
  *
  * Head sizes: the fused kernels are instantiated for HS = 64 (every GPT-2 size) and HS = 128; any
- * other head size stops with a message naming the supported ones. The unfused oracle takes any HS.
+ * other head size stops with a message naming the supported ones.
  *
  * Verified without a GPU (written without access to one): both architectures compile without
- * warnings and without spills; every kernel in this file runs unchanged on the CPU under
- * dev/cuda/attention_sim.cpp, which emulates mma.sync, ldmatrix, cp.async, shuffles and barriers per
- * the PTX ISA, checks shared-memory races, bounds and exactly-once output coverage, and compares
- * with an fp64 reference (ragged T from 1 to 200, HS 64 and 128, both forward tilings); a campaign
- * of injected index and synchronization bugs showed that it catches each one. Not verified: that
- * the hardware does what the PTX ISA says (the simulator's premise), the launchers (the simulator
- * uses the same grids and shared-memory sizes, not the launcher code), and speed. On a GPU,
- * dev/cuda/attention.cu checks all of it and times it.
+ * warnings and without spills; every kernel and launcher in this file runs unchanged on the CPU
+ * simulator of dev/cuda/sim, which replaces attention_ptx.cuh with versions that emulate mma.sync,
+ * ldmatrix and cp.async per the PTX ISA and check shared-memory races, bounds and exactly-once output
+ * coverage; dev/cuda/attention_sim.cpp compares the results with an fp64 reference (ragged T from 1
+ * to 200, HS 64 and 128, both forward tilings), and the whole trainer runs on it
+ * (make test-cuda-trainer-sim); a campaign of injected index and synchronization bugs showed that
+ * it catches each one. Not verified: that the hardware does what the PTX ISA says (the simulator's
+ * premise), and speed. On a GPU, dev/cuda/attention.cu checks all of it and times it.
  */
 #ifndef LLMC_ATTENTION_CUH
 #define LLMC_ATTENTION_CUH
@@ -90,9 +90,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifndef ATTENTION_HOST_SIM
 #include "cuda_common.cuh"
-#endif
+#include "attention_ptx.cuh"  // the device primitives (ldmatrix, mma, cp.async, ...)
 
 // ----------------------------------------------------------------------------
 // tile geometry of the fused kernels
@@ -116,100 +115,8 @@ static inline size_t attention_backward_dkv_smem_bytes(int HS) {
 }
 
 // ----------------------------------------------------------------------------
-// device primitives. Everything the fused kernels do to shared memory, to global memory or across
-// lanes goes through these, so that dev/cuda/attention_sim.cpp can supply checked CPU versions of
-// the same functions (ATTENTION_HOST_SIM) and run the kernels below unchanged.
-
-#ifndef ATTENTION_HOST_SIM
-#define ATTN_DEV __device__ __forceinline__
-
-extern __shared__ __align__(16) unsigned char attn_smem[];
-ATTN_DEV unsigned char *attn_dynamic_smem() { return attn_smem; }
-
-ATTN_DEV uint32_t attn_smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-// four 8x8 b16 matrices: lane L gives the address of row L % 8 of matrix L / 8 (16 contiguous
-// bytes); matrix i lands in r[i], lane L holding row L / 4, columns 2 (L % 4) and 2 (L % 4) + 1.
-ATTN_DEV void attn_ldsm_x4(uint32_t (&r)[4], const floatX *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(attn_smem_addr(p))
-                 : "memory");
-}
-// the same with each matrix transposed: lane L holds rows 2 (L % 4), 2 (L % 4) + 1 of column L / 4
-ATTN_DEV void attn_ldsm_x4_trans(uint32_t (&r)[4], const floatX *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(attn_smem_addr(p))
-                 : "memory");
-}
-// c (16x8 fp32) += a (16x16 bf16, row) * b (16x8 bf16, col); fragment layouts in the PTX ISA,
-// "Matrix Fragments for mma.m16n8k16 with floating point type" (g = lane / 4, t = lane % 4):
-//   a[0] = A[g][2t, 2t+1]  a[1] = A[g+8][2t, 2t+1]  a[2] = A[g][2t+8, 2t+9]  a[3] = A[g+8][2t+8, 2t+9]
-//   b0 = B[2t, 2t+1][g]    b1 = B[2t+8, 2t+9][g]
-//   c[0], c[1] = C[g][2t, 2t+1]                     c[2], c[3] = C[g+8][2t, 2t+1]
-ATTN_DEV void attn_mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                 "{%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-// 16 bytes global -> shared, asynchronous (source size 0 when !valid: 16 zero bytes, nothing read)
-ATTN_DEV void attn_cp_async16(floatX *dst, const floatX *src, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(attn_smem_addr(dst)),
-                 "l"(__cvta_generic_to_global(src)), "r"(valid ? 16 : 0)
-                 : "memory");
-}
-// 4 bytes, same rules
-ATTN_DEV void attn_cp_async4(float *dst, const float *src, bool valid) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(attn_smem_addr(dst)),
-                 "l"(__cvta_generic_to_global(src)), "r"(valid ? 4 : 0)
-                 : "memory");
-}
-// closes the group of this thread's cp.asyncs issued since the last commit
-ATTN_DEV void attn_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// every committed group of this thread has landed; other threads see the data only after a
-// following attn_block_sync
-ATTN_DEV void attn_cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-ATTN_DEV void attn_block_sync() { __syncthreads(); }
-ATTN_DEV void attn_warp_sync() { __syncwarp(); }
-ATTN_DEV float attn_shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
-// two floats -> bf16x2 (round to nearest even), lo in the low half (the lower column/row index)
-ATTN_DEV uint32_t attn_pack_bf16(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    uint32_t u;
-    memcpy(&u, &v, sizeof(u));
-    return u;
-}
-ATTN_DEV float attn_bits_to_float(uint32_t u) { return __uint_as_float(u); }
-// 2^x with the hardware approximation whatever the compile flags (2^-inf = +0)
-ATTN_DEV float attn_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-ATTN_DEV float attn_log(float x) { return __logf(x); }
-ATTN_DEV void attn_st_shared_u32(void *p, uint32_t v) {
-    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(attn_smem_addr(p)), "r"(v) : "memory");
-}
-ATTN_DEV int4 attn_ld_shared_128(const void *p) {
-    int4 v;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "r"(attn_smem_addr(p))
-                 : "memory");
-    return v;
-}
-ATTN_DEV float2 attn_ld_shared_f32x2(const float *p) {
-    float2 v;
-    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(attn_smem_addr(p)) : "memory");
-    return v;
-}
-ATTN_DEV void attn_st_global_128(floatX *p, int4 v) { *reinterpret_cast<int4 *>(p) = v; }
-ATTN_DEV int4 attn_ld_global_128(const floatX *p) { return *reinterpret_cast<const int4 *>(p); }
-ATTN_DEV float attn_ld_global_f32(const float *p) { return *p; }
-ATTN_DEV void attn_st_global_f32(float *p, float v) { *p = v; }
-#endif  // ATTENTION_HOST_SIM
+// bf16 pairs. Everything else the kernels do to memory or across lanes is a device primitive of
+// attention_ptx.cuh.
 
 // bf16 pair (a 32-bit word of two bf16) -> fp32, exact
 ATTN_DEV float attn_bf16_lo(uint32_t u) { return attn_bits_to_float(u << 16); }
@@ -754,129 +661,6 @@ static __global__ void __launch_bounds__(ATTN_THREADS)
 }
 
 // ----------------------------------------------------------------------------
-// unfused oracle kernels: fp32 scores and probabilities in a (B, NH, T, T) scratch, plain loops
-// (the simulator runs these too)
-
-// att[b, h, t, s] = scale * q_t . k_s for s <= t, -inf above the diagonal
-static __global__ void attention_scores_unfused_kernel(float *att, const floatX *qkv, int B, int T, int NH, int HS,
-                                                       float scale) {
-    const int C = NH * HS;
-    const size_t total = (size_t)B * NH * T * T;
-    for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
-         idx += (size_t)gridDim.x * blockDim.x) {
-        const int s = (int)(idx % T), t = (int)(idx / T % T), bh = (int)(idx / T / T), b = bh / NH, h = bh % NH;
-        float val = -INFINITY;
-        if (s <= t) {
-            const floatX *q = qkv + ((size_t)b * T + t) * 3 * C + h * HS;
-            const floatX *k = qkv + ((size_t)b * T + s) * 3 * C + C + h * HS;
-            float acc = 0.0f;
-            for (int d = 0; d < HS; d++) { acc += __bfloat162float(q[d]) * __bfloat162float(k[d]); }
-            val = acc * scale;
-        }
-        att[idx] = val;
-    }
-}
-
-// one warp per row (b, h, t): att row -> probabilities (0 above the diagonal), lse = max + log(sum)
-static __global__ void attention_softmax_unfused_kernel(float *att, float *lse, int rows, int T) {
-    const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
-    if (row >= rows) { return; }  // the whole warp leaves together
-    const int t = row % T;
-    float *x = att + (size_t)row * T;
-    float mx = -INFINITY;
-    for (int s = lane; s <= t; s += WARP_SIZE) { mx = fmaxf(mx, x[s]); }
-    mx = warp_reduce_max(mx);
-    float sum = 0.0f;
-    for (int s = lane; s <= t; s += WARP_SIZE) { sum += expf(x[s] - mx); }
-    sum = warp_reduce_sum(sum);
-    for (int s = lane; s < T; s += WARP_SIZE) { x[s] = s <= t ? expf(x[s] - mx) / sum : 0.0f; }
-    if (lane == 0) { lse[row] = mx + logf(sum); }
-}
-
-// out[b, t, h, d] = sum_{s <= t} P[b, h, t, s] v[b, s, h, d]; one thread per output element
-static __global__ void attention_values_unfused_kernel(floatX *out, const float *att, const floatX *qkv, int B, int T,
-                                                       int NH, int HS) {
-    const int C = NH * HS;
-    const size_t total = (size_t)B * T * C;
-    for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
-         idx += (size_t)gridDim.x * blockDim.x) {
-        const int c = (int)(idx % C), t = (int)(idx / C % T), b = (int)(idx / C / T), h = c / HS, d = c % HS;
-        const float *p = att + (((size_t)b * NH + h) * T + t) * T;
-        float acc = 0.0f;
-        for (int s = 0; s <= t; s++) {
-            acc += p[s] * __bfloat162float(qkv[((size_t)b * T + s) * 3 * C + 2 * C + h * HS + d]);
-        }
-        out[idx] = __float2bfloat16(acc);
-    }
-}
-
-// P[b, h, t, s] = exp(scale q_t . k_s - lse_t) and dS = P (dO_t . v_s - dO_t . O_t), zero above the diagonal
-static __global__ void attention_backward_scores_unfused_kernel(float *P, float *dS, const floatX *qkv,
-                                                                const floatX *out, const floatX *dout, const float *lse,
-                                                                int B, int T, int NH, int HS, float scale) {
-    const int C = NH * HS;
-    const size_t total = (size_t)B * NH * T * T;
-    for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
-         idx += (size_t)gridDim.x * blockDim.x) {
-        const int s = (int)(idx % T), t = (int)(idx / T % T), bh = (int)(idx / T / T), b = bh / NH, h = bh % NH;
-        float p = 0.0f, ds = 0.0f;
-        if (s <= t) {
-            const floatX *q = qkv + ((size_t)b * T + t) * 3 * C + h * HS;
-            const floatX *k = qkv + ((size_t)b * T + s) * 3 * C + C + h * HS;
-            const floatX *v = k + C;
-            const floatX *o = out + ((size_t)b * T + t) * C + h * HS;
-            const floatX *dO = dout + ((size_t)b * T + t) * C + h * HS;
-            float qk = 0.0f, dp = 0.0f, Dt = 0.0f;
-            for (int d = 0; d < HS; d++) {
-                qk += __bfloat162float(q[d]) * __bfloat162float(k[d]);
-                dp += __bfloat162float(dO[d]) * __bfloat162float(v[d]);
-                Dt += __bfloat162float(dO[d]) * __bfloat162float(o[d]);
-            }
-            p = expf(scale * qk - lse[(size_t)bh * T + t]);
-            ds = p * (dp - Dt);
-        }
-        P[idx] = p;
-        dS[idx] = ds;
-    }
-}
-
-// dq[b, t, h, d] = scale * sum_{s <= t} dS[b, h, t, s] k[b, s, h, d]
-static __global__ void attention_backward_dq_unfused_kernel(floatX *dqkv, const float *dS, const floatX *qkv, int B,
-                                                            int T, int NH, int HS, float scale) {
-    const int C = NH * HS;
-    const size_t total = (size_t)B * T * C;
-    for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
-         idx += (size_t)gridDim.x * blockDim.x) {
-        const int c = (int)(idx % C), t = (int)(idx / C % T), b = (int)(idx / C / T), h = c / HS;
-        const float *ds = dS + (((size_t)b * NH + h) * T + t) * T;
-        float acc = 0.0f;
-        for (int s = 0; s <= t; s++) { acc += ds[s] * __bfloat162float(qkv[((size_t)b * T + s) * 3 * C + C + c]); }
-        dqkv[((size_t)b * T + t) * 3 * C + c] = __float2bfloat16(scale * acc);
-    }
-}
-
-// dk[b, s, h, d] = scale * sum_{t >= s} dS[b, h, t, s] q[b, t, h, d];  dv = sum_{t >= s} P[b, h, t, s] dO[b, t, h, d]
-static __global__ void attention_backward_dkv_unfused_kernel(floatX *dqkv, const float *P, const float *dS,
-                                                             const floatX *qkv, const floatX *dout, int B, int T,
-                                                             int NH, int HS, float scale) {
-    const int C = NH * HS;
-    const size_t total = (size_t)B * T * C;
-    for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
-         idx += (size_t)gridDim.x * blockDim.x) {
-        const int c = (int)(idx % C), s = (int)(idx / C % T), b = (int)(idx / C / T), h = c / HS;
-        const size_t col = ((size_t)b * NH + h) * T * T + s;  // P[b, h, t, s] = P[col + t * T]
-        float dk = 0.0f, dv = 0.0f;
-        for (int t = s; t < T; t++) {
-            dk += dS[col + (size_t)t * T] * __bfloat162float(qkv[((size_t)b * T + t) * 3 * C + c]);
-            dv += P[col + (size_t)t * T] * __bfloat162float(dout[((size_t)b * T + t) * C + c]);
-        }
-        dqkv[((size_t)b * T + s) * 3 * C + C + c] = __float2bfloat16(scale * dk);
-        dqkv[((size_t)b * T + s) * 3 * C + 2 * C + c] = __float2bfloat16(dv);
-    }
-}
-
-#ifndef ATTENTION_HOST_SIM
-// ----------------------------------------------------------------------------
 // launchers
 
 static inline void attention_check_shapes(const char *who, int B, int T, int C, int NH) {
@@ -993,60 +777,5 @@ static inline void attention_backward(floatX *dqkv, const floatX *dout, const fl
         attention_backward_launch<128>(dqkv, dout, qkv, out, lse, scratch, B, T, NH, stream);
     }
 }
-
-// blocks of 256 threads for the unfused kernels' grid-stride loops over n items (capped: B NH T T
-// exceeds 2^31 at the larger sizes)
-static inline unsigned int attention_unfused_grid(size_t n) {
-    const unsigned int blocks = grid_for(n, 256);
-    return blocks < (1u << 20) ? blocks : (1u << 20);
-}
-
-// the unfused forward's scratch: the (B, NH, T, T) fp32 probabilities
-static inline size_t attention_forward_unfused_scratch_bytes(int B, int T, int C, int NH) {
-    (void)C;
-    return (size_t)B * NH * T * T * sizeof(float);
-}
-// the unfused backward's scratch: P and dS, each (B, NH, T, T) fp32
-static inline size_t attention_backward_unfused_scratch_bytes(int B, int T, int C, int NH) {
-    return 2 * attention_forward_unfused_scratch_bytes(B, T, C, NH);
-}
-
-// The oracle forward: same outputs and conventions as attention_forward, any head size.
-static inline void attention_forward_unfused(floatX *out, float *lse, const floatX *qkv, float *scratch, int B, int T,
-                                             int C, int NH, cudaStream_t stream) {
-    attention_check_shapes("attention_forward_unfused", B, T, C, NH);
-    cudaRequire(scratch != NULL, "needs attention_forward_unfused_scratch_bytes() of scratch");
-    const int HS = C / NH;
-    const float scale = 1.0f / sqrtf((float)HS);
-    attention_scores_unfused_kernel<<<attention_unfused_grid((size_t)B * NH * T * T), 256, 0, stream>>>(
-        scratch, qkv, B, T, NH, HS, scale);
-    cudaCheckLaunch();
-    attention_softmax_unfused_kernel<<<CEIL_DIV(B * NH * T, 8), 256, 0, stream>>>(scratch, lse, B * NH * T, T);
-    cudaCheckLaunch();
-    attention_values_unfused_kernel<<<grid_for((size_t)B * T * C, 256), 256, 0, stream>>>(out, scratch, qkv, B, T, NH,
-                                                                                          HS);
-    cudaCheckLaunch();
-}
-
-// The oracle backward: same inputs, outputs and conventions as attention_backward, any head size.
-static inline void attention_backward_unfused(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out,
-                                              const float *lse, float *scratch, int B, int T, int C, int NH,
-                                              cudaStream_t stream) {
-    attention_check_shapes("attention_backward_unfused", B, T, C, NH);
-    cudaRequire(scratch != NULL, "needs attention_backward_unfused_scratch_bytes() of scratch");
-    const int HS = C / NH;
-    const float scale = 1.0f / sqrtf((float)HS);
-    float *P = scratch, *dS = scratch + (size_t)B * NH * T * T;
-    attention_backward_scores_unfused_kernel<<<attention_unfused_grid((size_t)B * NH * T * T), 256, 0, stream>>>(
-        P, dS, qkv, out, dout, lse, B, T, NH, HS, scale);
-    cudaCheckLaunch();
-    attention_backward_dq_unfused_kernel<<<grid_for((size_t)B * T * C, 256), 256, 0, stream>>>(dqkv, dS, qkv, B, T, NH,
-                                                                                               HS, scale);
-    cudaCheckLaunch();
-    attention_backward_dkv_unfused_kernel<<<grid_for((size_t)B * T * C, 256), 256, 0, stream>>>(dqkv, P, dS, qkv, dout,
-                                                                                                B, T, NH, HS, scale);
-    cudaCheckLaunch();
-}
-#endif  // ATTENTION_HOST_SIM
 
 #endif  // LLMC_ATTENTION_CUH

@@ -219,12 +219,12 @@ int main(void) {
         cudaCheck(cudaMemcpy(d_f, master0, n * sizeof(float), cudaMemcpyHostToDevice));
         cast_fp32_to_bf16(d_bf, d_f, n, 0);
         uint16_t *got = (uint16_t *)download_bytes(d_bf, n * sizeof(uint16_t)), *ref = (uint16_t *)mallocCheck(n * sizeof(uint16_t));
-        for (size_t i = 0; i < n; i++) { ref[i] = float_to_bf16_bits(master0[i]); }
+        for (size_t i = 0; i < n; i++) { ref[i] = float_to_bf16(master0[i]); }
         check_bitwise("cast_fp32_to_bf16 == host round-to-nearest-even", got, ref, n * sizeof(uint16_t));
         cast_bf16_to_fp32(d_f, d_bf, n, 0);
         float *back = (float *)mallocCheck(n * sizeof(float)), *expect = (float *)mallocCheck(n * sizeof(float));
         download_f32(back, d_f, n);
-        for (size_t i = 0; i < n; i++) { expect[i] = bf16_bits_to_float(ref[i]); }
+        for (size_t i = 0; i < n; i++) { expect[i] = bf16_to_float(ref[i]); }
         check_bitwise("cast_bf16_to_fp32 exact", back, expect, n * sizeof(float));
         cudaCheck(cudaFree(d_bf)); cudaCheck(cudaFree(d_f));
         free(got); free(ref); free(back); free(expect);

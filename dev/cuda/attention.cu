@@ -40,6 +40,7 @@
 
 #include "llmc/attention.cuh"
 #include "attention_ref.h"
+#include "attention_unfused.cuh"
 #ifdef USE_CUDNN
 #include "llmc/cudnn_att.h"
 #endif
@@ -85,24 +86,17 @@ struct Impl {
 };
 
 // one test shape: inputs, fp64 references and device buffers
-struct Case {
+struct Case : RefForward {
     int B, T, NH, HS, C;
     size_t n_qkv, n_out, n_lse;
-    std::vector<uint16_t> qkv, dout, out_ref_bf16;
-    std::vector<float> out_ref, lse_ref, dqkv_ref, noise;
+    std::vector<float> dqkv_ref, noise;
     DevBuf d_qkv, d_dout, d_out, d_out2, d_lse, d_lse2, d_dqkv, d_dqkv2, d_ref_out, d_ref_lse;
     Case(int B_, int T_, int NH_, int HS_, uint64_t seed)
-        : B(B_), T(T_), NH(NH_), HS(HS_), C(NH_ * HS_), n_qkv((size_t)B_ * T_ * 3 * C), n_out((size_t)B_ * T_ * C),
-          n_lse((size_t)B_ * NH_ * T_), d_qkv(n_qkv * 2), d_dout(n_out * 2), d_out(n_out * 2), d_out2(n_out * 2),
-          d_lse(n_lse * 4), d_lse2(n_lse * 4), d_dqkv(n_qkv * 2), d_dqkv2(n_qkv * 2), d_ref_out(n_out * 2),
-          d_ref_lse(n_lse * 4) {
-        attention_make_inputs(qkv, dout, B, T, C, seed);
-        // reference forward; the backward reference takes its out rounded to bf16, as the GPU stores it
-        out_ref.resize(n_out);
-        lse_ref.resize(n_lse);
-        attention_forward_ref(out_ref.data(), lse_ref.data(), qkv.data(), B, T, C, NH);
-        out_ref_bf16.resize(n_out);
-        for (size_t i = 0; i < n_out; i++) { out_ref_bf16[i] = float_to_bf16(out_ref[i]); }
+        : RefForward(B_, T_, NH_ * HS_, NH_, seed), B(B_), T(T_), NH(NH_), HS(HS_), C(NH_ * HS_),
+          n_qkv((size_t)B_ * T_ * 3 * C), n_out((size_t)B_ * T_ * C), n_lse((size_t)B_ * NH_ * T_), d_qkv(n_qkv * 2),
+          d_dout(n_out * 2), d_out(n_out * 2), d_out2(n_out * 2), d_lse(n_lse * 4), d_lse2(n_lse * 4),
+          d_dqkv(n_qkv * 2), d_dqkv2(n_qkv * 2), d_ref_out(n_out * 2), d_ref_lse(n_lse * 4) {
+        // the backward reference takes the reference forward's out rounded to bf16, as the GPU stores it
         dqkv_ref.resize(n_qkv);
         noise.resize(n_qkv);
         attention_backward_ref(dqkv_ref.data(), noise.data(), dout.data(), qkv.data(), out_ref_bf16.data(),

@@ -1,7 +1,7 @@
 /*
  * CPU reference for causal attention and the checks shared by the attention workbench
  * (attention.cu, on a GPU) and the attention simulator (attention_sim.cpp, on the CPU).
- * Host C++ only; bf16 values are handled as their uint16_t bit patterns.
+ * Host C++ only; bf16 values are handled as their uint16_t bit patterns (llmc/model_io.h converts).
  *
  * Layout as in llmc/attention.cuh: qkv (B, T, 3C), out (B, T, C), lse (B, NH, T), dqkv (B, T, 3C).
  * The reference is exact math on the given bf16 inputs in fp64: the forward from qkv; the backward
@@ -19,33 +19,15 @@
 #include <algorithm>
 #include <vector>
 
-static inline float bf16_to_float(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
-}
+#include "llmc/model_io.h"  // bf16_to_float, float_to_bf16 (round to nearest even); splitmix64
 
-// round to nearest even, as __float2bfloat16_rn
-static inline uint16_t float_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof(u));
-    if ((u & 0x7fffffffu) > 0x7f800000u) { return (uint16_t)((u >> 16) | 0x40); }  // NaN stays NaN
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-// deterministic uniform floats in [lo, hi) (splitmix64), so every run and every machine gets the same inputs
+// deterministic uniform floats in [lo, hi), so every run and every machine gets the same inputs
 struct RefRng {
     uint64_t state;
     explicit RefRng(uint64_t seed) : state(seed) {}
-    uint64_t next() {
-        uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
+    float uniform(float lo, float hi) {
+        return lo + (hi - lo) * (float)((splitmix64(&state) >> 40) * (1.0 / 16777216.0));
     }
-    float uniform(float lo, float hi) { return lo + (hi - lo) * (float)((next() >> 40) * (1.0 / 16777216.0)); }
 };
 
 // The test inputs: q and k uniform in [-2, 2) so that scaled scores have a standard deviation of
@@ -98,6 +80,21 @@ static inline void attention_forward_ref(float *out, float *lse, const uint16_t 
         }
     }
 }
+
+// A test case: the inputs, and the reference forward's out (fp32, and rounded to bf16 as a kernel
+// stores it: what the backward is fed) and lse.
+struct RefForward {
+    std::vector<uint16_t> qkv, dout, out_ref_bf16;
+    std::vector<float> out_ref, lse_ref;
+    RefForward(int B, int T, int C, int NH, uint64_t seed) {
+        attention_make_inputs(qkv, dout, B, T, C, seed);
+        out_ref.resize((size_t)B * T * C);
+        lse_ref.resize((size_t)B * NH * T);
+        attention_forward_ref(out_ref.data(), lse_ref.data(), qkv.data(), B, T, C, NH);
+        out_ref_bf16.resize(out_ref.size());
+        for (size_t i = 0; i < out_ref.size(); i++) { out_ref_bf16[i] = float_to_bf16(out_ref[i]); }
+    }
+};
 
 // dqkv (B, T, 3C) in fp32 from fp64 math, given out (bf16) and lse as the backward receives them.
 // noise (same shape), if not NULL: per element, the root sum of squares of the terms of its sum

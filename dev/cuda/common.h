@@ -1,8 +1,8 @@
 /*
- * Helpers shared by the kernel workbenches in dev/cuda: host bf16 conversion (round to nearest
- * even, as the GPU's __float2bfloat16), seeded random data, host <-> device copies, checks
- * against a CPU reference with a stated tolerance (printing the first mismatches), bitwise
- * comparisons for determinism, and timing with CUDA events with bandwidth / FLOP arithmetic.
+ * Helpers shared by the kernel workbenches in dev/cuda: host bf16 rounding, seeded random data,
+ * host <-> device copies, checks against a CPU reference with a stated tolerance (printing the first
+ * mismatches), bitwise comparisons for determinism, and timing with CUDA events with bandwidth /
+ * FLOP arithmetic.
  *
  * Every check adds to wb_failures; a workbench ends with `return workbench_finish(...)`, which
  * exits non-zero if anything failed.
@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "llmc/cuda_common.cuh"
+#include "llmc/model_io.h"
 
 static int wb_failures = 0;
 
@@ -28,43 +29,23 @@ static int wb_failures = 0;
 #endif
 
 // ----------------------------------------------------------------------------
-// bf16 on the host
+// bf16 on the host: llmc/model_io.h's bf16_to_float and float_to_bf16 (round to nearest even, NaN
+// kept a quiet NaN: the same as the device's __float2bfloat16)
 
-static inline float bf16_bits_to_float(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
-}
-
-// round to nearest even, NaN kept a (quiet) NaN: the same as the device's __float2bfloat16
-static inline uint16_t float_to_bf16_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof(u));
-    if ((u & 0x7fffffffu) > 0x7f800000u) { return (uint16_t)((u >> 16) | 0x40); }
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static inline float round_bf16(float f) { return bf16_bits_to_float(float_to_bf16_bits(f)); }
+static inline float round_bf16(float f) { return bf16_to_float(float_to_bf16(f)); }
 
 static inline void round_bf16_inplace(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) { x[i] = round_bf16(x[i]); }
 }
 
 // ----------------------------------------------------------------------------
-// seeded random numbers (splitmix64): the same data on every run and machine
+// seeded random numbers (llmc/utils.h's splitmix64): the same data on every run and machine
 
 typedef struct {
     uint64_t state;
 } Rng;
 
-static inline uint64_t rng_next(Rng *r) {
-    uint64_t z = (r->state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+static inline uint64_t rng_next(Rng *r) { return splitmix64(&r->state); }
 static inline float rng_uniform(Rng *r) { return (float)(rng_next(r) >> 40) * (1.0f / 16777216.0f); }  // [0, 1)
 static inline float rng_range(Rng *r, float lo, float hi) { return lo + (hi - lo) * rng_uniform(r); }
 static inline int rng_int(Rng *r, int n) { return (int)(rng_next(r) % (uint64_t)n); }
@@ -87,7 +68,7 @@ static inline float *host_uniform_bf16(size_t n, float lo, float hi, uint64_t se
 
 static inline floatX *device_bf16_from(const float *h, size_t n) {
     uint16_t *bits = (uint16_t *)mallocCheck(n * sizeof(uint16_t));
-    for (size_t i = 0; i < n; i++) { bits[i] = float_to_bf16_bits(h[i]); }
+    for (size_t i = 0; i < n; i++) { bits[i] = float_to_bf16(h[i]); }
     floatX *d;
     cudaCheck(cudaMalloc((void **)&d, n * sizeof(floatX) + 16));  // +16: room for deliberately misaligned views
     cudaCheck(cudaMemcpy(d, bits, n * sizeof(uint16_t), cudaMemcpyHostToDevice));
@@ -97,7 +78,7 @@ static inline floatX *device_bf16_from(const float *h, size_t n) {
 
 static inline void upload_bf16(floatX *d, const float *h, size_t n) {
     uint16_t *bits = (uint16_t *)mallocCheck(n * sizeof(uint16_t));
-    for (size_t i = 0; i < n; i++) { bits[i] = float_to_bf16_bits(h[i]); }
+    for (size_t i = 0; i < n; i++) { bits[i] = float_to_bf16(h[i]); }
     cudaCheck(cudaMemcpy(d, bits, n * sizeof(uint16_t), cudaMemcpyHostToDevice));
     free(bits);
 }
@@ -105,7 +86,7 @@ static inline void upload_bf16(floatX *d, const float *h, size_t n) {
 static inline void download_bf16(float *h, const floatX *d, size_t n) {
     uint16_t *bits = (uint16_t *)mallocCheck(n * sizeof(uint16_t));
     cudaCheck(cudaMemcpy(bits, d, n * sizeof(uint16_t), cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < n; i++) { h[i] = bf16_bits_to_float(bits[i]); }
+    for (size_t i = 0; i < n; i++) { h[i] = bf16_to_float(bits[i]); }
     free(bits);
 }
 

@@ -48,7 +48,7 @@ static void run_case(const char *name, int B, int T, int V, int Vp, int sampled,
     float *losses_only = (float *)mallocCheck(N * sizeof(float));
     download_f32(losses_only, d_losses, N);
     uint16_t *bits = (uint16_t *)mallocCheck(total * sizeof(uint16_t)), *bits0 = (uint16_t *)mallocCheck(total * sizeof(uint16_t));
-    for (size_t i = 0; i < total; i++) { bits0[i] = float_to_bf16_bits(logits[i]); }
+    for (size_t i = 0; i < total; i++) { bits0[i] = float_to_bf16(logits[i]); }
     cudaCheck(cudaMemcpy(bits, d_logits, total * sizeof(uint16_t), cudaMemcpyDeviceToHost));
     check_bitwise("loss-only mode leaves logits unchanged", bits, bits0, total * sizeof(uint16_t));
 
@@ -83,7 +83,7 @@ static void run_case(const char *name, int B, int T, int V, int Vp, int sampled,
         for (int c = 0; c < V; c++) {
             const double p = exp(x[c] - m) / s;
             rd[(size_t)i * V + c] = (float)((p - (c == targets[r] ? 1.0 : 0.0)) * dloss);
-            gd[(size_t)i * V + c] = bf16_bits_to_float(bits[(size_t)r * Vp + c]);
+            gd[(size_t)i * V + c] = bf16_to_float(bits[(size_t)r * Vp + c]);
         }
     }
     check_close("losses (checked rows)", gl, rl, R, 2e-4, 1e-5);

@@ -40,6 +40,40 @@ static float *to_float(const double *x, size_t n) {
     return y;
 }
 
+// a downloaded output against its double reference
+static void check_vs_ref(const char *what, const float *got, const double *ref, size_t n, double atol, double rtol) {
+    float *f = to_float(ref, n);
+    check_close(what, got, f, n, atol, rtol);
+    free(f);
+}
+
+// a forward's out (named out_name in the messages), mean and rstd on the device against
+// cpu_layernorm of `in` (N rows of C); the reference statistics go to mean_ref and rstd_ref if given
+static void check_forward(const char *who, const char *out_name, const floatX *d_out, const float *d_mean,
+                          const float *d_rstd, const float *in, const float *w, const float *b, int N, int C,
+                          float *mean_ref, float *rstd_ref) {
+    const size_t NC = (size_t)N * C;
+    double *ref = (double *)mallocCheck(NC * sizeof(double)), *rmean = (double *)mallocCheck(N * sizeof(double)),
+           *rrstd = (double *)mallocCheck(N * sizeof(double));
+    float *got = (float *)mallocCheck(NC * sizeof(float));
+    char what[96];
+    cpu_layernorm(ref, rmean, rrstd, in, w, b, N, C);
+    download_bf16(got, d_out, NC);
+    snprintf(what, sizeof(what), "%s %s", who, out_name);
+    check_vs_ref(what, got, ref, NC, 2e-3, 1e-2);
+    download_f32(got, d_mean, N);
+    snprintf(what, sizeof(what), "%s mean", who);
+    check_vs_ref(what, got, rmean, N, 1e-5, 1e-5);
+    download_f32(got, d_rstd, N);
+    snprintf(what, sizeof(what), "%s rstd", who);
+    check_vs_ref(what, got, rrstd, N, 0.0, 1e-4);
+    for (int r = 0; mean_ref && r < N; r++) {
+        mean_ref[r] = (float)rmean[r];
+        rstd_ref[r] = (float)rrstd[r];
+    }
+    free(ref); free(rmean); free(rrstd); free(got);
+}
+
 static void run_case(const char *name, int B, int T, int C, int timing) {
     const int N = B * T;
     const size_t NC = (size_t)N * C;
@@ -66,21 +100,12 @@ static void run_case(const char *name, int B, int T, int C, int timing) {
     floatX *d_dinp = device_bf16_from(dinp0, NC), *d_dw = device_bf16_from(dw0, C), *d_db = device_bf16_from(db0, C);
     float *d_scratch = (float *)device_alloc(layernorm_backward_scratch_bytes(B, T, C));
 
-    double *ref = (double *)mallocCheck(NC * sizeof(double)), *rmean = (double *)mallocCheck(N * sizeof(double)),
-           *rrstd = (double *)mallocCheck(N * sizeof(double));
-    float *got = (float *)mallocCheck(NC * sizeof(float)), *gotn = (float *)mallocCheck(N * sizeof(float));
+    float *got = (float *)mallocCheck(NC * sizeof(float));
+    float *mean_f = (float *)mallocCheck(N * sizeof(float)), *rstd_f = (float *)mallocCheck(N * sizeof(float));
 
-    // 1. forward
+    // 1. forward (the backward below takes these reference statistics)
     layernorm_forward(d_out, d_mean, d_rstd, d_x, d_w, d_b, B, T, C, 0);
-    cpu_layernorm(ref, rmean, rrstd, x, w, b, N, C);
-    float *f;
-    download_bf16(got, d_out, NC);
-    f = to_float(ref, NC); check_close("layernorm_forward out", got, f, NC, 2e-3, 1e-2); free(f);
-    download_f32(gotn, d_mean, N);
-    f = to_float(rmean, N); check_close("layernorm_forward mean", gotn, f, N, 1e-5, 1e-5); free(f);
-    download_f32(gotn, d_rstd, N);
-    f = to_float(rrstd, N); check_close("layernorm_forward rstd", gotn, f, N, 0.0, 1e-4); free(f);
-    float *mean_f = to_float(rmean, N), *rstd_f = to_float(rrstd, N);
+    check_forward("layernorm_forward", "out", d_out, d_mean, d_rstd, x, w, b, N, C, mean_f, rstd_f);
 
     // 2. fused residual + layernorm: residual = x2 + x
     fused_residual_forward(d_res, d_out, d_mean, d_rstd, d_x2, d_x, d_w, d_b, N, C, 0);
@@ -88,13 +113,7 @@ static void run_case(const char *name, int B, int T, int C, int timing) {
     for (size_t i = 0; i < NC; i++) { res[i] = round_bf16(x2[i] + x[i]); }
     download_bf16(got, d_res, NC);
     check_close("fused_residual_forward residual (exact)", got, res, NC, 0.0, 0.0);
-    cpu_layernorm(ref, rmean, rrstd, res, w, b, N, C);
-    download_bf16(got, d_out, NC);
-    f = to_float(ref, NC); check_close("fused_residual_forward normed", got, f, NC, 2e-3, 1e-2); free(f);
-    download_f32(gotn, d_mean, N);
-    f = to_float(rmean, N); check_close("fused_residual_forward mean", gotn, f, N, 1e-5, 1e-5); free(f);
-    download_f32(gotn, d_rstd, N);
-    f = to_float(rrstd, N); check_close("fused_residual_forward rstd", gotn, f, N, 0.0, 1e-4); free(f);
+    check_forward("fused_residual_forward", "normed", d_out, d_mean, d_rstd, res, w, b, N, C, NULL, NULL);
 
     // 3. plain residual add
     residual_forward(d_out, d_x2, d_x, NC, 0);
@@ -167,8 +186,7 @@ static void run_case(const char *name, int B, int T, int C, int timing) {
     cudaCheck(cudaFree(d_dout)); cudaCheck(cudaFree(d_out)); cudaCheck(cudaFree(d_res)); cudaCheck(cudaFree(d_mean));
     cudaCheck(cudaFree(d_rstd)); cudaCheck(cudaFree(d_dinp)); cudaCheck(cudaFree(d_dw)); cudaCheck(cudaFree(d_db));
     cudaCheck(cudaFree(d_scratch));
-    free(x); free(x2); free(w); free(b); free(dout); free(dinp0); free(dw0); free(db0); free(ref); free(rmean);
-    free(rrstd); free(got); free(gotn); free(mean_f); free(rstd_f); free(res); free(rdw); free(rdb); free(rdinp);
+    free(x); free(x2); free(w); free(b); free(dout); free(dinp0); free(dw0); free(db0); free(got); free(mean_f); free(rstd_f); free(res); free(rdw); free(rdb); free(rdinp);
     free(rdw_f); free(rdb_f); free(gw); free(gb); free(again); free(againw); free(againb);
 }
 

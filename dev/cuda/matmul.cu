@@ -45,6 +45,17 @@ typedef struct {
     int offset;     // elements: every bf16 device pointer is offset by this much from its allocation
 } Layer;
 
+// acc[c] = sum_k a[k * a_stride] M[k][c] in double over K rows of C, and S[c] = sum_k |a[k * a_stride] M[k][c]|
+// (the scale of the fp32 summation error): one row of a matmul backward's reference
+static void ref_vec_mat(double *acc, double *S, const float *a, size_t a_stride, const float *M, int K, int C) {
+    for (int c = 0; c < C; c++) { acc[c] = 0.0; S[c] = 0.0; }
+    for (int k = 0; k < K; k++) {
+        const double d = a[(size_t)k * a_stride];
+        const float *mr = M + (size_t)k * C;
+        for (int c = 0; c < C; c++) { acc[c] += d * mr[c]; S[c] += fabs(d * mr[c]); }
+    }
+}
+
 // a device copy of h at `offset` elements into a fresh allocation (16-byte but not 256-byte
 // aligned views for offset 8, like per-layer slices of a parameter buffer); free with view_free
 static floatX *view_from(const float *h, size_t n, int offset) {
@@ -142,12 +153,7 @@ static void run_layer(const Layer *L) {
         double *acc = (double *)mallocCheck(C * sizeof(double)), *S = (double *)mallocCheck(C * sizeof(double));
         for (int i = 0; i < R; i++) {
             const int r = ROW(i);
-            for (int c = 0; c < C; c++) { acc[c] = 0.0; S[c] = 0.0; }
-            for (int o = 0; o < OC; o++) {
-                const double d = dout[(size_t)r * OC + o];
-                const float *wr = w + (size_t)o * C;
-                for (int c = 0; c < C; c++) { acc[c] += d * wr[c]; S[c] += fabs(d * wr[c]); }
-            }
+            ref_vec_mat(acc, S, dout + (size_t)r * OC, 1, w, OC, C);
             for (int c = 0; c < C; c++) {
                 const size_t j = (size_t)i * C + c;
                 g[j] = gdinp[(size_t)r * C + c];
@@ -173,12 +179,7 @@ static void run_layer(const Layer *L) {
         double *acc = (double *)mallocCheck(C * sizeof(double)), *S = (double *)mallocCheck(C * sizeof(double));
         for (int i = 0; i < RO; i++) {
             const int o = orows[i];
-            for (int c = 0; c < C; c++) { acc[c] = 0.0; S[c] = 0.0; }
-            for (int r = 0; r < N; r++) {
-                const double d = dout[(size_t)r * OC + o];
-                const float *xr = inp + (size_t)r * C;
-                for (int c = 0; c < C; c++) { acc[c] += d * xr[c]; S[c] += fabs(d * xr[c]); }
-            }
+            ref_vec_mat(acc, S, dout + o, OC, inp, N, C);
             for (int c = 0; c < C; c++) {
                 const size_t j = (size_t)i * C + c;
                 const double v = dw0[(size_t)o * C + c] + acc[c];

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA trainer (train_gpt2.cu, test_gpt2.cu) on the CPU host simulator, no GPU needed: every
-# kernel runs from its own source with fibers for threads (dev/cuda/sim), cuBLASLt is a stand-in
-# written from its documented semantics, attention is the stand-in of dev/test/sim/trainer_sim.h.
+# kernel runs from its own source with fibers for threads (dev/cuda/sim), the fused attention with
+# its PTX primitives emulated and checked, cuBLASLt is a stand-in written from its documented
+# semantics; a simulator error (race, bounds, deadlock) fails the run.
 # It checks the orchestration a GPU run would otherwise be the first to exercise:
 #  1. per-step train and val losses agree with the fp32 CPU trainer from the same init and data
 #     (bf16 tolerance), with -r 0/1/2 and with -w 0;
@@ -13,8 +14,8 @@
 #  5. test_gpt2cu against a PyTorch fixture (the tolerances the GPU run uses);
 #  6. bad launches: unsupported head size, -pb mpi without mpirun, several ranks without NCCL,
 #     -at cudnn (and test_gpt2cu's LLMC_ATTENTION=cudnn) in a build without cuDNN.
-# usage: dev/test/test_cuda_sim.sh [build/cuda_sim_trainer]   (make test-cuda-trainer-sim builds it)
-SIMT=$(realpath "${1:-build/cuda_sim_trainer}")
+# usage: dev/test/test_cuda_sim.sh [build/cuda_sim]   (make test-cuda-trainer-sim builds it there)
+SIMT=$(realpath "${1:-build/cuda_sim}")
 SIM="$SIMT/train_gpt2cu" ASAN="$SIMT/train_gpt2cu_asan" TEST="$SIMT/test_gpt2cu"
 source "$(dirname "$0")/lib.sh" test_cuda_sim ./train_gpt2  # TRAINER (the CPU one), PY, ROOT, TMP (cwd), MPIRUN
 CPU=$TRAINER

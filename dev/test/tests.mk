@@ -133,50 +133,23 @@ else
 	$(MAKE) -C dev/cuda run-host CUDA_ARCHS="$(firstword $(CUDA_ARCHS))" NVCC="$(NVCC)"
 endif
 
-# the kernel workbenches on the CPU host simulator (g++, AddressSanitizer; no CUDA needed):
-# the kernels' own source run with fibers for threads, in forward and random schedules (~2 min)
+# The CPU host simulator of CUDA (dev/cuda/sim, built by dev/cuda/Makefile; g++, no CUDA needed):
+# the kernel workbenches with the kernels' own source and fibers for threads, in forward and random
+# schedules (~3 min with the build); the fused attention kernels with their PTX emulated and checked
+# (~10 s); and the whole CUDA trainer (train_gpt2.cu, test_gpt2.cu), compared by
+# dev/test/test_cuda_sim.sh with the CPU trainer, the PyTorch reference, itself (determinism,
+# resume) and across MPI rank counts (~3 min).
+SIM_MPI = $(if $(MPICC),1,0)
+
 test-cuda-sim:
 	$(MAKE) -C dev/cuda run-sim SIM_ORDERS="forward random"
 
-# the fused attention kernels on their PTX-level CPU simulator (~15 s)
 test-attention-sim:
 	$(MAKE) -C dev/cuda run-attention-sim
 
-# The whole CUDA trainer on the CPU host simulator (dev/test/test_cuda_sim.sh): train_gpt2.cu and
-# test_gpt2.cu compiled by g++ against dev/cuda/sim (kernels from their own source, fibers for
-# threads) with the attention stand-in of dev/test/sim/trainer_sim.h; compared with the CPU
-# trainer, the PyTorch reference, itself (determinism, resume) and across MPI rank counts.
-SIMT := build/cuda_sim_trainer
-SIMT_LLMC = $(filter-out attention.cuh,$(notdir $(wildcard llmc/*.h llmc/*.cuh)))
-SIMT_MPI := $(if $(MPICC),-DUSE_MPI -DOMPI_SKIP_MPICXX=1 $(shell mpicc --showme:compile 2>/dev/null))
-SIMT_MPI_LIBS := $(if $(MPICC),$(shell mpicc --showme:link 2>/dev/null))
-SIMT_FLAGS = -std=c++17 -ffp-contract=off -DLLMC_HOST_SIM -D_GNU_SOURCE -Idev/cuda/sim -I$(SIMT) \
-             -include dev/test/sim/trainer_sim.h $(SIMT_MPI)
-SIMT_DEPS = $(SIMT)/.sources dev/test/sim/trainer_sim.h $(wildcard dev/cuda/sim/*.h)
-
-# sim_rewrite.py changes only the <<<>>> launch syntax; attention.cuh is copied as is, its include
-# guard is set by the stand-in
-$(SIMT)/.sources: train_gpt2.cu test_gpt2.cu $(CUDA_HEADERS) dev/test/model_test.h dev/cuda/sim/sim_rewrite.py
-	rm -rf $(SIMT)/llmc && mkdir -p $(SIMT)/dev/test
-	python3 dev/cuda/sim/sim_rewrite.py llmc $(SIMT)/llmc $(SIMT_LLMC)
-	cp llmc/attention.cuh $(SIMT)/llmc/
-	cp train_gpt2.cu test_gpt2.cu $(SIMT)/
-	cp dev/test/model_test.h $(SIMT)/dev/test/
-	touch $@
-
-$(SIMT)/train_gpt2cu: $(SIMT_DEPS)
-	g++ $(SIMT_FLAGS) -O2 -g -x c++ $(SIMT)/train_gpt2.cu -o $@ $(SIMT_MPI_LIBS)
-
-# AddressSanitizer and UBSan: out-of-bounds pointers and strides show up here (slower: short runs)
-$(SIMT)/train_gpt2cu_asan: $(SIMT_DEPS)
-	g++ $(SIMT_FLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
-	    -x c++ $(SIMT)/train_gpt2.cu -o $@ $(SIMT_MPI_LIBS)
-
-$(SIMT)/test_gpt2cu: $(SIMT_DEPS)
-	g++ $(SIMT_FLAGS) -O2 -g -x c++ $(SIMT)/test_gpt2.cu -o $@ $(SIMT_MPI_LIBS)
-
-test-cuda-trainer-sim: train_gpt2 $(SIMT)/train_gpt2cu $(SIMT)/train_gpt2cu_asan $(SIMT)/test_gpt2cu
-	PYTHON=$(PYTHON) SIM_MPI=$(if $(MPICC),1,0) bash dev/test/test_cuda_sim.sh $(SIMT)
+test-cuda-trainer-sim: train_gpt2
+	$(MAKE) -C dev/cuda sim-trainer SIM_MPI=$(SIM_MPI)
+	PYTHON=$(PYTHON) SIM_MPI=$(SIM_MPI) bash dev/test/test_cuda_sim.sh build/cuda_sim
 
 # ---------------------------------------------------------------------------------------------
 # bad files: libFuzzer harnesses of every reader of untrusted input (dev/fuzz/README.md), and the

@@ -1,5 +1,5 @@
 /*
- * Host simulator, part 3: a stand-in for <cublasLt.h> that implements cublasLtMatmul's documented
+ * Host simulator, cuBLASLt: a stand-in for <cublasLt.h> that implements cublasLtMatmul's documented
  * semantics on the CPU, written from the cuBLASLt documentation (not from our callers), so that the
  * row-major -> column-major mapping of llmc/matmul.cuh and the epilogue setup of
  * llmc/cublas_common.cuh are checked against the contract:

@@ -1,5 +1,5 @@
 /*
- * Host simulator, part 2: a stand-in for <cuda_bf16.h>: bf16 as 16 bits, conversions from fp32
+ * Host simulator, bf16: a stand-in for <cuda_bf16.h>: bf16 as 16 bits, conversions from fp32
  * rounding to nearest even (as cvt.rn.bf16.f32 on sm_80+), to fp32 exact.
  */
 #ifndef SIM_CUDA_BF16_H

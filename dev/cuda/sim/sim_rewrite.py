@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """
-Host simulator, part 4: copies the CUDA layers of llmc/ for a host (g++) build, changing only what
-a C++ compiler cannot parse, line for line (a #line directive keeps messages pointing at llmc/):
-  kernel<<<grid, block, smem, stream>>>(args)  ->  sim_launch(grid, block, smem, stream, kernel, args)
+Host simulator, the source copy: copies the files the simulator builds from (dev/cuda/Makefile's
+SIM_FILES) into its build folder, changing only what a C++ compiler cannot parse in .cu and .cuh
+files, line for line (a #line directive keeps messages pointing at the original):
+  kernel<<<grid, block, smem, stream>>>(args)  ->  sim_launch<kernel>(grid, block, smem, stream, args)
   extern __shared__ T name[];                  ->  T *name = (T *)sim_dynamic_smem();
   __shared__ T name[N]...;                     ->  static T name[N]...; sim_shared_poison(name, sizeof(name));
     (filled with 0xff by the first thread of every block, so reads of unwritten shared memory show)
-Everything else, kernels included, is compiled as written.
+Everything else, kernels included, is compiled as written. A DEST=SRC argument copies SRC in place
+of DEST, also where DEST is in the list (the simulator's checked versions of the PTX primitives of
+llmc/attention_ptx.cuh).
+Files are replaced atomically, so builds that share the folder never read a half-written one.
 
-usage: sim_rewrite.py SRC_LLMC_DIR OUT_LLMC_DIR FILE...
+usage: sim_rewrite.py ROOT OUT FILE... [DEST=SRC...]   (paths relative to ROOT)
 """
 import os
 import re
@@ -45,10 +49,8 @@ def rewrite(text, path):
         args = text[paren + 1:i]
         gap = text[close + 3:paren]  # whitespace between >>> and (, kept for its newlines
         out.append(text[pos:m.start()])
-        if args.strip():
-            out.append(f'sim_launch({config}, {m.group(1)},{gap}{args})')
-        else:
-            out.append(f'sim_launch({config}, {m.group(1)}){gap}{args}')
+        sep = ',' if args.strip() else ''
+        out.append(f'sim_launch<{m.group(1)}>({config}{sep}{gap}{args})')
         # the line count is unchanged: config, gap and args keep their newlines
         pos = i + 1
     result = ''.join(out)
@@ -60,16 +62,20 @@ def rewrite(text, path):
 def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
-    src, dst = sys.argv[1], sys.argv[2]
-    os.makedirs(dst, exist_ok=True)
-    for name in sys.argv[3:]:
-        path = os.path.join(src, name)
+    root, out = sys.argv[1], sys.argv[2]
+    files = dict(arg.split('=', 1) if '=' in arg else (arg, arg) for arg in sys.argv[3:])
+    for dest, src in files.items():
+        path = os.path.join(root, src)
         with open(path) as f:
             text = f.read()
-        if name.endswith('.cuh'):
+        if path.endswith(('.cu', '.cuh')):
             text = rewrite(text, path)
-        with open(os.path.join(dst, name), 'w') as f:
+        target = os.path.join(out, dest)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        tmp = f'{target}.{os.getpid()}.tmp'
+        with open(tmp, 'w') as f:
             f.write(f'#line 1 "{os.path.relpath(path)}"\n' + text)
+        os.replace(tmp, target)
 
 
 if __name__ == '__main__':
