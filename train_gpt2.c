@@ -833,27 +833,25 @@ void gpt2_make_backend(Backend *b, GPT2 *m, int T) {
 // ----------------------------------------------------------------------------
 #ifndef TESTING
 int main(int argc, char **argv) {
-    Comm comm;
-    TrainArgs args;
-    GPT2Config config;
-    const int from_file = train_start(&comm, &args, &config, &argc, &argv);
-    if (comm.world_size > 1 && !comm_has_collectives(&comm)) {
+    TrainSetup run;
+    train_start(&run, &argc, &argv);
+    if (run.comm.world_size > 1 && !comm_has_collectives(&run.comm)) {
         llmc_die("%s started %d processes, but train_gpt2 runs several processes only under mpirun (MPI); "
-                 "use: mpirun -np %d ./train_gpt2 ...", comm.launcher, comm.world_size, comm.world_size);
+                 "use: mpirun -np %d ./train_gpt2 ...", run.comm.launcher, run.comm.world_size, run.comm.world_size);
     }
     GPT2 model;
-    gpt2_build(&model, &config, args.B, args.T);
-    model.comm = &comm;
-    if (from_file) {
-        gpt2_load(&model, args.model);
+    gpt2_build(&model, &run.config, run.args.B, run.args.T);
+    model.comm = &run.comm;
+    if (run.from_file) {
+        gpt2_load(&model, run.args.model);
     } else {
-        gpt2_init_params(model.params_memory, &config, args.seed);  // the same seed on every rank: the same model
+        gpt2_init_params(model.params_memory, &run.config, run.args.seed);  // the same seed on every rank: the same model
     }
     Backend backend;
-    gpt2_make_backend(&backend, &model, args.T);
-    int rc = train_run(&args, &comm, &backend);
+    gpt2_make_backend(&backend, &model, run.args.T);
+    int rc = train_run(&run.args, &run.comm, &backend);
     gpt2_free(&model);
-    comm_finalize(&comm);
+    comm_finalize(&run.comm);
     return rc;
 }
 #endif

@@ -905,13 +905,11 @@ static void gpt2_init_from_args(GPT2 *m, const TrainArgs *a, int from_file) {
 // ----------------------------------------------------------------------------
 #ifndef TESTING
 int main(int argc, char **argv) {
-    Comm comm;
-    TrainArgs args;
-    GPT2Config config;
-    const int from_file = train_start(&comm, &args, &config, &argc, &argv);
-    const AttentionImpl attention = attention_impl(args.attention, "-at");  // before the GPU: a bad -at stops at once
+    TrainSetup run;
+    train_start(&run, &argc, &argv);
+    const AttentionImpl attention = attention_impl(run.args.attention, "-at");  // before the GPU: a bad -at stops at once
 
-    const int device = gpu_select_device(&comm, (const void *)cast_fp32_to_bf16_kernel, LLMC_CUDA_ARCHS);
+    const int device = gpu_select_device(&run.comm, (const void *)cast_fp32_to_bf16_kernel, LLMC_CUDA_ARCHS);
 #ifdef MULTI_GPU
     NcclContext nccl_ctx;
     memset(&nccl_ctx, 0, sizeof(nccl_ctx));
@@ -919,24 +917,24 @@ int main(int argc, char **argv) {
 #else
     void *nccl = NULL;
 #endif
-    GradReduceKind kind = setup_processes(&comm, &args, device, nccl);
+    GradReduceKind kind = setup_processes(&run.comm, &run.args, device, nccl);
     cublas_init();
     GPT2 model;
-    gpt2_build_from_args(&model, &args, &config, kind, &comm, nccl);
-    gpt2_init_from_args(&model, &args, from_file);
+    gpt2_build_from_args(&model, &run.args, &run.config, kind, &run.comm, nccl);
+    gpt2_init_from_args(&model, &run.args, run.from_file);
     Backend backend;
-    gpt2_make_backend(&backend, &model, args.T, gpu_peak_flops(device));
-    const int chatty = comm.rank == 0 && !args.prompt[0];  // the generate mode prints only its text
+    gpt2_make_backend(&backend, &model, run.args.T, gpu_peak_flops(device));
+    const int chatty = run.comm.rank == 0 && !run.args.prompt[0];  // the generate mode prints only its text
     if (chatty) {
         cudaDeviceProp prop;
         cudaCheck(cudaGetDeviceProperties(&prop, device));
-        GPT2Memory mem = gpt2_memory(&config, args.B, args.T, args.recompute, args.master_weights, attention,
+        GPT2Memory mem = gpt2_memory(&run.config, run.args.B, run.args.T, run.args.recompute, run.args.master_weights, attention,
                                      model.red.padded, model.red.count);
         printf("device: %s (sm_%d%d, %d SMs) | gradient reduction: %s%s | recompute -r %d | attention: %s | GPU memory "
                "for the model %.2f GiB (parameters+gradients %.2f, optimizer %.2f, activations %.2f, workspaces %.2f)\n",
                prop.name, prop.major, prop.minor, prop.multiProcessorCount,
                kind == GRAD_REDUCE_NCCL ? "nccl" : kind == GRAD_REDUCE_MPI ? "mpi (host-staged)" : "none (one process)",
-               args.zero_stage && comm.world_size > 1 ? ", ZeRO-1" : "", args.recompute, gpt2_attention_describe(&model),
+               run.args.zero_stage && run.comm.world_size > 1 ? ", ZeRO-1" : "", run.args.recompute, gpt2_attention_describe(&model),
                mem.total / GiB, mem.model / GiB, mem.optimizer / GiB, mem.activations / GiB, mem.other / GiB);
         if (!gpt2_attention_deterministic(&model)) {
             llmc_warn("-at cudnn: cuDNN refused its deterministic attention backward for this shape, so this run is not "
@@ -944,7 +942,7 @@ int main(int argc, char **argv) {
         }
         fflush(stdout);
     }
-    int rc = train_run(&args, &comm, &backend);
+    int rc = train_run(&run.args, &run.comm, &backend);
     gpt2_sync(&model, "the end of training");
     if (chatty) {
         size_t free_bytes = 0, total_bytes = 0;
@@ -960,7 +958,7 @@ int main(int argc, char **argv) {
 #ifdef MULTI_GPU
     if (kind == GRAD_REDUCE_NCCL) { nccl_free(&nccl_ctx); }
 #endif
-    comm_finalize(&comm);
+    comm_finalize(&run.comm);
     return rc;
 }
 #endif

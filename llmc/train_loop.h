@@ -26,14 +26,21 @@
 #include "tokenizer.h"
 
 /*
- * The start of both trainers' main: ranks (comm.h), flags (args.h) and the model configuration
- * that -e names (train_resolve_model below). Returns whether -e is a file.
+ * What both trainers' main start from: the ranks (comm.h), the flags (args.h), the model
+ * configuration that -e names and whether -e is a file (train_resolve_model below).
  */
+typedef struct {
+    Comm comm;
+    TrainArgs args;
+    GPT2Config config;
+    int from_file;
+} TrainSetup;
+
 static inline int train_resolve_model(TrainArgs *a, GPT2Config *config);
-static inline int train_start(Comm *c, TrainArgs *a, GPT2Config *config, int *argc, char ***argv) {
-    comm_init(c, argc, argv);
-    args_parse(a, *argc, *argv);
-    return train_resolve_model(a, config);
+static inline void train_start(TrainSetup *run, int *argc, char ***argv) {
+    comm_init(&run->comm, argc, argv);
+    args_parse(&run->args, *argc, *argv);
+    run->from_file = train_resolve_model(&run->args, &run->config);
 }
 
 /*
