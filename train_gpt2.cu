@@ -928,13 +928,14 @@ int main(int argc, char **argv) {
     if (chatty) {
         cudaDeviceProp prop;
         cudaCheck(cudaGetDeviceProperties(&prop, device));
-        GPT2Memory mem = gpt2_memory(&run.config, run.args.B, run.args.T, run.args.recompute, run.args.master_weights, attention,
-                                     model.red.padded, model.red.count);
+        const TrainArgs *a = &run.args;
+        GPT2Memory mem = gpt2_memory(&run.config, a->B, a->T, a->recompute, a->master_weights, attention, model.red.padded,
+                                     model.red.count);
         printf("device: %s (sm_%d%d, %d SMs) | gradient reduction: %s%s | recompute -r %d | attention: %s | GPU memory "
                "for the model %.2f GiB (parameters+gradients %.2f, optimizer %.2f, activations %.2f, workspaces %.2f)\n",
                prop.name, prop.major, prop.minor, prop.multiProcessorCount,
                kind == GRAD_REDUCE_NCCL ? "nccl" : kind == GRAD_REDUCE_MPI ? "mpi (host-staged)" : "none (one process)",
-               run.args.zero_stage && run.comm.world_size > 1 ? ", ZeRO-1" : "", run.args.recompute, gpt2_attention_describe(&model),
+               a->zero_stage && run.comm.world_size > 1 ? ", ZeRO-1" : "", a->recompute, gpt2_attention_describe(&model),
                mem.total / GiB, mem.model / GiB, mem.optimizer / GiB, mem.activations / GiB, mem.other / GiB);
         if (!gpt2_attention_deterministic(&model)) {
             llmc_warn("-at cudnn: cuDNN refused its deterministic attention backward for this shape, so this run is not "
