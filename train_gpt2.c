@@ -873,6 +873,10 @@ int main(int argc, char **argv) {
     }
     Backend backend;
     gpt2_make_backend(&backend, &model, args.T);
+#ifndef USE_BLAS
+    // a build without OpenBLAS is several times slower; say so, since nothing else would
+    if (comm.rank == 0) { printf("matmul: built-in (slow); apt-get install libopenblas-openmp-dev and rebuild\n"); }
+#endif
     int rc = train_run(&args, &comm, &backend);
     gpt2_free(&model);
     comm_finalize(&comm);
