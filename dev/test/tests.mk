@@ -4,6 +4,9 @@
 
 FIXTURES = dev/test/fixtures
 SHARED_DATA ?= ../shared/data
+# a test that cannot run here: SKIPPED with a hint, or with CI=true a failure (dev/test/lib.sh)
+SKIP_OR_FAIL = bash -c '. dev/test/lib.sh --skip-only && skip_or_fail "$$@"' skip_or_fail
+NVCC_HINT = install the CUDA toolkit 12 or 13 (https://developer.nvidia.com/cuda-downloads) or put nvcc on PATH
 
 TEST_TARGETS = test-model test-loader test-bad-input test-bootstrap test-mpi test-resume test-hellaswag \
                test-tokenizer test-data test-export test-plot test-books-smoke \
@@ -101,7 +104,7 @@ test-books-smoke: train_gpt2 gpt2_tokenize
 # CI has nvcc but no GPU: every CUDA binary must at least compile (a failed compile fails make test)
 test-cuda-build:
 ifeq ($(NVCC),)
-	@echo "test-cuda-build: skipped, nvcc not found"
+	@$(SKIP_OR_FAIL) test-cuda-build nvcc "$(NVCC_HINT)"
 else
 	$(MAKE) --no-print-directory train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu
 	@echo "test-cuda-build: train_gpt2cu, test_gpt2cu and the single-GPU variant compiled for CUDA_ARCHS=\"$(CUDA_ARCHS)\""
@@ -110,7 +113,7 @@ endif
 # the CPU-only test of the CUDA layers' host logic (no GPU needed; one architecture is enough)
 test-cuda-host:
 ifeq ($(NVCC),)
-	@echo "test-cuda-host: skipped, nvcc not found"
+	@$(SKIP_OR_FAIL) test-cuda-host nvcc "$(NVCC_HINT)"
 else
 	$(MAKE) -C dev/cuda run-host CUDA_ARCHS="$(firstword $(CUDA_ARCHS))" NVCC="$(NVCC)"
 endif
