@@ -14,11 +14,12 @@ source scripts/setup_lib.sh
 
 # compilers, make and the tools the tests use; OpenBLAS (OpenMP build), OpenMPI, PCRE2; the
 # PyTorch reference and the test scripts' Python (torch 1.13, numpy, matplotlib, pip); clang and
-# its sanitizer/fuzzer runtime for the fuzz and sanitizer tests
+# its sanitizer/fuzzer runtime for the fuzz and sanitizer tests (libclang-rt-dev: the runtime of
+# the default clang, libclang-rt-14-dev on Debian 12)
 need_packages build-essential pkg-config xz-utils procps \
     libopenblas-openmp-dev openmpi-bin libopenmpi-dev libpcre2-dev \
     python3-torch python3-numpy python3-matplotlib python3-pip \
-    clang libclang-rt-14-dev
+    clang libclang-rt-dev
 # independent references from PyPI: tiktoken (tokenizer ids), transformers (export check).
 # 4.45.2 is the newest transformers whose generate() imports next to Debian's torch 1.13.
 need_pypi /usr/bin/python3 "from importlib.metadata import version as v; v('tiktoken'); assert v('transformers') == '4.45.2'" \

@@ -74,6 +74,7 @@ t0=$(date +%s)
 debootstrap --variant=minbase --components="$COMPONENTS" --include=git,ca-certificates "$SUITE" "$ROOT" "$MIRROR" \
     > "$LOGS/debootstrap.log" 2>&1 || { tail "$LOGS/debootstrap.log"; echo "error: debootstrap failed" >&2; exit 1; }
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+echo "127.0.1.1 $(hostname)" >> "$ROOT/etc/hosts"   # as an installed system has; sudo looks it up
 mount -t proc proc "$ROOT/proc"
 for d in sys dev; do mount --rbind "/$d" "$ROOT/$d"; mount --make-rslave "$ROOT/$d"; done
 note "fresh_machine: $SUITE minbase + git in $ROOT ($(( $(date +%s) - t0 )) s, $(packages) packages); host load $(cut -d' ' -f1-3 /proc/loadavg)"
