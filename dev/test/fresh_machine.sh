@@ -74,12 +74,14 @@ t0=$(date +%s)
 debootstrap --variant=minbase --components="$COMPONENTS" --include=git,ca-certificates "$SUITE" "$ROOT" "$MIRROR" \
     > "$LOGS/debootstrap.log" 2>&1 || { tail "$LOGS/debootstrap.log"; echo "error: debootstrap failed" >&2; exit 1; }
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
-echo "127.0.1.1 $(hostname)" >> "$ROOT/etc/hosts"   # as an installed system has; sudo looks it up
+# /etc/hosts as an installed system has it (debootstrap writes none): localhost, and the host name
+# that sudo looks up
+printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\tlocalhost ip6-localhost ip6-loopback\n' "$(hostname)" > "$ROOT/etc/hosts"
 # the host's own certificate authorities (a TLS-intercepting proxy on a build machine): what the
 # host's network needs, not part of what a fresh machine needs for the commands under test
 if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
     cp /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/"
-    chroot "$ROOT" update-ca-certificates > /dev/null
+    chroot "$ROOT" update-ca-certificates > /dev/null 2>&1
 fi
 mount -t proc proc "$ROOT/proc"
 for d in sys dev; do mount --rbind "/$d" "$ROOT/$d"; mount --make-rslave "$ROOT/$d"; done
