@@ -849,6 +849,10 @@ int main(int argc, char **argv) {
     }
     Backend backend;
     gpt2_make_backend(&backend, &model, run.args.T);
+#ifndef USE_BLAS
+    // a build without OpenBLAS is several times slower; say so, since nothing else would
+    if (run.comm.rank == 0) { printf("matmul: built-in (slow); apt-get install libopenblas-openmp-dev and rebuild\n"); }
+#endif
     int rc = train_run(&run.args, &run.comm, &backend);
     gpt2_free(&model);
     comm_finalize(&run.comm);

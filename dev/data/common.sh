@@ -2,10 +2,14 @@
 #   REPO, DATA_DIR (default data/), TOKENIZER_BIN (default gpt2_tokenizer.bin at the repo root)
 #   need_tokenizer   builds ./gpt2_tokenize if needed, finds the GPT-2 files (ENC, BPE) and
 #                    writes TOKENIZER_BIN if it is missing
-#   fetch URL OUT    downloads a file (curl or wget), or dies with a hint to pass a local copy
-#   input_file LOCAL URL CACHE VAR WHAT   the recipe's input: LOCAL if given, else CACHE, downloaded once
-# Environment: GPT2_DIR=dir holding encoder.json and vocab.bpe (else data/gpt2/, downloaded once
-# from OpenAI and checked against the sha256 values tiktoken uses).
+#   obtain OUT NAME URL HINT   makes OUT once: from the embedded copy of NAME, else downloaded
+#   input_file LOCAL NAME URL CACHE VAR WHAT   the recipe's input: LOCAL if given, else CACHE (obtain)
+#   gpt2_files DIR   OpenAI's encoder.json and vocab.bpe in DIR (obtain)
+# The GPT-2 tokenizer files and Tiny Shakespeare ship with the repository, xz-compressed, in
+# dev/data/embedded/ (sources and licenses in its README), so the main job needs no network.
+# Environment: GPT2_DIR=dir holding encoder.json and vocab.bpe (else data/gpt2/, unpacked once
+# from the embedded copies); DOWNLOAD=1 downloads the embedded files from their sources instead.
+# Files listed in dev/data/embedded/SHA256SUMS are checked against it however they were obtained.
 
 set -euo pipefail
 
@@ -13,38 +17,68 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DATA_DIR="${DATA_DIR:-$REPO/data}"
 TOKENIZER_BIN="${TOKENIZER_BIN:-$REPO/gpt2_tokenizer.bin}"
 TOKENIZE="$REPO/gpt2_tokenize"
+# EMBEDDED_DIR moves the embedded copies (the tests point it at a corrupted copy)
+EMBEDDED="${EMBEDDED_DIR:-$REPO/dev/data/embedded}"
 GPT2_URL="https://openaipublic.blob.core.windows.net/gpt-2/encodings/main"
-ENCODER_SHA256=196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783
-VOCAB_SHA256=1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5
 
 die() { echo "error: $*" >&2; exit 1; }
 
-# fetch URL OUT HINT: download to OUT (via OUT.part, so an interrupted download never looks complete)
+# fetch URL OUT HINT: download URL to OUT, or die with HINT (how to pass a local copy instead)
 fetch() {
     local url="$1" out="$2" hint="$3"
-    mkdir -p "$(dirname "$out")"
-    echo "downloading $url -> $out"
+    echo "downloading $url"
     if command -v curl >/dev/null 2>&1; then
-        curl -fL --retry 2 -o "$out.part" "$url" || { rm -f "$out.part"; die "download of $url failed; $hint"; }
+        curl -fL --retry 2 -o "$out" "$url" || { rm -f "$out"; die "download of $url failed; $hint"; }
     elif command -v wget >/dev/null 2>&1; then
-        wget -q -O "$out.part" "$url" || { rm -f "$out.part"; die "download of $url failed; $hint"; }
+        wget -q -O "$out" "$url" || { rm -f "$out"; die "download of $url failed; $hint"; }
     else
         die "neither curl nor wget is installed; $hint"
+    fi
+}
+
+# obtain OUT NAME URL HINT: make OUT if it is missing, from the embedded copy $EMBEDDED/NAME.xz, or
+# from URL when there is no such copy or DOWNLOAD=1. It is written as OUT.part and renamed only
+# once it is complete and, if SHA256SUMS lists NAME, has the listed sha256.
+obtain() {
+    local out="$1" name="$2" url="$3" hint="$4" from
+    [ -f "$out" ] && return 0
+    mkdir -p "$(dirname "$out")"
+    if [ "${DOWNLOAD:-0}" != 1 ] && [ -f "$EMBEDDED/$name.xz" ]; then
+        from="$EMBEDDED/$name.xz"
+        command -v xz >/dev/null 2>&1 || die "xz is needed to unpack $from (apt-get install xz-utils)"
+        xz -dc "$from" > "$out.part" || { rm -f "$out.part"; die "$from: cannot decompress (a corrupt checkout?)"; }
+    else
+        from="$url"
+        fetch "$url" "$out.part" "$hint"
+    fi
+    local want
+    want="$(awk -v n="$name" '$2 == n { print $1 }' "$EMBEDDED/SHA256SUMS" 2>/dev/null || true)"
+    if [ -n "$want" ] && [ "$(sha256sum "$out.part" | cut -d' ' -f1)" != "$want" ]; then
+        rm -f "$out.part"
+        die "$name from $from: sha256 differs from $EMBEDDED/SHA256SUMS (a corrupt copy); nothing was written"
     fi
     mv "$out.part" "$out"
 }
 
-# input_file LOCAL URL CACHE VAR WHAT: print the path of a recipe's input. LOCAL (a path the user
-# gave, or empty) wins; else CACHE, downloaded from URL the first time. VAR names the environment
-# variable that passes a local copy, WHAT the file, for messages.
+# input_file LOCAL NAME URL CACHE VAR WHAT: print the path of a recipe's input. LOCAL (a path the
+# user gave, or empty) wins; else CACHE, made once by obtain from the embedded copy NAME or URL.
+# VAR names the environment variable that passes a local copy, WHAT the file, for messages.
 input_file() {
-    local src="$1" url="$2" cache="$3" var="$4" what="$5"
+    local src="$1" name="$2" url="$3" cache="$4" var="$5" what="$6"
     if [ -z "$src" ]; then
         src="$cache"
-        [ -f "$src" ] || fetch "$url" "$src" "pass a local copy: $var=/path/to/$(basename "$cache") $0" >&2
+        obtain "$cache" "$name" "$url" "pass a local copy: $var=/path/to/$(basename "$cache") $0" >&2
     fi
     [ -f "$src" ] || die "$what '$src' not found"
     echo "$src"
+}
+
+# gpt2_files DIR: OpenAI's encoder.json and vocab.bpe in DIR, made once by obtain
+gpt2_files() {
+    local f
+    for f in encoder.json vocab.bpe; do
+        obtain "$1/$f" "$f" "$GPT2_URL/$f" "set GPT2_DIR=/path/to/dir with encoder.json and vocab.bpe to use local copies"
+    done
 }
 
 need_tokenizer() {
@@ -61,17 +95,9 @@ need_tokenizer() {
         BPE="$GPT2_DIR/vocab.bpe"
         [ -f "$ENC" ] && [ -f "$BPE" ] || die "GPT2_DIR=$GPT2_DIR must hold encoder.json and vocab.bpe"
     else
+        gpt2_files "$DATA_DIR/gpt2"
         ENC="$DATA_DIR/gpt2/encoder.json"
         BPE="$DATA_DIR/gpt2/vocab.bpe"
-        local hint="set GPT2_DIR=/path/to/dir with encoder.json and vocab.bpe to use local copies"
-        if [ ! -f "$ENC" ]; then
-            fetch "$GPT2_URL/encoder.json" "$ENC" "$hint"
-            echo "$ENCODER_SHA256  $ENC" | sha256sum -c --quiet - || { rm -f "$ENC"; die "$ENC: checksum mismatch (corrupt download)"; }
-        fi
-        if [ ! -f "$BPE" ]; then
-            fetch "$GPT2_URL/vocab.bpe" "$BPE" "$hint"
-            echo "$VOCAB_SHA256  $BPE" | sha256sum -c --quiet - || { rm -f "$BPE"; die "$BPE: checksum mismatch (corrupt download)"; }
-        fi
     fi
     # the decode table the trainers load by default
     if [ ! -f "$TOKENIZER_BIN" ]; then

@@ -5,13 +5,14 @@
 #
 # usage: dev/data/tinyshakespeare.sh [path/to/input.txt]
 #   or   TINYSHAKESPEARE=path/to/input.txt dev/data/tinyshakespeare.sh
-# Without a path, input.txt is downloaded once from karpathy/char-rnn into data/tinyshakespeare/.
+# Without a path, the text is unpacked once into data/tinyshakespeare/input.txt from the copy in
+# dev/data/embedded/ (DOWNLOAD=1: downloaded from karpathy/char-rnn instead); no network needed.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 URL="https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 OUT="$DATA_DIR/tinyshakespeare"
 mkdir -p "$OUT"
-src="$(input_file "${1:-${TINYSHAKESPEARE:-}}" "$URL" "$OUT/input.txt" TINYSHAKESPEARE "Tiny Shakespeare text")"
+src="$(input_file "${1:-${TINYSHAKESPEARE:-}}" tinyshakespeare.txt "$URL" "$OUT/input.txt" TINYSHAKESPEARE "Tiny Shakespeare text")"
 need_tokenizer
 "$TOKENIZE" -e "$ENC" -m "$BPE" -i "$src" \
     -o "$OUT/tiny_shakespeare_train.bin" -f 0.9 -O "$OUT/tiny_shakespeare_val.bin"

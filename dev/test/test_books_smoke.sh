@@ -6,7 +6,12 @@
 set -u
 cd "$(dirname "$0")/../.."
 SHARED="${SHARED_DATA:-../shared/data}"
-if [ ! -d "$SHARED" ]; then echo "test-books-smoke: SKIPPED: no shared data folder at $SHARED"; exit 0; fi
+if [ ! -f "$SHARED/corpus/val.txt.xz" ] || [ ! -f "$SHARED/hellaswag/hellaswag_val.jsonl" ]; then
+    source dev/test/lib.sh --skip-only
+    skip_or_fail test-books-smoke "the book corpus and HellaSwag in $SHARED" \
+        "SHARED_DATA=/path/to/shared/data make test-books-smoke (a folder with corpus/val.txt.xz and hellaswag/hellaswag_val.jsonl)"
+    exit
+fi
 TMP=$(mktemp -d /tmp/test_books.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 fail=0
@@ -16,7 +21,7 @@ sep=$'\n<|endoftext|>\n'
 xz -dc "$SHARED/corpus/val.txt.xz" | head -c 60000 > "$TMP/a.txt"
 { head -c 30000 "$TMP/a.txt"; printf '%s' "$sep"; tail -c 20000 "$TMP/a.txt"; } > "$TMP/train.txt"
 xz -dc "$SHARED/corpus/val.txt.xz" | tail -c 12000 > "$TMP/val.txt"
-export DATA_DIR="$TMP/data" TOKENIZER_BIN="$TMP/gpt2_tokenizer.bin" GPT2_DIR="$SHARED/gpt2"
+export DATA_DIR="$TMP/data" TOKENIZER_BIN="$TMP/gpt2_tokenizer.bin"  # GPT-2 files: the embedded copies
 export HELLASWAG="$SHARED/hellaswag/hellaswag_val.jsonl" OMP_NUM_THREADS=2
 bash dev/data/books.sh "$TMP/train.txt" "$TMP/val.txt" > "$TMP/prep.txt" 2>&1 || { bad "books.sh failed"; cat "$TMP/prep.txt"; }
 SMOKE=(TRAINER=./train_gpt2 MODEL=L2:C64:H4 B=4 T=64 D=512 EVERY=3 HS_MAX=8 OUT="$TMP/out")

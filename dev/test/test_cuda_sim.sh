@@ -96,7 +96,7 @@ if cmp -s full_tail.txt resumed.txt; then echo "  steps 3-4 after resume are bit
     bad "resumed steps differ from the uninterrupted run"; diff full_tail.txt resumed.txt | head -6; fi
 
 # ---- 3. MPI, host-staged, and ZeRO-1
-if [ "${SIM_MPI:-0}" = 1 ] && command -v mpirun > /dev/null; then
+if [ "${SIM_MPI:-0}" = 1 ] && have_mpi "$SIM"; then
     echo "3. 2 MPI ranks (-pb mpi) vs 1 rank with 2 micro-steps:"
     run np2 "${MPIRUN[@]}" -np 2 "$SIM" "${ARGS[@]}" -pb mpi -o np2
     trl np2/main.log > np2_trl.txt
@@ -124,7 +124,8 @@ if [ "${SIM_MPI:-0}" = 1 ] && command -v mpirun > /dev/null; then
     expect_fail "2 ranks with -pb nccl in a build without NCCL" "use the host-staged backend -pb mpi" \
         "${MPIRUN[@]}" -np 2 "$SIM" "${ARGS[@]}" -pb nccl
 else
-    echo "3. skipped: no mpirun, or the simulator build has no MPI (SIM_MPI=${SIM_MPI:-0})"
+    skip_or_fail "test-cuda-trainer-sim part 3 (2 MPI ranks)" "MPI (mpirun, and the simulator built with it)" "$MPI_HINT" \
+        || bad "part 3 (2 MPI ranks) not run"
 fi
 
 # ---- 4. AddressSanitizer: every buffer access of the trainer inside its allocation
@@ -136,7 +137,7 @@ joined asan_r0 asan_r2
 for r in 0 2; do
     grep -q "ERROR: AddressSanitizer\|runtime error" asan_r$r.txt && bad "ASan/UBSan report with -r $r"
 done
-if [ "${SIM_MPI:-0}" = 1 ] && command -v mpirun > /dev/null; then
+if [ "${SIM_MPI:-0}" = 1 ] && have_mpi "$SIM"; then
     run asan_z1 "${MPIRUN[@]}" -np 2 "$ASAN" "${ASHORT[@]}" -pb mpi -z 1 -o asan_z1 -n 1
     grep -q "ERROR: AddressSanitizer\|runtime error" asan_z1.txt && bad "ASan/UBSan report with 2 ranks, ZeRO-1"
 fi

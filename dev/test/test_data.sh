@@ -1,26 +1,24 @@
 #!/usr/bin/env bash
-# The dev/data recipes and the main-job script end to end, offline: every download step is given
-# the local copy in the shared data folder (SHARED_DATA, default ../shared/data next to the repo).
-# Outputs go to a temporary DATA_DIR and TOKENIZER_BIN, never into data/ or the repo root.
+# The dev/data recipes and the main-job script end to end, offline. Tiny Shakespeare and the
+# GPT-2 files come from the repository's embedded copies (dev/data/embedded); a stand-in curl on
+# PATH serves downloads from a local folder, so the download path is tested too and any other
+# download fails. The book corpus and HellaSwag come from the shared data folder (SHARED_DATA,
+# default ../shared/data next to the repo); without it those recipes are skipped (a failure with
+# CI=true). Outputs go to a temporary DATA_DIR and TOKENIZER_BIN, never into data/ or the repo root.
 # Run by `make test-data`; exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 REPO="$(pwd)"
+source dev/test/lib.sh --skip-only
 PYTHON="${PYTHON:-/usr/bin/python3}"
 SHARED="${SHARED_DATA:-$REPO/../shared/data}"
-if [ ! -d "$SHARED" ]; then
-    # DESIGN.md: tests use ../shared/data when it exists; OpenAI's files cannot be downloaded here
-    echo "test-data: SKIPPED: no shared data folder at $SHARED (set SHARED_DATA=...)"
-    exit 0
-fi
-[ -d "$SHARED/gpt2" ] || { echo "error: test-data needs $SHARED/gpt2 (set SHARED_DATA=...)" >&2; exit 1; }
 "$PYTHON" -c "import tiktoken" 2>/dev/null || {
     echo "error: test-data needs tiktoken: $PYTHON -m pip install --break-system-packages tiktoken" >&2; exit 1; }
 
 TMP="$(mktemp -d /tmp/test_data.XXXXXX)"
 trap 'rm -rf "$TMP"' EXIT
-export DATA_DIR="$TMP/data" TOKENIZER_BIN="$TMP/gpt2_tokenizer.bin" GPT2_DIR="$SHARED/gpt2"
-unset TINYSHAKESPEARE BOOKS_DIR HELLASWAG SHARD_TOKENS
+export DATA_DIR="$TMP/data" TOKENIZER_BIN="$TMP/gpt2_tokenizer.bin"
+unset GPT2_DIR TINYSHAKESPEARE BOOKS_DIR HELLASWAG SHARD_TOKENS DOWNLOAD EMBEDDED_DIR
 t_start=$(date +%s)
 
 fail() { echo "FAIL test-data: $*" >&2; exit 1; }
@@ -38,44 +36,96 @@ expect_fail() {
     echo "$out" | tail -n 1 | grep -q -- "$needle" || fail "'$*': expected an error about '$needle', got: $(echo "$out" | tail -n 1)"
     ok "rejected: $(echo "$out" | tail -n 1 | cut -c1-150)"
 }
+# Tiny Shakespeare's known token counts (../shared/data/README.md, from an independent Python BPE)
+ts_counts() {
+    [ "$(ntok "$1/tinyshakespeare/tiny_shakespeare_train.bin")" = 301966 ] || fail "$2: tiny shakespeare train count"
+    [ "$(ntok "$1/tinyshakespeare/tiny_shakespeare_val.bin")" = 36059 ] || fail "$2: tiny shakespeare val count"
+}
 
-# --- Tiny Shakespeare, from a variable and from an argument; the tokenizer table appears once
-bash dev/data/tinyshakespeare.sh "$SHARED/tinyshakespeare/input.txt" >/dev/null
+# the network: a stand-in curl first on PATH serves $FAKE_NET/<the URL's file name> and logs every
+# URL in $FAKE_NET/requests.log; the default folder is empty, so every download fails
+mkdir -p "$TMP/bin" "$TMP/net"
+cat > "$TMP/bin/curl" <<'CURL'
+#!/bin/sh
+out= url=
+while [ $# -gt 0 ]; do case "$1" in -o) out=$2; shift ;; http*) url=$1 ;; esac; shift; done
+echo "$url" >> "$FAKE_NET/requests.log"
+[ -f "$FAKE_NET/${url##*/}" ] || exit 22
+cp "$FAKE_NET/${url##*/}" "$out"
+CURL
+chmod +x "$TMP/bin/curl"
+export PATH="$TMP/bin:$PATH" FAKE_NET="$TMP/net"
+
+# --- Tiny Shakespeare by default: the embedded copies, no network, no local files given
+bash dev/data/tinyshakespeare.sh >/dev/null
+[ ! -f "$TMP/net/requests.log" ] || fail "the default recipe tried to download: $(cat "$TMP/net/requests.log")"
 [ -f "$TOKENIZER_BIN" ] || fail "tinyshakespeare.sh did not write TOKENIZER_BIN"
-[ "$(ntok "$DATA_DIR/tinyshakespeare/tiny_shakespeare_train.bin")" = 301966 ] || fail "tiny shakespeare train count"
-[ "$(ntok "$DATA_DIR/tinyshakespeare/tiny_shakespeare_val.bin")" = 36059 ] || fail "tiny shakespeare val count"
+ts_counts "$DATA_DIR" "embedded copies"
+TS="$TMP/input.txt"
+cp "$DATA_DIR/tinyshakespeare/input.txt" "$TS"
+ok "tinyshakespeare.sh from the embedded copies, no download: 301,966 / 36,059 tokens"
+
+# --- from a variable and from an argument; the tokenizer table is written once
+rm -r "$DATA_DIR/tinyshakespeare"
 touch -d '2000-01-01' "$TOKENIZER_BIN"
-TINYSHAKESPEARE="$SHARED/tinyshakespeare/input.txt" bash dev/data/tinyshakespeare.sh >/dev/null
+TINYSHAKESPEARE="$TS" bash dev/data/tinyshakespeare.sh >/dev/null
+[ ! -f "$DATA_DIR/tinyshakespeare/input.txt" ] || fail "TINYSHAKESPEARE= given, but the embedded copy was unpacked too"
+bash dev/data/tinyshakespeare.sh "$TS" >/dev/null
 [ "$(stat -c %Y "$TOKENIZER_BIN")" = "$(date -d '2000-01-01' +%s)" ] || fail "an existing tokenizer table was rewritten"
-ok "tinyshakespeare.sh: 301,966 / 36,059 tokens; gpt2_tokenizer.bin written once"
+ts_counts "$DATA_DIR" "local copy"
+ok "tinyshakespeare.sh from TINYSHAKESPEARE= and an argument; gpt2_tokenizer.bin written once"
 
-# --- the book corpus straight from the .xz files
-BOOKS_DIR="$SHARED/corpus" bash dev/data/books.sh >/dev/null
-[ "$(ntok "$DATA_DIR/books/books_train_000000.bin")" = 24120290 ] || fail "books train count"
-[ "$(ntok "$DATA_DIR/books/books_val_000000.bin")" = 847273 ] || fail "books val count"
-SHARD_TOKENS=10000000 BOOKS_DIR="$SHARED/corpus" bash dev/data/books.sh >/dev/null
-n=$(ls "$DATA_DIR/books"/books_train_*.bin | wc -l)
-[ "$n" = 3 ] || fail "books with 10M-token shards: $n train shards, expected 3 (no stale shards either)"
-ok "books.sh: 24,120,290 / 847,273 tokens; SHARD_TOKENS=10000000 gives 3 train shards"
+# --- DOWNLOAD=1: the sources' URLs, checked against SHA256SUMS; a corrupt copy is refused
+mkdir "$TMP/net_ok" "$TMP/net_bad"
+cp "$TS" "$DATA_DIR/gpt2/encoder.json" "$DATA_DIR/gpt2/vocab.bpe" "$TMP/net_ok/"
+cp "$TMP/net_ok/"* "$TMP/net_bad/"
+echo "one more line" >> "$TMP/net_bad/input.txt"
+DOWNLOAD=1 FAKE_NET="$TMP/net_ok" DATA_DIR="$TMP/dl" TOKENIZER_BIN="$TMP/dl/tok.bin" bash dev/data/tinyshakespeare.sh >/dev/null
+ts_counts "$TMP/dl" "downloaded"
+[ "$(grep -c -e 'openaipublic.*/encoder.json$' -e 'openaipublic.*/vocab.bpe$' -e 'char-rnn.*/input.txt$' "$TMP/net_ok/requests.log")" = 3 ] \
+    || fail "DOWNLOAD=1 fetched: $(cat "$TMP/net_ok/requests.log")"
+expect_fail "sha256 differs" env DOWNLOAD=1 FAKE_NET="$TMP/net_bad" DATA_DIR="$TMP/dl2" bash dev/data/tinyshakespeare.sh
+[ -z "$(ls -A "$TMP/dl2/tinyshakespeare")" ] || fail "a corrupt download left a file: $(ls "$TMP/dl2/tinyshakespeare")"
+ok "DOWNLOAD=1: the three files from their URLs, 301,966 / 36,059 tokens; a corrupt download is refused"
 
-# --- HellaSwag
-HELLASWAG="$SHARED/hellaswag/hellaswag_val.jsonl" bash dev/data/hellaswag.sh >/dev/null
-"$PYTHON" -c "
+# --- a corrupt embedded copy is refused and nothing is written
+mkdir "$TMP/emb"
+cp dev/data/embedded/* "$TMP/emb/"
+head -c 500000 "$TS" | xz > "$TMP/emb/tinyshakespeare.txt.xz"
+expect_fail "sha256 differs" env EMBEDDED_DIR="$TMP/emb" DATA_DIR="$TMP/d3" bash dev/data/tinyshakespeare.sh
+[ -z "$(ls -A "$TMP/d3/tinyshakespeare")" ] || fail "a corrupt embedded copy left a file: $(ls "$TMP/d3/tinyshakespeare")"
+
+# --- the book corpus straight from the .xz files, and HellaSwag (both from the shared folder)
+if [ -f "$SHARED/corpus/train.txt.xz" ] && [ -f "$SHARED/hellaswag/hellaswag_val.jsonl" ]; then
+    BOOKS_DIR="$SHARED/corpus" bash dev/data/books.sh >/dev/null
+    [ "$(ntok "$DATA_DIR/books/books_train_000000.bin")" = 24120290 ] || fail "books train count"
+    [ "$(ntok "$DATA_DIR/books/books_val_000000.bin")" = 847273 ] || fail "books val count"
+    SHARD_TOKENS=10000000 BOOKS_DIR="$SHARED/corpus" bash dev/data/books.sh >/dev/null
+    n=$(ls "$DATA_DIR/books"/books_train_*.bin | wc -l)
+    [ "$n" = 3 ] || fail "books with 10M-token shards: $n train shards, expected 3 (no stale shards either)"
+    ok "books.sh: 24,120,290 / 847,273 tokens; SHARD_TOKENS=10000000 gives 3 train shards"
+
+    HELLASWAG="$SHARED/hellaswag/hellaswag_val.jsonl" bash dev/data/hellaswag.sh >/dev/null
+    "$PYTHON" -c "
 import sys; sys.path.insert(0, 'dev/test')
 from tokenizer_ref import read_evalfile
 h, ex = read_evalfile(sys.argv[1])
 assert h[2] == 10042 and len(ex) == 10042, h[:4]
 " "$DATA_DIR/hellaswag/hellaswag_val.bin" || fail "hellaswag_val.bin"
-ok "hellaswag.sh: 10,042 examples"
+    ok "hellaswag.sh: 10,042 examples"
+else
+    skip_or_fail "test-data: books.sh, hellaswag.sh" "the book corpus and HellaSwag in $SHARED" \
+        "SHARED_DATA=/path/to/shared/data make test-data (a folder with corpus/{train,val}.txt.xz and hellaswag/hellaswag_val.jsonl)" || exit 1
+fi
 
 # --- FineWeb from local JSON lines (FineWeb's columns), llm.c's names, val shard first
-"$PYTHON" - "$SHARED/tinyshakespeare/input.txt" "$TMP/fw1.jsonl" "$TMP/fw2.jsonl" "$TMP/fw_expected.txt" <<'EOF'
+"$PYTHON" - "$TS" "$TMP/fw1.jsonl" "$TMP/fw2.jsonl" "$TMP/fw_expected.txt" "$DATA_DIR/gpt2" <<'EOF'
 import json, os, sys
 sys.path.insert(0, "dev/test")
 from tokenizer_ref import load_tiktoken
 text = open(sys.argv[1], encoding="utf-8").read()
 docs = [d for d in text.split("\n\n") if d][:3000]
-enc = load_tiktoken(os.environ["GPT2_DIR"])
+enc = load_tiktoken(sys.argv[5])
 for k, path in enumerate(sys.argv[2:4]):
     with open(path, "w") as f:
         for i, d in enumerate(docs[k::2]):
@@ -97,20 +147,23 @@ SHARD_TOKENS=40000 bash dev/data/fineweb.sh -t edu "$TMP/fw1.jsonl" >/dev/null
 "$PYTHON" dev/data/fineweb_download.py --help >/dev/null || fail "fineweb_download.py --help"
 ok "fineweb.sh: local JSON lines -> fineweb_val_000000.bin (40,000 tokens) + train shards, $total tokens"
 
-# --- the main job, dry run: data prepared, the CPU trainer chosen here, extra flags passed on
-out="$(DRY_RUN=1 TINYSHAKESPEARE="$SHARED/tinyshakespeare/input.txt" bash scripts/run_tinyshakespeare.sh -x 7 2>&1 | tail -n 1)"
+# --- the main job, dry run: packages present (nothing to install), data prepared, the CPU
+# trainer chosen here, extra flags passed on last
+out="$(DRY_RUN=1 bash scripts/quickstart.sh -x 7 2>&1)"
+echo "$out" | grep -q "would install" && fail "quickstart.sh would install packages the tests already need: $(echo "$out" | grep 'would install')"
+out="$(echo "$out" | tail -n 1)"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then want=./train_gpt2cu; else want=./train_gpt2; fi
-case "$out" in "$want "*"-i $DATA_DIR/tinyshakespeare/tiny_shakespeare_train.bin"*" -x 7") ;;
-    *) fail "run_tinyshakespeare.sh picked: $out (expected $want ... -x 7)" ;; esac
-ok "run_tinyshakespeare.sh: $(echo "$out" | cut -c1-60)... -x 7"
+case "$out" in "$want "*"-i $DATA_DIR/tinyshakespeare/tiny_shakespeare_train.bin"*" -n "*" -x 7") ;;
+    *) fail "quickstart.sh picked: $out (expected $want ... -n ... -x 7)" ;; esac
+ok "quickstart.sh: $(echo "$out" | cut -c1-60)... -x 7"
 
 # --- bad input to the recipes
 expect_fail "not found" env TINYSHAKESPEARE="$TMP/none.txt" bash dev/data/tinyshakespeare.sh
-expect_fail "GPT2_DIR" env GPT2_DIR="$TMP" bash dev/data/tinyshakespeare.sh "$SHARED/tinyshakespeare/input.txt"
+expect_fail "GPT2_DIR" env GPT2_DIR="$TMP" bash dev/data/tinyshakespeare.sh "$TS"
 expect_fail "BOOKS_DIR" env BOOKS_DIR="$TMP" bash dev/data/books.sh
 expect_fail "not found" bash dev/data/books.sh "$TMP/none.txt" "$TMP/none2.txt"
 expect_fail "not found" env HELLASWAG="$TMP/none.jsonl" bash dev/data/hellaswag.sh
-expect_fail ".jsonl or .parquet" bash dev/data/fineweb.sh "$SHARED/tinyshakespeare/input.txt"
+expect_fail ".jsonl or .parquet" bash dev/data/fineweb.sh "$TS"
 expect_fail "-v 1B" bash dev/data/fineweb.sh -v 1B
 if ! "$PYTHON" -c "import datasets" 2>/dev/null; then
     expect_fail "pip install datasets" "$PYTHON" dev/data/fineweb_download.py

@@ -16,7 +16,6 @@ cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-/usr/bin/python3}
 EXPORT=./export_hf
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1  # everything loads from the exported folders
-TOKDIR=../shared/data/gpt2   # OpenAI's GPT-2 tokenizer files, when this checkout has them
 
 [ -x "$EXPORT" ] || { echo "FAIL: $EXPORT not built (run: make export_hf)"; exit 1; }
 if ! "$PYTHON" -c "import transformers" 2>/dev/null; then
@@ -93,11 +92,11 @@ run "$EXPORT" -i "$W/X.bin" -o "$W/hf32" && ok "export v3 -> F32 folder"
 run "$EXPORT" -i "$W/X5.bin" -o "$W/hf5" && ok "export v5 -> BF16 folder"
 run "$EXPORT" -i "$W/X.bin" -o "$W/hfb" --bf16 && ok "export v3 --bf16 -> BF16 folder"
 run "$EXPORT" -i "$W/X5.bin" -o "$W/hf5f" --fp32 && ok "export v5 --fp32 -> F32 folder"
+# OpenAI's GPT-2 tokenizer files: the repository's embedded copies, unpacked by the data recipes' code
 HAVE_TOK=0
-if [ -f "$TOKDIR/encoder.json" ] && [ -f "$TOKDIR/vocab.bpe" ]; then
+TOKDIR="$W/gpt2"
+if run bash -c 'DOWNLOAD=0; source dev/data/common.sh && gpt2_files "$1"' gpt2_files "$TOKDIR"; then
     run "$EXPORT" -i "$W/X.bin" -o "$W/hftok" --tokenizer "$TOKDIR" && ok "export with --tokenizer" && HAVE_TOK=1
-else
-    echo "note: $TOKDIR not found; the --tokenizer check is skipped"
 fi
 ls -d "$W"/hf*.tmp.* >/dev/null 2>&1 && fail "a temporary export folder was left behind"
 

@@ -4,6 +4,9 @@
 
 FIXTURES = dev/test/fixtures
 SHARED_DATA ?= ../shared/data
+# a test that cannot run here: SKIPPED with a hint, or with CI=true a failure (dev/test/lib.sh)
+SKIP_OR_FAIL = bash -c '. dev/test/lib.sh --skip-only && skip_or_fail "$$@"' skip_or_fail
+NVCC_HINT = install the CUDA toolkit 12 or 13 (https://developer.nvidia.com/cuda-downloads) or put nvcc on PATH
 
 TEST_TARGETS = test-model test-loader test-bad-input test-generate test-bootstrap test-mpi test-resume test-run-state \
                test-hellaswag test-torch-ddp test-tokenizer test-data test-export test-plot test-books-smoke test-finetune \
@@ -119,7 +122,7 @@ test-finetune: train_gpt2 export_hf gpt2_tokenize
 # CI has nvcc but no GPU: every CUDA binary must at least compile (a failed compile fails make test)
 test-cuda-build:
 ifeq ($(NVCC),)
-	@echo "test-cuda-build: skipped, nvcc not found"
+	@$(SKIP_OR_FAIL) test-cuda-build nvcc "$(NVCC_HINT)"
 else
 	$(MAKE) --no-print-directory train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu
 	@echo "test-cuda-build: compiled for CUDA_ARCHS=\"$(CUDA_ARCHS)\": train_gpt2cu and test_gpt2cu $(if $(USE_CUDNN),with,WITHOUT) cuDNN, the single-GPU variant without$(if $(USE_CUDNN),,; make cudnn-frontend adds the cuDNN variant)"
@@ -128,7 +131,7 @@ endif
 # the CPU-only test of the CUDA layers' host logic (no GPU needed; one architecture is enough)
 test-cuda-host:
 ifeq ($(NVCC),)
-	@echo "test-cuda-host: skipped, nvcc not found"
+	@$(SKIP_OR_FAIL) test-cuda-host nvcc "$(NVCC_HINT)"
 else
 	$(MAKE) -C dev/cuda run-host CUDA_ARCHS="$(firstword $(CUDA_ARCHS))" NVCC="$(NVCC)"
 endif

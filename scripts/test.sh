@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The test suite in one command: set up this machine, then `make test`.
+#
+#   bash scripts/test.sh [test targets ...]      (default: test, the whole suite; e.g. test-data)
+#
+# Installs (once; run again, it installs nothing) the system packages below with apt-get, as root
+# or through sudo (without either it prints the one command to run and stops), and the PyPI test
+# references for /usr/bin/python3 (Debian's PyTorch lives there). A test that cannot run here (no
+# nvcc, no ../shared/data) says SKIPPED with what is missing; with CI=true it fails instead
+# (.ci/run). The CUDA toolkit is not installed: without nvcc the CUDA compile tests are skipped.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/setup_lib.sh
+
+# compilers, make and the tools the tests use; OpenBLAS (OpenMP build), OpenMPI, PCRE2; the
+# PyTorch reference and the test scripts' Python (torch 1.13, numpy, matplotlib, pip); clang and
+# its sanitizer/fuzzer runtime for the fuzz and sanitizer tests (libclang-rt-dev: the runtime of
+# the default clang, libclang-rt-14-dev on Debian 12)
+need_packages build-essential pkg-config xz-utils procps \
+    libopenblas-openmp-dev openmpi-bin libopenmpi-dev libpcre2-dev \
+    python3-torch python3-numpy python3-matplotlib python3-pip \
+    clang libclang-rt-dev
+# independent references from PyPI: tiktoken (tokenizer ids), transformers (export check).
+# 4.45.2 is the newest transformers whose generate() imports next to Debian's torch 1.13.
+need_pypi /usr/bin/python3 "from importlib.metadata import version as v; v('tiktoken'); assert v('transformers') == '4.45.2'" \
+    tiktoken 'transformers==4.45.2'
+if [ "${DRY_RUN:-0}" = 1 ]; then exit 0; fi
+# with the CUDA toolkit: the cuDNN frontend's headers (PyPI, once), so that test-cuda-build also
+# compiles the cuDNN attention
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+    make --no-print-directory cudnn-frontend
+fi
+
+targets=("${@:-test}")
+start=$(date +%s)
+make "${targets[@]}"
+echo "scripts/test.sh: make ${targets[*]} took $(( $(date +%s) - start )) s"
