@@ -2,7 +2,8 @@
 # The seed corpora of the fuzz harnesses: small valid files made by the project's own tools
 # (gpt2_tokenize, train_gpt2, train_gpt2.py, export_hf), one folder per harness.
 #   bash dev/fuzz/make_seeds.sh OUT_DIR            (from the repo root; the tools must be built)
-# Also writes OUT_DIR/tiny/{encoder.json,vocab.bpe}, a small BPE in GPT-2's format.
+# Also writes OUT_DIR/tiny/{encoder.json,vocab.bpe}, a small BPE in GPT-2's format, and
+# OUT_DIR/gpt2/, OpenAI's files unpacked from dev/data/embedded.
 set -euo pipefail
 OUT=$1
 PY=${PYTHON:-/usr/bin/python3}
@@ -12,12 +13,13 @@ W=$(mktemp -d /tmp/fuzz_seeds.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 SEP=$'\n--8<--\n'
 
-# text: the opening of Tiny Shakespeare when it is there, else a few lines of our own
-TEXT="${SHARED_DATA:-../shared/data}/tinyshakespeare/input.txt"
-if [ -f "$TEXT" ]; then head -c 3000 "$TEXT" > "$W/text.txt"; else
-    printf 'First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n' > "$W/text.txt"
-    printf "It's 2024: caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac <|endoftext|> 12ab34\t end\n" >> "$W/text.txt"
-fi
+# text: the opening of Tiny Shakespeare (dev/data/embedded) and a line of non-ASCII and specials.
+# OUT_DIR/gpt2: OpenAI's encoder.json and vocab.bpe from the same place, for the encoder harnesses.
+source dev/test/lib.sh --tools
+unpack_embedded "$W/embedded"
+mkdir -p "$OUT/gpt2" && cp "$W/embedded/gpt2/"* "$OUT/gpt2/"
+head -c 3000 "$W/embedded/tinyshakespeare/input.txt" > "$W/text.txt"
+printf "It's 2024: caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac <|endoftext|> 12ab34\t end\n" >> "$W/text.txt"
 "$PY" dev/fuzz/make_tiny_bpe.py "$W/text.txt" "$OUT/tiny" 60 > /dev/null
 TOK=(./gpt2_tokenize -e "$OUT/tiny/encoder.json" -m "$OUT/tiny/vocab.bpe" -n 1)
 

@@ -10,9 +10,8 @@ BUILD=$1 SECONDS_EACH=$2 PARALLEL=${3:-2}
 shift $(( $# >= 3 ? 3 : $# ))
 NAMES=("$@")
 [ ${#NAMES[@]} -gt 0 ] || NAMES=(shard model checkpoint tokenizer hellaswag bpe_load bpe_encode tokenize safetensors args)
-GPT2=${SHARED_DATA:-../shared/data}/gpt2
-[ -f "$GPT2/encoder.json" ] && [ -f "$GPT2/vocab.bpe" ] || GPT2=$BUILD/seeds/tiny
-export FUZZ_GPT2_DIR=$(realpath "$GPT2")
+# the encoder harnesses' tokenizer: OpenAI's files (make_seeds.sh unpacks them), or FUZZ_GPT2_DIR
+export FUZZ_GPT2_DIR=$(realpath "${FUZZ_GPT2_DIR:-$BUILD/seeds/gpt2}")
 # a rejected input leaks by design (llmc_die ends a real process): the ledger of dev/fuzz/fuzz.h
 # releases it and reports what an accepted input leaks, so LeakSanitizer is off
 export ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=0

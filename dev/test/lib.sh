@@ -1,11 +1,18 @@
-# Shared by the test scripts (sourced): a temporary working directory, the trainer under test,
-# mpirun flags for small machines, failure bookkeeping, loss comparisons, and what a test does
-# when something it needs is missing.
-#   source "$(dirname "$0")/lib.sh" <name> [trainer]     (run from the repo root)
-#   source "$(dirname "$0")/lib.sh" --skip-only          (only skip_or_fail; no directory, no cd)
-# Provides: TRAINER (absolute path), PY, ROOT, TMP (the cwd afterwards; removed on exit), MPIRUN,
-# have_mpi [binary], MPI_HINT, bad <message>, finish <name>, train_losses <main.log>, compare_losses <a> <b> <tolerance>,
-# skip_or_fail <test> <what is missing> <command that provides it>.
+# The one harness of the test scripts (sourced; run from the repo root). Two ways in:
+#   source dev/test/lib.sh <name> [trainer]   a test: the tools below, plus a temporary working
+#                                             directory TMP (the cwd afterwards; removed on exit,
+#                                             with whatever the test left running), one thread per
+#                                             process, TRAINER (absolute; default ./train_gpt2),
+#                                             failure bookkeeping: bad <message>, finish
+#   source dev/test/lib.sh --tools            the tools only, no directory, no cd (the drivers:
+#                                             test_gpu.sh, fresh_machine.sh, the Makefile)
+# The tools: ROOT (the repo), PY, MPIRUN, MPI_HINT, have_mpi [binary], skip_or_fail <test> <what
+# is missing> <command that provides it>, unpack_embedded <dir>, compare_logs <a> <b> KEY=TOL...,
+# train_losses <main.log>.
+
+LLMC_TEST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$LLMC_TEST_DIR/../.." && pwd)
+PY=${PYTHON:-/usr/bin/python3}
 
 # skip_or_fail TEST WHAT HINT: TEST (a test, or one part of it) cannot run because WHAT is missing.
 # For a user that is a skip which says what is missing and HINT, the command that provides it;
@@ -19,22 +26,41 @@ skip_or_fail() {
     fi
     echo "$1: SKIPPED (missing: $2); to run it: $3"
 }
-[ "${1:-}" = --skip-only ] && return 0
 
+# unpack_embedded DIR: the files that ship in dev/data/embedded, unpacked by the recipes' own code
+# (checked against its SHA256SUMS): DIR/gpt2/{encoder.json,vocab.bpe} and
+# DIR/tinyshakespeare/input.txt. Needs no network and never skips; ends the test if it cannot.
+unpack_embedded() {
+    (DOWNLOAD=0; source "$ROOT/dev/data/common.sh"
+     gpt2_files "$1/gpt2"
+     obtain "$1/tinyshakespeare/input.txt" tinyshakespeare.txt "" "") ||
+        { echo "error: cannot unpack dev/data/embedded into $1" >&2; exit 1; }
+}
+
+# compare_logs A/main.log B/main.log KEY=TOL... [--last N]: the one main.log comparator
+# (dev/test/compare_logs.py: per step, relative tolerance, 0 = bitwise; a step logged twice, as
+# after a resume, counts with its later line)
+compare_logs() { "$PY" "$LLMC_TEST_DIR/compare_logs.py" "$@"; }
+
+# "<step> <loss>" per optimizer step of a main.log, as logged (9 significant digits)
+train_losses() { grep -o 's:[0-9]* trl:[^ ]*' "$1" | sed 's/s://; s/trl://'; }
+
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+MPI_HINT="apt-get install openmpi-bin libopenmpi-dev, then make clean && make"
+# have_mpi [binary]: mpirun is here and the binary (default: the trainer) was built with MPI
+have_mpi() { command -v mpirun >/dev/null 2>&1 && ldd "${1:-$TRAINER}" 2>/dev/null | grep -q libmpi; }
+
+[ "${1:-}" = --tools ] && return 0
+
+# ---- a test
 set -u
 TEST_NAME=$1
 TRAINER=$(realpath "${2:-./train_gpt2}")
-PY=${PYTHON:-/usr/bin/python3}
-ROOT=$(pwd)
 TMP=$(mktemp -d "/tmp/$TEST_NAME.XXXXXX")
 # kill what the test left running (a killed run's mpirun, a backgrounded trainer), then clean up
 trap 'pkill -9 -f "$TMP" 2>/dev/null; rm -rf "$TMP"' EXIT
 # one thread per process: the tests run several ranks on two cores
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
-# have_mpi [binary]: mpirun is here and the binary (default: the trainer) was built with MPI
-have_mpi() { command -v mpirun >/dev/null 2>&1 && ldd "${1:-$TRAINER}" 2>/dev/null | grep -q libmpi; }
-MPI_HINT="apt-get install openmpi-bin libopenmpi-dev, then make clean && make"
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 finish() {
@@ -42,26 +68,3 @@ finish() {
     echo "$TEST_NAME: all checks passed"
 }
 cd "$TMP"
-
-# "<step> <loss>" per optimizer step of a main.log, as logged (9 significant digits)
-train_losses() { grep -o 's:[0-9]* trl:[^ ]*' "$1" | sed 's/s://; s/trl://'; }
-
-# compare two "<step> <value>" lists: same steps, relative difference <= tolerance (0: equal strings)
-compare_losses() {
-    $PY - "$1" "$2" "$3" <<'PYEOF'
-import sys
-a = [l.split() for l in open(sys.argv[1]) if l.strip()]
-b = [l.split() for l in open(sys.argv[2]) if l.strip()]
-tol = float(sys.argv[3])
-if not a or [x[0] for x in a] != [x[0] for x in b]:
-    print(f"steps differ: {[x[0] for x in a]} vs {[x[0] for x in b]}"); sys.exit(1)
-worst = 0.0
-for (s, x), (_, y) in zip(a, b):
-    if tol == 0:
-        if x != y: print(f"step {s}: {x} != {y}"); sys.exit(1)
-    else:
-        d = abs(float(x) - float(y)) / abs(float(y)); worst = max(worst, d)
-        if d > tol: print(f"step {s}: {x} vs {y} (relative {d:.2e} > {tol})"); sys.exit(1)
-print(f"  {len(a)} values agree (worst relative difference {worst:.1e}, tolerance {tol})")
-PYEOF
-}

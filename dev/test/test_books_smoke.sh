@@ -7,7 +7,7 @@ set -u
 cd "$(dirname "$0")/../.."
 SHARED="${SHARED_DATA:-../shared/data}"
 if [ ! -f "$SHARED/corpus/val.txt.xz" ] || [ ! -f "$SHARED/hellaswag/hellaswag_val.jsonl" ]; then
-    source dev/test/lib.sh --skip-only
+    source dev/test/lib.sh --tools
     skip_or_fail test-books-smoke "the book corpus and HellaSwag in $SHARED" \
         "SHARED_DATA=/path/to/shared/data make test-books-smoke (a folder with corpus/val.txt.xz and hellaswag/hellaswag_val.jsonl)"
     exit

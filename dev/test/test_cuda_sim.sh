@@ -27,14 +27,11 @@ $PY "$ROOT/dev/bench/make_random_shard.py" val.bin 4000 2 128
 # head size 64 (the fused attention's); 4C = 256 > Vp = 128, so the logits buffer is sized by 4C
 ARGS=(-i train.bin -j val.bin -e L2:C64:H1:T32:V128 -b 2 -t 16 -d 64 -x 4 -v 0 -s 0 -l 1e-3 -u 1 -c 0.1)
 
-trl() { train_losses "$1"; }
-# "<step> <gradient norm>": the backward pass's sharpest signal in a log (a wrong statistic or
-# stride in one layer's backward moves the norm by ~1% but the loss by ~1e-5)
-gnorm() { grep -o 's:[0-9]* trl:[^ ]* lr:[^ ]* norm:[^ ]*' "$1" | sed 's/s:\([0-9]*\) .*norm:/\1 /'; }
-tel() { grep -o 's:[0-9]* tel:[^ ]*' "$1" | sed 's/s://; s/tel://'; }
+# main.logs compared with compare_logs (lib.sh). The gradient norm (norm=) is the backward pass's
+# sharpest signal in a log: a wrong statistic or stride in one layer's backward moves it by ~1%
+# but the loss by ~1e-5.
 # the step lines' "step N/M | loss X | norm Y" part, for bitwise comparisons
 steplines() { grep -o '^step [0-9]*/[0-9]* | loss [^|]*| norm [^|]*' "$1"; }
-compare() { compare_losses "$@"; }
 run() {  # run <name> <binary> args...: stdout+stderr to <name>.txt, complain on failure
     local name=$1; shift
     "$@" > "$name.txt" 2>&1 || { bad "$name exited non-zero"; tail -5 "$name.txt"; }
@@ -67,27 +64,18 @@ joined sim_r2 sim_w0
 bg sim2 "$SIM" "${ARGS[@]}" -o sim2
 bg ck "$SIM" "${ARGS[@]}" -o ck -n 2
 joined sim2 ck
-trl cpu/main.log > cpu_trl.txt; trl sim/main.log > sim_trl.txt
-tel cpu/main.log > cpu_tel.txt; tel sim/main.log > sim_tel.txt
-compare sim_trl.txt cpu_trl.txt 2e-3 || bad "train losses: simulated CUDA vs CPU"
-compare sim_tel.txt cpu_tel.txt 2e-3 || bad "val losses: simulated CUDA vs CPU"
 # gradient norms: measured 1.2e-3 at most over these steps (bf16 gradients, drifting runs)
-gnorm cpu/main.log > cpu_norm.txt; gnorm sim/main.log > sim_norm.txt
-echo " gradient norms:"; compare sim_norm.txt cpu_norm.txt 3e-3 || bad "gradient norms: simulated CUDA vs CPU"
+compare_logs sim/main.log cpu/main.log trl=2e-3 tel=2e-3 norm=3e-3 || bad "simulated CUDA vs CPU"
 for r in 0 2; do
-    trl sim_r$r/main.log > sim_r${r}_trl.txt
-    gnorm sim_r$r/main.log > sim_r${r}_norm.txt
-    echo " -r $r vs -r 1:"; compare sim_r${r}_trl.txt sim_trl.txt 1e-3 || bad "-r $r differs from -r 1"
-    compare sim_r${r}_norm.txt sim_norm.txt 2e-3 || bad "-r $r gradient norms differ from -r 1"
+    echo " -r $r vs -r 1:"; compare_logs sim_r$r/main.log sim/main.log trl=1e-3 norm=2e-3 || bad "-r $r differs from -r 1"
 done
-trl sim_w0/main.log > sim_w0_trl.txt
-echo " -w 0 (bf16 parameters, no master weights) vs CPU:"; compare sim_w0_trl.txt cpu_trl.txt 3e-3 || bad "-w 0 vs CPU"
+echo " -w 0 (bf16 parameters, no master weights) vs CPU:"
+compare_logs sim_w0/main.log cpu/main.log trl=3e-3 || bad "-w 0 vs CPU"
 grep -q "gradient reduction: none (one process)" sim.txt || bad "no device/backend line on stdout"
 
 # ---- 2. determinism and resume
 echo "2. determinism and resume:"
-trl sim2/main.log > sim2_trl.txt
-echo " second run:"; compare sim2_trl.txt sim_trl.txt 0 || bad "two identical runs differ"
+echo " second run:"; compare_logs sim2/main.log sim/main.log trl=0 norm=0 || bad "two identical runs differ"
 rm -f ck/DONE_00000004
 run ck_resume "$SIM" "${ARGS[@]}" -o ck -n 2 -y 1
 grep -q "resumed from checkpoint 2" ck_resume.txt || bad "resume did not start from checkpoint 2"
@@ -99,16 +87,10 @@ if cmp -s full_tail.txt resumed.txt; then echo "  steps 3-4 after resume are bit
 if [ "${SIM_MPI:-0}" = 1 ] && have_mpi "$SIM"; then
     echo "3. 2 MPI ranks (-pb mpi) vs 1 rank with 2 micro-steps:"
     run np2 "${MPIRUN[@]}" -np 2 "$SIM" "${ARGS[@]}" -pb mpi -o np2
-    trl np2/main.log > np2_trl.txt
-    compare np2_trl.txt sim_trl.txt 2e-3 || bad "2 ranks differ from 1 rank"
-    gnorm np2/main.log > np2_norm.txt
-    compare np2_norm.txt sim_norm.txt 2e-3 || bad "2 ranks: gradient norms differ from 1 rank"
+    compare_logs np2/main.log sim/main.log trl=2e-3 norm=2e-3 || bad "2 ranks differ from 1 rank"
     [ "$(grep -c '^step [0-9]*/4 |' np2.txt)" -eq 4 ] || bad "np2: expected 4 step lines (rank 0 only)"
     run z1 "${MPIRUN[@]}" -np 2 "$SIM" "${ARGS[@]}" -pb mpi -z 1 -o z1 -n 2
-    trl z1/main.log > z1_trl.txt
-    gnorm z1/main.log > z1_norm.txt
-    echo " ZeRO-1 vs -z 0:"; compare z1_trl.txt np2_trl.txt 1e-3 || bad "ZeRO-1 differs from -z 0"
-    compare z1_norm.txt np2_norm.txt 1e-3 || bad "ZeRO-1 gradient norms differ from -z 0"
+    echo " ZeRO-1 vs -z 0:"; compare_logs z1/main.log np2/main.log trl=1e-3 norm=1e-3 || bad "ZeRO-1 differs from -z 0"
     grep -q "ZeRO-1" z1.txt || bad "ZeRO-1 not reported"
     [ "$(ls z1 | grep -c '^state_00000002_')" -eq 2 ] || bad "ZeRO-1: expected 2 state files for checkpoint 2"
     cp -r z1 z1b; rm -f z1/DONE_00000004
@@ -118,9 +100,9 @@ if [ "${SIM_MPI:-0}" = 1 ] && have_mpi "$SIM"; then
         bad "ZeRO-1 resume on 2 ranks differs"; diff z1_tail.txt z1_resumed.txt | head -6; fi
     rm -f z1b/DONE_00000004
     run z1_on1 "$SIM" "${ARGS[@]}" -o z1b -n 2 -y 1
-    grep -o 's:[0-9]* trl:[^ ]*' z1b/main.log | tail -2 | sed 's/s://; s/trl://' > z1_on1_trl.txt
-    tail -2 z1_trl.txt > z1_tail_trl.txt
-    echo " ZeRO-1 checkpoint of 2 ranks resumed on 1:"; compare z1_on1_trl.txt z1_tail_trl.txt 1e-3 || bad "re-sharded resume"
+    # steps 3-4 resumed on 1 rank (appended to the copied log; the later line wins) vs 2 ranks
+    echo " ZeRO-1 checkpoint of 2 ranks resumed on 1:"
+    compare_logs z1b/main.log z1/main.log trl=1e-3 --last 2 || bad "re-sharded resume"
     expect_fail "2 ranks with -pb nccl in a build without NCCL" "use the host-staged backend -pb mpi" \
         "${MPIRUN[@]}" -np 2 "$SIM" "${ARGS[@]}" -pb nccl
 else

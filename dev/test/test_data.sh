@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 REPO="$(pwd)"
-source dev/test/lib.sh --skip-only
+source dev/test/lib.sh --tools
 PYTHON="${PYTHON:-/usr/bin/python3}"
 SHARED="${SHARED_DATA:-$REPO/../shared/data}"
 "$PYTHON" -c "import tiktoken" 2>/dev/null || {

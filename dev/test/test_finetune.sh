@@ -8,14 +8,13 @@
 #  - the val loss goes down from there, the fine-tuned model is saved, a relaunch says the run is complete;
 #  - the GPU plan (DRY_RUN=1 with a stand-in nvidia-smi) for all four sizes: batch arithmetic that
 #    divides, the recipe's hyperparameters, the hub's URLs; bad model names and folders.
-# Needs ../shared/data (Tiny Shakespeare and the GPT-2 tokenizer files; SKIPPED without it) and
-# $PYTHON with torch and transformers.
+# Tiny Shakespeare and the GPT-2 tokenizer files come from dev/data/embedded (the recipes' default,
+# no network); needs $PYTHON with torch and transformers.
 source "$(dirname "$0")/lib.sh" test_finetune
-SHARED="$(cd "$ROOT" && realpath "${SHARED_DATA:-../shared/data}" 2>/dev/null)"  # relative to the repo, as make passes it
-if [ ! -f "$SHARED/tinyshakespeare/input.txt" ]; then echo "test-finetune: SKIPPED: no Tiny Shakespeare in ${SHARED_DATA:-../shared/data}"; exit 0; fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_NUM_THREADS=2
-export DATA_DIR="$TMP/data" TOKENIZER_BIN="$TMP/gpt2_tokenizer.bin" GPT2_DIR="$SHARED/gpt2"
-export TINYSHAKESPEARE="$SHARED/tinyshakespeare/input.txt"
+# the recipes' defaults: Tiny Shakespeare and OpenAI's files unpacked from dev/data/embedded into DATA_DIR
+unset GPT2_DIR TINYSHAKESPEARE DOWNLOAD
+export DATA_DIR="$TMP/data" TOKENIZER_BIN="$TMP/gpt2_tokenizer.bin"
 START=$(date +%s)
 
 # ---- a small "GPT-2", pretrained for a few steps (so that its biases and LayerNorms are no longer

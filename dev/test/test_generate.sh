@@ -6,8 +6,9 @@
 # bad input is one line.
 #   bash dev/test/test_generate.sh [trainer]     (from the repo root; default ./train_gpt2)
 source "$(dirname "$0")/lib.sh" test-generate "${1:-./train_gpt2}"
-GPT2_DIR=$(realpath "${GPT2_DIR:-$ROOT/../shared/data/gpt2}")
-[ -f "$GPT2_DIR/encoder.json" ] || { echo "test-generate: needs encoder.json/vocab.bpe in $GPT2_DIR (GPT2_DIR=...)"; exit 1; }
+# OpenAI's tokenizer files, from the copies that ship in dev/data/embedded
+unpack_embedded "$TMP/data"
+GPT2_DIR="$TMP/data/gpt2"
 
 # A random model, rescaled so that greedy decoding is a sharp test: the final LayerNorm gain x100
 # makes the logits differ by whole units (the 2e-2 init alone gives near-ties that fp32 summation

@@ -9,7 +9,7 @@
 #   $PYTHON -m pip install --break-system-packages tiktoken
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-source dev/test/lib.sh --skip-only
+source dev/test/lib.sh --tools
 PYTHON="${PYTHON:-/usr/bin/python3}"
 SHARED="${SHARED_DATA:-../shared/data}"
 [ -x ./gpt2_tokenize ] || { echo "error: ./gpt2_tokenize is missing: make gpt2_tokenize" >&2; exit 1; }
@@ -17,13 +17,10 @@ SHARED="${SHARED_DATA:-../shared/data}"
     echo "error: test-tokenizer needs tiktoken as the reference: $PYTHON -m pip install --break-system-packages tiktoken" >&2
     exit 1
 }
-# the data folder test_tokenizer.py reads: the embedded files, unpacked by the recipes' own code
-# (checked against dev/data/embedded/SHA256SUMS), next to the shared corpus and HellaSwag
+# the data folder test_tokenizer.py reads: the embedded files next to the shared corpus and HellaSwag
 W="$(mktemp -d /tmp/test_tokenizer_data.XXXXXX)"
 trap 'rm -rf "$W"' EXIT
-(DOWNLOAD=0; source dev/data/common.sh
- gpt2_files "$W/gpt2"
- obtain "$W/tinyshakespeare/input.txt" tinyshakespeare.txt "" "")
+unpack_embedded "$W"
 exclude=()
 if [ -f "$SHARED/corpus/train.txt.xz" ] && [ -f "$SHARED/corpus/val.txt.xz" ] && [ -f "$SHARED/hellaswag/hellaswag_val.jsonl" ]; then
     ln -s "$(realpath "$SHARED/corpus")" "$W/corpus"

@@ -58,8 +58,6 @@ torch_ranks() {
     for p in "${pids[@]}"; do wait "$p" || rc=1; done
     return $rc
 }
-# "<step> <value>" of a key (trl, norm, tel, hsw) in a main.log
-log_key() { sed -n "s/^s:\([0-9]*\) \(.* \)\?$2:\([^ ]*\).*/\1 \3/p" "$1"; }
 # two model files' parameters: |a-b| / |a| <= tol (L2 norms). Not the largest single difference:
 # AdamW turns rounding noise in a near-zero gradient into a step of up to lr*|g|/eps (seen: 1e-4
 # on one element of fcw while the whole differs by 7e-6)
@@ -79,12 +77,10 @@ for np in 1 2; do
         || { bad "train_gpt2 np=$np failed"; tail -n 3 c$np.out; }
     torch_ranks $np p$np "${ARGS[@]}" -b ${B_FOR[$np]} -o p$np || { bad "train_gpt2.py np=$np failed"; tail -n 3 p$np.*.err; }
     # train loss, gradient norm, val loss, HellaSwag accuracy (a count: equal)
-    for k in trl norm tel hsw; do
-        for t in c p; do log_key $t$np/main.log $k > $t$np.$k; done
-        echo "np=$np $k, train_gpt2.py vs train_gpt2:"
-        compare_losses p$np.$k c$np.$k "$([ $k = hsw ] && echo 0 || echo 1e-4)" || bad "np=$np: $k differs"
-    done
-    [ "$(wc -l < p$np.trl)" -eq 12 ] || bad "train_gpt2.py np=$np logged $(wc -l < p$np.trl) steps, expected 12"
+    echo "np=$np, train_gpt2.py vs train_gpt2:"
+    compare_logs p$np/main.log c$np/main.log trl=1e-4 norm=1e-4 tel=1e-4 hsw=0 || bad "np=$np: the logs differ"
+    n=$(grep -c '^s:[0-9]* trl:' p$np/main.log)
+    [ "$n" -eq 12 ] || bad "train_gpt2.py np=$np logged $n steps, expected 12"
     echo "np=$np final parameters:"
     close_params c$np/model_00000012.bin p$np/model_00000012.bin 1e-4 || bad "np=$np: final parameters differ"
     n=$(grep -c '^step [0-9]*/12 |' p$np.0.out)
@@ -115,9 +111,7 @@ cross_resume() {
     cp -r "$src" "$name" && rm "$name/DONE_00000012"
     timeout -k 10 300 "$@" -o "$name" -y 1 > "$name.out" 2>&1 || { bad "$name: the resumed run failed"; tail -n 3 "$name.out"; return; }
     grep -q "resumed from checkpoint 6" "$name.out" || bad "$name: did not resume from checkpoint 6"
-    log_key "$name/main.log" trl | tail -n 6 > "$name.trl"
-    tail -n 6 "$src.trl" > "$src.tail"
-    echo "$name, steps 7-12:"; compare_losses "$name.trl" "$src.tail" 1e-4 || bad "$name: losses after the resume differ"
+    echo "$name, steps 7-12:"; compare_logs "$name/main.log" "$src/main.log" trl=1e-4 --last 6 || bad "$name: losses after the resume differ"
 }
 cross_resume train_gpt2_np2_to_torch_np1 c2 $PY "$TORCH_TRAINER" "${ARGS[@]}" -b 4
 cross_resume torch_np2_to_train_gpt2_np1 p2 "$TRAINER" "${ARGS[@]}" -b 4

@@ -5,7 +5,7 @@
 FIXTURES = dev/test/fixtures
 SHARED_DATA ?= ../shared/data
 # a test that cannot run here: SKIPPED with a hint, or with CI=true a failure (dev/test/lib.sh)
-SKIP_OR_FAIL = bash -c '. dev/test/lib.sh --skip-only && skip_or_fail "$$@"' skip_or_fail
+SKIP_OR_FAIL = bash -c '. dev/test/lib.sh --tools && skip_or_fail "$$@"' skip_or_fail
 NVCC_HINT = install the CUDA toolkit 12 or 13 (https://developer.nvidia.com/cuda-downloads) or put nvcc on PATH
 
 TEST_TARGETS = test-model test-loader test-bad-input test-generate test-bootstrap test-mpi test-resume test-run-state \
@@ -112,9 +112,9 @@ test-books-smoke: train_gpt2 gpt2_tokenize
 	SHARED_DATA=$(SHARED_DATA) bash dev/test/test_books_smoke.sh
 
 # scripts/finetune_gpt2.sh offline: a small model in the hub's safetensors layout, converted and
-# fine-tuned on Tiny Shakespeare; its starting loss against transformers (needs ../shared/data)
+# fine-tuned on Tiny Shakespeare; its starting loss against transformers
 test-finetune: train_gpt2 export_hf gpt2_tokenize
-	PYTHON=$(PYTHON) SHARED_DATA=$(SHARED_DATA) bash dev/test/test_finetune.sh
+	PYTHON=$(PYTHON) bash dev/test/test_finetune.sh
 
 # ---------------------------------------------------------------------------------------------
 # CUDA without a GPU: compile everything, and run the kernels on the CPU host simulator
@@ -177,8 +177,8 @@ $(FUZZ_BUILD)/fuzz_%: dev/fuzz/fuzz_%.c $(FUZZ_DEPS)
 	    $(if $(filter $*,$(FUZZ_PCRE2)),$(PCRE2_LDLIBS))
 
 # seeds: small valid files that the project's tools make (dev/fuzz/make_seeds.sh)
-$(FUZZ_BUILD)/seeds/.done: dev/fuzz/make_seeds.sh dev/fuzz/make_tiny_bpe.py train_gpt2 gpt2_tokenize export_hf train_gpt2.py
-	PYTHON=$(PYTHON) SHARED_DATA=$(SHARED_DATA) bash dev/fuzz/make_seeds.sh $(FUZZ_BUILD)/seeds
+$(FUZZ_BUILD)/seeds/.done: dev/fuzz/make_seeds.sh dev/fuzz/make_tiny_bpe.py dev/data/embedded/SHA256SUMS train_gpt2 gpt2_tokenize export_hf train_gpt2.py
+	PYTHON=$(PYTHON) bash dev/fuzz/make_seeds.sh $(FUZZ_BUILD)/seeds
 	touch $@
 
 # the harnesses and their seeds; without clang's fuzzer runtime: SKIPPED, or an error under CI=true
@@ -194,7 +194,7 @@ endif
 # every harness for FUZZ_SECONDS on its corpus, FUZZ_PARALLEL at a time
 fuzz: fuzz-build
 ifeq ($(FUZZ_OK),1)
-	SHARED_DATA=$(SHARED_DATA) bash dev/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_PARALLEL)
+	bash dev/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_PARALLEL)
 endif
 
 # CI: about 20 s per harness, two at a time (about 2 minutes)
