@@ -23,8 +23,8 @@
 # KEEP=1 leaves the root (FRESH_ROOT, default a new /var/tmp/fresh_machine.XXXXXX) for inspection;
 # the logs stay in $FRESH_ROOT.logs.
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-REPO="$(pwd)"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" --tools   # ROOT: this repository
+cd "$ROOT"
 SUITE="${1:-bookworm}"
 case "$SUITE" in
     bookworm) MIRROR=http://deb.debian.org/debian; COMPONENTS=main ;;
@@ -39,17 +39,17 @@ test-cuda-host
 test-data: books.sh, hellaswag.sh
 test-tokenizer: books_corpus, hellaswag"
 
-ROOT="${FRESH_ROOT:-$(mktemp -d /var/tmp/fresh_machine.XXXXXX)}"
-LOGS="$ROOT.logs"
-mkdir -p "$ROOT" "$LOGS"
+CHROOT="${FRESH_ROOT:-$(mktemp -d /var/tmp/fresh_machine.XXXXXX)}"
+LOGS="$CHROOT.logs"
+mkdir -p "$CHROOT" "$LOGS"
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 note() { echo "$*" | tee -a "$LOGS/summary.txt"; }
-mounts() { findmnt -rn -o TARGET | grep "^$ROOT/" | sort -r || true; }
+mounts() { findmnt -rn -o TARGET | grep "^$CHROOT/" | sort -r || true; }
 cleanup() {
     local m
     for m in $(mounts); do umount -l "$m" 2>/dev/null || true; done
-    if [ "${KEEP:-0}" != 1 ] && [ -z "$(mounts)" ]; then rm -rf --one-file-system "$ROOT"; fi
+    if [ "${KEEP:-0}" != 1 ] && [ -z "$(mounts)" ]; then rm -rf --one-file-system "$CHROOT"; fi
 }
 trap cleanup EXIT
 # run_in USER LOG COMMAND: a login shell in the chroot with a clean environment; the exit status
@@ -59,7 +59,7 @@ run_in() {
     [ "$user" = root ] || home="/home/$user"
     t0=$(date +%s)
     set +e
-    chroot "$ROOT" /usr/bin/env -i HOME="$home" TERM=dumb LANG=C.UTF-8 \
+    chroot "$CHROOT" /usr/bin/env -i HOME="$home" TERM=dumb LANG=C.UTF-8 \
         PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         /usr/sbin/runuser -u "$user" -- /bin/bash -c "cd ~/llmc && $cmd" > "$LOGS/$log" 2>&1
     rc=$?
@@ -67,38 +67,38 @@ run_in() {
     echo "exit $rc after $(( $(date +%s) - t0 )) s" >> "$LOGS/$log"
     return $rc
 }
-packages() { chroot "$ROOT" dpkg-query -W -f='${Status}\n' | grep -c ' installed$'; }
+packages() { chroot "$CHROOT" dpkg-query -W -f='${Status}\n' | grep -c ' installed$'; }
 
 # ---- 1. the root
 t0=$(date +%s)
-debootstrap --variant=minbase --components="$COMPONENTS" --include=git,ca-certificates "$SUITE" "$ROOT" "$MIRROR" \
+debootstrap --variant=minbase --components="$COMPONENTS" --include=git,ca-certificates "$SUITE" "$CHROOT" "$MIRROR" \
     > "$LOGS/debootstrap.log" 2>&1 || { tail "$LOGS/debootstrap.log"; echo "error: debootstrap failed" >&2; exit 1; }
-cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+cp /etc/resolv.conf "$CHROOT/etc/resolv.conf"
 # /etc/hosts as an installed system has it (debootstrap writes none): localhost, and the host name
 # that sudo looks up
-printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\tlocalhost ip6-localhost ip6-loopback\n' "$(hostname)" > "$ROOT/etc/hosts"
+printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\tlocalhost ip6-localhost ip6-loopback\n' "$(hostname)" > "$CHROOT/etc/hosts"
 # the host's own certificate authorities (a TLS-intercepting proxy on a build machine): what the
 # host's network needs, not part of what a fresh machine needs for the commands under test
 if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
-    cp /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/"
-    chroot "$ROOT" update-ca-certificates > /dev/null 2>&1
+    cp /usr/local/share/ca-certificates/*.crt "$CHROOT/usr/local/share/ca-certificates/"
+    chroot "$CHROOT" update-ca-certificates > /dev/null 2>&1
 fi
-mount -t proc proc "$ROOT/proc"
-for d in sys dev; do mount --rbind "/$d" "$ROOT/$d"; mount --make-rslave "$ROOT/$d"; done
-note "fresh_machine: $SUITE minbase + git in $ROOT ($(( $(date +%s) - t0 )) s, $(packages) packages); host load $(cut -d' ' -f1-3 /proc/loadavg)"
+mount -t proc proc "$CHROOT/proc"
+for d in sys dev; do mount --rbind "/$d" "$CHROOT/$d"; mount --make-rslave "$CHROOT/$d"; done
+note "fresh_machine: $SUITE minbase + git in $CHROOT ($(( $(date +%s) - t0 )) s, $(packages) packages); host load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # ---- 2. the clone, and the README's two commands
-git clone -q "$REPO" "$ROOT/root/llmc"
-git -C "$ROOT/root/llmc" checkout -q "$(git rev-parse HEAD)"
+git clone -q "$ROOT" "$CHROOT/root/llmc"
+git -C "$CHROOT/root/llmc" checkout -q "$(git rev-parse HEAD)"
 note "commit $(git rev-parse --short HEAD)"
 mapfile -t CMDS < <(awk '/^## Quick start/ { q = 1 } q && /^```bash/ { b = 1; next } b && /^```/ { exit } b' README.md | sed 's/ *#.*$//')
 [ ${#CMDS[@]} -eq 2 ] || { echo "error: expected 2 commands in README's Quick start block, found ${#CMDS[@]}" >&2; exit 1; }
 note "README: '${CMDS[0]}' and '${CMDS[1]}'"
 
 # ---- 3. an unprivileged user without sudo: told the one command, nothing installed
-chroot "$ROOT" useradd -m fresh
-git clone -q "$REPO" "$ROOT/home/fresh/llmc"
-chroot "$ROOT" chown -R fresh: /home/fresh/llmc
+chroot "$CHROOT" useradd -m fresh
+git clone -q "$ROOT" "$CHROOT/home/fresh/llmc"
+chroot "$CHROOT" chown -R fresh: /home/fresh/llmc
 before=$(packages)
 if run_in fresh user.log "${CMDS[0]}"; then bad "as a user without sudo, '${CMDS[0]}' did not stop"; fi
 grep -q "^  apt-get update && apt-get install" "$LOGS/user.log" || bad "as a user: no command to run printed ($(tail -3 "$LOGS/user.log"))"
@@ -106,13 +106,13 @@ grep -q "^  apt-get update && apt-get install" "$LOGS/user.log" || bad "as a use
 note "as a user without sudo: $(grep -A1 'needs root' "$LOGS/user.log" | tail -1 | cut -c1-110)..."
 
 # ---- 4. the same user with sudo (passwordless): the main job installs through sudo and trains
-chroot "$ROOT" /usr/bin/env DEBIAN_FRONTEND=noninteractive apt-get install -y -q sudo > "$LOGS/sudo.log" 2>&1
-echo "fresh ALL=(ALL) NOPASSWD: ALL" > "$ROOT/etc/sudoers.d/fresh"
+chroot "$CHROOT" /usr/bin/env DEBIAN_FRONTEND=noninteractive apt-get install -y -q sudo > "$LOGS/sudo.log" 2>&1
+echo "fresh ALL=(ALL) NOPASSWD: ALL" > "$CHROOT/etc/sudoers.d/fresh"
 before=$(packages)
 run_in fresh main.log "${CMDS[0]} ${MAIN_ARGS:-}" || bad "'${CMDS[0]} ${MAIN_ARGS:-}' failed: $(tail -3 "$LOGS/main.log")"
 after=$(packages)
 model=$(grep -o '^  model .*' "$LOGS/main.log" | awk '{ print $2 }')
-[ -n "$model" ] && [ -f "$ROOT/home/fresh/llmc/$model" ] || bad "the main job's summary names no model file that exists ('$model')"
+[ -n "$model" ] && [ -f "$CHROOT/home/fresh/llmc/$model" ] || bad "the main job's summary names no model file that exists ('$model')"
 note "main job (a user with sudo): $(tail -1 "$LOGS/main.log"); installed $((after - before)) packages: $(grep -o 'setup: installing .*' "$LOGS/main.log" | head -1 | cut -c19-)"
 note "  $(grep '^quickstart: done' "$LOGS/main.log" || echo 'no summary')"
 note "  $(grep '^step ' "$LOGS/main.log" | tail -1)"

@@ -45,7 +45,7 @@
 # is generated on the spot (random tokens). dev/gpu/emulate_device.sh runs this script on a GPU-less
 # machine in the GPU machine's software layout (the builds work; the GPU steps fail).
 set -u
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+source "$(dirname "$0")/lib.sh" --tools   # ROOT; compare_logs, exported to the steps below
 cd "$ROOT" || exit 1
 OUTDIR=${OUT:-$ROOT/gpu_out}
 WORK=$ROOT/build/gpu_test
@@ -113,6 +113,8 @@ for p in python3 /usr/bin/python3; do
 done
 [ -z "$PY" ] && PY=python3
 export PYTHON=$PY
+export PY LLMC_TEST_DIR
+export -f compare_logs
 MAKEVARS=(CUDA_ARCHS=90a PYTHON="$PY")
 # NCCL and cuDNN: the Makefile finds them in the CUDA toolkit or in PyTorch's wheels (nvidia-nccl-cu13,
 # nvidia-cudnn-cu13) and says where; cuDNN's attention also needs the frontend headers: carry
@@ -189,9 +191,8 @@ if has_part build; then
     grep -E "^(OpenMP|OpenBLAS):" "$WORK/logs/build_cpu.log" | sed 's/^/        /' | tee -a "$SUMMARY"
 fi
 
-# $CMP <a/main.log> <b/main.log> trl=<tol> norm=<tol>: every step's loss and gradient norm within tol
-# relative (0: identical strings, i.e. bitwise): the tests' one main.log comparator
-CMP="$PY $ROOT/dev/test/compare_logs.py"
+# compare_logs <a/main.log> <b/main.log> trl=<tol> norm=<tol> (lib.sh): every step's loss and
+# gradient norm within tol relative (0: identical strings, i.e. bitwise)
 # resume_copy <run dir> <copy>: the run as it was at its checkpoint 5 (checkpoint 10 incomplete,
 # main.log cut after step 5), for a resume with -y 1 that must log steps 6-10 again
 resume_copy() {
@@ -222,7 +223,7 @@ kill_rank() {
 export -f resume_copy kill_rank
 # resumed <output> <run dir> <reference dir> <tol>: the resume said so, and its steps 6-10 make the
 # run's main.log agree with the reference's (all 10 steps)
-resumed() { echo "grep -q 'resumed from checkpoint 5' $1 && $CMP $2/main.log $3/main.log trl=$4 norm=$4"; }
+resumed() { echo "grep -q 'resumed from checkpoint 5' $1 && compare_logs $2/main.log $3/main.log trl=$4 norm=$4"; }
 
 # the data of the small runs (test, multi)
 D=$WORK/multi
@@ -247,7 +248,7 @@ if has_part test; then
     # two processes with the same flags: bitwise-equal losses and norms; the first one's checkpoint
     # 5 resumed in a third process: steps 6-10 bitwise equal to the uninterrupted run's
     rm -rf "$D/det_a" "$D/det_b" "$D/det_r"
-    step determinism_2proc 180 "./train_gpt2cu $A -d $MULTI_D -n 5 -o $D/det_a > /dev/null && ./train_gpt2cu $A -d $MULTI_D -o $D/det_b && $CMP $D/det_b/main.log $D/det_a/main.log trl=0 norm=0"
+    step determinism_2proc 180 "./train_gpt2cu $A -d $MULTI_D -n 5 -o $D/det_a > /dev/null && ./train_gpt2cu $A -d $MULTI_D -o $D/det_b && compare_logs $D/det_b/main.log $D/det_a/main.log trl=0 norm=0"
     step resume_bitwise 120 "resume_copy $D/det_a $D/det_r && ./train_gpt2cu $A -d $MULTI_D -n 5 -o $D/det_r -y 1 > $D/det_r.txt 2>&1; rc=\$?; cat $D/det_r.txt; [ \$rc -eq 0 ] && $(resumed "$D/det_r.txt" "$D/det_r" "$D/det_a" 0)"
     $PY dev/bench/make_random_shard.py "$WORK/small.bin" 300000 3 > /dev/null
     step bad_no_gpu 60 "CUDA_VISIBLE_DEVICES= ./train_gpt2cu -i $WORK/small.bin -e d12 > $WORK/nogpu.txt 2>&1; rc=\$?; cat $WORK/nogpu.txt; [ \$rc -ne 0 ] && grep -q 'no CUDA GPU is visible' $WORK/nogpu.txt"
@@ -260,19 +261,19 @@ if has_part multi; then
     rm -rf "$D"/single "$D"/accum2 "$D"/nccl1* "$D"/torchrun* "$D"/mpi2* "$D"/kill
     step single 120 "./train_gpt2cu $A -d $MULTI_D -o $D/single"
     step single_accum2 120 "./train_gpt2cu $A -d $MULTI_D -b 2 -o $D/accum2"
-    step nccl_1rank 120 "LLMC_FORCE_NCCL=1 ./train_gpt2cu $A -d $MULTI_D -o $D/nccl1 && $CMP $D/nccl1/main.log $D/single/main.log trl=0 norm=0"
-    step nccl_1rank_zero1 120 "LLMC_FORCE_NCCL=1 ./train_gpt2cu $A -d $MULTI_D -z 1 -o $D/nccl1z && $CMP $D/nccl1z/main.log $D/single/main.log trl=0 norm=0"
+    step nccl_1rank 120 "LLMC_FORCE_NCCL=1 ./train_gpt2cu $A -d $MULTI_D -o $D/nccl1 && compare_logs $D/nccl1/main.log $D/single/main.log trl=0 norm=0"
+    step nccl_1rank_zero1 120 "LLMC_FORCE_NCCL=1 ./train_gpt2cu $A -d $MULTI_D -z 1 -o $D/nccl1z && compare_logs $D/nccl1z/main.log $D/single/main.log trl=0 norm=0"
     # torchrun (torch.distributed.run): --no-python in torch 2.x, --no_python in 1.x
     NOPY=--no-python
     "$PY" -m torch.distributed.run --help 2>/dev/null | grep -q -- "--no-python" || NOPY=--no_python
     TORCHRUN="$PY -m torch.distributed.run --nproc_per_node=1 $NOPY"
-    step torchrun_1 180 "$TORCHRUN ./train_gpt2cu $A -d $MULTI_D -o $D/torchrun && $CMP $D/torchrun/main.log $D/single/main.log trl=0 norm=0 && LLMC_FORCE_NCCL=1 $TORCHRUN ./train_gpt2cu $A -d $MULTI_D -o $D/torchrun_nccl && $CMP $D/torchrun_nccl/main.log $D/single/main.log trl=0 norm=0"
+    step torchrun_1 180 "$TORCHRUN ./train_gpt2cu $A -d $MULTI_D -o $D/torchrun && compare_logs $D/torchrun/main.log $D/single/main.log trl=0 norm=0 && LLMC_FORCE_NCCL=1 $TORCHRUN ./train_gpt2cu $A -d $MULTI_D -o $D/torchrun_nccl && compare_logs $D/torchrun_nccl/main.log $D/single/main.log trl=0 norm=0"
     if [ -n "$MPIRUN_STR" ]; then
         step mpi_sanity 60 "$MPIRUN_STR -np 2 hostname"
         # 2 ranks of B=2 on the one GPU vs 1 process of B=2 with 2 micro-steps: the same tokens per
         # step; bf16 gradients summed in another order (5e-3: the GPU-vs-CPU bound halved)
-        step mpi_np2 180 "$MPIRUN_STR -np 2 ./train_gpt2cu $A -d $MULTI_D -b 2 -pb mpi -n 5 -o $D/mpi2 && $CMP $D/mpi2/main.log $D/accum2/main.log trl=5e-3 norm=5e-3 && ls $D/mpi2/DONE_00000010"
-        step mpi_np2_zero1 180 "$MPIRUN_STR -np 2 ./train_gpt2cu $A -d $MULTI_D -b 2 -pb mpi -z 1 -n 5 -o $D/mpi2z && $CMP $D/mpi2z/main.log $D/mpi2/main.log trl=1e-3 norm=1e-3 && ls $D/mpi2z/state_00000005_00001.bin"
+        step mpi_np2 180 "$MPIRUN_STR -np 2 ./train_gpt2cu $A -d $MULTI_D -b 2 -pb mpi -n 5 -o $D/mpi2 && compare_logs $D/mpi2/main.log $D/accum2/main.log trl=5e-3 norm=5e-3 && ls $D/mpi2/DONE_00000010"
+        step mpi_np2_zero1 180 "$MPIRUN_STR -np 2 ./train_gpt2cu $A -d $MULTI_D -b 2 -pb mpi -z 1 -n 5 -o $D/mpi2z && compare_logs $D/mpi2z/main.log $D/mpi2/main.log trl=1e-3 norm=1e-3 && ls $D/mpi2z/state_00000005_00001.bin"
         # the -z 1 checkpoint 5 resumed on 2 ranks (bitwise) and re-sliced onto 1 process (B=2 in 4
         # micro-steps: the same tokens, summed in another order, so the 2-rank tolerance)
         step mpi_zero1_resume_np2 180 "resume_copy $D/mpi2z $D/mpi2z_r2 && $MPIRUN_STR -np 2 ./train_gpt2cu $A -d $MULTI_D -b 2 -pb mpi -z 1 -n 5 -o $D/mpi2z_r2 -y 1 > $D/mpi2z_r2.txt 2>&1; rc=\$?; cat $D/mpi2z_r2.txt; [ \$rc -eq 0 ] && $(resumed "$D/mpi2z_r2.txt" "$D/mpi2z_r2" "$D/mpi2z" 0)"
