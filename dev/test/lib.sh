@@ -8,7 +8,7 @@
 #                                             test_gpu.sh, fresh_machine.sh, the Makefile)
 # The tools: ROOT (the repo), PY, MPIRUN, MPI_HINT, have_mpi [binary], skip_or_fail <test> <what
 # is missing> <command that provides it>, unpack_embedded <dir>, compare_logs <a> <b> KEY=TOL...,
-# train_losses <main.log>.
+# train_losses <main.log>, ok <what> (the line of a check that passed).
 
 LLMC_TEST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$LLMC_TEST_DIR/../.." && pwd)
@@ -42,6 +42,9 @@ unpack_embedded() {
 # after a resume, counts with its later line)
 compare_logs() { "$PY" "$LLMC_TEST_DIR/compare_logs.py" "$@"; }
 
+# ok WHAT: a check passed (the counterpart of bad; every test's passed checks read alike)
+ok() { echo "ok   $*"; }
+
 # "<step> <loss>" per optimizer step of a main.log, as logged (9 significant digits)
 train_losses() { grep -o 's:[0-9]* trl:[^ ]*' "$1" | sed 's/s://; s/trl://'; }
 
@@ -64,7 +67,7 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 finish() {
-    if [ $fail -ne 0 ]; then echo "$TEST_NAME: FAILED"; exit 1; fi
-    echo "$TEST_NAME: all checks passed"
+    if [ $fail -ne 0 ]; then echo "$TEST_NAME: FAILED ($SECONDS s)"; exit 1; fi
+    echo "$TEST_NAME: all checks passed ($SECONDS s)"
 }
 cd "$TMP"

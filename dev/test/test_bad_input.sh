@@ -1,17 +1,12 @@
 #!/usr/bin/env bash
 # Bad input to the trainer: each case must end with exit code 1 (not a crash, not success) and a
 # one-line error on stderr that contains the expected words (the file or flag, and the fix).
-#   bash dev/test/test_bad_input.sh [trainer]      (default ./train_gpt2)
-set -u
-TRAINER=${1:-./train_gpt2}
-PY=${PYTHON:-/usr/bin/python3}
-TMP=$(mktemp -d /tmp/test_bad_input.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
-fail=0
+#   bash dev/test/test_bad_input.sh [trainer]      (from the repo root; default ./train_gpt2)
+source "$(dirname "$0")/lib.sh" test_bad_input "${1:-./train_gpt2}"
 
 # good data: random tokens; a tiny model keeps every run fast
-$PY dev/bench/make_random_shard.py "$TMP/good.bin" 20000 1
-$PY dev/bench/make_random_shard.py "$TMP/small.bin" 40 2
+$PY "$ROOT/dev/bench/make_random_shard.py" "$TMP/good.bin" 20000 1
+$PY "$ROOT/dev/bench/make_random_shard.py" "$TMP/small.bin" 40 2
 $PY - "$TMP" <<'EOF'
 import sys, numpy as np
 d = sys.argv[1]
@@ -27,7 +22,7 @@ write("bigtoken.bin", h, toks.tobytes())
 EOF
 MODEL="L1:C32:H2:T64"
 BASE=(-e "$MODEL" -b 2 -t 32 -x 1 -v 0 -s 0)
-$PY train_gpt2.py --model "$MODEL" --write-model "$TMP/model.bin" > /dev/null
+$PY "$ROOT/train_gpt2.py" --model "$MODEL" --write-model "$TMP/model.bin" > /dev/null
 $PY - "$TMP" <<'EOF'
 import sys, numpy as np
 d = sys.argv[1]
@@ -69,15 +64,15 @@ expect() {
     local errline
     errline=$(grep -m1 "error:" "$TMP/err")
     if [ $rc -ne 1 ]; then
-        echo "FAIL $name: exit code $rc (expected 1)"; tail -3 "$TMP/err"; fail=1; return
+        bad "$name: exit code $rc (expected 1)"; tail -3 "$TMP/err"; return
     fi
     if ! grep -q -- "$words" <<< "$errline"; then
-        echo "FAIL $name: error line does not mention '$words':"; echo "  $errline"; fail=1; return
+        bad "$name: error line does not mention '$words':"; echo "  $errline"; return
     fi
     if [ "$(grep -c 'error:' "$TMP/err")" -ne 1 ]; then
-        echo "FAIL $name: more than one error line"; cat "$TMP/err"; fail=1; return
+        bad "$name: more than one error line"; cat "$TMP/err"; return
     fi
-    echo "ok   $name: $errline"
+    ok "$name: $errline"
 }
 
 expect "wrong shard magic"     "magic.bin"          -- -i "$TMP/magic.bin" "${BASE[@]}"
@@ -114,26 +109,26 @@ expect "hellaswag empty ctx"   "empty context"      -- "${HS[@]}" -hf "$TMP/hs_e
 expect "tokenizer count"       "tok_count.bin' claims 16777216 tokens" -- -i "$TMP/good.bin" "${BASE[@]}" -s 1 -tk "$TMP/tok_count.bin"
 
 # the safetensors import (export_hf --to-bin): a shape whose element count overflows
-if [ ! -x ./export_hf ]; then echo "FAIL: ./export_hf is not built (make export_hf)"; fail=1; else
-    ./export_hf --to-bin -i "$TMP/huge.safetensors" -o "$TMP/huge.bin" > /dev/null 2> "$TMP/err"; rc=$?
+if [ ! -x "$ROOT/export_hf" ]; then bad "$ROOT/export_hf is not built (make export_hf)"; else
+    "$ROOT/export_hf" --to-bin -i "$TMP/huge.safetensors" -o "$TMP/huge.bin" > /dev/null 2> "$TMP/err"; rc=$?
     if [ $rc -eq 1 ] && grep -q "error: safetensors file '.*huge.safetensors': tensor 'transformer.wte.weight' has a bad shape" "$TMP/err"; then
-        echo "ok   safetensors shape overflow: $(grep error: "$TMP/err")"
+        ok "safetensors shape overflow: $(grep error: "$TMP/err")"
     else
-        echo "FAIL safetensors shape overflow: exit $rc"; cat "$TMP/err"; fail=1
+        bad "safetensors shape overflow: exit $rc"; cat "$TMP/err"
     fi
 fi
 
 # damaged checkpoints: -y 1 skips them with a warning naming the file and the field, and resumes
 # from the previous complete one (README "Checkpoints, resume, preemption")
 CK=(-i "$TMP/good.bin" -e "$MODEL" -b 2 -t 32 -v 0 -s 0 -sh 0)
-"$TRAINER" "${CK[@]}" -x 2 -n 1 -o "$TMP/ck" > /dev/null 2>&1 || { echo "FAIL: checkpoint run failed"; fail=1; }
+"$TRAINER" "${CK[@]}" -x 2 -n 1 -o "$TMP/ck" > /dev/null 2>&1 || bad "checkpoint run failed"
 fallback() {  # fallback <name> <words in the warning>: resume must load checkpoint 1
     local name=$1 words=$2
     "$TRAINER" "${CK[@]}" -x 3 -y 1 -o "$TMP/ckx" > "$TMP/out" 2> "$TMP/err"; local rc=$?
     if [ $rc -eq 0 ] && grep -q "warning: skipping checkpoint 2: .*$words" "$TMP/err" && grep -q "resumed from checkpoint 1" "$TMP/out"; then
-        echo "ok   $name: $(grep -m1 warning: "$TMP/err")"
+        ok "$name: $(grep -m1 warning: "$TMP/err")"
     else
-        echo "FAIL $name: exit $rc"; cat "$TMP/err"; grep resumed "$TMP/out"; fail=1
+        bad "$name: exit $rc"; cat "$TMP/err"; grep resumed "$TMP/out"
     fi
 }
 damage() {  # damage <file> <python statements on h (the header, int32) and b (the file's bytes)>
@@ -161,25 +156,24 @@ damage DONE_00000002 "b = bytearray(b'step 2\\nworld_size 99999999999\\n')"
 fallback "DONE: world size out of range" "marker DONE_00000002 .* is unreadable"
 rm -rf "$TMP/ckx"; cp -r "$TMP/ck" "$TMP/ckx"; : > "$TMP/ckx/DONE_-0000001"
 "$TRAINER" "${CK[@]}" -x 3 -y 1 -o "$TMP/ckx" > "$TMP/out" 2>&1 && grep -q "resumed from checkpoint 2" "$TMP/out" \
-    && echo "ok   a marker named DONE_-0000001 is not a checkpoint" || { echo "FAIL: DONE_-0000001"; cat "$TMP/out"; fail=1; }
+    && ok "a marker named DONE_-0000001 is not a checkpoint" || { bad "DONE_-0000001"; cat "$TMP/out"; }
 
 # a bad flag is one line pointing at --help (not the whole usage); --help goes to stdout, exit 0
 "$TRAINER" -Q 1 2> "$TMP/err" > /dev/null
 [ "$(wc -l < "$TMP/err")" -eq 1 ] && grep -q "(see --help)" "$TMP/err" \
-    || { echo "FAIL: an unknown flag should give one line ending in '(see --help)':"; cat "$TMP/err"; fail=1; }
+    || { bad "an unknown flag should give one line ending in '(see --help)':"; cat "$TMP/err"; }
 if "$TRAINER" --help > "$TMP/out" 2> "$TMP/err" && grep -q "^Usage:" "$TMP/out" && [ ! -s "$TMP/err" ]; then
     for f in -i --train -x --steps --lr --batch --seq-len --total-batch --out --prompt --top-k; do
-        grep -q -- " $f[ ,]" "$TMP/out" || { echo "FAIL: --help does not list $f"; fail=1; }
+        grep -q -- " $f[ ,]" "$TMP/out" || bad "--help does not list $f"
     done
 else
-    echo "FAIL: --help should print the usage on stdout and exit 0"; fail=1
+    bad "--help should print the usage on stdout and exit 0"
 fi
 # long names and --name=value mean the same as the short flags: the same run, the same log
 "$TRAINER" -i "$TMP/good.bin" "${BASE[@]}" -x 2 -o "$TMP/short" > /dev/null 2>&1
 "$TRAINER" --train "$TMP/good.bin" "${BASE[@]}" --steps=2 --out "$TMP/long" > /dev/null 2>&1
 if [ ! -s "$TMP/short/main.log" ] || ! cmp -s "$TMP/short/main.log" "$TMP/long/main.log"; then
-    echo "FAIL: long flag names gave a different run than the short ones"; fail=1
+    bad "long flag names gave a different run than the short ones"
 fi
 
-if [ $fail -ne 0 ]; then echo "test_bad_input: FAILED"; exit 1; fi
-echo "test_bad_input: all cases passed"
+finish

@@ -22,7 +22,6 @@ unset GPT2_DIR TINYSHAKESPEARE BOOKS_DIR HELLASWAG SHARD_TOKENS DOWNLOAD EMBEDDE
 t_start=$(date +%s)
 
 fail() { echo "FAIL test-data: $*" >&2; exit 1; }
-ok() { echo "ok   $*"; }
 # tokens in a shard, from its header (and the file size must agree)
 ntok() { "$PYTHON" -c "
 import sys; sys.path.insert(0, 'dev/test')

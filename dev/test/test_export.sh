@@ -10,57 +10,50 @@
 #   4. every bad input is a one-line error that names the file
 #
 # Needs: ./export_hf (make export_hf), $PYTHON (default /usr/bin/python3) with torch, numpy and
-# transformers (pip install 'transformers==4.45.2'). Usage: bash dev/test/test_export.sh
-set -u
-cd "$(dirname "$0")/../.."
-PYTHON=${PYTHON:-/usr/bin/python3}
-EXPORT=./export_hf
+# transformers (pip install 'transformers==4.45.2'). Usage, from the repo root:
+#   bash dev/test/test_export.sh
+source "$(dirname "$0")/lib.sh" test_export
+EXPORT=$ROOT/export_hf
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1  # everything loads from the exported folders
 
-[ -x "$EXPORT" ] || { echo "FAIL: $EXPORT not built (run: make export_hf)"; exit 1; }
-if ! "$PYTHON" -c "import transformers" 2>/dev/null; then
-    echo "FAIL: $PYTHON cannot import transformers; install it with"
-    echo "      $PYTHON -m pip install --break-system-packages 'transformers==4.45.2'"
-    exit 1
+[ -x "$EXPORT" ] || { bad "$EXPORT not built (run: make export_hf)"; finish; }
+if ! "$PY" -c "import transformers" 2>/dev/null; then
+    bad "$PY cannot import transformers; install it with"
+    echo "      $PY -m pip install --break-system-packages 'transformers==4.45.2'"
+    finish
 fi
 
-W=$(mktemp -d /tmp/test_export.XXXXXX)
-trap 'rm -rf "$W"' EXIT
-FAILS=0
-ok() { echo "ok   $1"; }
-fail() { echo "FAIL $1"; FAILS=$((FAILS + 1)); }
 run() {  # run a command that must succeed; show its output on failure
-    if ! "$@" >"$W/out.txt" 2>&1; then fail "command failed: $*"; sed 's/^/     /' "$W/out.txt" | head -20; return 1; fi
+    if ! "$@" >"$TMP/out.txt" 2>&1; then bad "command failed: $*"; sed 's/^/     /' "$TMP/out.txt" | head -20; return 1; fi
 }
 same_params() {  # same_params A.bin B.bin what: identical header fields (magic..Vp) and parameter bytes
     if cmp -s -n 32 "$1" "$2" && cmp -s <(tail -c +1025 "$1") <(tail -c +1025 "$2"); then
         ok "$3"
     else
-        fail "$3: $1 and $2 differ"
+        bad "$3: $1 and $2 differ"
         cmp -l <(tail -c +1025 "$1") <(tail -c +1025 "$2") 2>/dev/null | head -5 | sed 's/^/     byte, octal values: /'
     fi
 }
 expect_error() {  # expect_error what must_contain cmd...: non-zero exit, one "error:" line naming must_contain
     local what=$1 needle=$2
     shift 2
-    "$@" >"$W/out.txt" 2>"$W/err.txt"
+    "$@" >"$TMP/out.txt" 2>"$TMP/err.txt"
     local rc=$? nerr
-    nerr=$(grep -c '^error:' "$W/err.txt")
-    if [ $rc -ne 0 ] && [ "$nerr" -eq 1 ] && grep '^error:' "$W/err.txt" | grep -qF -- "$needle"; then
-        ok "bad input: $what ($(grep '^error:' "$W/err.txt" | cut -c1-110)...)"
+    nerr=$(grep -c '^error:' "$TMP/err.txt")
+    if [ $rc -ne 0 ] && [ "$nerr" -eq 1 ] && grep '^error:' "$TMP/err.txt" | grep -qF -- "$needle"; then
+        ok "bad input: $what ($(grep '^error:' "$TMP/err.txt" | cut -c1-110)...)"
     else
-        fail "bad input: $what: exit $rc, $nerr error lines, wanted one naming '$needle'"
-        sed 's/^/     /' "$W/err.txt" | tail -5
+        bad "bad input: $what: exit $rc, $nerr error lines, wanted one naming '$needle'"
+        sed 's/^/     /' "$TMP/err.txt" | tail -5
     fi
 }
-START=$(date +%s%N)
 
 # ---- 1. the reference model, its bf16 version, and reference logits for both
 # L2:C128:H2:T128 at --seed 3, built with train_gpt2.py's own classes. Its init has zero biases and
 # unit LayerNorm weights, which would hide a swapped bias or LayerNorm tensor, so those are perturbed.
-"$PYTHON" - "$W" <<'EOF' || { echo "FAIL: making the reference model"; exit 1; }
+"$PY" - "$TMP" "$ROOT" <<'EOF' || { bad "making the reference model"; finish; }
 import sys, torch
-sys.path.insert(0, ".")
+sys.path.insert(0, sys.argv[2])
 import train_gpt2 as ref
 w = sys.argv[1]
 cfg = ref.Config.from_descriptor("L2:C128:H2:T128")
@@ -88,27 +81,25 @@ ref.write_model(m16, f"{w}/E16.bin", "fp32")
 EOF
 
 # ---- 2. exports
-run "$EXPORT" -i "$W/X.bin" -o "$W/hf32" && ok "export v3 -> F32 folder"
-run "$EXPORT" -i "$W/X5.bin" -o "$W/hf5" && ok "export v5 -> BF16 folder"
-run "$EXPORT" -i "$W/X.bin" -o "$W/hfb" --bf16 && ok "export v3 --bf16 -> BF16 folder"
-run "$EXPORT" -i "$W/X5.bin" -o "$W/hf5f" --fp32 && ok "export v5 --fp32 -> F32 folder"
+run "$EXPORT" -i "$TMP/X.bin" -o "$TMP/hf32" && ok "export v3 -> F32 folder"
+run "$EXPORT" -i "$TMP/X5.bin" -o "$TMP/hf5" && ok "export v5 -> BF16 folder"
+run "$EXPORT" -i "$TMP/X.bin" -o "$TMP/hfb" --bf16 && ok "export v3 --bf16 -> BF16 folder"
+run "$EXPORT" -i "$TMP/X5.bin" -o "$TMP/hf5f" --fp32 && ok "export v5 --fp32 -> F32 folder"
 # OpenAI's GPT-2 tokenizer files: the repository's embedded copies, unpacked by the data recipes' code
+unpack_embedded "$TMP/data"
 HAVE_TOK=0
-TOKDIR="$W/gpt2"
-if run bash -c 'DOWNLOAD=0; source dev/data/common.sh && gpt2_files "$1"' gpt2_files "$TOKDIR"; then
-    run "$EXPORT" -i "$W/X.bin" -o "$W/hftok" --tokenizer "$TOKDIR" && ok "export with --tokenizer" && HAVE_TOK=1
-fi
-ls -d "$W"/hf*.tmp.* >/dev/null 2>&1 && fail "a temporary export folder was left behind"
+run "$EXPORT" -i "$TMP/X.bin" -o "$TMP/hftok" --tokenizer "$TMP/data/gpt2" && ok "export with --tokenizer" && HAVE_TOK=1
+ls -d "$TMP"/hf*.tmp.* >/dev/null 2>&1 && bad "a temporary export folder was left behind"
 
 # ---- 3. transformers on the exports; HF-shaped checkpoints and bad inputs for the steps below
-"$PYTHON" - "$W" "$HAVE_TOK" <<'EOF' || FAILS=$((FAILS + 1))
+"$PY" - "$TMP" "$HAVE_TOK" "$ROOT" <<'EOF' || bad "the transformers checks (see above)"
 import json, os, struct, sys
 import numpy as np
 import torch
 import torch.nn.functional as F
 from transformers import GPT2LMHeadModel
 from safetensors.torch import save_file
-sys.path.insert(0, ".")
+sys.path.insert(0, sys.argv[3])
 import train_gpt2 as ref
 
 w, have_tok = sys.argv[1], sys.argv[2] == "1"
@@ -254,57 +245,52 @@ sys.exit(1 if fails else 0)
 EOF
 
 # ---- 4. round trips and HF-shaped checkpoints back to .bin
-run "$EXPORT" --to-bin -i "$W/hf32" -o "$W/R.bin" && same_params "$W/X.bin" "$W/R.bin" "round trip v3 -> F32 -> v3 is byte-identical"
-run "$EXPORT" --to-bin -i "$W/hf5" -o "$W/R5.bin" --bf16 && same_params "$W/X5.bin" "$W/R5.bin" "round trip v5 -> BF16 -> v5 is byte-identical"
-run "$EXPORT" --to-bin -i "$W/hfb" -o "$W/Rb.bin" --bf16 && same_params "$W/X5.bin" "$W/Rb.bin" "v3 --bf16 export rounds like PyTorch (= the reference's v5 file)"
-run "$EXPORT" --to-bin -i "$W/hf5f" -o "$W/R5f.bin" --bf16 && same_params "$W/X5.bin" "$W/R5f.bin" "v5 --fp32 export keeps the bf16 values exactly"
-run "$EXPORT" --to-bin -i "$W/hub" -o "$W/Rhub.bin" && same_params "$W/X.bin" "$W/Rhub.bin" "hub layout (no prefix, attn.bias/masked_bias buffers) converts back"
-run "$EXPORT" --to-bin -i "$W/f16" -o "$W/R16.bin" && same_params "$W/E16.bin" "$W/R16.bin" "F16 checkpoint with a tied lm_head converts back (values = fp16-rounded)"
-run "$EXPORT" --to-bin -i "$W/bare/gpt2.safetensors" -o "$W/Rbare.bin" && same_params "$W/X.bin" "$W/Rbare.bin" "a bare .safetensors file without config.json converts back"
-if [ "$("$PYTHON" -c "import numpy as np; print(np.fromfile('$W/R5.bin', dtype='<i4', count=2)[1])")" = 5 ]; then
+run "$EXPORT" --to-bin -i "$TMP/hf32" -o "$TMP/R.bin" && same_params "$TMP/X.bin" "$TMP/R.bin" "round trip v3 -> F32 -> v3 is byte-identical"
+run "$EXPORT" --to-bin -i "$TMP/hf5" -o "$TMP/R5.bin" --bf16 && same_params "$TMP/X5.bin" "$TMP/R5.bin" "round trip v5 -> BF16 -> v5 is byte-identical"
+run "$EXPORT" --to-bin -i "$TMP/hfb" -o "$TMP/Rb.bin" --bf16 && same_params "$TMP/X5.bin" "$TMP/Rb.bin" "v3 --bf16 export rounds like PyTorch (= the reference's v5 file)"
+run "$EXPORT" --to-bin -i "$TMP/hf5f" -o "$TMP/R5f.bin" --bf16 && same_params "$TMP/X5.bin" "$TMP/R5f.bin" "v5 --fp32 export keeps the bf16 values exactly"
+run "$EXPORT" --to-bin -i "$TMP/hub" -o "$TMP/Rhub.bin" && same_params "$TMP/X.bin" "$TMP/Rhub.bin" "hub layout (no prefix, attn.bias/masked_bias buffers) converts back"
+run "$EXPORT" --to-bin -i "$TMP/f16" -o "$TMP/R16.bin" && same_params "$TMP/E16.bin" "$TMP/R16.bin" "F16 checkpoint with a tied lm_head converts back (values = fp16-rounded)"
+run "$EXPORT" --to-bin -i "$TMP/bare/gpt2.safetensors" -o "$TMP/Rbare.bin" && same_params "$TMP/X.bin" "$TMP/Rbare.bin" "a bare .safetensors file without config.json converts back"
+if [ "$("$PY" -c "import numpy as np; print(np.fromfile('$TMP/R5.bin', dtype='<i4', count=2)[1])")" = 5 ]; then
     ok "--to-bin --bf16 writes version 5"
 else
-    fail "--to-bin --bf16 did not write version 5"
+    bad "--to-bin --bf16 did not write version 5"
 fi
 
 # ---- 5. bad input: one-line errors naming the file
-expect_error "export target folder exists" "$W/hf32" "$EXPORT" -i "$W/X.bin" -o "$W/hf32"
-cp "$W/hf32/model.safetensors" "$W/before.safetensors"
-run "$EXPORT" -i "$W/X.bin" -o "$W/hf32" --force && cmp -s "$W/before.safetensors" "$W/hf32/model.safetensors" \
-    && ok "--force rewrites an existing export folder"
-cp "$W/X.bin" "$W/v4.bin"
-printf '\004\000\000\000' | dd of="$W/v4.bin" bs=1 seek=4 conv=notrunc 2>/dev/null
-expect_error "model file of version 4" "$W/v4.bin" "$EXPORT" -i "$W/v4.bin" -o "$W/out_v4"
-head -c 100000 "$W/X.bin" > "$W/trunc.bin"
-expect_error "truncated model file" "$W/trunc.bin" "$EXPORT" -i "$W/trunc.bin" -o "$W/out_trunc"
-expect_error "missing model file" "$W/nope.bin" "$EXPORT" -i "$W/nope.bin" -o "$W/out_nope"
-expect_error "--tokenizer folder without encoder.json" "$W/bad/encoder.json" "$EXPORT" -i "$W/X.bin" -o "$W/out_tok" --tokenizer "$W/bad"
-ls -d "$W"/out_* >/dev/null 2>&1 && fail "a failed export left an output folder"
-expect_error "safetensors header longer than the file" "$W/bad/header.safetensors" "$EXPORT" --to-bin -i "$W/bad/header.safetensors" -o "$W/o.bin"
-expect_error "safetensors shorter than 8 bytes" "$W/bad/short.safetensors" "$EXPORT" --to-bin -i "$W/bad/short.safetensors" -o "$W/o.bin"
-mkdir -p "$W/bad/trunc"
-head -c -1000 "$W/hf32/model.safetensors" > "$W/bad/trunc/model.safetensors"
-expect_error "safetensors data truncated" "$W/bad/trunc/model.safetensors" "$EXPORT" --to-bin -i "$W/bad/trunc" -o "$W/o.bin"
-expect_error "safetensors header is not valid JSON" "$W/bad/json/model.safetensors" "$EXPORT" --to-bin -i "$W/bad/json" -o "$W/o.bin"
-expect_error "tensor bytes do not match its shape" "$W/bad/offsets/model.safetensors" "$EXPORT" --to-bin -i "$W/bad/offsets" -o "$W/o.bin"
-expect_error "missing tensor" "transformer.h.1.mlp.c_fc.bias" "$EXPORT" --to-bin -i "$W/bad/missing" -o "$W/o.bin"
-expect_error "tensor with an inconsistent shape" "transformer.h.0.attn.c_attn.weight" "$EXPORT" --to-bin -i "$W/bad/shape" -o "$W/o.bin"
-expect_error "config.json inconsistent with the shapes" "$W/bad/config/config.json" "$EXPORT" --to-bin -i "$W/bad/config" -o "$W/o.bin"
-expect_error "untied lm_head" "$W/bad/untied/model.safetensors" "$EXPORT" --to-bin -i "$W/bad/untied" -o "$W/o.bin"
-expect_error "unexpected tensor" "transformer.h.0.attn.rotary" "$EXPORT" --to-bin -i "$W/bad/unknown" -o "$W/o.bin"
-expect_error "folder without model.safetensors" "$W/bad/model.safetensors" "$EXPORT" --to-bin -i "$W/bad" -o "$W/o.bin"
-[ -e "$W/o.bin" ] && fail "a failed conversion left an output file"
-expect_error "--to-bin output exists" "$W/R.bin" "$EXPORT" --to-bin -i "$W/hf32" -o "$W/R.bin"
-expect_error "--to-bin given a model .bin" "$W/X.bin" "$EXPORT" --to-bin -i "$W/X.bin" -o "$W/o.bin"
-expect_error "export given a folder" "$W/hf32" "$EXPORT" -i "$W/hf32" -o "$W/o"
-expect_error "unknown flag" "--frobnicate" "$EXPORT" -i "$W/X.bin" -o "$W/o" --frobnicate
-expect_error "missing -o" "-o" "$EXPORT" -i "$W/X.bin"
-expect_error "--bf16 with --fp32" "--fp32" "$EXPORT" -i "$W/X.bin" -o "$W/o" --bf16 --fp32
-"$EXPORT" --help | grep -q -- "--tokenizer" && ok "usage lists the flags" || fail "usage text"
+expect_error "export target folder exists" "$TMP/hf32" "$EXPORT" -i "$TMP/X.bin" -o "$TMP/hf32"
+cp "$TMP/hf32/model.safetensors" "$TMP/before.safetensors"
+run "$EXPORT" -i "$TMP/X.bin" -o "$TMP/hf32" --force && { cmp -s "$TMP/before.safetensors" "$TMP/hf32/model.safetensors" \
+    && ok "--force rewrites an existing export folder" || bad "--force wrote a different model.safetensors"; }
+cp "$TMP/X.bin" "$TMP/v4.bin"
+printf '\004\000\000\000' | dd of="$TMP/v4.bin" bs=1 seek=4 conv=notrunc 2>/dev/null
+expect_error "model file of version 4" "$TMP/v4.bin" "$EXPORT" -i "$TMP/v4.bin" -o "$TMP/out_v4"
+head -c 100000 "$TMP/X.bin" > "$TMP/trunc.bin"
+expect_error "truncated model file" "$TMP/trunc.bin" "$EXPORT" -i "$TMP/trunc.bin" -o "$TMP/out_trunc"
+expect_error "missing model file" "$TMP/nope.bin" "$EXPORT" -i "$TMP/nope.bin" -o "$TMP/out_nope"
+expect_error "--tokenizer folder without encoder.json" "$TMP/bad/encoder.json" "$EXPORT" -i "$TMP/X.bin" -o "$TMP/out_tok" --tokenizer "$TMP/bad"
+ls -d "$TMP"/out_* >/dev/null 2>&1 && bad "a failed export left an output folder"
+expect_error "safetensors header longer than the file" "$TMP/bad/header.safetensors" "$EXPORT" --to-bin -i "$TMP/bad/header.safetensors" -o "$TMP/o.bin"
+expect_error "safetensors shorter than 8 bytes" "$TMP/bad/short.safetensors" "$EXPORT" --to-bin -i "$TMP/bad/short.safetensors" -o "$TMP/o.bin"
+mkdir -p "$TMP/bad/trunc"
+head -c -1000 "$TMP/hf32/model.safetensors" > "$TMP/bad/trunc/model.safetensors"
+expect_error "safetensors data truncated" "$TMP/bad/trunc/model.safetensors" "$EXPORT" --to-bin -i "$TMP/bad/trunc" -o "$TMP/o.bin"
+expect_error "safetensors header is not valid JSON" "$TMP/bad/json/model.safetensors" "$EXPORT" --to-bin -i "$TMP/bad/json" -o "$TMP/o.bin"
+expect_error "tensor bytes do not match its shape" "$TMP/bad/offsets/model.safetensors" "$EXPORT" --to-bin -i "$TMP/bad/offsets" -o "$TMP/o.bin"
+expect_error "missing tensor" "transformer.h.1.mlp.c_fc.bias" "$EXPORT" --to-bin -i "$TMP/bad/missing" -o "$TMP/o.bin"
+expect_error "tensor with an inconsistent shape" "transformer.h.0.attn.c_attn.weight" "$EXPORT" --to-bin -i "$TMP/bad/shape" -o "$TMP/o.bin"
+expect_error "config.json inconsistent with the shapes" "$TMP/bad/config/config.json" "$EXPORT" --to-bin -i "$TMP/bad/config" -o "$TMP/o.bin"
+expect_error "untied lm_head" "$TMP/bad/untied/model.safetensors" "$EXPORT" --to-bin -i "$TMP/bad/untied" -o "$TMP/o.bin"
+expect_error "unexpected tensor" "transformer.h.0.attn.rotary" "$EXPORT" --to-bin -i "$TMP/bad/unknown" -o "$TMP/o.bin"
+expect_error "folder without model.safetensors" "$TMP/bad/model.safetensors" "$EXPORT" --to-bin -i "$TMP/bad" -o "$TMP/o.bin"
+[ -e "$TMP/o.bin" ] && bad "a failed conversion left an output file"
+expect_error "--to-bin output exists" "$TMP/R.bin" "$EXPORT" --to-bin -i "$TMP/hf32" -o "$TMP/R.bin"
+expect_error "--to-bin given a model .bin" "$TMP/X.bin" "$EXPORT" --to-bin -i "$TMP/X.bin" -o "$TMP/o.bin"
+expect_error "export given a folder" "$TMP/hf32" "$EXPORT" -i "$TMP/hf32" -o "$TMP/o"
+expect_error "unknown flag" "--frobnicate" "$EXPORT" -i "$TMP/X.bin" -o "$TMP/o" --frobnicate
+expect_error "missing -o" "-o" "$EXPORT" -i "$TMP/X.bin"
+expect_error "--bf16 with --fp32" "--fp32" "$EXPORT" -i "$TMP/X.bin" -o "$TMP/o" --bf16 --fp32
+"$EXPORT" --help | grep -q -- "--tokenizer" && ok "usage lists the flags" || bad "usage text"
 
-ELAPSED=$(( ($(date +%s%N) - START) / 1000000 ))ms
-if [ $FAILS -ne 0 ]; then
-    echo "test_export: $FAILS check(s) FAILED (${ELAPSED})"
-    exit 1
-fi
-echo "test_export: all checks passed (${ELAPSED})"
+finish

@@ -10,32 +10,26 @@
 # also drift apart slowly because their updates differ by as much. 1e-2 is several times that,
 # and far below what any wrong buffer, stride or missing gradient does to a loss (order 1).
 #
-# usage: dev/test/test_gpu_vs_cpu.sh [./train_gpt2cu] [./train_gpt2]   (needs a GPU; python with torch)
-set -u
+# usage, from the repo root (needs a GPU; $PYTHON, default /usr/bin/python3, with torch):
+#   dev/test/test_gpu_vs_cpu.sh [./train_gpt2cu] [./train_gpt2]
 GPU=$(realpath "${1:-./train_gpt2cu}")
-CPU=$(realpath "${2:-./train_gpt2}")
-PY=${PYTHON:-python3}
-ROOT=$(pwd)
-TMP=$(mktemp -d /tmp/test_gpu_vs_cpu.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
-cd "$TMP" || exit 1
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+THREADS=${OMP_NUM_THREADS:-$(nproc)}
+source "$(dirname "$0")/lib.sh" test_gpu_vs_cpu "${2:-./train_gpt2}"  # TRAINER: the CPU one
+# one run at a time here: the CPU trainer gets every core (lib.sh gives each process one thread)
+export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
 
 # a 6-layer GPT-2 (C 384, head size 64, 30M parameters) as an fp32 file; random tokens drawn from
 # the first 1000 ids, so that the loss falls quickly from ln(50257) and the steps are not all alike
-$PY "$ROOT/train_gpt2.py" --model d6 --seed 5 --write-model d6.bin > py.txt 2>&1 || { cat py.txt; exit 1; }
+$PY "$ROOT/train_gpt2.py" --model d6 --seed 5 --write-model d6.bin > py.txt 2>&1 || { bad "train_gpt2.py failed:"; cat py.txt; finish; }
 $PY "$ROOT/dev/bench/make_random_shard.py" train.bin 200000 11 1000
 $PY "$ROOT/dev/bench/make_random_shard.py" val.bin 20000 12 1000
 ARGS=(-i train.bin -j val.bin -e d6.bin -b 4 -t 128 -d 1024 -x 20 -v 10 -m 4 -s 0 -l 6e-4 -u 5 -c 0.1 -k cosine -q 0.1)
 
-"$GPU" "${ARGS[@]}" -o gpu > gpu.txt 2>&1 || { echo "train_gpt2cu failed:"; tail -20 gpu.txt; exit 1; }
-"$CPU" "${ARGS[@]}" -o cpu > cpu.txt 2>&1 || { echo "train_gpt2 failed:"; tail -20 cpu.txt; exit 1; }
+"$GPU" "${ARGS[@]}" -o gpu > gpu.txt 2>&1 || { bad "$GPU failed:"; tail -20 gpu.txt; finish; }
+"$TRAINER" "${ARGS[@]}" -o cpu > cpu.txt 2>&1 || { bad "$TRAINER failed:"; tail -20 cpu.txt; finish; }
 grep '^step' gpu.txt | tail -2
 # the gradient norm is the backward pass's sharpest signal (a wrong buffer in one layer's backward
 # moves it by percents and the loss hardly at all); bf16 gradients and the drift of two runs kept it
 # within 8e-3 over 10 steps in the simulator's test_gpt2cu, so 3e-2 (test_gpt2cu's bound)
-if $PY "$ROOT/dev/test/compare_logs.py" gpu/main.log cpu/main.log trl=1e-2 tel=1e-2 norm=3e-2; then
-    echo "test_gpu_vs_cpu: passed"
-else
-    echo "test_gpu_vs_cpu: FAILED"; exit 1
-fi
+compare_logs gpu/main.log cpu/main.log trl=1e-2 tel=1e-2 norm=3e-2 || bad "the GPU and CPU trainers' logs differ"
+finish

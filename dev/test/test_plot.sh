@@ -6,19 +6,13 @@
 # EMA against its closed form, the best val mark, the token axis and its K/M/B labels, HellaSwag
 # only when logged); the PNGs by decoding the container; a missing matplotlib and bad inputs by
 # their one-line errors.
-# Needs $PYTHON (default /usr/bin/python3) with matplotlib. Usage: bash dev/test/test_plot.sh
-set -u
-cd "$(dirname "$0")/../.."
-PYTHON=${PYTHON:-/usr/bin/python3}
-PLOT="$PYTHON dev/plot_log.py"
-W=$(mktemp -d /tmp/test_plot.XXXXXX)
-trap 'rm -rf "$W"' EXIT
-FAILS=0
-ok() { echo "ok   $1"; }
-fail() { echo "FAIL $1"; FAILS=$((FAILS + 1)); }
+# Needs $PYTHON (default /usr/bin/python3) with matplotlib. Usage, from the repo root:
+#   bash dev/test/test_plot.sh
+source "$(dirname "$0")/lib.sh" test_plot
+PLOT=("$PY" "$ROOT/dev/plot_log.py")
 
 # run A, first attempt to step 6, then resumed from the checkpoint after 4 steps (appended)
-cat > "$W/a.log" <<'EOF'
+cat > "$TMP/a.log" <<'EOF'
 s:0 tel:10.95
 s:0 hsw:0.25
 s:0 trl:10.9 lr:6e-05 norm:4.5 tok:1024
@@ -43,21 +37,21 @@ s:8 tel:9.2
 s:8 hsw:0.27
 EOF
 # run A continued in another output folder, resumed after 7 steps
-cat > "$W/c.log" <<'EOF'
+cat > "$TMP/c.log" <<'EOF'
 s:7 trl:9.28 lr:0.0003 norm:2.3 tok:8192
 s:8 trl:9.25 lr:0.0003 norm:2.2 tok:9216
 s:9 trl:9.2 lr:0.0003 norm:2.1 tok:10240
 s:10 tel:9.1
 EOF
 # run B: train loss only, no tok:
-printf 's:0 trl:11.0\ns:1 trl:10.0\ns:2 trl:9.0\n' > "$W/b.log"
+printf 's:0 trl:11.0\ns:1 trl:10.0\ns:2 trl:9.0\n' > "$TMP/b.log"
 
 expect_same() {  # expect_same what expected_file actual_file
-    if diff -u "$2" "$3" > "$W/diff.txt"; then ok "$1"; else fail "$1"; head -20 "$W/diff.txt" | sed 's/^/     /'; fi
+    if diff -u "$2" "$3" > "$TMP/diff.txt"; then ok "$1"; else bad "$1"; head -20 "$TMP/diff.txt" | sed 's/^/     /'; fi
 }
 
-cat > "$W/want1.txt" <<EOF
-run A (files: $W/a.log $W/c.log)
+cat > "$TMP/want1.txt" <<EOF
+run A (files: $TMP/a.log $TMP/c.log)
 tokens_per_step 1024
 trl 0 10.9 1024
 trl 1 10.5 2048
@@ -98,38 +92,38 @@ norm 7 2.3 8192
 norm 8 2.2 9216
 norm 9 2.1 10240
 skip 4 loss inf is not finite tok:999
-run B (files: $W/b.log)
+run B (files: $TMP/b.log)
 tokens_per_step -
 trl 0 11 -
 trl 1 10 -
 trl 2 9 -
 EOF
-if $PLOT "$W/a.log" "$W/b.log" "$W/c.log" --label A --label B --label A --dump > "$W/got1.txt" 2> "$W/err1.txt"; then
+if "${PLOT[@]}" "$TMP/a.log" "$TMP/b.log" "$TMP/c.log" --label A --label B --label A --dump > "$TMP/got1.txt" 2> "$TMP/err1.txt"; then
     expect_same "--dump: restart in one log and continuation in another merge, the last value per step wins" \
-        "$W/want1.txt" "$W/got1.txt"
+        "$TMP/want1.txt" "$TMP/got1.txt"
 else
-    fail "--dump exited non-zero"; sed 's/^/     /' "$W/err1.txt"
+    bad "--dump exited non-zero"; sed 's/^/     /' "$TMP/err1.txt"
 fi
-if grep -q "a.log: 1 line(s) without s:<step> ignored (first: line 13)" "$W/err1.txt" &&
-   grep -q "a.log: 1 malformed line(s) or value(s) ignored (first: line 11)" "$W/err1.txt"; then
+if grep -q "a.log: 1 line(s) without s:<step> ignored (first: line 13)" "$TMP/err1.txt" &&
+   grep -q "a.log: 1 malformed line(s) or value(s) ignored (first: line 11)" "$TMP/err1.txt"; then
     ok "junk and malformed lines are reported with their line numbers"
 else
-    fail "warnings for junk lines"; sed 's/^/     /' "$W/err1.txt"
+    bad "warnings for junk lines"; sed 's/^/     /' "$TMP/err1.txt"
 fi
 
 # --merge: the same run under the first log's name
-$PLOT "$W/a.log" "$W/c.log" --merge --dump 2>/dev/null | tail -n +2 > "$W/got2.txt"
-sed -n '2,/^skip/p' "$W/want1.txt" > "$W/want2.txt"
-expect_same "--merge gives the same series" "$W/want2.txt" "$W/got2.txt"
+"${PLOT[@]}" "$TMP/a.log" "$TMP/c.log" --merge --dump 2>/dev/null | tail -n +2 > "$TMP/got2.txt"
+sed -n '2,/^skip/p' "$TMP/want1.txt" > "$TMP/want2.txt"
+expect_same "--merge gives the same series" "$TMP/want2.txt" "$TMP/got2.txt"
 
 # --tokens-per-step for a log without tok:
-printf 'run %s (files: %s)\ntokens_per_step 512\ntrl 0 11 512\ntrl 1 10 1024\ntrl 2 9 1536\n' "$W/b.log" "$W/b.log" > "$W/want3.txt"
-$PLOT "$W/b.log" --tokens-per-step 512 --dump > "$W/got3.txt" 2>&1
-expect_same "--tokens-per-step places a log without tok: on the token axis" "$W/want3.txt" "$W/got3.txt"
+printf 'run %s (files: %s)\ntokens_per_step 512\ntrl 0 11 512\ntrl 1 10 1024\ntrl 2 9 1536\n' "$TMP/b.log" "$TMP/b.log" > "$TMP/want3.txt"
+"${PLOT[@]}" "$TMP/b.log" --tokens-per-step 512 --dump > "$TMP/got3.txt" 2>&1
+expect_same "--tokens-per-step places a log without tok: on the token axis" "$TMP/want3.txt" "$TMP/got3.txt"
 
 # PNGs: the container must be complete (signature, IHDR of the expected size, chunk CRCs, IEND)
 check_png() {  # check_png what file width height
-    if "$PYTHON" - "$2" "$3" "$4" <<'EOF'
+    if "$PY" - "$2" "$3" "$4" <<'EOF'
 import struct, sys, zlib
 path, want_w, want_h = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 data = open(path, "rb").read()
@@ -148,27 +142,27 @@ assert (w, h) == (want_w, want_h), f"image is {w}x{h}, expected {want_w}x{want_h
 idat = zlib.decompress(b"".join(b for k, b in chunks if k == b"IDAT"))
 assert len(set(idat)) > 2, "the image is blank"
 EOF
-    then ok "$1"; else fail "$1"; fi
+    then ok "$1"; else bad "$1"; fi
 }
 # 13 x 8.5 inches at --dpi 110 = 1430 x 935 pixels
-if $PLOT "$W/a.log" "$W/b.log" "$W/c.log" --label A --label B --label A --logy -o "$W/curves.png" > "$W/out.txt" 2>&1 &&
-   grep -q "wrote $W/curves.png (2 run(s): A, B)" "$W/out.txt"; then
-    check_png "two runs, log-scale losses: a valid PNG" "$W/curves.png" 1430 935
+if "${PLOT[@]}" "$TMP/a.log" "$TMP/b.log" "$TMP/c.log" --label A --label B --label A --logy -o "$TMP/curves.png" > "$TMP/out.txt" 2>&1 &&
+   grep -q "wrote $TMP/curves.png (2 run(s): A, B)" "$TMP/out.txt"; then
+    check_png "two runs, log-scale losses: a valid PNG" "$TMP/curves.png" 1430 935
 else
-    fail "plotting two runs"; sed 's/^/     /' "$W/out.txt"
+    bad "plotting two runs"; sed 's/^/     /' "$TMP/out.txt"
 fi
-if $PLOT "$W/b.log" -o "$W/b.png" --dpi 50 > "$W/out.txt" 2>&1; then
-    check_png "a log with only train loss and no tok: (empty panels say why): a valid PNG" "$W/b.png" 650 425
+if "${PLOT[@]}" "$TMP/b.log" -o "$TMP/b.png" --dpi 50 > "$TMP/out.txt" 2>&1; then
+    check_png "a log with only train loss and no tok: (empty panels say why): a valid PNG" "$TMP/b.png" 650 425
 else
-    fail "plotting a train-loss-only log"; sed 's/^/     /' "$W/out.txt"
+    bad "plotting a train-loss-only log"; sed 's/^/     /' "$TMP/out.txt"
 fi
-ls "$W"/*.tmp.* >/dev/null 2>&1 && fail "a temporary PNG was left behind"
+ls "$TMP"/*.tmp.* >/dev/null 2>&1 && bad "a temporary PNG was left behind"
 
 # the figure itself: panels, the data of each line, EMA, best val, the token axis
-if "$PYTHON" - "$W" > "$W/fig.txt" 2>&1 <<'EOF'
+if "$PY" - "$TMP" "$ROOT" > "$TMP/fig.txt" 2>&1 <<'EOF'
 import importlib.util, math, re, sys
 w = sys.argv[1]
-spec = importlib.util.spec_from_file_location("plot_log", "dev/plot_log.py")
+spec = importlib.util.spec_from_file_location("plot_log", f"{sys.argv[2]}/dev/plot_log.py")
 pl = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(pl)
 fails = 0
@@ -259,43 +253,39 @@ check(list(L["A: val loss"].get_xdata()) == [0, 2048, 4096, 8192] and list(L["B:
 sys.exit(1 if fails else 0)
 EOF
 then
-    grep '^ok' "$W/fig.txt"
+    grep '^ok' "$TMP/fig.txt"
 else
-    sed 's/^/     /' "$W/fig.txt"; fail "figure contents"
+    sed 's/^/     /' "$TMP/fig.txt"; bad "figure contents"
 fi
 
 # no matplotlib: one line with the install command, and --dump still works
-mkdir -p "$W/nompl/matplotlib"
-echo 'raise ImportError("No module named matplotlib")' > "$W/nompl/matplotlib/__init__.py"
-PYTHONPATH="$W/nompl" $PLOT "$W/b.log" -o "$W/none.png" > "$W/out.txt" 2> "$W/err.txt"; rc=$?
-if [ $rc -ne 0 ] && [ "$(wc -l < "$W/err.txt")" -eq 1 ] && grep -q "^error: plotting needs matplotlib: .* -m pip install matplotlib" "$W/err.txt" \
-   && [ ! -e "$W/none.png" ] && PYTHONPATH="$W/nompl" $PLOT "$W/b.log" --dump > /dev/null 2>&1; then
-    ok "without matplotlib: $(cat "$W/err.txt")"
+mkdir -p "$TMP/nompl/matplotlib"
+echo 'raise ImportError("No module named matplotlib")' > "$TMP/nompl/matplotlib/__init__.py"
+PYTHONPATH="$TMP/nompl" "${PLOT[@]}" "$TMP/b.log" -o "$TMP/none.png" > "$TMP/out.txt" 2> "$TMP/err.txt"; rc=$?
+if [ $rc -ne 0 ] && [ "$(wc -l < "$TMP/err.txt")" -eq 1 ] && grep -q "^error: plotting needs matplotlib: .* -m pip install matplotlib" "$TMP/err.txt" \
+   && [ ! -e "$TMP/none.png" ] && PYTHONPATH="$TMP/nompl" "${PLOT[@]}" "$TMP/b.log" --dump > /dev/null 2>&1; then
+    ok "without matplotlib: $(cat "$TMP/err.txt")"
 else
-    fail "without matplotlib (exit $rc)"; sed 's/^/     /' "$W/err.txt" | head -5
+    bad "without matplotlib (exit $rc)"; sed 's/^/     /' "$TMP/err.txt" | head -5
 fi
 
 # bad input: non-zero exit and an error line naming the problem
 expect_error() {  # expect_error what needle args...
     local what=$1 needle=$2
     shift 2
-    $PLOT "$@" > "$W/out.txt" 2> "$W/err.txt"
+    "${PLOT[@]}" "$@" > "$TMP/out.txt" 2> "$TMP/err.txt"
     local rc=$?
-    if [ $rc -ne 0 ] && grep '^error:\|: error:' "$W/err.txt" | grep -qF -- "$needle"; then
+    if [ $rc -ne 0 ] && grep '^error:\|: error:' "$TMP/err.txt" | grep -qF -- "$needle"; then
         ok "bad input: $what"
     else
-        fail "bad input: $what (exit $rc)"; sed 's/^/     /' "$W/err.txt" | tail -3
+        bad "bad input: $what (exit $rc)"; sed 's/^/     /' "$TMP/err.txt" | tail -3
     fi
 }
-: > "$W/empty.log"
-expect_error "missing log file" "$W/nope.log" "$W/nope.log" --dump
-expect_error "a file that is not a main.log" "$W/empty.log" "$W/empty.log" --dump
-expect_error "--label count differs from the log count" "2 --label for 3 logs" "$W/a.log" "$W/b.log" "$W/c.log" --label A --label B --dump
-expect_error "--tokens-per-step 0" "--tokens-per-step 0" "$W/b.log" --tokens-per-step 0 --dump
-expect_error "--ema 1" "--ema 1" "$W/b.log" --ema 1
+: > "$TMP/empty.log"
+expect_error "missing log file" "$TMP/nope.log" "$TMP/nope.log" --dump
+expect_error "a file that is not a main.log" "$TMP/empty.log" "$TMP/empty.log" --dump
+expect_error "--label count differs from the log count" "2 --label for 3 logs" "$TMP/a.log" "$TMP/b.log" "$TMP/c.log" --label A --label B --dump
+expect_error "--tokens-per-step 0" "--tokens-per-step 0" "$TMP/b.log" --tokens-per-step 0 --dump
+expect_error "--ema 1" "--ema 1" "$TMP/b.log" --ema 1
 
-if [ $FAILS -ne 0 ]; then
-    echo "test_plot: $FAILS check(s) FAILED"
-    exit 1
-fi
-echo "test_plot: all checks passed"
+finish

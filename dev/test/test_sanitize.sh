@@ -3,34 +3,35 @@
 # the loader test, bad input and resume, with the binaries of BUILD (built with
 # -fsanitize=address,undefined). Every report goes to a file under BUILD/reports, whatever the
 # exit code of the process that made it (killed runs, ranks under mpirun); the target passes only
-# if there are none.
-#   bash dev/test/test_sanitize.sh BUILD FIXTURES
-set -u
-BUILD=$(realpath "$1") FIXTURES=$2
+# if there are none. Each step's output goes to BUILD/<step>.log.
+#   bash dev/test/test_sanitize.sh BUILD FIXTURES      (from the repo root)
+# lib.sh for bad/finish (its TMP, the cwd, is unused: the logs and reports stay in BUILD to be read)
+[ $# -eq 2 ] || { echo "usage: bash dev/test/test_sanitize.sh BUILD FIXTURES (or: make test-sanitize)" >&2; exit 1; }
+BUILD=$(realpath "$1") FIXTURES=$(realpath "$2")
+source "$(dirname "$0")/lib.sh" test_sanitize
 REPORTS=$BUILD/reports
 rm -rf "$REPORTS" && mkdir -p "$REPORTS"
 # leaks: the MPI, OpenMP and OpenBLAS runtimes keep memory until exit by design; ours must not
-export LSAN_OPTIONS=suppressions=$(realpath dev/test/lsan.supp):print_suppressions=0
+export LSAN_OPTIONS=suppressions=$ROOT/dev/test/lsan.supp:print_suppressions=0
 export ASAN_OPTIONS=log_path=$REPORTS/asan:exitcode=86:detect_leaks=1
 export UBSAN_OPTIONS=log_path=$REPORTS/ubsan:print_stacktrace=1:halt_on_error=1:exitcode=86
-fail=0
 step() {
     local name=$1; shift
     local t0=$SECONDS
-    if "$@" > "$REPORTS/../$name.log" 2>&1; then echo "ok   $name ($((SECONDS - t0)) s)"; else
-        echo "FAIL $name: exit code $? (log $BUILD/$name.log)"; tail -5 "$REPORTS/../$name.log"; fail=1; fi
+    if "$@" > "$BUILD/$name.log" 2>&1; then ok "$name ($((SECONDS - t0)) s)"; else
+        bad "$name: exit code $? (log $BUILD/$name.log)"; tail -5 "$BUILD/$name.log"; fi
 }
 step model  "$BUILD/test_gpt2" "$FIXTURES/tiny.bin" "$FIXTURES/tiny_state.bin" "$FIXTURES/tiny_traj.txt"
 step loader "$BUILD/test_dataloader"
-step bad_input bash dev/test/test_bad_input.sh "$BUILD/train_gpt2"
+step bad_input bash "$ROOT/dev/test/test_bad_input.sh" "$BUILD/train_gpt2"
 # resume runs ranks under mpirun; OpenMPI unloads its plugins before LeakSanitizer looks, so their
 # allocations can be neither attributed nor suppressed: leak checks off here, every other check on
-ASAN_OPTIONS=${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0} step resume bash dev/test/test_resume.sh "$BUILD/train_gpt2"
+ASAN_OPTIONS=${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0} step resume bash "$ROOT/dev/test/test_resume.sh" "$BUILD/train_gpt2"
 n=$(ls "$REPORTS" | wc -l)
 if [ "$n" -ne 0 ]; then
-    echo "FAIL: $n sanitizer report(s) in $REPORTS:"
+    bad "$n sanitizer report(s) in $REPORTS:"
     for f in "$REPORTS"/*; do echo "--- $f"; head -20 "$f"; done
-    fail=1
+else
+    ok "no sanitizer reports in $REPORTS"
 fi
-if [ $fail -ne 0 ]; then echo "test_sanitize: FAILED"; exit 1; fi
-echo "test_sanitize: all checks passed, no sanitizer reports"
+finish
