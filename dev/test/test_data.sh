@@ -8,20 +8,17 @@
 # Run by `make test-data`; exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-REPO="$(pwd)"
-source dev/test/lib.sh --tools
-PYTHON="${PYTHON:-/usr/bin/python3}"
-SHARED="${SHARED_DATA:-$REPO/../shared/data}"
+SHARED=$(realpath -m "${SHARED_DATA:-../shared/data}")
+source dev/test/lib.sh test_data   # TMP, bad/finish, ok, skip_or_fail
+cd "$ROOT"                         # the recipes run from the repo root, as a user runs them
+PYTHON=$PY
 "$PYTHON" -c "import tiktoken" 2>/dev/null || {
     echo "error: test-data needs tiktoken: $PYTHON -m pip install --break-system-packages tiktoken" >&2; exit 1; }
 
-TMP="$(mktemp -d /tmp/test_data.XXXXXX)"
-trap 'rm -rf "$TMP"' EXIT
 export DATA_DIR="$TMP/data" TOKENIZER_BIN="$TMP/gpt2_tokenizer.bin"
 unset GPT2_DIR TINYSHAKESPEARE BOOKS_DIR HELLASWAG SHARD_TOKENS DOWNLOAD EMBEDDED_DIR
-t_start=$(date +%s)
 
-fail() { echo "FAIL test-data: $*" >&2; exit 1; }
+fail() { bad "$*"; finish; }   # the first failure ends the test
 # tokens in a shard, from its header (and the file size must agree)
 ntok() { "$PYTHON" -c "
 import sys; sys.path.insert(0, 'dev/test')
@@ -167,4 +164,4 @@ expect_fail "-v 1B" bash dev/data/fineweb.sh -v 1B
 if ! "$PYTHON" -c "import datasets" 2>/dev/null; then
     expect_fail "pip install datasets" "$PYTHON" dev/data/fineweb_download.py
 fi
-echo "test-data: all passed ($(( $(date +%s) - t_start )) s)"
+finish

@@ -9,17 +9,17 @@
 #   $PYTHON -m pip install --break-system-packages tiktoken
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-source dev/test/lib.sh --tools
-PYTHON="${PYTHON:-/usr/bin/python3}"
-SHARED="${SHARED_DATA:-../shared/data}"
+SHARED=$(realpath -m "${SHARED_DATA:-../shared/data}")
+source dev/test/lib.sh test_tokenizer   # TMP (the data folder below), skip_or_fail, unpack_embedded
+cd "$ROOT"
+PYTHON=$PY
 [ -x ./gpt2_tokenize ] || { echo "error: ./gpt2_tokenize is missing: make gpt2_tokenize" >&2; exit 1; }
 "$PYTHON" -c "import tiktoken" 2>/dev/null || {
     echo "error: test-tokenizer needs tiktoken as the reference: $PYTHON -m pip install --break-system-packages tiktoken" >&2
     exit 1
 }
 # the data folder test_tokenizer.py reads: the embedded files next to the shared corpus and HellaSwag
-W="$(mktemp -d /tmp/test_tokenizer_data.XXXXXX)"
-trap 'rm -rf "$W"' EXIT
+W=$TMP
 unpack_embedded "$W"
 exclude=()
 if [ -f "$SHARED/corpus/train.txt.xz" ] && [ -f "$SHARED/corpus/val.txt.xz" ] && [ -f "$SHARED/hellaswag/hellaswag_val.jsonl" ]; then
