@@ -23,17 +23,20 @@ GPT2_URL="https://openaipublic.blob.core.windows.net/gpt-2/encodings/main"
 
 die() { echo "error: $*" >&2; exit 1; }
 
-# fetch URL OUT HINT: download URL to OUT, or die with HINT (how to pass a local copy instead)
+# fetch URL OUT HINT: download URL to OUT (its folder made; via OUT.part, so an interrupted
+# download never looks complete), or die with HINT (how to pass a local copy instead)
 fetch() {
     local url="$1" out="$2" hint="$3"
+    mkdir -p "$(dirname "$out")"
     echo "downloading $url"
     if command -v curl >/dev/null 2>&1; then
-        curl -fL --retry 2 -o "$out" "$url" || { rm -f "$out"; die "download of $url failed; $hint"; }
+        curl -fL --retry 2 -o "$out.part" "$url" || { rm -f "$out.part"; die "download of $url failed; $hint"; }
     elif command -v wget >/dev/null 2>&1; then
-        wget -q -O "$out" "$url" || { rm -f "$out"; die "download of $url failed; $hint"; }
+        wget -q -O "$out.part" "$url" || { rm -f "$out.part"; die "download of $url failed; $hint"; }
     else
         die "neither curl nor wget is installed; $hint"
     fi
+    mv "$out.part" "$out"
 }
 
 # obtain OUT NAME URL HINT: make OUT if it is missing, from the embedded copy $EMBEDDED/NAME.xz, or
