@@ -362,13 +362,23 @@ def write_debug_state(model, x, y, path):
     print(f"wrote {path} (B={B} T={T} loss {loss.item():.6f})")
 
 
-def run_trajectory(model, x, y, steps, lr, wd, path):
-    """AdamW(0.9, 0.95, eps 1e-8), decay on 2-D tensors only, global-norm clip at 1.0, constant lr."""
+def make_optimizer(model, lr, weight_decay, device):
+    """(AdamW(0.9, 0.95, eps 1e-8) with weight decay on the 2-D tensors only, fused?): fused on GPUs
+    where torch has it"""
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": wd},
+    extra = {}
+    if device.type == "cuda" and "fused" in inspect.signature(torch.optim.AdamW).parameters:
+        extra["fused"] = True
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}],
-                            lr=lr, betas=(0.9, 0.95), eps=1e-8)
+                            lr=lr, betas=(0.9, 0.95), eps=1e-8, **extra)
+    return opt, bool(extra)
+
+
+def run_trajectory(model, x, y, steps, lr, wd, path):
+    """make_optimizer's AdamW, global-norm clip at 1.0, constant lr."""
+    opt, _ = make_optimizer(model, lr, wd, torch.device("cpu"))
     lines = [f"# lr {lr!r} wd {wd!r} beta1 0.9 beta2 0.95 eps 1e-8 clip 1.0 steps {steps}"]
     for step in range(steps):
         opt.zero_grad(set_to_none=False)
@@ -1129,19 +1139,6 @@ def resolve_model(a, device):
     return model.to(device)
 
 
-def make_optimizer(model, a, device):
-    """AdamW(0.9, 0.95, eps 1e-8), weight decay on the 2-D tensors only; fused on GPUs where torch has it"""
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    extra = {}
-    if device.type == "cuda" and "fused" in inspect.signature(torch.optim.AdamW).parameters:
-        extra["fused"] = True
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": float(a.weight_decay)},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=float(a.lr), betas=(0.9, 0.95), eps=1e-8, **extra)
-    return opt, bool(extra)
-
-
 def opt_state_flat(opt, model, key):
     """AdamW's exp_avg / exp_avg_sq in model-file order, as one float32 numpy array"""
     return torch.cat([opt.state[p][key].reshape(-1) if p in opt.state and key in opt.state[p]
@@ -1227,7 +1224,7 @@ def train_main(argv):
                     os.remove(os.path.join(a.output_dir, n))
     dist.barrier()
     st = TrainState(a)
-    opt, fused = make_optimizer(model, a, device)
+    opt, fused = make_optimizer(model, float(a.lr), float(a.weight_decay), device)
     resumed = False
     if a.resume:
         ck = checkpoint_resume(a, dist, cfg, st)
