@@ -333,18 +333,6 @@ def read_model(path):
     return model
 
 
-def read_tokens(path, count, offset=0):
-    with open(path, "rb") as f:
-        h = np.frombuffer(f.read(1024), dtype="<i4")
-        if h[0] != SHARD_MAGIC:
-            raise SystemExit(f"error: {path} is not a token shard (magic {h[0]})")
-        f.seek(1024 + 2 * offset)
-        toks = np.frombuffer(f.read(2 * count), dtype="<u2").astype(np.int64)
-    if len(toks) < count:
-        raise SystemExit(f"error: {path} has fewer than {offset + count} tokens")
-    return torch.from_numpy(toks)
-
-
 def write_debug_state(model, x, y, path):
     B, T = x.shape
     model.zero_grad(set_to_none=False)
@@ -431,11 +419,16 @@ def fixture_main(argv):
     if args.debug_state or args.trajectory:
         B, T = args.batch, args.seq
         if T > cfg.block_size:
-            raise SystemExit(f"error: --seq {T} is larger than the model's max_seq_len {cfg.block_size}")
+            die(f"--seq {T} is larger than the model's max_seq_len {cfg.block_size}")
         if args.tokens:
-            toks = read_tokens(args.tokens, B * T + 1)
+            if not os.path.isfile(args.tokens):
+                die(f"--tokens: shard '{args.tokens}' not found")
+            shard = DataLoader.open_shard(args.tokens, "--tokens")  # the trainer's header and size checks
+            if len(shard) < B * T + 1:
+                die(f"--tokens: shard '{args.tokens}' has {len(shard)} tokens; the debug batch needs B*T+1 = {B * T + 1}")
+            toks = torch.from_numpy(shard[: B * T + 1].astype(np.int64))
             if int(toks.max()) >= cfg.vocab_size:
-                raise SystemExit(f"error: {args.tokens} has token ids >= vocab size {cfg.vocab_size}")
+                die(f"{args.tokens} has token ids >= vocab size {cfg.vocab_size}")
         else:
             g = torch.Generator().manual_seed(args.seed + 1)
             toks = torch.randint(0, cfg.vocab_size, (B * T + 1,), generator=g)
