@@ -78,36 +78,45 @@ class Config:
         self.padded_vocab_size = (vocab_size + 127) // 128 * 128
 
     @staticmethod
-    def from_descriptor(desc):
-        """d12/d24/d36/d48 (GPT-2 sizes), dN (C=64N, NH=N), or L2:C64:H4[:T256][:V512]."""
+    def from_descriptor(desc, flag="--model"):
+        """d12/d24/d36/d48 (GPT-2 sizes), dN (C=64N, NH=N), or L2:C64:H4[:T256][:V512], checked as
+        gpt2_parse_descriptor (model_io.h) checks it; a bad one ends the run with an error naming flag."""
         m = re.fullmatch(r"d(\d+)", desc)
         if m:
             depth = int(m.group(1))
+            if not 1 <= depth <= 1000:
+                die(f"{flag} {desc}: depth must be in 1..1000")
             sizes = {12: (768, 12), 24: (1024, 16), 36: (1280, 20), 48: (1600, 25)}
             c, h = sizes.get(depth, (64 * depth, depth))
-            return Config(depth, c, h)
-        fields = dict(L=None, C=None, H=None, T=1024, V=50257)
-        for part in desc.split(":"):
-            m = re.fullmatch(r"([LCHTV])(\d+)", part)
-            if not m:
-                die(f"bad model descriptor '{desc}' (expected e.g. d12 or L2:C64:H4)")
-            fields[m.group(1)] = int(m.group(2))
-        if None in (fields["L"], fields["C"], fields["H"]):
-            die(f"descriptor '{desc}' needs L, C and H")
-        return Config(fields["L"], fields["C"], fields["H"], fields["T"], fields["V"])
+            cfg = Config(depth, c, h)
+        else:
+            if not re.fullmatch(r"[LCHTV][1-9]\d*(?::[LCHTV][1-9]\d*)*", desc):
+                die(f"{flag} {desc}: bad descriptor; expected e.g. d12, L2:C64:H4 or L2:C64:H4:T256:V512")
+            fields = dict(L=None, C=None, H=None, T=1024, V=50257)
+            for part in desc.split(":"):
+                fields[part[0]] = int(part[1:])
+            if None in (fields["L"], fields["C"], fields["H"]):
+                die(f"{flag} {desc}: a descriptor needs L, C and H, e.g. L2:C64:H4")
+            cfg = Config(fields["L"], fields["C"], fields["H"], fields["T"], fields["V"])
+        problem = cfg.problem()
+        if problem:
+            die(f"{flag} {desc}: {problem}")
+        return cfg
 
     def problem(self):
-        """what is wrong with this configuration (gpt2_config_problem), or None"""
-        if self.n_layer <= 0:
-            return "number of layers must be positive"
-        if self.n_embd <= 0 or self.n_head <= 0:
-            return "channels and heads must be positive"
+        """what is wrong with this configuration (gpt2_config_problem, with its bounds), or None"""
+        if not 0 < self.n_layer <= 16384:
+            return "number of layers must be in 1..16384"
+        if not 0 < self.n_embd <= 65536:
+            return "channels must be in 1..65536"
+        if self.n_head <= 0:
+            return "number of heads must be positive"
         if self.n_embd % self.n_head:
             return "channels must be divisible by the number of heads"
         if not 0 < self.vocab_size <= 65536:
             return "vocab size must be in 1..65536 (tokens are uint16)"
-        if self.block_size <= 0:
-            return "max sequence length must be positive"
+        if not 0 < self.block_size <= 1 << 20:
+            return "max sequence length must be in 1..1048576"
         return None
 
     def key(self):
@@ -1112,14 +1121,7 @@ def resolve_model(a, device):
     """the model that -e names: a descriptor (the C trainers' init from -rs) or a model file"""
     desc = a.model
     if re.fullmatch(r"d\d+", desc) or re.match(r"L\d", desc):
-        if re.fullmatch(r"d\d+", desc) and not 1 <= int(desc[1:]) <= 1000:
-            die(f"-e {desc}: depth must be in 1..1000")
-        if not re.fullmatch(r"d\d+", desc) and not re.fullmatch(r"(?:[LCHTV][1-9]\d*)(?::[LCHTV][1-9]\d*)*", desc):
-            die(f"-e {desc}: bad descriptor; expected e.g. L2:C64:H4 or L2:C64:H4:T256:V512")
-        cfg = Config.from_descriptor(desc)
-        problem = cfg.problem()
-        if problem:
-            die(f"-e {desc}: {problem}")
+        cfg = Config.from_descriptor(desc, "-e")
         flat = c_init_params(cfg, a.seed)  # the same seed on every rank: the same model
     else:
         cfg, flat, err = read_model_flat(desc)
