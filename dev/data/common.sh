@@ -45,6 +45,9 @@ fetch() {
 obtain() {
     local out="$1" name="$2" url="$3" hint="$4" from
     [ -f "$out" ] && return 0
+    case "${DOWNLOAD:-0}" in 0|1) ;; *) die "DOWNLOAD=$DOWNLOAD: use 1 (download from the sources) or 0 (the embedded copies)" ;; esac
+    # without the list a mistyped EMBEDDED_DIR would download, unchecked
+    [ -f "$EMBEDDED/SHA256SUMS" ] || die "EMBEDDED_DIR=$EMBEDDED has no SHA256SUMS; point it at a copy of dev/data/embedded or unset it"
     mkdir -p "$(dirname "$out")"
     if [ "${DOWNLOAD:-0}" != 1 ] && [ -f "$EMBEDDED/$name.xz" ]; then
         from="$EMBEDDED/$name.xz"
@@ -55,7 +58,7 @@ obtain() {
         fetch "$url" "$out.part" "$hint"
     fi
     local want
-    want="$(awk -v n="$name" '$2 == n { print $1 }' "$EMBEDDED/SHA256SUMS" 2>/dev/null || true)"
+    want="$(awk -v n="$name" '$2 == n { print $1 }' "$EMBEDDED/SHA256SUMS")"
     if [ -n "$want" ] && [ "$(sha256sum "$out.part" | cut -d' ' -f1)" != "$want" ]; then
         rm -f "$out.part"
         die "$name from $from: sha256 differs from $EMBEDDED/SHA256SUMS (a corrupt copy); nothing was written"
