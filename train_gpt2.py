@@ -78,36 +78,45 @@ class Config:
         self.padded_vocab_size = (vocab_size + 127) // 128 * 128
 
     @staticmethod
-    def from_descriptor(desc):
-        """d12/d24/d36/d48 (GPT-2 sizes), dN (C=64N, NH=N), or L2:C64:H4[:T256][:V512]."""
+    def from_descriptor(desc, flag="--model"):
+        """d12/d24/d36/d48 (GPT-2 sizes), dN (C=64N, NH=N), or L2:C64:H4[:T256][:V512], checked as
+        gpt2_parse_descriptor (model_io.h) checks it; a bad one ends the run with an error naming flag."""
         m = re.fullmatch(r"d(\d+)", desc)
         if m:
             depth = int(m.group(1))
+            if not 1 <= depth <= 1000:
+                die(f"{flag} {desc}: depth must be in 1..1000")
             sizes = {12: (768, 12), 24: (1024, 16), 36: (1280, 20), 48: (1600, 25)}
             c, h = sizes.get(depth, (64 * depth, depth))
-            return Config(depth, c, h)
-        fields = dict(L=None, C=None, H=None, T=1024, V=50257)
-        for part in desc.split(":"):
-            m = re.fullmatch(r"([LCHTV])(\d+)", part)
-            if not m:
-                die(f"bad model descriptor '{desc}' (expected e.g. d12 or L2:C64:H4)")
-            fields[m.group(1)] = int(m.group(2))
-        if None in (fields["L"], fields["C"], fields["H"]):
-            die(f"descriptor '{desc}' needs L, C and H")
-        return Config(fields["L"], fields["C"], fields["H"], fields["T"], fields["V"])
+            cfg = Config(depth, c, h)
+        else:
+            if not re.fullmatch(r"[LCHTV][1-9]\d*(?::[LCHTV][1-9]\d*)*", desc):
+                die(f"{flag} {desc}: bad descriptor; expected e.g. d12, L2:C64:H4 or L2:C64:H4:T256:V512")
+            fields = dict(L=None, C=None, H=None, T=1024, V=50257)
+            for part in desc.split(":"):
+                fields[part[0]] = int(part[1:])
+            if None in (fields["L"], fields["C"], fields["H"]):
+                die(f"{flag} {desc}: a descriptor needs L, C and H, e.g. L2:C64:H4")
+            cfg = Config(fields["L"], fields["C"], fields["H"], fields["T"], fields["V"])
+        problem = cfg.problem()
+        if problem:
+            die(f"{flag} {desc}: {problem}")
+        return cfg
 
     def problem(self):
-        """what is wrong with this configuration (gpt2_config_problem), or None"""
-        if self.n_layer <= 0:
-            return "number of layers must be positive"
-        if self.n_embd <= 0 or self.n_head <= 0:
-            return "channels and heads must be positive"
+        """what is wrong with this configuration (gpt2_config_problem, with its bounds), or None"""
+        if not 0 < self.n_layer <= 16384:
+            return "number of layers must be in 1..16384"
+        if not 0 < self.n_embd <= 65536:
+            return "channels must be in 1..65536"
+        if self.n_head <= 0:
+            return "number of heads must be positive"
         if self.n_embd % self.n_head:
             return "channels must be divisible by the number of heads"
         if not 0 < self.vocab_size <= 65536:
             return "vocab size must be in 1..65536 (tokens are uint16)"
-        if self.block_size <= 0:
-            return "max sequence length must be positive"
+        if not 0 < self.block_size <= 1 << 20:
+            return "max sequence length must be in 1..1048576"
         return None
 
     def key(self):
@@ -333,18 +342,6 @@ def read_model(path):
     return model
 
 
-def read_tokens(path, count, offset=0):
-    with open(path, "rb") as f:
-        h = np.frombuffer(f.read(1024), dtype="<i4")
-        if h[0] != SHARD_MAGIC:
-            raise SystemExit(f"error: {path} is not a token shard (magic {h[0]})")
-        f.seek(1024 + 2 * offset)
-        toks = np.frombuffer(f.read(2 * count), dtype="<u2").astype(np.int64)
-    if len(toks) < count:
-        raise SystemExit(f"error: {path} has fewer than {offset + count} tokens")
-    return torch.from_numpy(toks)
-
-
 def write_debug_state(model, x, y, path):
     B, T = x.shape
     model.zero_grad(set_to_none=False)
@@ -362,13 +359,23 @@ def write_debug_state(model, x, y, path):
     print(f"wrote {path} (B={B} T={T} loss {loss.item():.6f})")
 
 
-def run_trajectory(model, x, y, steps, lr, wd, path):
-    """AdamW(0.9, 0.95, eps 1e-8), decay on 2-D tensors only, global-norm clip at 1.0, constant lr."""
+def make_optimizer(model, lr, weight_decay, device):
+    """(AdamW(0.9, 0.95, eps 1e-8) with weight decay on the 2-D tensors only, fused?): fused on GPUs
+    where torch has it"""
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": wd},
+    extra = {}
+    if device.type == "cuda" and "fused" in inspect.signature(torch.optim.AdamW).parameters:
+        extra["fused"] = True
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}],
-                            lr=lr, betas=(0.9, 0.95), eps=1e-8)
+                            lr=lr, betas=(0.9, 0.95), eps=1e-8, **extra)
+    return opt, bool(extra)
+
+
+def run_trajectory(model, x, y, steps, lr, wd, path):
+    """make_optimizer's AdamW, global-norm clip at 1.0, constant lr."""
+    opt, _ = make_optimizer(model, lr, wd, torch.device("cpu"))
     lines = [f"# lr {lr!r} wd {wd!r} beta1 0.9 beta2 0.95 eps 1e-8 clip 1.0 steps {steps}"]
     for step in range(steps):
         opt.zero_grad(set_to_none=False)
@@ -421,11 +428,16 @@ def fixture_main(argv):
     if args.debug_state or args.trajectory:
         B, T = args.batch, args.seq
         if T > cfg.block_size:
-            raise SystemExit(f"error: --seq {T} is larger than the model's max_seq_len {cfg.block_size}")
+            die(f"--seq {T} is larger than the model's max_seq_len {cfg.block_size}")
         if args.tokens:
-            toks = read_tokens(args.tokens, B * T + 1)
+            if not os.path.isfile(args.tokens):
+                die(f"--tokens: shard '{args.tokens}' not found")
+            shard = DataLoader.open_shard(args.tokens, "--tokens")  # the trainer's header and size checks
+            if len(shard) < B * T + 1:
+                die(f"--tokens: shard '{args.tokens}' has {len(shard)} tokens; the debug batch needs B*T+1 = {B * T + 1}")
+            toks = torch.from_numpy(shard[: B * T + 1].astype(np.int64))
             if int(toks.max()) >= cfg.vocab_size:
-                raise SystemExit(f"error: {args.tokens} has token ids >= vocab size {cfg.vocab_size}")
+                die(f"{args.tokens} has token ids >= vocab size {cfg.vocab_size}")
         else:
             g = torch.Generator().manual_seed(args.seed + 1)
             toks = torch.randint(0, cfg.vocab_size, (B * T + 1,), generator=g)
@@ -1109,14 +1121,7 @@ def resolve_model(a, device):
     """the model that -e names: a descriptor (the C trainers' init from -rs) or a model file"""
     desc = a.model
     if re.fullmatch(r"d\d+", desc) or re.match(r"L\d", desc):
-        if re.fullmatch(r"d\d+", desc) and not 1 <= int(desc[1:]) <= 1000:
-            die(f"-e {desc}: depth must be in 1..1000")
-        if not re.fullmatch(r"d\d+", desc) and not re.fullmatch(r"(?:[LCHTV][1-9]\d*)(?::[LCHTV][1-9]\d*)*", desc):
-            die(f"-e {desc}: bad descriptor; expected e.g. L2:C64:H4 or L2:C64:H4:T256:V512")
-        cfg = Config.from_descriptor(desc)
-        problem = cfg.problem()
-        if problem:
-            die(f"-e {desc}: {problem}")
+        cfg = Config.from_descriptor(desc, "-e")
         flat = c_init_params(cfg, a.seed)  # the same seed on every rank: the same model
     else:
         cfg, flat, err = read_model_flat(desc)
@@ -1127,19 +1132,6 @@ def resolve_model(a, device):
     model = GPT(cfg, fast=True)
     model.load_flat(flat)
     return model.to(device)
-
-
-def make_optimizer(model, a, device):
-    """AdamW(0.9, 0.95, eps 1e-8), weight decay on the 2-D tensors only; fused on GPUs where torch has it"""
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    extra = {}
-    if device.type == "cuda" and "fused" in inspect.signature(torch.optim.AdamW).parameters:
-        extra["fused"] = True
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": float(a.weight_decay)},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=float(a.lr), betas=(0.9, 0.95), eps=1e-8, **extra)
-    return opt, bool(extra)
 
 
 def opt_state_flat(opt, model, key):
@@ -1227,7 +1219,7 @@ def train_main(argv):
                     os.remove(os.path.join(a.output_dir, n))
     dist.barrier()
     st = TrainState(a)
-    opt, fused = make_optimizer(model, a, device)
+    opt, fused = make_optimizer(model, float(a.lr), float(a.weight_decay), device)
     resumed = False
     if a.resume:
         ck = checkpoint_resume(a, dist, cfg, st)

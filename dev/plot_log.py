@@ -32,8 +32,6 @@ import sys
 
 SERIES = ("trl", "tel", "hsw", "lr", "norm")
 TRAIN_KEYS = ("trl", "lr", "norm")  # logged with the step they were measured in (x of s:N is step N+1's)
-NAMES = {"trl": "train loss", "tel": "val loss", "hsw": "HellaSwag acc_norm", "lr": "learning rate",
-         "norm": "gradient norm"}
 
 
 class Run:
@@ -203,7 +201,7 @@ def make_figure(runs, args):
     many = len(runs) > 1
     by_tokens = args.xaxis == "tokens"
 
-    def xy(run, key, transform=None):
+    def xy(run, key):
         xs, ys = [], []
         for step, value in sorted(run.series[key].items()):
             x = run.x_tokens(key, step) if by_tokens else step

@@ -23,17 +23,20 @@ GPT2_URL="https://openaipublic.blob.core.windows.net/gpt-2/encodings/main"
 
 die() { echo "error: $*" >&2; exit 1; }
 
-# fetch URL OUT HINT: download URL to OUT, or die with HINT (how to pass a local copy instead)
+# fetch URL OUT HINT: download URL to OUT (its folder made; via OUT.part, so an interrupted
+# download never looks complete), or die with HINT (how to pass a local copy instead)
 fetch() {
     local url="$1" out="$2" hint="$3"
+    mkdir -p "$(dirname "$out")"
     echo "downloading $url"
     if command -v curl >/dev/null 2>&1; then
-        curl -fL --retry 2 -o "$out" "$url" || { rm -f "$out"; die "download of $url failed; $hint"; }
+        curl -fL --retry 2 -o "$out.part" "$url" || { rm -f "$out.part"; die "download of $url failed; $hint"; }
     elif command -v wget >/dev/null 2>&1; then
-        wget -q -O "$out" "$url" || { rm -f "$out"; die "download of $url failed; $hint"; }
+        wget -q -O "$out.part" "$url" || { rm -f "$out.part"; die "download of $url failed; $hint"; }
     else
         die "neither curl nor wget is installed; $hint"
     fi
+    mv "$out.part" "$out"
 }
 
 # obtain OUT NAME URL HINT: make OUT if it is missing, from the embedded copy $EMBEDDED/NAME.xz, or
@@ -42,6 +45,9 @@ fetch() {
 obtain() {
     local out="$1" name="$2" url="$3" hint="$4" from
     [ -f "$out" ] && return 0
+    case "${DOWNLOAD:-0}" in 0|1) ;; *) die "DOWNLOAD=$DOWNLOAD: use 1 (download from the sources) or 0 (the embedded copies)" ;; esac
+    # without the list a mistyped EMBEDDED_DIR would download, unchecked
+    [ -f "$EMBEDDED/SHA256SUMS" ] || die "EMBEDDED_DIR=$EMBEDDED has no SHA256SUMS; point it at a copy of dev/data/embedded or unset it"
     mkdir -p "$(dirname "$out")"
     if [ "${DOWNLOAD:-0}" != 1 ] && [ -f "$EMBEDDED/$name.xz" ]; then
         from="$EMBEDDED/$name.xz"
@@ -52,7 +58,7 @@ obtain() {
         fetch "$url" "$out.part" "$hint"
     fi
     local want
-    want="$(awk -v n="$name" '$2 == n { print $1 }' "$EMBEDDED/SHA256SUMS" 2>/dev/null || true)"
+    want="$(awk -v n="$name" '$2 == n { print $1 }' "$EMBEDDED/SHA256SUMS")"
     if [ -n "$want" ] && [ "$(sha256sum "$out.part" | cut -d' ' -f1)" != "$want" ]; then
         rm -f "$out.part"
         die "$name from $from: sha256 differs from $EMBEDDED/SHA256SUMS (a corrupt copy); nothing was written"
