@@ -8,7 +8,7 @@
 #                                             test_gpu.sh, fresh_machine.sh, the Makefile)
 # The tools: ROOT (the repo), PY, MPIRUN, MPI_HINT, have_mpi [binary], skip_or_fail <test> <what
 # is missing> <command that provides it>, unpack_embedded <dir>, compare_logs <a> <b> KEY=TOL...,
-# train_losses <main.log>, ok <what> (the line of a check that passed).
+# ok <what> (the line of a check that passed).
 
 LLMC_TEST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$LLMC_TEST_DIR/../.." && pwd)
@@ -44,9 +44,6 @@ compare_logs() { "$PY" "$LLMC_TEST_DIR/compare_logs.py" "$@"; }
 
 # ok WHAT: a check passed (the counterpart of bad; every test's passed checks read alike)
 ok() { echo "ok   $*"; }
-
-# "<step> <loss>" per optimizer step of a main.log, as logged (9 significant digits)
-train_losses() { grep -o 's:[0-9]* trl:[^ ]*' "$1" | sed 's/s://; s/trl://'; }
 
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 MPI_HINT="apt-get install openmpi-bin libopenmpi-dev, then make clean && make"
