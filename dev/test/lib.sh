@@ -3,7 +3,8 @@
 #                                             directory TMP (the cwd afterwards; removed on exit,
 #                                             with whatever the test left running), one thread per
 #                                             process, TRAINER (absolute; default ./train_gpt2),
-#                                             failure bookkeeping: bad <message>, finish
+#                                             failure bookkeeping: bad <message>, finish;
+#                                             require_mpi <test>
 #   source dev/test/lib.sh --tools            the tools only, no directory, no cd (the drivers:
 #                                             test_gpu.sh, fresh_machine.sh, the Makefile)
 # The tools: ROOT (the repo), PY, MPIRUN, MPI_HINT, have_mpi [binary], skip_or_fail <test> <what
@@ -67,4 +68,6 @@ finish() {
     if [ $fail -ne 0 ]; then echo "$TEST_NAME: FAILED ($SECONDS s)"; exit 1; fi
     echo "$TEST_NAME: all checks passed ($SECONDS s)"
 }
+# require_mpi TEST: the test needs MPI throughout; without it, end here (a skip, or a failure with CI=true)
+require_mpi() { have_mpi && return 0; skip_or_fail "$1" "MPI (mpirun, and $TRAINER built with it)" "$MPI_HINT"; exit; }
 cd "$TMP"
