@@ -33,11 +33,15 @@ OUTB=${BENCH_OUT:-build/bench}
 mkdir -p "$OUTB"
 PY=${PYTHON:-python3}
 STEPS=${STEPS:-40} WARMUP=${WARMUP:-10} D12_BS=${D12_BS:-"16 32 64"} R=${RECOMPUTE:-1}
+bench_error() { echo "error: bench_gpu.sh: $*" >&2; exit 2; }
+[[ "$STEPS" =~ ^[0-9]+$ && "$WARMUP" =~ ^[0-9]+$ ]] && [ "$WARMUP" -lt "$STEPS" ] \
+    || bench_error "STEPS=$STEPS WARMUP=$WARMUP: expected whole numbers with WARMUP < STEPS (the timed steps follow the warm-up)"
+[[ "$D12_BS" =~ ^[1-9][0-9]*( +[1-9][0-9]*)*$ ]] || bench_error "D12_BS='$D12_BS': expected batch sizes, e.g. \"16 32 64\""
 COMMIT=${LLMC_COMMIT:-$(git rev-parse --short HEAD 2> /dev/null || echo unknown)}
 PARTS=("$@")
 [ ${#PARTS[@]} -eq 0 ] && PARTS=(d12 attention layers d48)
 for p in "${PARTS[@]}"; do
-    case $p in d12|attention|layers|d48) ;; *) echo "bench_gpu: unknown part '$p' (d12 attention layers d48)"; exit 2;; esac
+    case $p in d12|attention|layers|d48) ;; *) bench_error "unknown part '$p' (parts: d12 attention layers d48)";; esac
 done
 has() { local p; for p in "${PARTS[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 

@@ -189,7 +189,21 @@ static long sim_unfused(int HS, int B, int T, int NH, uint64_t seed, bool launch
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     // optional: a single T to run (quick experiments); default: the full list
-    const int only_T = argc > 1 ? atoi(argv[1]) : 0;
+    int only_T = 0;
+    if (argc > 1) {
+        char *end;
+        const long t = strtol(argv[1], &end, 10);
+        if (argc > 2 || end == argv[1] || *end || t < 1 || t > 100000) {
+            fprintf(stderr, "error: usage: attention_sim [T] (T: one sequence length of the full run, e.g. 130)\n");
+            return 1;
+        }
+        only_T = (int)t;
+    }
+    bool matched = false;  // whether only_T is one of the lengths below
+    auto runs = [&](int T) {
+        matched |= T == only_T;
+        return !only_T || T == only_T;
+    };
     const clock_t start = clock();
     long bad = sim::check_fragment_tables();
     const int Ts64[] = {1, 17, 64, 100, 130, 200};
@@ -198,36 +212,36 @@ int main(int argc, char **argv) {
 
     printf("forward, fused kernels on the simulator vs the fp64 reference\n");
     for (int T : Ts64) {
-        if (only_T && T != only_T) { continue; }
+        if (!runs(T)) { continue; }
         bad += sim_forward(64, 1, 2, T, 2, seed, sim::FORWARD, NULL, true);
         bad += sim_forward(64, 2, 2, T, 2, seed, sim::FORWARD, NULL, true);
         seed++;
     }
     for (int T : Ts128) {
-        if (only_T && T != only_T) { continue; }
+        if (!runs(T)) { continue; }
         bad += sim_forward(128, 1, 2, T, 2, seed, sim::FORWARD, NULL, true);
         seed++;
     }
     printf("backward, fused kernels on the simulator vs the fp64 reference\n");
     for (int T : Ts64) {
-        if (only_T && T != only_T) { continue; }
+        if (!runs(T)) { continue; }
         bad += sim_backward(64, 2, T, 2, seed, sim::FORWARD, NULL, true);
         seed++;
     }
     for (int T : Ts128) {
-        if (only_T && T != only_T) { continue; }
+        if (!runs(T)) { continue; }
         bad += sim_backward(128, 2, T, 2, seed, sim::FORWARD, NULL, true);
         seed++;
     }
 
     printf("unfused oracle kernels on the simulator vs the fp64 reference\n");
-    if (!only_T || only_T == 100) { bad += sim_unfused(64, 2, 100, 3, 77, false); }
-    if (!only_T || only_T == 70) { bad += sim_unfused(128, 1, 70, 2, 78, false); }
-    if (!only_T || only_T == 1) { bad += sim_unfused(64, 1, 1, 2, 79, false); }
-    if (!only_T || only_T == 40) { bad += sim_unfused(64, 2, 40, 2, 80, true); }
+    if (runs(100)) { bad += sim_unfused(64, 2, 100, 3, 77, false); }
+    if (runs(70)) { bad += sim_unfused(128, 1, 70, 2, 78, false); }
+    if (runs(1)) { bad += sim_unfused(64, 1, 1, 2, 79, false); }
+    if (runs(40)) { bad += sim_unfused(64, 2, 40, 2, 80, true); }
 
     printf("schedule independence: bitwise equal results under other fiber orders\n");
-    if (!only_T || only_T == 130) {
+    if (runs(130)) {
         FwdResult a, b, c;
         bad += sim_forward(64, 2, 1, 130, 2, 99, sim::FORWARD, &a, false);
         bad += sim_forward(64, 2, 1, 130, 2, 99, sim::REVERSE, &b, false);
@@ -249,6 +263,10 @@ int main(int argc, char **argv) {
         printf("  %-32s %ld phases, %ld conflicted, worst %d wavefronts\n", kv.first.c_str(), kv.second.phases,
                kv.second.conflicted, kv.second.max_wavefronts);
         bad += kv.second.conflicted != 0;
+    }
+    if (only_T && !matched) {
+        fprintf(stderr, "error: attention_sim %d: no case has T = %d (run without T for the list)\n", only_T, only_T);
+        return 1;
     }
     printf("simulator: %ld errors in total, %.1f s\n", bad, (double)(clock() - start) / CLOCKS_PER_SEC);
     printf(bad ? "attention_sim: FAILED\n" : "attention_sim: all checks passed\n");

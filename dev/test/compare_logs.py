@@ -53,18 +53,36 @@ def compare(path_a, path_b, key, tol, last):
     return True
 
 
+def number(text, kind, what):
+    """text as kind (int or float, >= 0), or exit with a line naming the argument"""
+    if text == "":
+        sys.exit(f"compare_logs.py: {what} needs a value")
+    try:
+        value = kind(text)
+    except ValueError:
+        value = -1
+    if not value >= 0:  # also NaN
+        sys.exit(f"compare_logs.py: {what}: '{text}' is not a number >= 0")
+    return value
+
+
 def main(argv):
     if len(argv) < 2:
         sys.exit(__doc__)
     files, specs, last = argv[:2], [], 0
+    for path in files:
+        try:
+            open(path).close()
+        except OSError as e:
+            sys.exit(f"compare_logs.py: cannot read '{path}': {e.strerror}")
     rest = argv[2:]
     while rest:
         arg = rest.pop(0)
         if arg == "--last":
-            last = int(rest.pop(0))
+            last = number(rest.pop(0) if rest else "", int, "--last")
         elif "=" in arg:
             key, tol = arg.split("=", 1)
-            specs.append((key, float(tol)))
+            specs.append((key, number(tol, float, f"the tolerance of {key}")))
         else:
             sys.exit(f"compare_logs.py: bad argument '{arg}' (KEY=TOL or --last N)")
     ok = all(compare(files[0], files[1], key, tol, last) for key, tol in (specs or [("trl", 0.0)]))

@@ -3,12 +3,13 @@
 #                                             directory TMP (the cwd afterwards; removed on exit,
 #                                             with whatever the test left running), one thread per
 #                                             process, TRAINER (absolute; default ./train_gpt2),
-#                                             failure bookkeeping: bad <message>, finish
+#                                             failure bookkeeping: bad <message>, finish;
+#                                             require_mpi <test>
 #   source dev/test/lib.sh --tools            the tools only, no directory, no cd (the drivers:
 #                                             test_gpu.sh, fresh_machine.sh, the Makefile)
 # The tools: ROOT (the repo), PY, MPIRUN, MPI_HINT, have_mpi [binary], skip_or_fail <test> <what
 # is missing> <command that provides it>, unpack_embedded <dir>, compare_logs <a> <b> KEY=TOL...,
-# train_losses <main.log>, ok <what> (the line of a check that passed).
+# ok <what> (the line of a check that passed).
 
 LLMC_TEST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$LLMC_TEST_DIR/../.." && pwd)
@@ -45,9 +46,6 @@ compare_logs() { "$PY" "$LLMC_TEST_DIR/compare_logs.py" "$@"; }
 # ok WHAT: a check passed (the counterpart of bad; every test's passed checks read alike)
 ok() { echo "ok   $*"; }
 
-# "<step> <loss>" per optimizer step of a main.log, as logged (9 significant digits)
-train_losses() { grep -o 's:[0-9]* trl:[^ ]*' "$1" | sed 's/s://; s/trl://'; }
-
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 MPI_HINT="apt-get install openmpi-bin libopenmpi-dev, then make clean && make"
 # have_mpi [binary]: mpirun is here and the binary (default: the trainer) was built with MPI
@@ -70,4 +68,6 @@ finish() {
     if [ $fail -ne 0 ]; then echo "$TEST_NAME: FAILED ($SECONDS s)"; exit 1; fi
     echo "$TEST_NAME: all checks passed ($SECONDS s)"
 }
+# require_mpi TEST: the test needs MPI throughout; without it, end here (a skip, or a failure with CI=true)
+require_mpi() { have_mpi && return 0; skip_or_fail "$1" "MPI (mpirun, and $TRAINER built with it)" "$MPI_HINT"; exit; }
 cd "$TMP"

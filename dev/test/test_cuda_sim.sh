@@ -20,7 +20,6 @@ SIM="$SIMT/train_gpt2cu" ASAN="$SIMT/train_gpt2cu_asan" TEST="$SIMT/test_gpt2cu"
 source "$(dirname "$0")/lib.sh" test_cuda_sim ./train_gpt2  # TRAINER (the CPU one), PY, ROOT, TMP (cwd), MPIRUN
 CPU=$TRAINER
 export ASAN_OPTIONS=detect_leaks=0  # MPI and the fiber stacks keep memory to the end on purpose
-start=$(date +%s)
 
 $PY "$ROOT/dev/bench/make_random_shard.py" train.bin 20000 1 128
 $PY "$ROOT/dev/bench/make_random_shard.py" val.bin 4000 2 128
@@ -84,7 +83,7 @@ if cmp -s full_tail.txt resumed.txt; then echo "  steps 3-4 after resume are bit
     bad "resumed steps differ from the uninterrupted run"; diff full_tail.txt resumed.txt | head -6; fi
 
 # ---- 3. MPI, host-staged, and ZeRO-1
-if [ "${SIM_MPI:-0}" = 1 ] && have_mpi "$SIM"; then
+if have_mpi "$SIM"; then
     echo "3. 2 MPI ranks (-pb mpi) vs 1 rank with 2 micro-steps:"
     run np2 "${MPIRUN[@]}" -np 2 "$SIM" "${ARGS[@]}" -pb mpi -o np2
     compare_logs np2/main.log sim/main.log trl=2e-3 norm=2e-3 || bad "2 ranks differ from 1 rank"
@@ -119,7 +118,7 @@ joined asan_r0 asan_r2
 for r in 0 2; do
     grep -q "ERROR: AddressSanitizer\|runtime error" asan_r$r.txt && bad "ASan/UBSan report with -r $r"
 done
-if [ "${SIM_MPI:-0}" = 1 ] && have_mpi "$SIM"; then
+if have_mpi "$SIM"; then
     run asan_z1 "${MPIRUN[@]}" -np 2 "$ASAN" "${ASHORT[@]}" -pb mpi -z 1 -o asan_z1 -n 1
     grep -q "ERROR: AddressSanitizer\|runtime error" asan_z1.txt && bad "ASan/UBSan report with 2 ranks, ZeRO-1"
 fi
@@ -142,5 +141,4 @@ expect_fail "-at cudnn in a build without cuDNN" "make cudnn-frontend" "$SIM" "$
 expect_fail "LLMC_ATTENTION=cudnn in a test build without cuDNN" "make cudnn-frontend" \
     env LLMC_ATTENTION=cudnn "$TEST" fx.bin fx_state.bin fx_traj.txt
 
-echo "test_cuda_sim: $(( $(date +%s) - start )) s"
-finish test_cuda_sim
+finish

@@ -15,7 +15,6 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_NUM_THREADS=2
 # the recipes' defaults: Tiny Shakespeare and OpenAI's files unpacked from dev/data/embedded into DATA_DIR
 unset GPT2_DIR TINYSHAKESPEARE DOWNLOAD
 export DATA_DIR="$TMP/data" TOKENIZER_BIN="$TMP/gpt2_tokenizer.bin"
-START=$(date +%s)
 
 # ---- a small "GPT-2", pretrained for a few steps (so that its biases and LayerNorms are no longer
 # 0 and 1, which would hide a misplaced one), exported and rewritten in the hub's layout
@@ -97,5 +96,4 @@ out=$(cd "$ROOT" && bash scripts/finetune_gpt2.sh gpt3 2>&1); rc=$?
 mkdir -p empty
 out=$(cd "$ROOT" && HF_DIR="$TMP/empty" bash scripts/finetune_gpt2.sh 2>&1); rc=$?
 [ $rc -ne 0 ] && echo "$out" | grep -q "^error: HF folder '$TMP/empty' has no model.safetensors" && echo "ok   $out" || bad "empty HF folder: $out"
-echo "($(( $(date +%s) - START )) s)"
 finish

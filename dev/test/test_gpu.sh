@@ -52,6 +52,10 @@ WORK=$ROOT/build/gpu_test
 mkdir -p "$OUTDIR" "$WORK/logs"
 SUMMARY=$OUTDIR/summary.txt
 BUDGET=${TEST_GPU_BUDGET:-570}
+[[ "$BUDGET" =~ ^[0-9]+$ ]] || { echo "error: TEST_GPU_BUDGET='$BUDGET': expected whole seconds, e.g. 570" >&2; exit 2; }
+MPI_FROM=${TEST_GPU_MPI:-auto}
+case $MPI_FROM in auto|system|carry|none) ;;
+    *) echo "error: TEST_GPU_MPI='$MPI_FROM': expected one of auto|system|carry|none" >&2; exit 2;; esac
 T0=$(date +%s)
 JOBS=$(nproc)
 export OMP_NUM_THREADS=$JOBS
@@ -59,7 +63,7 @@ PARTS=("$@")
 ALL_PARTS="env build test multi bench d48 sanitize kernels profile"
 [ ${#PARTS[@]} -eq 0 ] && read -r -a PARTS <<< "$ALL_PARTS"
 for p in "${PARTS[@]}"; do
-    case " $ALL_PARTS " in *" $p "*) ;; *) echo "unknown part '$p' ($ALL_PARTS)"; exit 2;; esac
+    case " $ALL_PARTS " in *" $p "*) ;; *) echo "error: test_gpu.sh: unknown part '$p' (parts: $ALL_PARTS)" >&2; exit 2;; esac
 done
 echo "== test_gpu.sh $(date -u +%FT%TZ) parts: ${PARTS[*]} budget ${BUDGET}s" >> "$SUMMARY"
 NFAIL=0
@@ -122,7 +126,6 @@ MAKEVARS=(CUDA_ARCHS=90a PYTHON="$PY")
 LIBS_NOTE=$(make --no-print-directory -n train_gpt2cu "${MAKEVARS[@]}" 2> /dev/null | grep -E "^(NCCL|cuDNN):" | tr -s ' ' | paste -sd '|')
 # MPI: the system's, else the carried Debian packages (TEST_GPU_MPI=system|carry|none forces one)
 MPIRUN=()
-MPI_FROM=${TEST_GPU_MPI:-auto}
 if [ "$MPI_FROM" = auto ]; then
     if command -v mpirun > /dev/null && command -v mpicc > /dev/null; then MPI_FROM=system
     elif ls .carry/debs/*.deb > /dev/null 2>&1; then MPI_FROM=carry

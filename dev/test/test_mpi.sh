@@ -8,7 +8,7 @@
 #  3. bad launches: ranks with different flags or data, a world size that does not divide the
 #     batch, a rank that dies (the others must exit within 60 s), torchrun variables without MPI.
 source "$(dirname "$0")/lib.sh" test_mpi "${1:-./train_gpt2}"
-have_mpi || { skip_or_fail test-mpi "MPI (mpirun, and $TRAINER built with it)" "$MPI_HINT"; exit; }
+require_mpi test-mpi
 $PY "$ROOT/dev/bench/make_random_shard.py" train.bin 60000 1 512
 $PY "$ROOT/dev/bench/make_random_shard.py" val.bin 4000 2 512
 $PY "$ROOT/dev/bench/make_random_shard.py" other.bin 60000 3 512

@@ -11,7 +11,7 @@
 #  - resuming with another model size is an error naming the file.
 source "$(dirname "$0")/lib.sh" test_resume "${1:-./train_gpt2}"
 # the references and the signal tests run 2 ranks as well
-have_mpi || { skip_or_fail test-resume "MPI (mpirun, and $TRAINER built with it)" "$MPI_HINT"; exit; }
+require_mpi test-resume
 $PY "$ROOT/dev/bench/make_random_shard.py" train.bin 60000 1 512
 $PY "$ROOT/dev/bench/make_random_shard.py" val.bin 4000 2 512
 ARGS=(-i train.bin -j val.bin -e L2:C64:H4:T64:V512 -b 2 -t 32 -d 512 -x 40 -v 8 -m 2 -s 8 -g 8 -l 1e-3 -u 2 -q 0.1 -c 0.1 -tk none.bin)

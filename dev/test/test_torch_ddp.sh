@@ -13,6 +13,7 @@
 #     equal the uninterrupted runs' within 1e-4.
 #  4. bad flags and files end with a one-line error.
 source "$(dirname "$0")/lib.sh" test_torch_ddp "${1:-./train_gpt2}"
+require_mpi test-torch-ddp  # the C trainer runs under mpirun, also for 1 process
 TORCH_TRAINER="$ROOT/train_gpt2.py"
 
 # learnable data (a noisy linear recurrence over 512 ids, so the loss moves) and a HellaSwag file

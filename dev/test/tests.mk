@@ -141,8 +141,8 @@ endif
 # schedules (~3 min with the build); the fused attention kernels with their PTX emulated and checked
 # (~10 s); and the whole CUDA trainer (train_gpt2.cu, test_gpt2.cu), compared by
 # dev/test/test_cuda_sim.sh with the CPU trainer, the PyTorch reference, itself (determinism,
-# resume) and across MPI rank counts (~3 min).
-SIM_MPI = $(if $(MPICC),1,0)
+# resume) and across MPI rank counts (~3 min; the MPI part where the simulator build has MPI, which
+# it gets where the CPU trainer does).
 
 test-cuda-sim:
 	$(MAKE) -C dev/cuda run-sim SIM_ORDERS="forward random"
@@ -151,8 +151,8 @@ test-attention-sim:
 	$(MAKE) -C dev/cuda run-attention-sim
 
 test-cuda-trainer-sim: train_gpt2
-	$(MAKE) -C dev/cuda sim-trainer SIM_MPI=$(SIM_MPI)
-	PYTHON=$(PYTHON) SIM_MPI=$(SIM_MPI) bash dev/test/test_cuda_sim.sh build/cuda_sim
+	$(MAKE) -C dev/cuda sim-trainer SIM_MPI=$(if $(MPICC),1,0)
+	PYTHON=$(PYTHON) bash dev/test/test_cuda_sim.sh build/cuda_sim
 
 # ---------------------------------------------------------------------------------------------
 # bad files: libFuzzer harnesses of every reader of untrusted input (dev/fuzz/README.md), and the
