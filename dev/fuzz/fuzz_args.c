@@ -1,6 +1,7 @@
 // libFuzzer harness: the trainers' flag parser (llmc/args.h, args_parse) and the batch arithmetic
 // that follows it. The input is the command line: arguments separated by NUL bytes. args.h ends a
-// bad command line with the usage and exit(1), which here returns to the harness like llmc_die.
+// bad command line with one error line ("... (see --help)") and exit(1), which here returns to the
+// harness like llmc_die.
 #include "fuzz.h"
 #include "../../llmc/model_io.h"
 

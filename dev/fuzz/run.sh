@@ -11,7 +11,9 @@ shift $(( $# >= 3 ? 3 : $# ))
 NAMES=("$@")
 [ ${#NAMES[@]} -gt 0 ] || NAMES=(shard model checkpoint tokenizer hellaswag bpe_load bpe_encode tokenize safetensors args)
 # the encoder harnesses' tokenizer: OpenAI's files (make_seeds.sh unpacks them), or FUZZ_GPT2_DIR
-export FUZZ_GPT2_DIR=$(realpath "${FUZZ_GPT2_DIR:-$BUILD/seeds/gpt2}")
+export FUZZ_GPT2_DIR=$(realpath -m "${FUZZ_GPT2_DIR:-$BUILD/seeds/gpt2}")
+[ -f "$FUZZ_GPT2_DIR/encoder.json" ] && [ -f "$FUZZ_GPT2_DIR/vocab.bpe" ] || {
+    echo "error: FUZZ_GPT2_DIR=$FUZZ_GPT2_DIR has no encoder.json and vocab.bpe (unset it to use the seeds' copy)" >&2; exit 1; }
 # a rejected input leaks by design (llmc_die ends a real process): the ledger of dev/fuzz/fuzz.h
 # releases it and reports what an accepted input leaks, so LeakSanitizer is off
 export ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=0

@@ -9,7 +9,7 @@
 #                                             test_gpu.sh, fresh_machine.sh, the Makefile)
 # The tools: ROOT (the repo), PY, MPIRUN, MPI_HINT, have_mpi [binary], skip_or_fail <test> <what
 # is missing> <command that provides it>, unpack_embedded <dir>, compare_logs <a> <b> KEY=TOL...,
-# ok <what> (the line of a check that passed).
+# ok <what> (the line of a check that passed), stand_in_curl <bindir>.
 
 LLMC_TEST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$LLMC_TEST_DIR/../.." && pwd)
@@ -45,6 +45,22 @@ compare_logs() { "$PY" "$LLMC_TEST_DIR/compare_logs.py" "$@"; }
 
 # ok WHAT: a check passed (the counterpart of bad; every test's passed checks read alike)
 ok() { echo "ok   $*"; }
+
+# stand_in_curl BINDIR: writes BINDIR/curl, a stand-in for the recipes' downloads: it serves
+# $FAKE_NET/<the URL's file name> to -o and logs every URL in $FAKE_NET/requests.log; a file that
+# is not there fails as curl -f does (exit 22). Put BINDIR first on PATH.
+stand_in_curl() {
+    mkdir -p "$1"
+    cat > "$1/curl" <<'CURL'
+#!/bin/sh
+out= url=
+while [ $# -gt 0 ]; do case "$1" in -o) out=$2; shift ;; http*) url=$1 ;; esac; shift; done
+echo "$url" >> "$FAKE_NET/requests.log"
+[ -f "$FAKE_NET/${url##*/}" ] || exit 22
+cp "$FAKE_NET/${url##*/}" "$out"
+CURL
+    chmod +x "$1/curl"
+}
 
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 MPI_HINT="apt-get install openmpi-bin libopenmpi-dev, then make clean && make"

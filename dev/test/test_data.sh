@@ -40,16 +40,8 @@ ts_counts() {
 
 # the network: a stand-in curl first on PATH serves $FAKE_NET/<the URL's file name> and logs every
 # URL in $FAKE_NET/requests.log; the default folder is empty, so every download fails
-mkdir -p "$TMP/bin" "$TMP/net"
-cat > "$TMP/bin/curl" <<'CURL'
-#!/bin/sh
-out= url=
-while [ $# -gt 0 ]; do case "$1" in -o) out=$2; shift ;; http*) url=$1 ;; esac; shift; done
-echo "$url" >> "$FAKE_NET/requests.log"
-[ -f "$FAKE_NET/${url##*/}" ] || exit 22
-cp "$FAKE_NET/${url##*/}" "$out"
-CURL
-chmod +x "$TMP/bin/curl"
+mkdir -p "$TMP/net"
+stand_in_curl "$TMP/bin"
 export PATH="$TMP/bin:$PATH" FAKE_NET="$TMP/net"
 
 # --- Tiny Shakespeare by default: the embedded copies, no network, no local files given

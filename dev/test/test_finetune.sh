@@ -75,6 +75,20 @@ before=$(stat -c %Y.%i "$bin")
     && grep -q "^run complete: checkpoint 8" again.out && [ "$(stat -c %Y.%i "$bin")" = "$before" ] \
     && echo "ok   relaunched, not converted again: $(grep '^run complete' again.out)" || { bad "relaunch"; tail -3 again.out; }
 
+# ---- no HF_DIR: the hub's files are downloaded once into DATA_DIR/hf/gpt2 (a stand-in curl serves
+# the small model under the hub's names), converted, and trained on; its own DATA_DIR, so that the
+# plans below still see nothing downloaded
+mkdir -p hub && cp gpt2-small-test/config.json gpt2-small-test/model.safetensors hub/
+stand_in_curl fakecurl
+(cd "$ROOT" && PATH="$TMP/fakecurl:$PATH" FAKE_NET="$TMP/hub" OUT="$TMP/out_dl" DATA_DIR="$TMP/dl" \
+    bash scripts/finetune_gpt2.sh gpt2 -t 64 -b 4 -d 1024 -x 1 -v 0 -s 0) > dl.out 2>&1 || { bad "the download run failed"; tail -3 dl.out; }
+n=$(grep -c -e '^https://huggingface.co/openai-community/gpt2/resolve/main/config.json$' \
+    -e '^https://huggingface.co/openai-community/gpt2/resolve/main/model.safetensors$' hub/requests.log 2>/dev/null)
+cmp -s hub/model.safetensors dl/hf/gpt2/model.safetensors && [ "$n" = 2 ] && [ -f dl/hf/gpt2.bin ] \
+    && [ -f out_dl/DONE_00000001 ] && [ -z "$(ls dl/hf/gpt2 | grep '\.part$')" ] \
+    && ok "no HF_DIR: the hub's two files downloaded into \$DATA_DIR/hf/gpt2, converted, trained" \
+    || { bad "the download path"; cat hub/requests.log 2>/dev/null; ls dl/hf/gpt2 2>/dev/null; tail -3 dl.out; }
+
 # ---- the GPU plan for each size, with a stand-in nvidia-smi
 mkdir -p fakebin
 printf '#!/bin/sh\necho "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)"\n' > fakebin/nvidia-smi

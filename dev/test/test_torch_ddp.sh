@@ -126,6 +126,7 @@ expect_error() {  # expect_error <name> <words> <flags...>
     else bad "$name: no 'error: ...$words'"; tail -n 2 bad.err; fi
 }
 expect_error "unknown flag" "unknown flag -zz" "${ARGS[@]}" -zz 1
+expect_error "bad model descriptor" "-e L2:C64:H5: channels must be divisible by the number of heads" "${ARGS[@]}" -e L2:C64:H5 -o bad
 expect_error "batch arithmetic" "not divisible by B\*T\*ranks = 3\*32\*1 = 96" "${ARGS[@]}" -b 3 -o bad
 expect_error "no shards" "-i nothing\*.bin: no files match" "${ARGS[@]}" -i 'nothing*.bin' -o bad
 head -c 5000 c1/model_00000012.bin > cut.bin
