@@ -269,8 +269,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     TrainState st;
     memset(&st, 0, sizeof(st));
     st.B = B; st.T = T; st.total_batch = a->total_batch; st.shuffle = a->shuffle; st.seed = a->seed;
-    st.sample_rng = a->seed ^ 0x5DEECE66DULL;
-    if (st.sample_rng == 0) { st.sample_rng = 1; }
+    st.sample_rng = sample_rng_seed(a->seed);
     guard_init(&st.guard, a->guard_z_loss, a->guard_z_norm, a->guard_max_skips);
     int resumed = 0;
     if (a->resume) {
