@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
     debug_state_shape(state_path, &targs.B, &targs.T);
     const char *att_name = getenv("LLMC_ATTENTION");
     if (att_name && *att_name) { targs.attention = att_name; }
-    const AttentionImpl attention = attention_impl(targs.attention, "LLMC_ATTENTION");
+    (void)attention_impl(targs.attention, "LLMC_ATTENTION");  // a bad value is named as the variable, not as -at
     const int B = targs.B, T = targs.T;
     GPT2Config config;
     train_resolve_model(&targs, &config);

@@ -23,6 +23,12 @@
 
 #define GPT2_EOT 50256
 
+// the sampling RNG's first state for seed -rs (xorshift64* must not start at 0); train_gpt2.py's twin
+static inline unsigned long long sample_rng_seed(unsigned long long seed) {
+    unsigned long long state = seed ^ 0x5DEECE66DULL;
+    return state ? state : 1;
+}
+
 // xorshift64*: the sampling RNG; its state is checkpointed
 static inline float sample_random_f32(unsigned long long *state) {
     *state ^= *state >> 12;
@@ -147,8 +153,7 @@ static inline int generate_run(const TrainArgs *a, Backend *b) {
     for (size_t i = 0; i < prompt.n; i++) { tokens[i] = (int)prompt.data[i]; }
     float *probs = (float *)mallocCheck((size_t)V * sizeof(float));
     float *scratch = (float *)mallocCheck(2 * (size_t)V * sizeof(float));
-    unsigned long long rng = a->seed ^ 0x5DEECE66DULL;
-    if (rng == 0) { rng = 1; }
+    unsigned long long rng = sample_rng_seed(a->seed);
     fwrite(a->prompt, 1, strlen(a->prompt), stdout);
     fflush(stdout);
     for (size_t n = prompt.n; n < total; n++) {

@@ -139,6 +139,19 @@ static inline int eval_row(const EvalExample *e, int c, int T, int *inputs, int 
 
 typedef void (*EvalForwardFn)(void *ctx, const int *inputs, const int *targets, int B, int T, float *losses);
 
+// the examples evalset_run evaluates over all ranks: the first `limit`, or all if limit < 0
+static inline int evalset_count(const EvalSet *es, int limit) {
+    return limit >= 0 && limit < es->num_examples ? limit : es->num_examples;
+}
+
+// the rows (example x completion) that evalset_run gives `rank` to score: its examples rank, rank+W, ...
+static inline long long evalset_rank_rows(const EvalSet *es, int limit, int rank, int world) {
+    const int n = evalset_count(es, limit);
+    long long rows = 0;
+    for (int i = rank; i < n; i += world) { rows += es->ex[i].num_completions; }
+    return rows;
+}
+
 /*
  * Evaluate examples rank, rank+W, ... (the first `limit` examples, or all if limit < 0) with
  * batches of up to B rows of at most T positions. Returns the number this rank got right and
@@ -146,7 +159,7 @@ typedef void (*EvalForwardFn)(void *ctx, const int *inputs, const int *targets, 
  */
 static inline int evalset_run(const EvalSet *es, int limit, int rank, int world, int B, int T, EvalForwardFn fwd,
                               void *ctx, int *evaluated) {
-    int n = limit >= 0 && limit < es->num_examples ? limit : es->num_examples;
+    int n = evalset_count(es, limit);
     int mine = n > rank ? (n - rank + world - 1) / world : 0;  // examples rank, rank+W, ... below n
     int *inputs = (int *)mallocCheck((size_t)B * T * sizeof(int));
     int *targets = (int *)mallocCheck((size_t)B * T * sizeof(int));

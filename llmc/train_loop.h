@@ -138,13 +138,11 @@ static void train_eval_forward(void *ctx, const int *inputs, const int *targets,
 
 // HellaSwag acc_norm over the first -hm examples (all with -hm -1), split across ranks
 static inline float train_hellaswag(const TrainArgs *a, Comm *c, Backend *b, const EvalSet *hs) {
-    int n = a->hellaswag_max >= 0 && a->hellaswag_max < hs->num_examples ? a->hellaswag_max : hs->num_examples;
     EvalCtx e;
     e.b = b;
     e.rows_done = 0;
-    e.rows_total = 0;
-    for (int i = c->rank; i < n; i += c->world_size) { e.rows_total += hs->ex[i].num_completions; }  // evalset_run's split
-    progress_start(&e.progress, c->rank == 0, "HellaSwag", "examples", n);
+    e.rows_total = evalset_rank_rows(hs, a->hellaswag_max, c->rank, c->world_size);
+    progress_start(&e.progress, c->rank == 0, "HellaSwag", "examples", evalset_count(hs, a->hellaswag_max));
     int evaluated;
     int correct = evalset_run(hs, a->hellaswag_max, c->rank, c->world_size, a->B, a->T, train_eval_forward, &e, &evaluated);
     double acc[2] = {(double)correct, (double)evaluated};
@@ -269,8 +267,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     TrainState st;
     memset(&st, 0, sizeof(st));
     st.B = B; st.T = T; st.total_batch = a->total_batch; st.shuffle = a->shuffle; st.seed = a->seed;
-    st.sample_rng = a->seed ^ 0x5DEECE66DULL;
-    if (st.sample_rng == 0) { st.sample_rng = 1; }
+    st.sample_rng = sample_rng_seed(a->seed);
     guard_init(&st.guard, a->guard_z_loss, a->guard_z_norm, a->guard_max_skips);
     int resumed = 0;
     if (a->resume) {
