@@ -2,7 +2,7 @@
 measurements (issues 5, 17): the backward times and the 1-rank NCCL launch and copy costs that
 build/bench_layers prints, and published bus bandwidths (dev/bench/RESULTS.md).
 
-usage: python dev/bench/exposed_comm.py <bench_layers output> [setup=W:GB/s ...]
+usage: python dev/bench/exposed_comm.py <bench_layers output> [RANKS:GBPS ...]
        (default setups: 8 GPUs on NVLink at 370 and at 480 GB/s, 2 x 8 GPUs over 100 Gb/s Ethernet
        at 12 GB/s)
 
@@ -25,12 +25,25 @@ def number(pattern, text, what):
     return [float(g) for g in m.groups()]
 
 
+def setup(arg):
+    m = re.fullmatch(r"(\d+):([0-9.]+)", arg)
+    if not m or int(m[1]) < 2 or float(m[2]) <= 0:
+        sys.exit(f"exposed_comm: setup '{arg}': expected RANKS:GBPS with at least 2 ranks, e.g. 8:370")
+    return (f"{m[1]} ranks", int(m[1]), float(m[2]))
+
+
 def main():
-    text = open(sys.argv[1]).read()
-    setups = SETUPS
-    if len(sys.argv) > 2:
-        setups = [(f"{w} ranks", int(w), float(bw)) for w, bw in (a.split(":") for a in sys.argv[2:])]
-    model, L, B, T = re.search(r"-e (\S+) \(L (\d+), C \d+\), B (\d+), T (\d+)", text).groups()
+    if len(sys.argv) < 2:
+        sys.exit("usage: python dev/bench/exposed_comm.py <bench_layers output> [RANKS:GBPS ...]")
+    try:
+        text = open(sys.argv[1], errors="replace").read()
+    except OSError as e:
+        sys.exit(f"exposed_comm: cannot read {sys.argv[1]}: {e.strerror} (give build/bench_layers' output)")
+    setups = [setup(a) for a in sys.argv[2:]] or SETUPS
+    m = re.search(r"-e (\S+) \(L (\d+), C \d+\), B (\d+), T (\d+)", text)
+    if not m:
+        sys.exit(f"exposed_comm: no model line ('-e NAME (L .., C ..), B .., T ..') in {sys.argv[1]}: is it build/bench_layers' output?")
+    model, L, B, T = m.groups()
     L = int(L)
     head, layer, embed = number(r"backward: LM head \+ final LayerNorm ([0-9.]+) ms \| per layer mean ([0-9.]+) ms"
                                 r".*\| embeddings ([0-9.]+) ms", text, "backward line")

@@ -9,7 +9,7 @@ SKIP_OR_FAIL = bash -c '. dev/test/lib.sh --tools && skip_or_fail "$$@"' skip_or
 NVCC_HINT = install the CUDA toolkit 12 or 13 (https://developer.nvidia.com/cuda-downloads) or put nvcc on PATH
 
 TEST_TARGETS = test-model test-loader test-bad-input test-generate test-bootstrap test-mpi test-resume test-run-state \
-               test-hellaswag test-torch-ddp test-tokenizer test-data test-export test-plot test-books-smoke test-finetune \
+               test-hellaswag test-torch-ddp test-tokenizer test-data test-export test-plot test-bench-tools test-books-smoke test-finetune \
                test-cuda-build test-cuda-host test-cuda-sim test-attention-sim test-cuda-trainer-sim \
                test-fuzz test-sanitize
 
@@ -106,6 +106,10 @@ test-export: export_hf
 
 test-plot:
 	PYTHON=$(PYTHON) bash dev/test/test_plot.sh
+
+# the readers of a GPU session's figures (gpu_summary.py, exposed_comm.py) on logs in their formats
+test-bench-tools:
+	PYTHON=$(PYTHON) bash dev/test/test_bench_tools.sh
 
 # the CPU smoke version of scripts/run_gpt2_124M_books.sh (needs ../shared/data)
 test-books-smoke: train_gpt2 gpt2_tokenize

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Tests the two readers a GPU session's figures pass through, on logs written here in the formats
+# of the programs that make them (a failure there would cost device time, or a wrong row):
+#  - dev/bench/gpu_summary.py on our step lines and llm.c's: ms/step, tok/s, MFU and the ratio
+#    against hand-computed answers (GPT-2 124M with the padded vocabulary has 124,475,904
+#    parameters, llm.c's own count: 6N + 6LTC = 803,478,528 FLOP per token at T = 1024), the TSV
+#    row, and exit 1 when our step line's MFU disagrees with that count or a log has no steps;
+#  - dev/bench/exposed_comm.py on build/bench_layers' output: two 2-layer timelines worked out by
+#    hand, and one-line errors for bad arguments.
+# Usage, from the repo root: bash dev/test/test_bench_tools.sh
+source "$(dirname "$0")/lib.sh" test_bench_tools
+
+# ---- gpu_summary.py: ours at 100 ms/step, llm.c at 125 ms/step, d12, B=16, T=1024 (16384 tokens)
+# ours: 163840 tok/s, MFU 803478528 x 163840 / 989e12 = 13.31%; llm.c: 131072 tok/s, 10.65%
+mkdir -p d12
+ours_log() {  # ours_log <file> <MFU printed on the step lines>
+    { echo "device: NVIDIA H100 80GB HBM3 (sm_90, 132 SMs) | gradient reduction: none | recompute -r 1"
+      for s in 1 2 3 4 5 6; do
+          echo "step $s/6 | loss 10.9 | norm 1.0 | lr 6.00e-04 | 100.0 ms | 163840 tok/s | MFU $2% | eta 1s"
+      done
+      echo "GPU memory in use at the end: 20.5 GiB"; } > "$1"
+}
+ours_log d12/ours_d12_b16_r1.log 13.3
+printf '20000\n21504\n' > d12/ours_d12_b16_r1.mem
+{ echo "| device                | NVIDIA H100 80GB HBM3                              |"
+  for s in 1 2 3 4 5 6; do
+      echo "step    $s/6 | loss 10.900000 (+0.00z)| norm 1.0000 (+0.00z)| lr 6.00e-04 | 125.00 ms | 10.6% bf16 MFU | 131072 tok/s"
+  done
+  echo "device memory usage: 23552 MiB / 81559 MiB"; } > d12/llmc_d12_b16_r1.log
+"$PY" "$ROOT/dev/bench/gpu_summary.py" d12 2 2026-01-02 abc1234 rows.tsv > summary.txt 2>&1 || bad "gpu_summary.py on good logs: exit $?"
+want_row=$(printf '2026-01-02\tabc1234\tNVIDIA H100 80GB HBM3\td12\t16\t1024\t163840\t131072\t13.3\t10.6')
+if [ "$(sed -n 2p rows.tsv)" = "$want_row" ] && head -1 rows.tsv | grep -q "^date	commit	device	model	B	T	ours_tok_s"; then
+    ok "gpu_summary.py: the TSV row (tok/s, MFU by 6N + 6LTC on 989 TFLOP/s)"
+else
+    bad "gpu_summary.py: TSV row"; cat rows.tsv
+fi
+for line in "ours d12 B= 16 -r 1:    100.00 ms/step     163840 tok/s MFU  13.3%  memory 21.0 GiB \[20.5\]" \
+            "llmc d12 B= 16 -r 1:    125.00 ms/step     131072 tok/s MFU  10.6%  memory - GiB \[23.0\]" \
+            "d12 B= 16 -r 1: ours    163840 tok/s, llm.c    131072 tok/s: ratio 1.250"; do
+    grep -q -- "$line" summary.txt && ok "gpu_summary.py: '${line:0:40}...'" || { bad "gpu_summary.py: no line '$line' in:"; cat summary.txt; }
+done
+ours_log d12/ours_d12_b16_r1.log 14.0   # 0.7 points off the count: a wrong FLOP formula
+"$PY" "$ROOT/dev/bench/gpu_summary.py" d12 2 2026-01-02 abc1234 > summary.txt 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "MFU differs from the 6N + 6LTC count by up to 0.69" summary.txt && ok "gpu_summary.py: our MFU off the count fails" ||
+    { bad "gpu_summary.py: our MFU off the count (exit $rc)"; cat summary.txt; }
+ours_log d12/ours_d12_b16_r1.log 13.3
+echo "error: out of GPU memory" > d12/llmc_d12_b32_r1.log
+"$PY" "$ROOT/dev/bench/gpu_summary.py" d12 2 2026-01-02 abc1234 > summary.txt 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "B= 32 -r 1: no timed steps after 2 warm-up: error: out of GPU memory" summary.txt &&
+    ok "gpu_summary.py: a log without steps fails and shows its last line" || { bad "gpu_summary.py: a log without steps (exit $rc)"; cat summary.txt; }
+for args in "d12 x 2026-01-02 abc1234|usage:" "nope 2 2026-01-02 abc1234|no directory nope"; do
+    "$PY" "$ROOT/dev/bench/gpu_summary.py" ${args%|*} > err.txt 2>&1
+    rc=$?
+    [ $rc -eq 1 ] && grep -q "${args#*|}" err.txt && ! grep -q Traceback err.txt && ok "gpu_summary.py: bad arguments '${args%|*}'" ||
+        { bad "gpu_summary.py: bad arguments '${args%|*}' (exit $rc)"; cat err.txt; }
+done
+
+# ---- exposed_comm.py on build/bench_layers' lines for L = 2, launch costs 0, 2 ranks at 1 GB/s
+# (2(W-1)/W = 1: 1 ms per MB). Each layer's reduction starts when both its backward and the
+# reduction before it have ended. Worked out by hand:
+#  a. head 1 ms, layers 1 ms, embeddings 2 ms; 1 MB per layer, 1 MB for wte/wpe/lnf. Backward ends
+#     at 5 ms; reductions 2-3, 3-4 and (after the embeddings) 5-6 ms: 1 ms exposed; 3 MB in one
+#     call after the backward: 3 ms.
+#  b. head 1 ms, layers 1 ms, embeddings 0.5 ms; 2 MB per layer, 1 MB for the rest. Backward ends
+#     at 3.5 ms; reductions 2-4, 4-6 (waits for the first) and 6-7 ms: 3.5 ms exposed; without
+#     overlap 5 ms.
+layers() {  # layers <file> <embeddings ms> <MB per layer> <MB in all>
+    cat > "$1" <<EOF
+bench_layers on NVIDIA H100 80GB HBM3: -e L2:C64 (L 2, C 64), B 4, T 64, -r 1, attention ours, 20 timed steps after 3 warm-up
+backward: LM head + final LayerNorm 1.000 ms | per layer mean 1.000 ms (min 1.000, max 1.000) | embeddings $2 ms | total 4.000 ms
+gradients of one layer: 500000 bf16 values ($3 MB) in 12 slices; all gradients $4 MB
+NCCL all-reduce on 1 rank, one layer (12 slices, one group): 0.0000 ms
+NCCL all-reduce on 1 rank, all gradients (one call): 0.0000 ms
+EOF
+}
+layers a.txt 2.000 1.00 3.00
+layers b.txt 0.500 2.00 5.00
+for c in "a 1.000 3.00 1.00" "b 2.000 5.00 3.50"; do
+    read -r name one none with <<< "$c"
+    "$PY" "$ROOT/dev/bench/exposed_comm.py" $name.txt 2:1 > comm.txt 2>&1 || bad "exposed_comm.py $name: exit $?"
+    grep -q "2 ranks (2 ranks, 1 GB/s bus): one layer $one ms; exposed per step: without overlap $none ms, with overlap $with ms" comm.txt &&
+        ok "exposed_comm.py: timeline $name" || { bad "exposed_comm.py: timeline $name:"; cat comm.txt; }
+done
+expect_error() {  # expect_error <what> <message> <args...>: exit 1, the message, no traceback
+    local what=$1 msg=$2; shift 2
+    "$PY" "$ROOT/dev/bench/exposed_comm.py" "$@" > err.txt 2>&1
+    local rc=$?
+    if [ $rc -eq 1 ] && grep -qF -- "$msg" err.txt && ! grep -q Traceback err.txt; then ok "exposed_comm.py: $what"
+    else bad "exposed_comm.py: $what (exit $rc)"; cat err.txt; fi
+}
+expect_error "no argument" "usage:"
+expect_error "a missing file" "cannot read nope.txt" nope.txt
+expect_error "not bench_layers' output" "no model line" rows.tsv
+expect_error "a bad setup" "setup '8x370'" a.txt 8x370
+expect_error "one rank" "setup '1:370'" a.txt 1:370
+finish
