@@ -34,10 +34,6 @@ static int wb_failures = 0;
 
 static inline float round_bf16(float f) { return bf16_to_float(float_to_bf16(f)); }
 
-static inline void round_bf16_inplace(float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) { x[i] = round_bf16(x[i]); }
-}
-
 // ----------------------------------------------------------------------------
 // seeded random numbers (llmc/utils.h's splitmix64): the same data on every run and machine
 
@@ -88,13 +84,6 @@ static inline void download_bf16(float *h, const floatX *d, size_t n) {
     cudaCheck(cudaMemcpy(bits, d, n * sizeof(uint16_t), cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < n; i++) { h[i] = bf16_to_float(bits[i]); }
     free(bits);
-}
-
-static inline float *device_f32_from(const float *h, size_t n) {
-    float *d;
-    cudaCheck(cudaMalloc((void **)&d, n * sizeof(float) + 16));
-    cudaCheck(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice));
-    return d;
 }
 
 static inline void download_f32(float *h, const float *d, size_t n) {
@@ -196,15 +185,6 @@ static inline int check_bitwise(const char *what, const void *a, const void *b, 
     printf("  %-52s FAIL  %zu of %zu bytes differ, first at byte %zu\n", what, count, bytes, first);
     wb_failures++;
     return 1;
-}
-
-// a device buffer compared bitwise with another device buffer
-static inline int check_device_bitwise(const char *what, const void *d1, const void *d2, size_t bytes) {
-    void *h1 = download_bytes(d1, bytes), *h2 = download_bytes(d2, bytes);
-    int r = check_bitwise(what, h1, h2, bytes);
-    free(h1);
-    free(h2);
-    return r;
 }
 
 static inline void check_true(const char *what, int ok, const char *detail) {
