@@ -13,7 +13,8 @@
 #     flags); the cuDNN headers through CPATH. The frontend headers (1.32) call NVRTC, which
 #     llm.c's Makefile (written for older ones) does not link: NVCC_LDLIBS=-lnvrtc (empty otherwise
 #     in a single-GPU build).
-# The frontend headers: cudnn-frontend/include (`make cudnn-frontend`; carried), or CUDNN_FRONTEND.
+# cuDNN, NVRTC and the frontend headers: where our Makefile finds them (`make cuda-libs`); the
+# frontend in cudnn-frontend/include (`make cudnn-frontend`; carried), or CUDNN_FRONTEND.
 # A build whose inputs (sources, frontend version, cuDNN location) are unchanged is kept.
 #
 # usage: dev/bench/build_llmc.sh     prints the binary's path last; run it with LD_LIBRARY_PATH
@@ -26,37 +27,28 @@ PY=${PYTHON:-python3}
 die() { echo "build_llmc: $*" >&2; exit 1; }
 
 [ -f "$SRC/train_gpt2.cu" ] || die "no llm.c tree in $SRC (karpathy/llm.c at f1e2ace, unpacked there; carry .carry)"
-FE=${CUDNN_FRONTEND:-$ROOT/cudnn-frontend}
-[ -f "$FE/include/cudnn_frontend.h" ] && FE=$FE/include
-[ -f "$FE/cudnn_frontend.h" ] || die "no cuDNN frontend headers in $FE (make cudnn-frontend fetches them; carry cudnn-frontend)"
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 [ -x "$NVCC" ] || die "nvcc not found"
-# find_lib <name> <header>: "<include dir> <dir with lib<name>.so> <run-time dir>", from the CUDA
-# toolkit, else from a wheel in $PY's site-packages (nvidia/<package>/{include,lib} with only
-# lib<name>.so.N: the unversioned link for -l<name> goes to build/llmc/libs/<name>)
-find_lib() {
-    local name=$1 header=$2 cuda=${CUDA_HOME:-/usr/local/cuda} w so
-    if [ -s "$cuda/include/$header" ] && [ -s "$cuda/lib64/lib$name.so" ]; then
-        echo "$cuda/include $cuda/lib64 $cuda/lib64"; return
-    fi
-    w=$("$PY" - "$name" "$header" <<'EOF' 2> /dev/null
-import glob, os, site, sys
-name, header = sys.argv[1:]
-for d in site.getsitepackages() + [site.getusersitepackages()]:
-    for w in sorted(glob.glob(os.path.join(d, "nvidia", "*"))):  # nvidia/cudnn, nvidia/cu13, ...
-        if os.path.exists(os.path.join(w, "include", header)) and glob.glob(os.path.join(w, "lib", f"lib{name}.so.*")):
-            print(w); raise SystemExit
-EOF
-)
-    so=$(ls "$w"/lib/lib"$name".so.* 2> /dev/null | head -1)
-    if [ -z "$w" ] || [ -z "$so" ]; then return; fi
-    mkdir -p "$W/libs/$name" && ln -sf "$so" "$W/libs/$name/lib$name.so"
-    echo "$w/include $W/libs/$name $w/lib"
+# cuDNN, NVRTC and the frontend headers where our own Makefile finds them (CUDA_HOME, CUDNN_HOME,
+# CUDNN_FRONTEND, the wheels in $PY's site-packages): the two trainers build against the same ones
+LIBS=$(cd "$ROOT" && make --no-print-directory cuda-libs PYTHON="$PY" 2>&1) || die "make cuda-libs failed: $(tail -1 <<< "$LIBS")"
+found() { sed -n "s/^cuda-libs $1=//p" <<< "$LIBS"; }
+FE=$(found frontend)
+[ -f "$FE/cudnn_frontend.h" ] || die "no cuDNN frontend headers (make cudnn-frontend fetches them; carry cudnn-frontend, or set CUDNN_FRONTEND)"
+# unversioned <name> <"folder libdir file">: "<include dir> <link dir> <run-time dir>"; llm.c links
+# -l<name>, and a wheel has only lib<name>.so.N: the link dir is build/llmc/libs/<name> with
+# lib<name>.so pointing at the file
+unversioned() {
+    local name=$1 dir libdir file
+    read -r dir libdir file <<< "$2"
+    [ -n "$file" ] || return 0
+    mkdir -p "$W/libs/$name" && ln -sf "$libdir/$file" "$W/libs/$name/lib$name.so"
+    echo "$dir/include $W/libs/$name $libdir"
 }
-read -r CUDNN_INC CUDNN_LINK CUDNN_RUN <<< "$(find_lib cudnn cudnn.h)"
-[ -n "$CUDNN_INC" ] || die "cuDNN not found (no toolkit copy, no nvidia-cudnn-cu13 wheel for $PY)"
+read -r CUDNN_INC CUDNN_LINK CUDNN_RUN <<< "$(unversioned cudnn "$(found cudnn)")"
+[ -n "$CUDNN_INC" ] || die "cuDNN not found (no toolkit or system copy, no nvidia-cudnn-cu13 wheel for $PY; or CUDNN_HOME=dir)"
 # the frontend (1.32) calls NVRTC directly (an experimental engine), so llm.c's link needs -lnvrtc
-read -r NVRTC_INC NVRTC_LINK NVRTC_RUN <<< "$(find_lib nvrtc nvrtc.h)"
+read -r NVRTC_INC NVRTC_LINK NVRTC_RUN <<< "$(unversioned nvrtc "$(found nvrtc)")"
 [ -n "$NVRTC_INC" ] || die "NVRTC not found (no toolkit copy, no nvidia-cuda-nvrtc wheel for $PY)"
 # the driver's NVML: LLMC_NVML_DIR, the loader's cache, the usual driver folders
 nvml=""
