@@ -21,28 +21,28 @@ SETUPS = [("8 GPUs, one node, NVLink", 8, 370.0), ("8 GPUs, one node, NVLink", 8
 def number(pattern, text, what):
     m = re.search(pattern, text, re.M)
     if not m:
-        sys.exit(f"exposed_comm: no {what} in the bench_layers output (pattern {pattern!r})")
+        sys.exit(f"error: exposed_comm: no {what} in the bench_layers output (pattern {pattern!r})")
     return [float(g) for g in m.groups()]
 
 
 def setup(arg):
     m = re.fullmatch(r"(\d+):([0-9.]+)", arg)
     if not m or int(m[1]) < 2 or float(m[2]) <= 0:
-        sys.exit(f"exposed_comm: setup '{arg}': expected RANKS:GBPS with at least 2 ranks, e.g. 8:370")
+        sys.exit(f"error: exposed_comm: setup '{arg}': expected RANKS:GBPS with at least 2 ranks, e.g. 8:370")
     return (f"{m[1]} ranks", int(m[1]), float(m[2]))
 
 
 def main():
     if len(sys.argv) < 2:
-        sys.exit("usage: python dev/bench/exposed_comm.py <bench_layers output> [RANKS:GBPS ...]")
+        sys.exit("error: no input; usage: python dev/bench/exposed_comm.py <bench_layers output> [RANKS:GBPS ...]")
     try:
         text = open(sys.argv[1], errors="replace").read()
     except OSError as e:
-        sys.exit(f"exposed_comm: cannot read {sys.argv[1]}: {e.strerror} (give build/bench_layers' output)")
+        sys.exit(f"error: exposed_comm: cannot read {sys.argv[1]}: {e.strerror} (give build/bench_layers' output)")
     setups = [setup(a) for a in sys.argv[2:]] or SETUPS
     m = re.search(r"-e (\S+) \(L (\d+), C \d+\), B (\d+), T (\d+)", text)
     if not m:
-        sys.exit(f"exposed_comm: no model line ('-e NAME (L .., C ..), B .., T ..') in {sys.argv[1]}: is it build/bench_layers' output?")
+        sys.exit(f"error: exposed_comm: no model line ('-e NAME (L .., C ..), B .., T ..') in {sys.argv[1]}: is it build/bench_layers' output?")
     model, L, B, T = m.groups()
     L = int(L)
     head, layer, embed = number(r"backward: LM head \+ final LayerNorm ([0-9.]+) ms \| per layer mean ([0-9.]+) ms"

@@ -89,10 +89,10 @@ def fmt(v, spec, none="-"):
 
 def main():
     if len(sys.argv) < 5 or not sys.argv[2].isdigit():
-        sys.exit("usage: python dev/bench/gpu_summary.py <bench dir> <warm-up steps> <date> <commit> [tsv out] [label]")
+        sys.exit("error: bad arguments; usage: python dev/bench/gpu_summary.py <bench dir> <warm-up steps> <date> <commit> [tsv out] [label]")
     bench, warm, date, commit = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
     if not os.path.isdir(bench):
-        sys.exit(f"gpu_summary: no directory {bench} (give dev/bench/bench_gpu.sh's run directory)")
+        sys.exit(f"error: gpu_summary: no directory {bench} (give dev/bench/bench_gpu.sh's run directory)")
     tsv = sys.argv[5] if len(sys.argv) > 5 and sys.argv[5] else None
     label = " " + sys.argv[6] if len(sys.argv) > 6 else ""
     T = 1024

@@ -4,7 +4,7 @@
 #                                             with whatever the test left running), one thread per
 #                                             process, TRAINER (absolute; default ./train_gpt2),
 #                                             failure bookkeeping: bad <message>, finish;
-#                                             require_mpi <test>
+#                                             require_mpi <test>; expect_error <what> <needle> <cmd...>
 #   source dev/test/lib.sh --tools            the tools only, no directory, no cd (the drivers:
 #                                             test_gpu.sh, fresh_machine.sh, the Makefile)
 # The tools: ROOT (the repo), PY, MPIRUN, MPI_HINT, have_mpi [binary], skip_or_fail <test> <what
@@ -83,6 +83,27 @@ bad() { echo "FAIL: $*"; fail=1; }
 finish() {
     if [ $fail -ne 0 ]; then echo "$TEST_NAME: FAILED ($SECONDS s)"; exit 1; fi
     echo "$TEST_NAME: all checks passed ($SECONDS s)"
+}
+# expect_error WHAT NEEDLE CMD...: CMD rejects bad input as every tool here must: exit status 1 (or
+# 2, argparse's status for a bad flag; a crash, a signal or a timeout is not a rejection), one line
+# with "error:" in its output (stdout and stderr together) that matches NEEDLE (a grep pattern), no
+# Python traceback. ERROR_LINES=N allows 1 to N such lines: N ranks that each find the same error,
+# as many as print before the first one's abort takes the others down. The output stays in
+# $TMP/error.txt for further checks.
+expect_error() {
+    local what=$1 needle=$2 want=${ERROR_LINES:-1} rc n line
+    shift 2
+    "$@" > "$TMP/error.txt" 2>&1
+    rc=$?
+    n=$(grep -c 'error:' "$TMP/error.txt")
+    line=$(grep -m1 'error:' "$TMP/error.txt")
+    if { [ $rc -eq 1 ] || [ $rc -eq 2 ]; } && [ "$n" -ge 1 ] && [ "$n" -le "$want" ] && grep -q -- "$needle" <<< "$line" && ! grep -q '^Traceback' "$TMP/error.txt"; then
+        ok "$what: ${line:0:160}"
+        return 0
+    fi
+    bad "$what: exit status $rc (want 1 or 2), $n line(s) with 'error:' (want 1$([ "$want" -gt 1 ] && echo " to $want"), the first matching '$needle'):"
+    tail -n 5 "$TMP/error.txt" | sed 's/^/     /'
+    return 1
 }
 # require_mpi TEST: the test needs MPI throughout; without it, end here (a skip, or a failure with CI=true)
 require_mpi() { have_mpi && return 0; skip_or_fail "$1" "MPI (mpirun, and $TRAINER built with it)" "$MPI_HINT"; exit; }

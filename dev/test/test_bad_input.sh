@@ -55,24 +55,11 @@ hdr = json.dumps({"transformer.wte.weight": {"dtype": "F32", "shape": [2**40, 2*
 open(f"{d}/huge.safetensors", "wb").write(len(hdr).to_bytes(8, "little") + hdr + b"\0" * 4)
 EOF
 
-# expect <name> <words that must appear in the error> -- <trainer args...>
+# expect <name> <words that must appear in the error> -- <trainer args...> (expect_error, lib.sh)
 expect() {
     local name=$1 words=$2
     shift 3
-    "$TRAINER" "$@" > "$TMP/out" 2> "$TMP/err"
-    local rc=$?
-    local errline
-    errline=$(grep -m1 "error:" "$TMP/err")
-    if [ $rc -ne 1 ]; then
-        bad "$name: exit code $rc (expected 1)"; tail -3 "$TMP/err"; return
-    fi
-    if ! grep -q -- "$words" <<< "$errline"; then
-        bad "$name: error line does not mention '$words':"; echo "  $errline"; return
-    fi
-    if [ "$(grep -c 'error:' "$TMP/err")" -ne 1 ]; then
-        bad "$name: more than one error line"; cat "$TMP/err"; return
-    fi
-    ok "$name: $errline"
+    expect_error "$name" "$words" "$TRAINER" "$@"
 }
 
 expect "wrong shard magic"     "magic.bin"          -- -i "$TMP/magic.bin" "${BASE[@]}"
@@ -110,12 +97,8 @@ expect "tokenizer count"       "tok_count.bin' claims 16777216 tokens" -- -i "$T
 
 # the safetensors import (export_hf --to-bin): a shape whose element count overflows
 if [ ! -x "$ROOT/export_hf" ]; then bad "$ROOT/export_hf is not built (make export_hf)"; else
-    "$ROOT/export_hf" --to-bin -i "$TMP/huge.safetensors" -o "$TMP/huge.bin" > /dev/null 2> "$TMP/err"; rc=$?
-    if [ $rc -eq 1 ] && grep -q "error: safetensors file '.*huge.safetensors': tensor 'transformer.wte.weight' has a bad shape" "$TMP/err"; then
-        ok "safetensors shape overflow: $(grep error: "$TMP/err")"
-    else
-        bad "safetensors shape overflow: exit $rc"; cat "$TMP/err"
-    fi
+    expect_error "safetensors shape overflow" "error: safetensors file '.*huge.safetensors': tensor 'transformer.wte.weight' has a bad shape" \
+        "$ROOT/export_hf" --to-bin -i "$TMP/huge.safetensors" -o "$TMP/huge.bin"
 fi
 
 # damaged checkpoints: -y 1 skips them with a warning naming the file and the field, and resumes

@@ -42,11 +42,6 @@ joined() {  # joined <name>...: wait for the background runs, complain about fai
     local n
     for n in "$@"; do [ "$(cat "$n.rc" 2>/dev/null)" = 0 ] || { bad "$n exited non-zero"; tail -5 "$n.txt"; }; done
 }
-expect_fail() {  # expect_fail <what> <message> <command...>: non-zero exit and the message
-    local what=$1 msg=$2; shift 2
-    if "$@" > ef.txt 2>&1; then bad "$what: exit 0"; fi
-    if grep -q -- "$msg" ef.txt; then echo "  $what: ok"; else bad "$what: no '$msg' in:"; tail -3 ef.txt; fi
-}
 
 # ---- 1. the CPU trainer vs the simulated CUDA trainer, same init (gpt2_init_params) and data.
 # Tolerance: bf16 forward/backward (logits and gradients ~0.5% of their largest entries in the
@@ -102,7 +97,7 @@ if have_mpi "$SIM"; then
     # steps 3-4 resumed on 1 rank (appended to the copied log; the later line wins) vs 2 ranks
     echo " ZeRO-1 checkpoint of 2 ranks resumed on 1:"
     compare_logs z1b/main.log z1/main.log trl=1e-3 --last 2 || bad "re-sharded resume"
-    expect_fail "2 ranks with -pb nccl in a build without NCCL" "use the host-staged backend -pb mpi" \
+    ERROR_LINES=2 expect_error "2 ranks with -pb nccl in a build without NCCL (each rank says so)" "use the host-staged backend -pb mpi" \
         "${MPIRUN[@]}" -np 2 "$SIM" "${ARGS[@]}" -pb nccl
 else
     skip_or_fail "test-cuda-trainer-sim part 3 (2 MPI ranks)" "MPI (mpirun, and the simulator built with it)" "$MPI_HINT" \
@@ -133,12 +128,12 @@ grep -E "FAIL|test_gpt2cu:|determinism|checkpoint" test.txt | sed 's/^/  /'
 
 # ---- 6. bad launches
 echo "6. bad input:"
-expect_fail "head size 32" "fused attention supports head sizes 64 and 128" "$SIM" "${ARGS[@]}" -e L2:C64:H2:T32:V128
-expect_fail "-pb mpi under torchrun variables" "pb mpi reduces gradients with MPI" \
+expect_error "head size 32" "fused attention supports head sizes 64 and 128" "$SIM" "${ARGS[@]}" -e L2:C64:H2:T32:V128
+expect_error "-pb mpi under torchrun variables" "pb mpi reduces gradients with MPI" \
     env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 "$SIM" "${ARGS[@]}" -pb mpi
 # the simulator, like any build without cuDNN, says how to build with it
-expect_fail "-at cudnn in a build without cuDNN" "make cudnn-frontend" "$SIM" "${ARGS[@]}" -at cudnn
-expect_fail "LLMC_ATTENTION=cudnn in a test build without cuDNN" "make cudnn-frontend" \
+expect_error "-at cudnn in a build without cuDNN" "make cudnn-frontend" "$SIM" "${ARGS[@]}" -at cudnn
+expect_error "LLMC_ATTENTION=cudnn in a test build without cuDNN" "make cudnn-frontend" \
     env LLMC_ATTENTION=cudnn "$TEST" fx.bin fx_state.bin fx_traj.txt
 
 finish

@@ -25,12 +25,9 @@ import sys; sys.path.insert(0, 'dev/test')
 from tokenizer_ref import read_shard
 print(len(read_shard(sys.argv[1])))" "$1"; }
 # a recipe that must fail: its last line must name the problem
-expect_fail() {
-    local needle="$1"; shift
-    local out
-    if out="$("$@" 2>&1)"; then fail "'$*' succeeded, expected an error about '$needle'"; fi
-    echo "$out" | tail -n 1 | grep -q -- "$needle" || fail "'$*': expected an error about '$needle', got: $(echo "$out" | tail -n 1)"
-    ok "rejected: $(echo "$out" | tail -n 1 | cut -c1-150)"
+expect_fail() {  # expect_fail <needle> <command...>: expect_error (lib.sh); the first failure ends the test
+    local needle=$1; shift
+    expect_error "rejected" "$needle" "$@" || finish
 }
 # Tiny Shakespeare's known token counts (../shared/data/README.md, from an independent Python BPE)
 ts_counts() {

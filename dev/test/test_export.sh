@@ -34,19 +34,6 @@ same_params() {  # same_params A.bin B.bin what: identical header fields (magic.
         cmp -l <(tail -c +1025 "$1") <(tail -c +1025 "$2") 2>/dev/null | head -5 | sed 's/^/     byte, octal values: /'
     fi
 }
-expect_error() {  # expect_error what must_contain cmd...: non-zero exit, one "error:" line naming must_contain
-    local what=$1 needle=$2
-    shift 2
-    "$@" >"$TMP/out.txt" 2>"$TMP/err.txt"
-    local rc=$? nerr
-    nerr=$(grep -c '^error:' "$TMP/err.txt")
-    if [ $rc -ne 0 ] && [ "$nerr" -eq 1 ] && grep '^error:' "$TMP/err.txt" | grep -qF -- "$needle"; then
-        ok "bad input: $what ($(grep '^error:' "$TMP/err.txt" | cut -c1-110)...)"
-    else
-        bad "bad input: $what: exit $rc, $nerr error lines, wanted one naming '$needle'"
-        sed 's/^/     /' "$TMP/err.txt" | tail -5
-    fi
-}
 
 # ---- 1. the reference model, its bf16 version, and reference logits for both
 # L2:C128:H2:T128 at --seed 3, built with train_gpt2.py's own classes. Its init has zero biases and

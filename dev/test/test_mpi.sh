@@ -54,20 +54,16 @@ done
 
 # ---- 3. bad launches
 # the error must come within the timeout and name the problem
-expect_fail() {
+expect_fail() {  # expect_fail <name> <words> <command...>: expect_error (lib.sh), within 60 s
     local name=$1 words=$2
     shift 2
-    timeout 60 "$@" > bad_out.txt 2>&1
-    local rc=$?
-    if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then bad "$name: exit code $rc"; tail -3 bad_out.txt; return; fi
-    grep -q -- "$words" bad_out.txt || { bad "$name: output does not mention '$words'"; tail -5 bad_out.txt; return; }
-    echo "ok   $name: $(grep -m1 -- "$words" bad_out.txt)"
+    expect_error "$name" "$words" timeout 60 "$@"
 }
 expect_fail "ranks with different flags" "have different flags or data files" \
     "${MPIRUN[@]}" -np 1 "$TRAINER" "${ARGS[@]}" -l 1e-3 : -np 1 "$TRAINER" "${ARGS[@]}" -l 2e-3
 expect_fail "ranks with different data" "have different flags or data files" \
     "${MPIRUN[@]}" -np 1 "$TRAINER" "${ARGS[@]}" : -np 1 "$TRAINER" "${ARGS[@]}" -i other.bin
-expect_fail "world size does not divide the batch" "not divisible by B\*T\*ranks = 2\*32\*3 = 192" \
+ERROR_LINES=3 expect_fail "world size does not divide the batch (each rank says so)" "not divisible by B\*T\*ranks = 2\*32\*3 = 192" \
     "${MPIRUN[@]}" -np 3 "$TRAINER" "${ARGS[@]}"
 RANK=0 WORLD_SIZE=2 expect_fail "torchrun variables without MPI" "use: mpirun -np 2" "$TRAINER" "${ARGS[@]}"
 
