@@ -9,6 +9,8 @@
 #    hand, and one-line errors for bad arguments.
 # Usage, from the repo root: bash dev/test/test_bench_tools.sh
 source "$(dirname "$0")/lib.sh" test_bench_tools
+SUMMARY=("$PY" "$ROOT/dev/bench/gpu_summary.py")
+COMM=("$PY" "$ROOT/dev/bench/exposed_comm.py")
 
 # ---- gpu_summary.py: ours at 100 ms/step, llm.c at 125 ms/step, d12, B=16, T=1024 (16384 tokens)
 # ours: 163840 tok/s, MFU 803478528 x 163840 / 989e12 = 13.31%; llm.c: 131072 tok/s, 10.65%
@@ -27,7 +29,7 @@ printf '20000\n21504\n' > d12/ours_d12_b16_r1.mem
       echo "step    $s/6 | loss 10.900000 (+0.00z)| norm 1.0000 (+0.00z)| lr 6.00e-04 | 125.00 ms | 10.6% bf16 MFU | 131072 tok/s"
   done
   echo "device memory usage: 23552 MiB / 81559 MiB"; } > d12/llmc_d12_b16_r1.log
-"$PY" "$ROOT/dev/bench/gpu_summary.py" d12 2 2026-01-02 abc1234 rows.tsv > summary.txt 2>&1 || bad "gpu_summary.py on good logs: exit $?"
+"${SUMMARY[@]}" d12 2 2026-01-02 abc1234 rows.tsv > summary.txt 2>&1 || bad "gpu_summary.py on good logs: exit $?"
 want_row=$(printf '2026-01-02\tabc1234\tNVIDIA H100 80GB HBM3\td12\t16\t1024\t163840\t131072\t13.3\t10.6')
 if [ "$(sed -n 2p rows.tsv)" = "$want_row" ] && head -1 rows.tsv | grep -q "^date	commit	device	model	B	T	ours_tok_s"; then
     ok "gpu_summary.py: the TSV row (tok/s, MFU by 6N + 6LTC on 989 TFLOP/s)"
@@ -40,18 +42,18 @@ for line in "ours d12 B= 16 -r 1:    100.00 ms/step     163840 tok/s MFU  13.3% 
     grep -q -- "$line" summary.txt && ok "gpu_summary.py: '${line:0:40}...'" || { bad "gpu_summary.py: no line '$line' in:"; cat summary.txt; }
 done
 ours_log d12/ours_d12_b16_r1.log 14.0   # 0.7 points off the count: a wrong FLOP formula
-"$PY" "$ROOT/dev/bench/gpu_summary.py" d12 2 2026-01-02 abc1234 > summary.txt 2>&1
+"${SUMMARY[@]}" d12 2 2026-01-02 abc1234 > summary.txt 2>&1
 rc=$?
 [ $rc -eq 1 ] && grep -q "MFU differs from the 6N + 6LTC count by up to 0.69" summary.txt && ok "gpu_summary.py: our MFU off the count fails" ||
     { bad "gpu_summary.py: our MFU off the count (exit $rc)"; cat summary.txt; }
 ours_log d12/ours_d12_b16_r1.log 13.3
 echo "error: out of GPU memory" > d12/llmc_d12_b32_r1.log
-"$PY" "$ROOT/dev/bench/gpu_summary.py" d12 2 2026-01-02 abc1234 > summary.txt 2>&1
+"${SUMMARY[@]}" d12 2 2026-01-02 abc1234 > summary.txt 2>&1
 rc=$?
 [ $rc -eq 1 ] && grep -q "B= 32 -r 1: no timed steps after 2 warm-up: error: out of GPU memory" summary.txt &&
     ok "gpu_summary.py: a log without steps fails and shows its last line" || { bad "gpu_summary.py: a log without steps (exit $rc)"; cat summary.txt; }
-expect_error "gpu_summary.py: a warm-up that is not a number" "usage:" "$PY" "$ROOT/dev/bench/gpu_summary.py" d12 x 2026-01-02 abc1234
-expect_error "gpu_summary.py: a missing directory" "no directory nope" "$PY" "$ROOT/dev/bench/gpu_summary.py" nope 2 2026-01-02 abc1234
+expect_error "gpu_summary.py: a warm-up that is not a number" "usage:" "${SUMMARY[@]}" d12 x 2026-01-02 abc1234
+expect_error "gpu_summary.py: a missing directory" "no directory nope" "${SUMMARY[@]}" nope 2 2026-01-02 abc1234
 
 # ---- exposed_comm.py on build/bench_layers' lines for L = 2, launch costs 0, 2 ranks at 1 GB/s
 # (2(W-1)/W = 1: 1 ms per MB). Each layer's reduction starts when both its backward and the
@@ -75,11 +77,10 @@ layers a.txt 2.000 1.00 3.00
 layers b.txt 0.500 2.00 5.00
 for c in "a 1.000 3.00 1.00" "b 2.000 5.00 3.50"; do
     read -r name one none with <<< "$c"
-    "$PY" "$ROOT/dev/bench/exposed_comm.py" $name.txt 2:1 > comm.txt 2>&1 || bad "exposed_comm.py $name: exit $?"
+    "${COMM[@]}" $name.txt 2:1 > comm.txt 2>&1 || bad "exposed_comm.py $name: exit $?"
     grep -q "2 ranks (2 ranks, 1 GB/s bus): one layer $one ms; exposed per step: without overlap $none ms, with overlap $with ms" comm.txt &&
         ok "exposed_comm.py: timeline $name" || { bad "exposed_comm.py: timeline $name:"; cat comm.txt; }
 done
-COMM=("$PY" "$ROOT/dev/bench/exposed_comm.py")
 expect_error "exposed_comm.py: no argument" "usage:" "${COMM[@]}"
 expect_error "exposed_comm.py: a missing file" "cannot read nope.txt" "${COMM[@]}" nope.txt
 expect_error "exposed_comm.py: not bench_layers' output" "no model line" "${COMM[@]}" rows.tsv
