@@ -5,11 +5,13 @@ The one main.log comparator of the tests: two runs' logged values, step by step.
 
 Each KEY=TOL compares the values logged as `s:<step> ... KEY:<value>` (trl train loss, norm
 gradient norm, lr, tel val loss, hsw HellaSwag); the default is `trl=0`. TOL is the largest
-relative difference allowed; 0 means identical strings, i.e. bitwise equal values. Both logs must
+relative difference allowed; 0 means identical strings, i.e. bitwise equal values. A NaN or an
+infinity never agrees, not even with itself (two runs that diverge alike must not pass). Both logs must
 hold the same steps for each key (the last value logged for a step wins, as for a resumed run);
 --last N compares only the last N steps of A with the same steps of B. Prints one line per key;
 exits 1 at the first difference, naming the step.
 """
+import math
 import re
 import sys
 
@@ -38,31 +40,43 @@ def compare(path_a, path_b, key, tol, last):
     worst = 0.0
     for s in steps:
         x, y = a[s], b[s]
+        fx, fy = value(x, path_a, s, key), value(y, path_b, s, key)
+        if not (math.isfinite(fx) and math.isfinite(fy)):
+            print(f"{key}: step {s}: {x} vs {y} (not finite)")
+            return False
         if tol == 0:
             if x != y:
                 print(f"{key}: step {s}: {x} != {y} (bitwise comparison)")
                 return False
             continue
-        d = abs(float(x) - float(y)) / max(abs(float(y)), 1e-30)
-        worst = max(worst, d)
+        d = abs(fx - fy) / max(abs(fy), 1e-30)
         if d > tol:
             print(f"{key}: step {s}: {x} vs {y} (relative {d:.2e} > {tol})")
             return False
+        worst = max(worst, d)
     what = "bitwise equal" if tol == 0 else f"worst relative difference {worst:.1e}, tolerance {tol}"
     print(f"  {key}: {len(steps)} steps agree ({what})")
     return True
 
 
+def value(text, path, step, key):
+    """a logged value as a float, or exit with a line naming the file and step"""
+    try:
+        return float(text)
+    except ValueError:
+        sys.exit(f"error: compare_logs.py: {path}: step {step}: {key}:{text} is not a number")
+
+
 def number(text, kind, what):
     """text as kind (int or float, >= 0), or exit with a line naming the argument"""
     if text == "":
-        sys.exit(f"compare_logs.py: {what} needs a value")
+        sys.exit(f"error: compare_logs.py: {what} needs a value")
     try:
         value = kind(text)
     except ValueError:
         value = -1
     if not value >= 0:  # also NaN
-        sys.exit(f"compare_logs.py: {what}: '{text}' is not a number >= 0")
+        sys.exit(f"error: compare_logs.py: {what}: '{text}' is not a number >= 0")
     return value
 
 
@@ -74,7 +88,7 @@ def main(argv):
         try:
             open(path).close()
         except OSError as e:
-            sys.exit(f"compare_logs.py: cannot read '{path}': {e.strerror}")
+            sys.exit(f"error: compare_logs.py: cannot read '{path}': {e.strerror}")
     rest = argv[2:]
     while rest:
         arg = rest.pop(0)
@@ -84,7 +98,7 @@ def main(argv):
             key, tol = arg.split("=", 1)
             specs.append((key, number(tol, float, f"the tolerance of {key}")))
         else:
-            sys.exit(f"compare_logs.py: bad argument '{arg}' (KEY=TOL or --last N)")
+            sys.exit(f"error: compare_logs.py: bad argument '{arg}' (KEY=TOL or --last N)")
     ok = all(compare(files[0], files[1], key, tol, last) for key, tol in (specs or [("trl", 0.0)]))
     sys.exit(0 if ok else 1)
 

@@ -40,7 +40,7 @@ unpack_embedded() {
 
 # compare_logs A/main.log B/main.log KEY=TOL... [--last N]: the one main.log comparator
 # (dev/test/compare_logs.py: per step, relative tolerance, 0 = bitwise; a step logged twice, as
-# after a resume, counts with its later line)
+# after a resume, counts with its later line; a NaN or infinity never agrees)
 compare_logs() { "$PY" "$LLMC_TEST_DIR/compare_logs.py" "$@"; }
 
 # ok WHAT: a check passed (the counterpart of bad; every test's passed checks read alike)

@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# Tests the two readers a GPU session's figures pass through, on logs written here in the formats
-# of the programs that make them (a failure there would cost device time, or a wrong row):
+# Tests the three readers a GPU session's results pass through, on logs written here in the formats
+# of the programs that make them (a failure there would cost device time, a wrong row, or a GPU
+# test that cannot fail):
 #  - dev/bench/gpu_summary.py on our step lines and llm.c's: ms/step, tok/s, MFU and the ratio
 #    against hand-computed answers (GPT-2 124M with the padded vocabulary has 124,475,904
 #    parameters, llm.c's own count: 6N + 6LTC = 803,478,528 FLOP per token at T = 1024), the TSV
 #    row, and exit 1 when our step line's MFU disagrees with that count or a log has no steps;
 #  - dev/bench/exposed_comm.py on build/bench_layers' output: two 2-layer timelines worked out by
-#    hand, and one-line errors for bad arguments.
+#    hand, and one-line errors for bad arguments;
+#  - dev/test/compare_logs.py, the judge of every main.log comparison (GPU vs CPU, determinism,
+#    resume, MPI, DDP): a difference just past the tolerance fails and one just inside passes,
+#    bitwise means the same digits, a missing step, a key neither log has, a NaN or an infinity
+#    (even in both logs) all fail; a resumed log's later line wins; --last; bad arguments.
 # Usage, from the repo root: bash dev/test/test_bench_tools.sh
 source "$(dirname "$0")/lib.sh" test_bench_tools
 SUMMARY=("$PY" "$ROOT/dev/bench/gpu_summary.py")
 COMM=("$PY" "$ROOT/dev/bench/exposed_comm.py")
+COMPARE=("$PY" "$ROOT/dev/test/compare_logs.py")
 
 # ---- gpu_summary.py: ours at 100 ms/step, llm.c at 125 ms/step, d12, B=16, T=1024 (16384 tokens)
 # ours: 163840 tok/s, MFU 803478528 x 163840 / 989e12 = 13.31%; llm.c: 131072 tok/s, 10.65%
@@ -86,4 +92,47 @@ expect_error "exposed_comm.py: a missing file" "cannot read nope.txt" "${COMM[@]
 expect_error "exposed_comm.py: not bench_layers' output" "no model line" "${COMM[@]}" rows.tsv
 expect_error "exposed_comm.py: a bad setup" "setup '8x370'" "${COMM[@]}" a.txt 8x370
 expect_error "exposed_comm.py: one rank" "setup '1:370'" "${COMM[@]}" a.txt 1:370
+
+# ---- compare_logs.py on main.logs in logger.h's format; A's train loss at step 3 is 2e-4 relative
+# above B's (5.0010 vs 5.0000); the rest is the same
+main_log() {  # main_log <file> <trl of step 3> [extra lines]
+    { for s in 1 2 3 4; do
+          trl=$([ $s = 3 ] && echo "$2" || echo "5.${s}00000")
+          echo "s:$s trl:$trl lr:0.0006 norm:1.5 tok:$((s * 1024))"
+      done
+      echo "s:4 tel:4.75"
+      [ -n "${3:-}" ] && echo "$3"; } > "$1"
+}
+main_log ma.log 5.00100000
+main_log mb.log 5.00000000
+compares() {  # compares <what> <want exit> <want output> <args...>
+    local what=$1 want=$2 needle=$3; shift 3
+    "${COMPARE[@]}" "$@" > compare.txt 2>&1
+    local rc=$?
+    [ $rc -eq "$want" ] && grep -q -- "$needle" compare.txt && ok "compare_logs.py: $what" ||
+        { bad "compare_logs.py: $what (exit $rc, want $want and '$needle'):"; cat compare.txt; }
+}
+compares "2e-4 within trl=3e-4 passes" 0 "trl: 4 steps agree (worst relative difference 2.0e-04, tolerance 0.0003)" ma.log mb.log trl=3e-4
+compares "2e-4 beyond trl=1e-4 fails at step 3" 1 "trl: step 3: 5.00100000 vs 5.00000000 (relative 2.00e-04 > 0.0001)" ma.log mb.log trl=1e-4
+compares "bitwise (the default) fails on other digits" 1 "trl: step 3: 5.00100000 != 5.00000000 (bitwise comparison)" ma.log mb.log
+compares "bitwise passes on the same digits" 0 "trl: 4 steps agree (bitwise equal)" mb.log mb.log trl=0 tel=0
+compares "each key is compared (norm, tel)" 0 "tel: 1 steps agree" ma.log mb.log trl=1e-3 norm=0 tel=0
+compares "--last 1 leaves out step 3" 0 "trl: 1 steps agree (bitwise equal)" ma.log mb.log --last 1
+compares "a key neither log has fails" 1 "hsw: steps differ: \[\] in ma.log" ma.log mb.log hsw=1
+grep -v "^s:2 " mb.log > gap.log
+compares "a step missing in one log fails" 1 "trl: steps differ: \[1, 2, 3, 4\] in ma.log vs \[1, 3, 4\] in gap.log" ma.log gap.log trl=1
+main_log resumed.log 5.00100000 "s:3 trl:5.00000000 lr:0.0006 norm:1.5 tok:3072"
+compares "a resumed log's later line for a step wins" 0 "trl: 4 steps agree (bitwise equal)" resumed.log mb.log
+for v in nan -nan inf; do
+    main_log n1.log $v; main_log n2.log $v
+    compares "$v fails, bitwise and with a tolerance, even against itself" 1 "trl: step 3: $v vs $v (not finite)" n1.log n2.log trl=0.5
+    compares "$v fails bitwise" 1 "(not finite)" n1.log n2.log
+done
+main_log junk.log 5.0x
+expect_error "compare_logs.py: a value that is not a number" "junk.log: step 3: trl:5.0x is not a number" "${COMPARE[@]}" junk.log mb.log trl=1
+expect_error "compare_logs.py: a missing log" "cannot read 'nope.log'" "${COMPARE[@]}" ma.log nope.log
+expect_error "compare_logs.py: a bad tolerance" "the tolerance of trl: 'x' is not a number >= 0" "${COMPARE[@]}" ma.log mb.log trl=x
+expect_error "compare_logs.py: a negative tolerance" "'-1' is not a number >= 0" "${COMPARE[@]}" ma.log mb.log trl=-1
+expect_error "compare_logs.py: --last without a value" "--last needs a value" "${COMPARE[@]}" ma.log mb.log --last
+expect_error "compare_logs.py: a bad argument" "bad argument 'trl'" "${COMPARE[@]}" ma.log mb.log trl
 finish
