@@ -360,8 +360,8 @@ def write_debug_state(model, x, y, path):
 
 
 def make_optimizer(model, lr, weight_decay, device):
-    """(AdamW(0.9, 0.95, eps 1e-8) with weight decay on the 2-D tensors only, fused?): fused on GPUs
-    where torch has it"""
+    """(AdamW(0.9, 0.95, eps 1e-8) with weight decay on the 2-D tensors only, whether it is fused):
+    fused on GPUs where torch has it"""
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     extra = {}
@@ -399,6 +399,18 @@ def grad_norm(params):
     return torch.sqrt(sum((p.grad.double() ** 2).sum() for p in params))
 
 
+def positive_int(text):
+    """argparse type: a whole number >= 1 (a batch, a length or a step count of 0 writes a fixture
+    that checks nothing)"""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number >= 1")
+    return value
+
+
 def fixture_main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="d12", help="descriptor: d12, d24, d36, d48, dN or L2:C64:H4[:T..][:V..]")
@@ -406,12 +418,12 @@ def fixture_main(argv):
     ap.add_argument("--seed", type=int, default=1337, help="seed of the random init and of random batches")
     ap.add_argument("--write-model", help="write the model (before any training step) to this .bin")
     ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32", help="model file version 3 or 5")
-    ap.add_argument("--batch", type=int, default=4, help="B of the debug batch")
-    ap.add_argument("--seq", type=int, default=64, help="T of the debug batch")
+    ap.add_argument("--batch", type=positive_int, default=4, help="B of the debug batch")
+    ap.add_argument("--seq", type=positive_int, default=64, help="T of the debug batch")
     ap.add_argument("--tokens", help="take the debug batch from the start of this token shard (else random ids)")
     ap.add_argument("--debug-state", help="write the debug state for the batch here")
     ap.add_argument("--trajectory", help="write the per-step loss of --steps AdamW steps here")
-    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--steps", type=positive_int, default=10)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=0.1)
     args = ap.parse_args(argv)
@@ -430,8 +442,6 @@ def fixture_main(argv):
         if T > cfg.block_size:
             die(f"--seq {T} is larger than the model's max_seq_len {cfg.block_size}")
         if args.tokens:
-            if not os.path.isfile(args.tokens):
-                die(f"--tokens: shard '{args.tokens}' not found")
             shard = DataLoader.open_shard(args.tokens, "--tokens")  # the trainer's header and size checks
             if len(shard) < B * T + 1:
                 die(f"--tokens: shard '{args.tokens}' has {len(shard)} tokens; the debug batch needs B*T+1 = {B * T + 1}")
@@ -650,6 +660,8 @@ class DataLoader:
     @staticmethod
     def open_shard(path, flag):
         hint = "make shards with ./gpt2_tokenize or the recipes in dev/data/"
+        if not os.path.isfile(path):
+            die(f"{flag}: shard '{path}' not found; {hint}")
         size = os.path.getsize(path)
         if size < 1024:
             die(f"{flag}: shard '{path}' is {size} bytes, smaller than its 1024-byte header (truncated?); {hint}")

@@ -130,4 +130,15 @@ torch_error "no shards" "-i nothing\*.bin: no files match" "${ARGS[@]}" -i 'noth
 head -c 5000 c1/model_00000012.bin > cut.bin
 torch_error "truncated model file" "model file 'cut.bin' is 5000 bytes but its header" "${ARGS[@]}" -e cut.bin -o bad
 torch_error "checkpoint of another model" "but the model built (-e) is L=1 C=64" "${ARGS[@]}" -o p1 -y 1 -e L1:C64:H4:T64:V512
+# the fixture mode (--model): its descriptor and its --tokens shard get the trainer's checks
+FIXTURE=(--model L2:C64:H4:T64:V512 --debug-state bad_state.bin --batch 2 --seq 32)
+torch_error "fixture: a depth of 0" "--model d0: depth must be in 1..1000" --model d0 --write-model bad.bin
+torch_error "fixture: heads that do not divide C" "--model L2:C64:H5: channels must be divisible" --model L2:C64:H5 --write-model bad.bin
+for flag in --batch --seq --steps; do
+    expect_error "fixture: $flag 0" "error: argument $flag: '0' is not a whole number >= 1" $PY "$TORCH_TRAINER" "${FIXTURE[@]}" $flag 0
+done
+torch_error "fixture: a missing --tokens shard" "--tokens: shard 'nope.bin' not found" "${FIXTURE[@]}" --tokens nope.bin
+torch_error "fixture: a --tokens file that is not a shard" "--tokens: .*cut.bin" "${FIXTURE[@]}" --tokens cut.bin
+$PY "$ROOT/dev/bench/make_random_shard.py" short.bin 40 1 512 > /dev/null
+torch_error "fixture: a --tokens shard too short for the batch" "has 40 tokens; the debug batch needs B\*T+1 = 65" "${FIXTURE[@]}" --tokens short.bin
 finish
