@@ -4,7 +4,8 @@
 #                                             with whatever the test left running), one thread per
 #                                             process, TRAINER (absolute; default ./train_gpt2),
 #                                             failure bookkeeping: bad <message>, finish;
-#                                             require_mpi <test>; expect_error <what> <needle> <cmd...>
+#                                             require_mpi <test>, mpi_missing <test>;
+#                                             expect_error <what> <needle> <cmd...>
 #   source dev/test/lib.sh --tools            the tools only, no directory, no cd (the drivers:
 #                                             test_gpu.sh, fresh_machine.sh, the Makefile)
 # The tools: ROOT (the repo), PY, MPIRUN, MPI_HINT, have_mpi [binary], skip_or_fail <test> <what
@@ -105,6 +106,8 @@ expect_error() {
     tail -n 5 "$TMP/error.txt" | sed 's/^/     /'
     return 1
 }
+# mpi_missing TEST: TEST (a test, or one part of it) cannot run for want of MPI (skip_or_fail)
+mpi_missing() { skip_or_fail "$1" "MPI (mpirun, and $TRAINER built with it)" "$MPI_HINT"; }
 # require_mpi TEST: the test needs MPI throughout; without it, end here (a skip, or a failure with CI=true)
-require_mpi() { have_mpi && return 0; skip_or_fail "$1" "MPI (mpirun, and $TRAINER built with it)" "$MPI_HINT"; exit; }
+require_mpi() { have_mpi && return 0; mpi_missing "$1"; exit; }
 cd "$TMP"

@@ -76,7 +76,6 @@ cmp -s "$TMP/s11a.txt" "$TMP/s12.txt" && bad "-rs 11 and -rs 12 gave the same te
 cmp -s "$TMP/s11a.txt" "$TMP/greedy.txt" && bad "temperature 5 gave the greedy text"
 gen --temperature 5 --top-k 5 -rs 11 > "$TMP/k5.txt" || bad "top-k 5 failed"
 
-# bad input: one line on stderr, nothing on stdout
 # bad input (expect_error, lib.sh), and nothing printed but that one line
 one_line_error() {
     expect_error "$@" && { [ "$(wc -l < "$TMP/error.txt")" -eq 1 ] || { bad "$1: more than the error line:"; cat "$TMP/error.txt"; }; }

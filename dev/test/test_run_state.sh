@@ -145,7 +145,7 @@ if have_mpi; then
     [ "$nv" -eq 2 ] && [ "$nh" -eq 14 ] && echo "ok   np=2: rank 0 alone prints progress ($nv val, $nh HellaSwag lines)" \
         || { bad "np=2: $nv val and $nh HellaSwag progress lines, expected 2 and 14"; grep '\.\.\.' quick2.out | head; }
 else
-    skip_or_fail "test-run-state: progress on 2 ranks" "MPI (mpirun, and $TRAINER built with it)" "$MPI_HINT" || bad "the 2-rank part not run"
+    mpi_missing "test-run-state: progress on 2 ranks" || bad "the 2-rank part not run"
 fi
 "$TRAINER" "${ARGS[@]}" "${QUICK[@]}" -o quick3 > quick3.out 2>&1
 grep -q '\.\.\. [0-9]*/' quick3.out && bad "progress lines for evaluations shorter than the default 5 s"
