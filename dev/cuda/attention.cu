@@ -240,11 +240,14 @@ static Impl cudnn_impl(const Case &c, DevBuf &workspace, size_t ws_bytes) {
     return im;
 }
 
-// max |a - b| over n bf16 values on the device
+// max |a - b| over n bf16 values on the device; NaN if any difference is NaN (std::max would skip it)
 static float max_diff_bf16(const floatX *a, const floatX *b, size_t n) {
     std::vector<float> x = bf16_device_to_float(a, n), y = bf16_device_to_float(b, n);
     float m = 0.0f;
-    for (size_t i = 0; i < n; i++) { m = std::max(m, fabsf(x[i] - y[i])); }
+    for (size_t i = 0; i < n; i++) {
+        const float d = fabsf(x[i] - y[i]);
+        m = (std::isnan(m) || std::isnan(d)) ? NAN : std::max(m, d);
+    }
     return m;
 }
 

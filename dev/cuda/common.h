@@ -106,6 +106,10 @@ static inline void *download_bytes(const void *d, size_t bytes) {
 // ----------------------------------------------------------------------------
 // checks
 
+// the larger of m and d, NaN once either is NaN: a printed maximum must show a NaN, not skip it
+// (fmax and std::max drop it)
+static inline double max_keep_nan(double m, double d) { return (isnan(m) || isnan(d)) ? NAN : (d > m ? d : m); }
+
 /*
  * |got - ref| <= atol + rtol * |ref| for every element (NaN only matches NaN). Prints one line,
  * plus the first 5 mismatches. Returns the number of mismatches and counts a failure.
@@ -151,8 +155,8 @@ static inline size_t check_close_tol(const char *what, const float *got, const f
     for (size_t i = 0; i < n; i++) {
         const double d = fabs((double)got[i] - (double)ref[i]);
         const int ok = d <= tol[i];  // false for NaN
-        if (d > max_diff) { max_diff = d; }
-        if (tol[i] > 0 && d / tol[i] > max_ratio) { max_ratio = d / tol[i]; }
+        max_diff = max_keep_nan(max_diff, d);
+        if (tol[i] > 0) { max_ratio = max_keep_nan(max_ratio, d / tol[i]); }
         if (!ok) {
             if (bad < 5) {
                 printf("    mismatch %s[%zu]: got %.8g, expected %.8g (diff %.3g, allowed %.3g)\n", what, i, got[i], ref[i],

@@ -122,8 +122,8 @@ static void run_layer(const Layer *L) {
                     ref[j] = (float)ref_gelu(s);
                     tol[j] = (float)(1e-2 * fabs(ref_gelu(s)) + 1.2e-3 * S + 2e-3);
                     const double pre_gpu = gotp[src];  // which GELU form: judged from the GPU's own pre-activation
-                    max_tanh = fmax(max_tanh, fabs(got[src] - ref_gelu(pre_gpu)));
-                    max_erf = fmax(max_erf, fabs(got[src] - ref_gelu_erf(pre_gpu)));
+                    max_tanh = max_keep_nan(max_tanh, fabs(got[src] - ref_gelu(pre_gpu)));
+                    max_erf = max_keep_nan(max_erf, fabs(got[src] - ref_gelu_erf(pre_gpu)));
                 } else {
                     ref[j] = (float)s;
                     tol[j] = (float)(1e-2 * fabs(s) + 1e-3 * S);
