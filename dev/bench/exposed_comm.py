@@ -14,6 +14,8 @@ last one (wte, wpe, lnf) starts after the embeddings' backward: exposed is what 
 end of the backward. The model assumes the reductions do not slow the backward down."""
 import re, sys
 
+USAGE = next(line for line in __doc__.splitlines() if line.startswith("usage:"))
+
 SETUPS = [("8 GPUs, one node, NVLink", 8, 370.0), ("8 GPUs, one node, NVLink", 8, 480.0),
           ("2 nodes x 8 GPUs, 100 Gb/s Ethernet", 16, 12.0)]
 
@@ -34,7 +36,7 @@ def setup(arg):
 
 def main():
     if len(sys.argv) < 2:
-        sys.exit("error: no input; usage: python dev/bench/exposed_comm.py <bench_layers output> [RANKS:GBPS ...]")
+        sys.exit(f"error: exposed_comm: no input; {USAGE}")
     try:
         text = open(sys.argv[1], errors="replace").read()
     except OSError as e:
