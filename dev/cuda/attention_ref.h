@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "nan_max.h"
 #include "llmc/model_io.h"  // bf16_to_float, float_to_bf16 (round to nearest even); splitmix64
 
 // deterministic uniform floats in [lo, hi), so every run and every machine gets the same inputs
@@ -200,7 +201,7 @@ static inline long ref_compare(const char *what, const float *ref, const float *
             const double err = fabs((double)got[i] - (double)ref[i]);
             const double lim = tol.rtol * fabs((double)ref[i]) + tol.atol + (noise ? tol.noise_mul * noise[i] : 0.0);
             const double ratio = err == err ? err / lim : INFINITY;  // a NaN result counts as infinitely far
-            if (err > max_err) { max_err = err; }
+            max_err = max_keep_nan(max_err, err);
             if (ratio > max_ratio) { max_ratio = ratio; }
             if (!(err <= lim)) {
                 if (bad < 5) {

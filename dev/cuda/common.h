@@ -17,6 +17,7 @@
 #include <string.h>
 #include "llmc/cuda_common.cuh"
 #include "llmc/model_io.h"
+#include "nan_max.h"
 
 static int wb_failures = 0;
 
@@ -105,10 +106,6 @@ static inline void *download_bytes(const void *d, size_t bytes) {
 
 // ----------------------------------------------------------------------------
 // checks
-
-// the larger of m and d, NaN once either is NaN: a printed maximum must show a NaN, not skip it
-// (fmax and std::max drop it)
-static inline double max_keep_nan(double m, double d) { return (isnan(m) || isnan(d)) ? NAN : (d > m ? d : m); }
 
 /*
  * |got - ref| <= atol + rtol * |ref| for every element (NaN only matches NaN). Prints one line,
