@@ -40,7 +40,7 @@ def compare(path_a, path_b, key, tol, last):
     worst = 0.0
     for s in steps:
         x, y = a[s], b[s]
-        fx, fy = value(x, path_a, s, key), value(y, path_b, s, key)
+        fx, fy = logged_number(x, path_a, s, key), logged_number(y, path_b, s, key)
         if not (math.isfinite(fx) and math.isfinite(fy)):
             print(f"{key}: step {s}: {x} vs {y} (not finite)")
             return False
@@ -59,7 +59,7 @@ def compare(path_a, path_b, key, tol, last):
     return True
 
 
-def value(text, path, step, key):
+def logged_number(text, path, step, key):
     """a logged value as a float, or exit with a line naming the file and step"""
     try:
         return float(text)
