@@ -16,7 +16,6 @@
 source "$(dirname "$0")/lib.sh" test_bench_tools
 SUMMARY=("$PY" "$ROOT/dev/bench/gpu_summary.py")
 COMM=("$PY" "$ROOT/dev/bench/exposed_comm.py")
-COMPARE=("$PY" "$ROOT/dev/test/compare_logs.py")
 
 # ---- gpu_summary.py: ours at 100 ms/step, llm.c at 125 ms/step, d12, B=16, T=1024 (16384 tokens)
 # ours: 163840 tok/s, MFU 803478528 x 163840 / 989e12 = 13.31%; llm.c: 131072 tok/s, 10.65%
@@ -107,7 +106,7 @@ main_log ma.log 5.00100000
 main_log mb.log 5.00000000
 compares() {  # compares <what> <want exit> <want output> <args...>
     local what=$1 want=$2 needle=$3; shift 3
-    "${COMPARE[@]}" "$@" > compare.txt 2>&1
+    compare_logs "$@" > compare.txt 2>&1
     local rc=$?
     [ $rc -eq "$want" ] && grep -q -- "$needle" compare.txt && ok "compare_logs.py: $what" ||
         { bad "compare_logs.py: $what (exit $rc, want $want and '$needle'):"; cat compare.txt; }
@@ -129,10 +128,10 @@ for v in nan -nan inf; do
     compares "$v fails bitwise" 1 "(not finite)" n1.log n2.log
 done
 main_log junk.log 5.0x
-expect_error "compare_logs.py: a value that is not a number" "junk.log: step 3: trl:5.0x is not a number" "${COMPARE[@]}" junk.log mb.log trl=1
-expect_error "compare_logs.py: a missing log" "cannot read 'nope.log'" "${COMPARE[@]}" ma.log nope.log
-expect_error "compare_logs.py: a bad tolerance" "the tolerance of trl: 'x' is not a number >= 0" "${COMPARE[@]}" ma.log mb.log trl=x
-expect_error "compare_logs.py: a negative tolerance" "'-1' is not a number >= 0" "${COMPARE[@]}" ma.log mb.log trl=-1
-expect_error "compare_logs.py: --last without a value" "--last needs a value" "${COMPARE[@]}" ma.log mb.log --last
-expect_error "compare_logs.py: a bad argument" "bad argument 'trl'" "${COMPARE[@]}" ma.log mb.log trl
+expect_error "compare_logs.py: a value that is not a number" "junk.log: step 3: trl:5.0x is not a number" compare_logs junk.log mb.log trl=1
+expect_error "compare_logs.py: a missing log" "cannot read 'nope.log'" compare_logs ma.log nope.log
+expect_error "compare_logs.py: a bad tolerance" "the tolerance of trl: 'x' is not a number >= 0" compare_logs ma.log mb.log trl=x
+expect_error "compare_logs.py: a negative tolerance" "'-1' is not a number >= 0" compare_logs ma.log mb.log trl=-1
+expect_error "compare_logs.py: --last without a value" "--last needs a value" compare_logs ma.log mb.log --last
+expect_error "compare_logs.py: a bad argument" "bad argument 'trl'" compare_logs ma.log mb.log trl
 finish
