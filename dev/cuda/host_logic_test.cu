@@ -8,7 +8,8 @@
  *     the per-index lookup matches gpt2_param_is_decayed at every tensor's first and last
  *     element, malformed range lists are rejected;
  *   - the CPU emulation of the gradient-norm order (emulate.h) agrees with double sums;
- *   - the warps-per-block rule of the LayerNorm backward.
+ *   - the warps-per-block rule of the LayerNorm backward;
+ *   - the checks' running maximum (nan_max.h) keeps a NaN, so a printed max |diff| cannot hide one.
  * Exits non-zero on any failure.
  *
  *   ./host_logic_test      (built by dev/cuda/Makefile; `make test-cuda-host` at the root)
@@ -211,6 +212,11 @@ int main(void) {
     check_true("C = 768 -> 8, 1600 -> 7, 12288 -> 1, 12296 -> 0 (rejected)",
                layernorm_backward_warps(768) == 8 && layernorm_backward_warps(1600) == 7 &&
                    layernorm_backward_warps(12288) == 1 && layernorm_backward_warps(12296) == 0,
+               "");
+    printf("the checks' printed maxima\n");
+    check_true("max_keep_nan: NaN once either side is NaN, else the larger",
+               isnan(max_keep_nan(0.0, NAN)) && isnan(max_keep_nan(NAN, 1.0)) && max_keep_nan(1.0, 2.0) == 2.0 &&
+                   max_keep_nan(2.0, 1.0) == 2.0,
                "");
     if (wb_failures) {
         printf("host_logic_test: %d check(s) FAILED\n", wb_failures);
