@@ -117,21 +117,21 @@ static inline size_t check_close(const char *what, const float *got, const float
     double max_diff = 0.0, max_ref = 0.0;
     for (size_t i = 0; i < n; i++) {
         const double g = got[i], r = ref[i];
+        const double d = fabs(g - r);  // NaN or inf where either side is
         int ok;
         if (isnan(r) || isnan(g)) {
             ok = isnan(r) && isnan(g);
         } else if (isinf(r) || isinf(g)) {
             ok = g == r;
         } else {
-            const double d = fabs(g - r);
-            if (d > max_diff) { max_diff = d; }
             if (fabs(r) > max_ref) { max_ref = fabs(r); }
             ok = d <= atol + rtol * fabs(r);
         }
+        if (!ok || isfinite(d)) { max_diff = max_keep_nan(max_diff, d); }  // a matched NaN or inf is no difference
         if (!ok) {
             if (bad < 5) {
-                printf("    mismatch %s[%zu]: got %.8g, expected %.8g (diff %.3g, allowed %.3g)\n", what, i, g, r,
-                       fabs(g - r), atol + rtol * fabs(r));
+                printf("    mismatch %s[%zu]: got %.8g, expected %.8g (diff %.3g, allowed %.3g)\n", what, i, g, r, d,
+                       atol + rtol * fabs(r));
             }
             bad++;
         }

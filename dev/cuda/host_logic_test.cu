@@ -9,7 +9,8 @@
  *     element, malformed range lists are rejected;
  *   - the CPU emulation of the gradient-norm order (emulate.h) agrees with double sums;
  *   - the warps-per-block rule of the LayerNorm backward;
- *   - the checks' running maximum (nan_max.h) keeps a NaN, so a printed max |diff| cannot hide one.
+ *   - the checks' running maximum (nan_max.h) keeps a NaN, and check_close's max|diff| shows an
+ *     unmatched NaN or inf, so a printed max |diff| cannot hide one.
  * Exits non-zero on any failure.
  *
  *   ./host_logic_test      (built by dev/cuda/Makefile; `make test-cuda-host` at the root)
@@ -18,6 +19,8 @@
 #include "emulate.h"
 #include "llmc/adamw.cuh"
 #include "llmc/layernorm.cuh"
+
+#include <unistd.h>  // dup, dup2: check_close_line reads what check_close prints
 
 static int check_plan(const char *name, const int *inp, int BT) {
     int *plan = (int *)mallocCheck(encoder_plan_ints(BT) * sizeof(int));
@@ -203,6 +206,44 @@ static void test_norm_emulation(void) {
     free(g);
 }
 
+// the summary line check_close prints for one element, with its own verdict taken back (a FAIL is the
+// point here); stdout goes to a temporary file for the call
+static void check_close_line(float got, float ref, char *line, size_t size) {
+    fflush(stdout);
+    FILE *tmp = tmpfile();
+    const int saved = dup(1);
+    if (tmp == NULL || saved < 0 || dup2(fileno(tmp), 1) < 0) { fprintf(stderr, "host_logic_test: cannot capture stdout\n"); exit(1); }
+    const int failures = wb_failures;
+    check_close("one element", &got, &ref, 1, 0.0, 0.0);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    wb_failures = failures;
+    rewind(tmp);
+    line[0] = '\0';
+    char buf[512];
+    while (fgets(buf, sizeof(buf), tmp)) {
+        if (strstr(buf, "max|diff|")) { snprintf(line, size, "%s", buf); }
+    }
+    fclose(tmp);
+}
+
+static void test_printed_maxima(void) {
+    printf("the checks' printed maxima\n");
+    check_true("max_keep_nan: NaN once either side is NaN, else the larger",
+               isnan(max_keep_nan(0.0, NAN)) && isnan(max_keep_nan(NAN, 1.0)) && max_keep_nan(1.0, 2.0) == 2.0 &&
+                   max_keep_nan(2.0, 1.0) == 2.0,
+               "");
+    char nan_vs_one[512], inf_vs_one[512], nan_vs_nan[512];
+    check_close_line(NAN, 1.0f, nan_vs_one, sizeof(nan_vs_one));
+    check_close_line(INFINITY, 1.0f, inf_vs_one, sizeof(inf_vs_one));
+    check_close_line(NAN, NAN, nan_vs_nan, sizeof(nan_vs_nan));
+    check_true("check_close: an unmatched NaN or inf shows in max|diff|, a matched NaN does not",
+               strstr(nan_vs_one, "FAIL  max|diff| nan") && strstr(inf_vs_one, "FAIL  max|diff| inf") &&
+                   strstr(nan_vs_nan, "ok    max|diff| 0 "),
+               "");
+}
+
 int main(void) {
     printf("host_logic_test (CPU only)\n");
     test_encoder_plan();
@@ -213,11 +254,7 @@ int main(void) {
                layernorm_backward_warps(768) == 8 && layernorm_backward_warps(1600) == 7 &&
                    layernorm_backward_warps(12288) == 1 && layernorm_backward_warps(12296) == 0,
                "");
-    printf("the checks' printed maxima\n");
-    check_true("max_keep_nan: NaN once either side is NaN, else the larger",
-               isnan(max_keep_nan(0.0, NAN)) && isnan(max_keep_nan(NAN, 1.0)) && max_keep_nan(1.0, 2.0) == 2.0 &&
-                   max_keep_nan(2.0, 1.0) == 2.0,
-               "");
+    test_printed_maxima();
     if (wb_failures) {
         printf("host_logic_test: %d check(s) FAILED\n", wb_failures);
         return 1;
