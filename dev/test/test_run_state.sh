@@ -12,7 +12,7 @@
 #    resumed steps follow the new schedule (checked against the cosine formula).
 source "$(dirname "$0")/lib.sh" test_run_state "${1:-./train_gpt2}"
 $PY "$ROOT/dev/bench/make_random_shard.py" train.bin 60000 1 512
-$PY "$ROOT/dev/bench/make_random_shard.py" val.bin 120000 2 512
+$PY "$ROOT/dev/bench/make_random_shard.py" val.bin 480000 2 512
 # a HellaSwag file in llm.c's layout: 8 random examples of 4 endings
 $PY - <<'EOF'
 import numpy as np
@@ -64,7 +64,8 @@ for o, (kind, s, want) in zip(objs, events):
 EOF
 }
 
-# ---- a run of 12 steps whose evaluations read all 3749 val windows (1-3 s on 2 cores), with
+# ---- a run of 12 steps whose evaluations read all 14999 val windows (about 2 s each on 2 cores, so
+# that the evaluations' share of the ETA is well past its rounding even on a fast machine), with
 # progress lines at most every 0.25 s
 LLMC_PROGRESS_SECONDS=0.25 "$TRAINER" "${ARGS[@]}" -m -1 -x 12 -o run > run.out 2>&1 || { bad "the run failed"; tail -3 run.out; }
 check_metrics run "12 steps, 4 evaluations"
@@ -116,7 +117,7 @@ for l in open(sys.argv[1]):
         lines = []
 assert len(evals) == 4, f"{len(evals)} val results"
 for progress, secs in evals:
-    assert all(t == 938 and 0 < d < 938 for d, t, _ in progress), progress[:3]  # 3749 windows / B=4
+    assert all(t == 3750 and 0 < d < 3750 for d, t, _ in progress), progress[:3]  # 14999 windows / B=4
     assert [d for d, _, _ in progress] == sorted(d for d, _, _ in progress), progress
     elapsed = [e for _, _, e in progress]
     # none before 0.25 s, no two closer than 0.25 s (printed to 0.1 s), some in any evaluation of 0.5 s or more
