@@ -751,7 +751,7 @@ static double cpu_step_loss_sum(Backend *b) { return ((GPT2 *)b->self)->step_los
 static float cpu_reduce_grads(Backend *b) {
     GPT2 *m = (GPT2 *)b->self;
 #ifdef USE_MPI
-    if (m->comm->world_size > 1) { comm_mpi_allreduce_sum_f32(m->grads_memory, m->num_params); }
+    if (m->comm->world_size > 1) { comm_mpi_allreduce_sum_f32(m->comm, m->grads_memory, m->num_params); }
 #endif
     return gpt2_grad_norm(m);
 }

@@ -74,7 +74,7 @@
     X(INT, master_weights, "w", "master-weights", "<0|1>", 1, 0, 1, "fp32 master weights")                              \
     X(CHOICE, backend, "pb", "backend", "nccl|mpi", "nccl", 0, 0, "gradient all-reduce backend (mpi: host-staged)")     \
     X(INT, comm_timeout, "pt", "comm-timeout", "<int>", 300, 1, 86400,                                                  \
-      "seconds before a stuck collective or bootstrap is an error")                                                    \
+      "seconds before a collective (MPI, NCCL) or the bootstrap that has not completed is an error")                                                    \
     X(CHOICE, attention, "at", "attention", "own|cudnn", "own", 0, 0,                                                  \
       "attention: own (llmc/attention.cuh) or cudnn (cuDNN's fused SDPA, in builds with cuDNN)")                       \
     X(SECTION, _gen, "", "", "", 0, 0, 0,                                                                               \

@@ -66,18 +66,20 @@ static inline void ckpt_path(char *out, size_t n, const char *dir, const char *k
 }
 
 /*
- * Fault injection for the crash tests: LLMC_FAULT=<where>:<step> kills this process with SIGKILL
- * in the middle of writing checkpoint <step>. where: state (every rank, once at least half of its
- * state file is written, before it is renamed), done (rank 0, after every file but the marker).
+ * Fault injection for the crash and hang tests: LLMC_FAULT=<where>:<step> kills this process with
+ * SIGKILL in the middle of writing checkpoint <step>; LLMC_FAULT=<where>:<step>:stop:<rank> freezes
+ * rank <rank> there with SIGSTOP instead (a hung rank). where: state (every rank, once at least half
+ * of its state file is written, before it is renamed), done (rank 0, after every file but the marker).
  */
 static inline void ckpt_fault(const char *where, int step) {
     const char *f = getenv("LLMC_FAULT");
     if (f == NULL) { return; }
     size_t n = strlen(where);
-    if (strncmp(f, where, n) == 0 && f[n] == ':' && atoi(f + n + 1) == step) {
-        fflush(NULL);
-        raise(SIGKILL);
-    }
+    if (strncmp(f, where, n) != 0 || f[n] != ':' || atoi(f + n + 1) != step) { return; }
+    const char *action = strchr(f + n + 1, ':');
+    fflush(NULL);
+    if (action == NULL) { raise(SIGKILL); }
+    if (strncmp(action, ":stop:", 6) == 0 && atoi(action + 6) == llmc_rank) { raise(SIGSTOP); }
 }
 
 static inline void hdr_set64(int *h, int i, long long v) { memcpy(&h[i], &v, 8); }

@@ -40,6 +40,7 @@ static inline int train_resolve_model(TrainArgs *a, GPT2Config *config);
 static inline void train_start(TrainSetup *run, int *argc, char ***argv) {
     comm_init(&run->comm, argc, argv);
     args_parse(&run->args, *argc, *argv);
+    run->comm.timeout_s = run->args.comm_timeout;
     run->from_file = train_resolve_model(&run->args, &run->config);
 }
 
@@ -264,6 +265,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
         if (a->resume) { checkpoint_clean_tmp(a->output_dir); }
     }
     c->barrier(c);
+    flight_arm(have_out ? a->output_dir : NULL);  // from here a fatal error or signal writes the flight record
     TrainState st;
     memset(&st, 0, sizeof(st));
     st.B = B; st.T = T; st.total_batch = a->total_batch; st.shuffle = a->shuffle; st.seed = a->seed;
@@ -271,6 +273,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     guard_init(&st.guard, a->guard_z_loss, a->guard_z_norm, a->guard_max_skips);
     int resumed = 0;
     if (a->resume) {
+        flight_where(0, 0, "resume");
         resumed = checkpoint_resume(a->output_dir, b, c, &st);
         if (rank == 0) {
             if (resumed) { printf("resumed from checkpoint %d in %s\n", st.step, a->output_dir); }
@@ -281,6 +284,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
         st.guard.z_norm = a->guard_z_norm;
         st.guard.max_consecutive = a->guard_max_skips;
     }
+    flight_where(st.step, 0, "the start-up check of the parameters");
     uint32_t crc = b->params_crc(b);
     comm_check_same(c, crc, "model parameters", "every rank must start from the same model");
     if (rank == 0 && W > 1) { printf("model parameters identical on all %d ranks (crc %08x)\n", W, crc); }
@@ -334,7 +338,9 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
         int last = s == M;
         if (have_val && (s % a->val_every == 0 || last)) {
             double t0 = llmc_wall_seconds();
+            flight_where(s + 1, 0, last ? "the final validation" : "validation before the step");
             float vl = train_val_loss(a, c, b, &val, inputs, targets, losses);
+            flight_where(s + 1, 0, last ? "the final HellaSwag" : "HellaSwag before the step");
             float hsw = a->hellaswag_eval ? train_hellaswag(a, c, b, &hs) : -1.0f;
             double dt = llmc_wall_seconds() - t0;
             logger_eval(&lg, s, (long long)s * a->total_batch, vl, hsw, dt * 1000.0);
@@ -353,18 +359,22 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
         double t0 = llmc_wall_seconds();
         float dloss = 1.0f / ((float)B * T * A * W);
         for (int k = 0; k < A; k++) {
+            flight_where(s + 1, k + 1, "forward and backward");
             long long w = dataloader_train_window(a->overfit_batch ? 0 : s, k, rank, W, B, N);
             dataloader_read(&train, w, B, inputs, targets);
             b->train_micro_step(b, inputs, targets, B, T, dloss, k, A);
         }
         double loss_sum = b->step_loss_sum(b);
+        flight_where(s + 1, A, "the gradient reduction");
         float norm = b->reduce_grads(b);
+        flight_where(s + 1, 0, "the loss sum");
         c->allreduce_sum_f64(c, &loss_sum, 1);
         float loss = (float)(loss_sum / ((double)A * W));
         float lr = lr_at(&sched, s);
         char reason[256];
         int skip = guard_check(&st.guard, loss, norm, reason, sizeof(reason));
         if (!skip) {
+            flight_where(s + 1, 0, "the update");
             st.opt_steps++;
             float clip = 1.0f / (norm + 1e-6f);  // torch.nn.utils.clip_grad_norm_ with max_norm 1.0
             b->update(b, lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, clip < 1.0f ? clip : 1.0f, st.opt_steps,
@@ -400,10 +410,12 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
 
         // ---- preemption: every rank learns whether any rank got a signal
         int stop = llmc_stop_signal != 0;
+        flight_where(st.step, 0, "the stop-signal agreement after the step");
         c->allreduce_max_i32(c, &stop, 1);
         int want_ckpt = a->checkpoint_every > 0 && (st.step % a->checkpoint_every == 0 || st.step == M);
         if (have_out && (want_ckpt || stop)) {
             double tc = llmc_wall_seconds();
+            flight_where(st.step, 0, "the checkpoint after the step");
             checkpoint_save(a->output_dir, b, c, &st, a->checkpoint_keep);
             if (rank == 0) { printf("checkpoint %d written to %s (%.2f s)\n", st.step, a->output_dir, llmc_wall_seconds() - tc); }
         }

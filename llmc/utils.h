@@ -35,6 +35,9 @@ static int llmc_world_size = 1;  // prefix messages with the rank only when > 1
 // down too; the fuzz harnesses (dev/fuzz) set it to longjmp back, so that a clean rejection of an
 // input is a result and not the end of the process. A hook that returns lets llmc_die exit.
 static void (*llmc_abort_hook)(void) = NULL;
+// Called by llmc_die after the message, before the abort hook: the flight record (flight.h)
+// writes itself out here.
+static void (*llmc_fatal_hook)(void) = NULL;
 
 static inline void llmc_set_rank(int rank, int world_size) {
     llmc_rank = rank;
@@ -65,8 +68,19 @@ static void llmc_die(const char *fmt, ...) {
     llmc_vprint(stderr, "error", fmt, ap);
     va_end(ap);
     fflush(stdout);
+    if (llmc_fatal_hook) { llmc_fatal_hook(); }
     if (llmc_abort_hook) { llmc_abort_hook(); }
     exit(EXIT_FAILURE);
+}
+
+// the error line of llmc_die without the exit (for a caller that must do more before it ends)
+static void llmc_error(const char *fmt, ...) LLMC_PRINTF(1, 2);
+static void llmc_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    llmc_vprint(stderr, "error", fmt, ap);
+    va_end(ap);
+    fflush(stdout);
 }
 
 static void llmc_warn(const char *fmt, ...) LLMC_PRINTF(1, 2);
