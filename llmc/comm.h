@@ -176,10 +176,11 @@ static void comm_mpi_fail(Comm *c, const char *op, long long bytes, int noticed_
 static inline void comm_mpi_wait(Comm *c, MPI_Request *req, const char *op, long long bytes, long long handle) {
     const double deadline = llmc_wall_seconds() + c->timeout_s;
     long spins = 0;
+    flight_wait_begin(op, bytes);
     for (;;) {
         int done = 0;
         mpiCheck(MPI_Test(req, &done, MPI_STATUS_IGNORE));
-        if (done) { flight_end(handle); return; }
+        if (done) { flight_wait_end(); flight_end(handle); return; }
         int from = comm_notice_poll();
         if (from >= 0) { comm_mpi_fail(c, op, bytes, from); }
         if (llmc_wall_seconds() > deadline) { comm_mpi_fail(c, op, bytes, -1); }

@@ -39,7 +39,11 @@ typedef struct {
     int rank, world_size;
     int on;                   // recording (several processes)
     char path[4096];          // the record's file; "" = stderr
-    volatile sig_atomic_t written;
+    // the collective this process is waiting in now (comm.h), for a note when a signal comes
+    volatile sig_atomic_t waiting;
+    const char *wait_op;
+    long long wait_bytes;
+    double wait_start;
 } Flight;
 
 static Flight llmc_flight;
@@ -127,14 +131,21 @@ static inline void ft_pad(FlightText *t, const char *s, int width) {
     for (size_t i = t->len - before; (int)i < width; i++) { ft_str(t, " "); }
 }
 
+static inline void ft_out(int fd, const FlightText *t) {
+    for (size_t off = 0; off < t->len;) {
+        ssize_t n = write(fd, t->buf + off, t->len - off);
+        if (n <= 0) { break; }
+        off += (size_t)n;
+    }
+}
+
 /*
- * Write the record once (later calls do nothing): a heading with the reason, then the entries
- * oldest first. reason: static text or a buffer that stays valid.
+ * Write the record (again, if it was written before): a heading with the reason, then the
+ * entries oldest first. reason: static text or a buffer that stays valid.
  */
 static inline void flight_write(const char *reason) {
     Flight *f = &llmc_flight;
-    if (!f->on || f->written) { return; }
-    f->written = 1;
+    if (!f->on) { return; }
     static FlightText t;
     t.len = 0;
     ft_str(&t, "flight record of rank ");
@@ -174,12 +185,52 @@ static inline void flight_write(const char *reason) {
     }
     int fd = f->path[0] ? open(f->path, O_WRONLY | O_CREAT | O_TRUNC, 0644) : STDERR_FILENO;
     if (fd < 0) { fd = STDERR_FILENO; }
-    for (size_t off = 0; off < t.len;) {
-        ssize_t n = write(fd, t.buf + off, t.len - off);
-        if (n <= 0) { break; }
-        off += (size_t)n;
-    }
+    ft_out(fd, &t);
     if (fd != STDERR_FILENO) { close(fd); }
+}
+
+// comm.h around each wait for a collective
+static inline void flight_wait_begin(const char *op, long long bytes) {
+    Flight *f = &llmc_flight;
+    f->wait_op = op;
+    f->wait_bytes = bytes;
+    f->wait_start = flight_now();
+    f->waiting = 1;
+}
+
+static inline void flight_wait_end(void) { llmc_flight.waiting = 0; }
+
+/*
+ * A signal that asks the process to stop (signals.h) came. When it finds this rank waiting in a
+ * collective, one note says where, and the record is written: a launcher that ends a job after a
+ * rank or a host died (mpirun: SIGTERM, SIGKILL a second later) leaves no other trace of the
+ * step. The same signal also comes to stop a job on purpose, so the note claims no failure.
+ * Async-signal-safe.
+ */
+static inline void flight_note_signal(int sig) {
+    Flight *f = &llmc_flight;
+    if (!f->on || !f->waiting) { return; }
+    static FlightText t;
+    t.len = 0;
+    ft_str(&t, "[rank ");
+    ft_int(&t, f->rank, 0);
+    ft_str(&t, "] note: step ");
+    ft_int(&t, f->step, 0);
+    ft_str(&t, " (");
+    ft_str(&t, f->phase ? f->phase : "start-up");
+    ft_str(&t, sig == SIGINT ? "): SIGINT" : "): SIGTERM");
+    ft_str(&t, " came while this rank had waited ");
+    ft_seconds(&t, flight_now() - f->wait_start, 0);
+    ft_str(&t, " s in ");
+    ft_str(&t, f->wait_op);
+    ft_str(&t, " of ");
+    ft_int(&t, f->wait_bytes, 0);
+    ft_str(&t, " bytes for the other ranks; if the job ends here, one of them stopped answering (the launcher "
+               "names it); flight record: ");
+    ft_str(&t, f->path[0] ? f->path : "stderr");
+    ft_str(&t, "\n");
+    ft_out(STDERR_FILENO, &t);
+    flight_write(sig == SIGINT ? "SIGINT while waiting in a collective" : "SIGTERM while waiting in a collective");
 }
 
 // what llmc_die says about the record, and writes it (utils.h's fatal hook)
