@@ -751,7 +751,7 @@ static double cpu_step_loss_sum(Backend *b) { return ((GPT2 *)b->self)->step_los
 static float cpu_reduce_grads(Backend *b) {
     GPT2 *m = (GPT2 *)b->self;
 #ifdef USE_MPI
-    if (m->comm->world_size > 1) { comm_mpi_allreduce_sum_f32(m->grads_memory, m->num_params); }
+    if (m->comm->world_size > 1) { comm_mpi_allreduce_sum_f32(m->comm, m->grads_memory, m->num_params); }
 #endif
     return gpt2_grad_norm(m);
 }
@@ -774,9 +774,8 @@ static void cpu_forward_probs(Backend *b, const int *tokens, int T, int pos, flo
     memcpy(probs, m->acts.logits + (size_t)pos * m->config.padded_vocab_size, m->config.vocab_size * sizeof(float));
 }
 
-static void cpu_save_model(Backend *b, const char *path) {
-    GPT2 *m = (GPT2 *)b->self;
-    model_file_write_fp32(path, &m->config, m->params_memory, MODEL_VERSION_FP32);
+static void cpu_copy_params(Backend *b, size_t offset, size_t count, void *dst) {
+    memcpy(dst, ((GPT2 *)b->self)->params_memory + offset, count * sizeof(float));
 }
 
 static void cpu_load_model(Backend *b, const char *path) { gpt2_load((GPT2 *)b->self, path); }
@@ -823,7 +822,8 @@ void gpt2_make_backend(Backend *b, GPT2 *m, int T) {
     b->update = cpu_update;
     b->forward_losses = cpu_forward_losses;
     b->forward_probs = cpu_forward_probs;
-    b->save_model = cpu_save_model;
+    b->model_version = MODEL_VERSION_FP32;
+    b->copy_params = cpu_copy_params;
     b->load_model = cpu_load_model;
     b->get_opt_state = cpu_get_opt_state;
     b->set_opt_state = cpu_set_opt_state;

@@ -419,11 +419,15 @@ void gpt2_load(GPT2 *m, const char *path) {
     free(bf);
 }
 
-// the bf16 parameters as the model file stores them (host, P values)
+// bf16 parameters [offset, offset+count) as the model file stores them, into host memory
+static void gpt2_params_download(GPT2 *m, size_t offset, size_t count, uint16_t *dst) {
+    cudaCheck(cudaMemcpyAsync(dst, m->params_memory + offset, count * sizeof(uint16_t), cudaMemcpyDeviceToHost, m->stream));
+    gpt2_sync(m, "the parameter download");
+}
+
 static uint16_t *gpt2_params_to_host(GPT2 *m) {
     uint16_t *bf = (uint16_t *)mallocCheck(m->num_params * sizeof(uint16_t));
-    cudaCheck(cudaMemcpyAsync(bf, m->params_memory, m->num_params * sizeof(uint16_t), cudaMemcpyDeviceToHost, m->stream));
-    gpt2_sync(m, "the parameter download");
+    gpt2_params_download(m, 0, m->num_params, bf);
     return bf;
 }
 
@@ -747,11 +751,20 @@ static void cuda_forward_probs(Backend *b, const int *tokens, int T, int pos, fl
     for (int i = 0; i < V; i++) { probs[i] *= inv; }
 }
 
-static void cuda_save_model(Backend *b, const char *path) {
-    GPT2 *m = (GPT2 *)b->self;
-    uint16_t *bf = gpt2_params_to_host(m);
-    model_file_write_bf16(path, &m->config, bf);
-    free(bf);
+static void cuda_copy_params(Backend *b, size_t offset, size_t count, void *dst) {
+    gpt2_params_download((GPT2 *)b->self, offset, count, (uint16_t *)dst);
+}
+
+static void *cuda_host_alloc(Backend *b, size_t bytes) {
+    (void)b;
+    void *p = NULL;
+    cudaCheck(cudaMallocHost(&p, bytes > 0 ? bytes : 1));
+    return p;
+}
+
+static void cuda_host_free(Backend *b, void *p) {
+    (void)b;
+    cudaCheck(cudaFreeHost(p));
 }
 
 static void cuda_load_model(Backend *b, const char *path) { gpt2_load((GPT2 *)b->self, path); }
@@ -813,7 +826,10 @@ void gpt2_make_backend(Backend *b, GPT2 *m, int T, double peak_flops) {
     b->update = cuda_update;
     b->forward_losses = cuda_forward_losses;
     b->forward_probs = cuda_forward_probs;
-    b->save_model = cuda_save_model;
+    b->model_version = MODEL_VERSION_BF16;
+    b->copy_params = cuda_copy_params;
+    b->host_alloc = cuda_host_alloc;
+    b->host_free = cuda_host_free;
     b->load_model = cuda_load_model;
     b->get_opt_state = cuda_get_opt_state;
     b->set_opt_state = cuda_set_opt_state;

@@ -491,6 +491,8 @@ FLAGS = {
     "sl": ("guard_z_loss", float, 0.0, 0.0, 1e6, "skip a step whose loss z-score over the last 100 exceeds this; 0 = off"),
     "sg": ("guard_z_norm", float, 0.0, 0.0, 1e6, "the same for the gradient norm; 0 = off"),
     "sm": ("guard_max_skips", int, 10, 1, (1 << 31) - 1, "stop after this many consecutive skipped steps"),
+    "rb": ("rollback_after", int, 0, 0, (1 << 31) - 1,
+           "after this many consecutive skipped steps, reload the newest checkpoint, skip the data since; 0 = off"),
     "z": ("zero_stage", int, 0, 0, 1, "accepted for the same command line; ignored (DDP replicates the optimizer)"),
     "r": ("recompute", int, 1, 0, 2, "accepted and ignored"),
     "w": ("master_weights", int, 1, 0, 1, "accepted and ignored (parameters are fp32, autocast computes in bf16)"),
@@ -820,6 +822,7 @@ class TrainState:
     def __init__(self, a):
         self.step = self.opt_steps = 0
         self.max_steps = 0  # the run's -x (the LR schedule's length), kept in the state file
+        self.data_skip = self.rollbacks = 0  # the C trainers' -rb: step s trains on the data of s + data_skip
         self.sample_rng = (a.seed ^ 0x5DEECE66D) or 1
         self.guard = Guard(a.guard_z_loss, a.guard_z_norm, a.guard_max_skips)
 
@@ -869,6 +872,7 @@ def checkpoint_save(a, d, dist, st, cfg, flat_params, m, v):
     set64(h, 25, st.guard.total_skipped)
     h[30:36] = [cfg.block_size, cfg.vocab_size, cfg.padded_vocab_size, cfg.n_layer, cfg.n_head, cfg.n_embd]
     h[27] = st.max_steps
+    h[28], h[29] = st.data_skip, st.rollbacks
     h[251] = crc_int32(zlib.crc32(guard))
     h[252] = CRC_TAG
     h[253], h[254] = crc_int32(zlib.crc32(sections[0])), crc_int32(zlib.crc32(sections[1]))  # h[255]: no master
@@ -965,6 +969,36 @@ def checkpoint_read(a, d, step, cfg):
     return ck, None
 
 
+MAX_ROLLBACKS = 3
+
+
+def test_loss_spike(data_step):
+    """LLMC_TEST_LOSS_SPIKE=<n>,...: the loss of the steps on the data of step <n> times 1000 (llmc/guard.h)"""
+    spikes = os.environ.get("LLMC_TEST_LOSS_SPIKE", "")
+    return 1000.0 if str(data_step) in spikes.split(",") else 1.0
+
+
+def rollback(a, dist, cfg, st, model, opt, reason):
+    """-rb: back to the newest complete checkpoint, passing over the data since it (llmc/train_loop.h's
+    train_rollback)"""
+    if st.rollbacks >= MAX_ROLLBACKS:
+        die(f"{st.guard.consecutive} consecutive steps skipped by the numeric guards (last: {reason}) after "
+            f"{st.rollbacks} rollbacks (-rb); the run is diverging: lower -l, raise -u, or resume from an earlier checkpoint")
+    frm, skip, n = st.step, st.data_skip, st.rollbacks
+    ck = checkpoint_resume(a, dist, cfg, st)
+    if ck is None:
+        die(f"{st.guard.consecutive} consecutive steps skipped by the numeric guards (last: {reason}) and -rb found no "
+            f"complete checkpoint in {a.output_dir} to roll back to; lower -l or raise -u, and checkpoint more often (-n)")
+    model.load_flat(ck["params"])
+    load_opt_state(opt, model, ck["m"], ck["v"], st.opt_steps)
+    st.guard.consecutive = 0
+    st.data_skip, st.rollbacks = skip + frm - st.step, n + 1
+    if dist.rank == 0:
+        print(f"rollback {st.rollbacks} of {MAX_ROLLBACKS}: {a.rollback_after} steps in a row skipped (last: {reason}); "
+              f"back to checkpoint {st.step}, passing over the data of steps {st.step + 1}-{frm} (step {st.step + 1} "
+              f"now trains on the data of step {st.step + 1 + st.data_skip})", flush=True)
+
+
 def checkpoint_resume(a, dist, cfg, st):
     """the newest complete, intact checkpoint in -o (all ranks agree), or None"""
     for step in checkpoint_list(a.output_dir):
@@ -974,6 +1008,7 @@ def checkpoint_resume(a, dist, cfg, st):
         if dist.allreduce([1.0 if err else 0.0], "max")[0] == 0.0:
             h = ck["header"]
             st.step, st.opt_steps, st.sample_rng = int(h[10]), int(h[11]), get64(h, 20) & U64
+            st.data_skip, st.rollbacks = int(h[28]), int(h[29])
             g = st.guard
             g.count, g.head, g.consecutive, g.total_skipped = int(h[22]), int(h[23]), int(h[24]), get64(h, 25)
             g.loss_hist[:], g.norm_hist[:] = ck["guard"][:GUARD_WINDOW], ck["guard"][GUARD_WINDOW:]
@@ -1207,6 +1242,11 @@ def train_main(argv):
     V = cfg.vocab_size
     train = DataLoader(a.train_glob, "-i", T, V, a.shuffle, a.seed)
     train.require(N, "-i", "one optimizer step (d/T windows)")
+    if a.rollback_after > 0 and (not a.output_dir or a.checkpoint_every <= 0):
+        die(f"-rb {a.rollback_after} rolls back to a checkpoint: give the run -o <dir> and -n <steps>")
+    if a.rollback_after > a.guard_max_skips:
+        die(f"-rb {a.rollback_after} is more than -sm {a.guard_max_skips}, which stops the run first; use "
+            f"-rb {a.guard_max_skips} or less, or raise -sm")
     val = None
     if a.val_every > 0:
         val = DataLoader(a.val_glob, "-j", T, V, 0, 0)
@@ -1315,7 +1355,7 @@ def train_main(argv):
         opt.zero_grad(set_to_none=True)
         loss_sum = torch.zeros((), dtype=torch.float64, device=device)
         for k in range(A):
-            rows = torch.from_numpy(train.read(train_window(0 if a.overfit_batch else s, k, rank, W, B, N), B)).to(device)
+            rows = torch.from_numpy(train.read(train_window(0 if a.overfit_batch else s + st.data_skip, k, rank, W, B, N), B)).to(device)
             # all-reduce only after the last micro-step's backward
             sync = train_model.no_sync() if W > 1 and k < A - 1 else contextlib.nullcontext()
             with sync:
@@ -1325,6 +1365,7 @@ def train_main(argv):
                 (loss / A).backward()
             loss_sum += loss.detach()
         loss = float(np.float32(dist.allreduce([loss_sum.item()])[0] / (A * W)))
+        loss = float(np.float32(loss) * np.float32(test_loss_spike(s + st.data_skip + 1)))
         norm = float(np.float32(grad_norm(params).item()))
         lr = lr_at(a, s, M)
         reason = st.guard.check(loss, norm)
@@ -1356,6 +1397,12 @@ def train_main(argv):
             if rank == 0:
                 warn(f"step {st.step} skipped: {reason}")
             log_line(f"s:{s} skip:{reason}")
+            if a.rollback_after > 0 and st.guard.consecutive >= a.rollback_after:
+                frm = st.step
+                rollback(a, dist, cfg, st, model, opt, reason)
+                log_line(f"s:{frm} rollback:{st.step} data_skipped:{frm - st.step}")
+                s = st.step
+                continue
             if st.guard.consecutive >= st.guard.max_consecutive:
                 die(f"{st.guard.consecutive} consecutive steps skipped by the numeric guards (last: {reason}); the run "
                     "is diverging: lower -l, raise -u, or resume from an earlier checkpoint")

@@ -61,12 +61,18 @@
     X(INT, checkpoint_keep, "nk", "ckpt-keep", "<int>", 0, 0, INT_MAX,                                                  \
       "keep only the newest N complete checkpoints; 0 = keep all")                                                     \
     X(INT, resume, "y", "resume", "<0|1>", 0, 0, 1, "resume from the newest complete checkpoint in -o")                 \
+    X(INT, ckpt_async, "", "ckpt-async", "<0|1>", 1, 0, 1,                                                             \
+      "write checkpoints while training goes on, from a copy in host memory\n"                                         \
+      "(synchronously where the copy does not fit; 0 = always synchronously)")                                         \
     X(SECTION, _guards, "", "", "", 0, 0, 0, "numeric guards (a step with a NaN/Inf loss or gradient norm is always skipped)") \
     X(F32, guard_z_loss, "sl", "guard-loss-z", "<float>", 0.0, 0.0, 1e6,                                                \
       "skip a step whose loss z-score over the last 100 steps exceeds this; 0 = off")                                  \
     X(F32, guard_z_norm, "sg", "guard-norm-z", "<float>", 0.0, 0.0, 1e6, "the same for the gradient norm; 0 = off")     \
     X(INT, guard_max_skips, "sm", "guard-max-skips", "<int>", 10, 1, INT_MAX,                                          \
       "stop the run after this many consecutive skipped steps")                                                        \
+    X(INT, rollback_after, "rb", "rollback", "<int>", 0, 0, INT_MAX,                                                    \
+      "after this many consecutive skipped steps, reload the newest complete checkpoint and skip\n"                     \
+      "the data of the steps since it (at most 3 times per run; needs -o and -n); 0 = off")                            \
     X(SECTION, _gpu, "", "", "", 0, 0, 0,                                                                               \
       "memory, precision, multi-process (train_gpt2cu; train_gpt2 accepts and ignores -z -r -w -pb -at)")                  \
     X(INT, zero_stage, "z", "zero", "<0|1>", 0, 0, 1, "ZeRO stage: 1 shards the optimizer state across ranks")          \
@@ -74,7 +80,7 @@
     X(INT, master_weights, "w", "master-weights", "<0|1>", 1, 0, 1, "fp32 master weights")                              \
     X(CHOICE, backend, "pb", "backend", "nccl|mpi", "nccl", 0, 0, "gradient all-reduce backend (mpi: host-staged)")     \
     X(INT, comm_timeout, "pt", "comm-timeout", "<int>", 300, 1, 86400,                                                  \
-      "seconds before a stuck collective or bootstrap is an error")                                                    \
+      "seconds before a collective (MPI, NCCL) or the bootstrap that has not completed is an error")                                                    \
     X(CHOICE, attention, "at", "attention", "own|cudnn", "own", 0, 0,                                                  \
       "attention: own (llmc/attention.cuh) or cudnn (cuDNN's fused SDPA, in builds with cuDNN)")                       \
     X(SECTION, _gen, "", "", "", 0, 0, 0,                                                                               \

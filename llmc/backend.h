@@ -51,9 +51,16 @@ typedef struct Backend {
     // Forward only, one sequence of length T: softmax probabilities over the V real tokens at
     // position pos (host memory, V floats).
     void (*forward_probs)(struct Backend *b, const int *tokens, int T, int pos, float *probs);
-    // Model file I/O (save is called on rank 0 only).
-    void (*save_model)(struct Backend *b, const char *path);
+    // Model files: the parameters as the backend saves them (model_version 3: fp32, 5: bf16, the
+    // element type copy_params writes), and loading. copy_params copies parameters [offset,
+    // offset+count) into host memory.
+    int model_version;
+    void (*copy_params)(struct Backend *b, size_t offset, size_t count, void *dst);
     void (*load_model)(struct Backend *b, const char *path);
+    // Host memory for the checkpoint snapshots (checkpoint.h): pinned on the GPU, so that the copy
+    // out of the device is fast. NULL: malloc/free.
+    void *(*host_alloc)(struct Backend *b, size_t bytes);
+    void (*host_free)(struct Backend *b, void *p);
     // Copy optimizer state of [offset, offset+count) (inside the held range) out of / into the
     // backend. master may be NULL: on get when !has_master; on set, to derive the master
     // weights from the current parameters.

@@ -17,6 +17,7 @@
  *     [18..19] seed  [20..21] sampling RNG state  [22] guard count  [23] guard head
  *     [24] guard consecutive skips  [25..26] guard total skips (int64)
  *     [27] the run's step count (-x, the LR schedule's length; 0 in files written before it was kept)
+ *     [28] steps of data skipped by rollbacks  [29] rollbacks so far (both 0 in older files)
  *     [30..35] model config: maxT V Vp L NH C
  *     [250] CRC-32 of the header (read with [250] as 0)  [251] CRC-32 of the guard history
  *     [252] CRC_TAG (model_io.h)  [253] CRC-32 of m  [254] of v  [255] of master
@@ -33,6 +34,7 @@
 #define LLMC_CHECKPOINT_H
 
 #include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
 #include "backend.h"
 #include "comm.h"
@@ -48,6 +50,8 @@ typedef struct {
     int opt_steps;                   // applied AdamW updates (skipped steps excluded)
     unsigned long long sample_rng;   // state of the sampling RNG
     int max_steps;                   // -x of the run that wrote it (its LR schedule's length); 0: unknown
+    int data_skip;                   // steps of data skipped by rollbacks: step s trains on the data of s + data_skip
+    int rollbacks;                   // rollbacks so far in this run (-rb)
     Guard guard;
     // settings that define the data stream; a resume must use the same
     int B, T, shuffle;
@@ -66,17 +70,23 @@ static inline void ckpt_path(char *out, size_t n, const char *dir, const char *k
 }
 
 /*
- * Fault injection for the crash tests: LLMC_FAULT=<where>:<step> kills this process with SIGKILL
- * in the middle of writing checkpoint <step>. where: state (every rank, once at least half of its
- * state file is written, before it is renamed), done (rank 0, after every file but the marker).
+ * Fault injection for the crash, hang and disk tests: LLMC_FAULT is a comma-separated list of
+ * <where>:<step> (SIGKILL this process there) and <where>:<step>:stop:<rank> (freeze rank <rank>
+ * there with SIGSTOP: a hung rank, or a pause in which a test changes the disk). where: state
+ * (every rank, in the middle of writing its state file of checkpoint <step>: once half of the
+ * first section, m, is written), done (rank 0, after every file of checkpoint <step> but the marker), step (every
+ * rank, as training step <step> of the step line begins).
  */
 static inline void ckpt_fault(const char *where, int step) {
     const char *f = getenv("LLMC_FAULT");
     if (f == NULL) { return; }
-    size_t n = strlen(where);
-    if (strncmp(f, where, n) == 0 && f[n] == ':' && atoi(f + n + 1) == step) {
+    const size_t n = strlen(where);
+    for (const char *spec = f; spec != NULL; spec = strchr(spec, ','), spec = spec ? spec + 1 : NULL) {
+        if (strncmp(spec, where, n) != 0 || spec[n] != ':' || atoi(spec + n + 1) != step) { continue; }
+        const char *action = spec + n + 1 + strspn(spec + n + 1, "0123456789");
         fflush(NULL);
-        raise(SIGKILL);
+        if (*action == '\0' || *action == ',') { raise(SIGKILL); }
+        if (strncmp(action, ":stop:", 6) == 0 && atoi(action + 6) == llmc_rank) { raise(SIGSTOP); }
     }
 }
 
@@ -95,55 +105,6 @@ static inline void ckpt_save_range(const Backend *b, const Comm *c, size_t *lo, 
     }
 }
 
-static inline void state_file_write(const char *path, Backend *b, const Comm *c, const TrainState *st) {
-    size_t lo, n;
-    ckpt_save_range(b, c, &lo, &n);
-    int h[HEADER_INTS];
-    memset(h, 0, sizeof(h));
-    h[0] = STATE_MAGIC; h[1] = STATE_VERSION; h[2] = c->world_size; h[3] = c->rank; h[4] = b->has_master;
-    h[5] = st->shuffle; h[6] = st->B; h[7] = st->T; hdr_set64(h, 8, st->total_batch);
-    h[10] = st->step; h[11] = st->opt_steps;
-    hdr_set64(h, 12, (long long)b->num_params); hdr_set64(h, 14, (long long)lo); hdr_set64(h, 16, (long long)n);
-    hdr_set64(h, 18, (long long)st->seed); hdr_set64(h, 20, (long long)st->sample_rng);
-    h[22] = st->guard.count; h[23] = st->guard.head; h[24] = st->guard.consecutive;
-    hdr_set64(h, 25, st->guard.total_skipped);
-    h[27] = st->max_steps;
-    const GPT2Config *cf = &b->config;
-    h[30] = cf->max_seq_len; h[31] = cf->vocab_size; h[32] = cf->padded_vocab_size;
-    h[33] = cf->num_layers; h[34] = cf->num_heads; h[35] = cf->channels;
-    h[252] = CRC_TAG;
-
-    AtomicFile af;
-    atomic_open(&af, path);
-    fwriteCheck(h, sizeof(int), HEADER_INTS, af.fp);
-    int nsec = b->has_master ? 3 : 2;
-    size_t chunk = n < CKPT_CHUNK ? (n > 0 ? n : 1) : CKPT_CHUNK;
-    float *buf[3];
-    for (int s = 0; s < 3; s++) { buf[s] = (float *)mallocCheck(chunk * sizeof(float)); }
-    uint32_t crc[3] = {0, 0, 0};
-    for (size_t off = 0; off < n; off += chunk) {
-        size_t m = n - off < chunk ? n - off : chunk;
-        b->get_opt_state(b, lo + off, m, buf[0], buf[1], b->has_master ? buf[2] : NULL);
-        for (int s = 0; s < nsec; s++) {
-            // section s starts after the header and s sections of n floats
-            fseekCheck(af.fp, HEADER_BYTES + (long)((s * n + off) * sizeof(float)), SEEK_SET);
-            fwriteCheck(buf[s], sizeof(float), m, af.fp);
-            crc[s] = crc32_update(crc[s], buf[s], m * sizeof(float));
-        }
-        if (off + m >= n / 2) { ckpt_fault("state", st->step); }
-    }
-    for (int s = 0; s < 3; s++) { free(buf[s]); }
-    fseekCheck(af.fp, HEADER_BYTES + (long)(nsec * n * sizeof(float)), SEEK_SET);
-    uint32_t gcrc = crc32_update(0, st->guard.loss_hist, sizeof(st->guard.loss_hist));
-    gcrc = crc32_update(gcrc, st->guard.norm_hist, sizeof(st->guard.norm_hist));
-    fwriteCheck(st->guard.loss_hist, sizeof(float), GUARD_WINDOW, af.fp);
-    fwriteCheck(st->guard.norm_hist, sizeof(float), GUARD_WINDOW, af.fp);
-    h[251] = (int)gcrc; h[253] = (int)crc[0]; h[254] = (int)crc[1]; h[255] = (int)crc[2];
-    h[250] = (int)header_crc(h, HEADER_INTS, 250);
-    atomic_patch(&af, 0, h, sizeof(h));
-    atomic_commit(&af);
-}
-
 #define CKPT_MAX_RANKS 99999  // state file names hold the rank in 5 digits
 
 // the first header field of a state file that is out of range, or NULL (sizes are checked apart)
@@ -160,6 +121,7 @@ static inline const char *state_header_problem(const int *h) {
     if (h[22] < 0 || h[22] > GUARD_WINDOW) { return "guard history count [22]"; }
     if (h[23] < 0 || h[23] >= GUARD_WINDOW) { return "guard history position [23]"; }
     if (h[24] < 0 || h[24] > step || hdr_get64(h, 25) < 0 || hdr_get64(h, 25) > step) { return "guard skip counts [24..26]"; }
+    if (h[28] < 0 || h[28] > 1000000000 || h[29] < 0 || h[29] > 1000) { return "rollback fields [28..29]"; }
     return NULL;
 }
 
@@ -218,34 +180,6 @@ static inline int state_file_verify(const char *path, const int h[HEADER_INTS]) 
     free(buf);
     fcloseCheck(fp);
     return bad;
-}
-
-// ----------------------------------------------------------------------------
-// saving
-
-static inline void checkpoint_prune(const char *dir, int keep);
-
-// all ranks call this; rank 0 writes the model and the DONE marker after everyone's state file
-static inline void checkpoint_save(const char *dir, Backend *b, Comm *c, const TrainState *st, int keep) {
-    char path[4096];
-    if (c->rank == 0) {
-        ckpt_path(path, sizeof(path), dir, "model", st->step, -1);
-        b->save_model(b, path);
-    }
-    ckpt_path(path, sizeof(path), dir, "state", st->step, c->rank);
-    state_file_write(path, b, c, st);
-    c->barrier(c);  // every file of this checkpoint is on disk
-    if (c->rank == 0) {
-        ckpt_fault("done", st->step);
-        ckpt_path(path, sizeof(path), dir, "DONE", st->step, -1);
-        AtomicFile af;
-        atomic_open(&af, path);
-        char text[256];
-        int len = snprintf(text, sizeof(text), "step %d\nworld_size %d\n", st->step, c->world_size);
-        atomic_write(&af, text, (size_t)len, 0);
-        atomic_commit(&af);
-        if (keep > 0) { checkpoint_prune(dir, keep); }
-    }
 }
 
 // the value of a run of 1..9 decimal digits at s that ends at `end` (-1 if it is not one)
@@ -329,6 +263,335 @@ static inline void checkpoint_prune(const char *dir, int keep) {
     int n = checkpoint_list(dir, &steps);
     for (int i = (keep > 1 ? keep : 1); i < n; i++) { checkpoint_delete(dir, steps[i]); }
     free(steps);
+}
+
+// ----------------------------------------------------------------------------
+// saving: a snapshot, then the files, written while training goes on
+
+/*
+ * Saving checkpoint N, on every rank:
+ *  1. checkpoint_begin: with --ckpt-async 1 (the default) the state is first copied out of the
+ *     backend into host memory, the snapshot (rank 0: the parameters too; pinned memory for a
+ *     GPU; the buffers are kept for the next checkpoint), and a writer thread writes the files
+ *     from it while the next steps train. Where the snapshot does not fit the host memory, or with
+ *     --ckpt-async 0, the files are written right away, straight from the backend in chunks. At
+ *     most one checkpoint is in flight: beginning one settles the previous.
+ *  2. Each step the training loop all-reduces its stop flag anyway; with it every rank learns
+ *     whether a writer is still busy anywhere and whether one failed (checkpoint_flags). When none
+ *     is busy, checkpoint_complete: rank 0 writes DONE_N and prunes (-nk); or, after a failure,
+ *     each rank deletes what it wrote of checkpoint N (older complete ones are never touched: -nk
+ *     prunes only after a new checkpoint is complete), the failing rank warns with the file and
+ *     the error, and the run goes on; CKPT_MAX_FAILURES failed checkpoints in a row stop it.
+ *  3. checkpoint_settle waits for the writer and completes, now: at a stop signal, at the end of
+ *     the run, before a rollback or an error exit.
+ */
+#define CKPT_MAX_FAILURES 3
+
+typedef struct {
+    char dir[4096];
+    Backend *b;
+    int rank, world_size;
+    int async;                // writer thread and snapshot
+    // what is saved: the train state, parameters (rank 0), this rank's optimizer slice [lo, lo + n)
+    TrainState st;
+    size_t lo, n;
+    // the snapshot (async), allocated at the first checkpoint
+    void *params;             // num_params values of the model file's type
+    float *m, *v, *master;
+    // the write
+    int in_flight;            // a checkpoint begun and not yet completed (the same on every rank)
+    int busy;                 // this rank's writer is writing (read and written with __atomic)
+    int thread_started;
+    int background;           // the checkpoint in flight is written by the thread
+    pthread_t thread;
+    int failed;               // this rank's write failed; err says why
+    char err[4400];
+    double snapshot_s, write_s;
+    int failures;             // failed checkpoints in a row
+    int newest;               // the newest complete checkpoint (-1: none)
+} CkptWriter;
+
+// host bytes of the snapshot: rank 0's parameters, and the optimizer slice
+static inline size_t ckpt_snapshot_bytes(const Backend *b, int rank, size_t n) {
+    size_t params = rank == 0 ? b->num_params * (b->model_version == MODEL_VERSION_BF16 ? 2 : sizeof(float)) : 0;
+    return params + n * sizeof(float) * (b->has_master ? 3 : 2);
+}
+
+static inline void *ckpt_host_alloc(Backend *b, size_t bytes) {
+    return b->host_alloc ? b->host_alloc(b, bytes) : mallocCheck(bytes);
+}
+
+static inline void ckpt_host_free(Backend *b, void *p) {
+    if (p == NULL) { return; }
+    if (b->host_free) { b->host_free(b, p); } else { free(p); }
+}
+
+/*
+ * dir: the output dir (NULL: no checkpoints). async: --ckpt-async; a snapshot that needs more than
+ * half of the host memory available now is refused (said on this rank) and the files are then
+ * written synchronously. newest: the checkpoint the run resumed from, or -1.
+ */
+static inline void ckpt_writer_init(CkptWriter *w, const char *dir, Backend *b, Comm *c, int async, int newest) {
+    memset(w, 0, sizeof(*w));
+    snprintf(w->dir, sizeof(w->dir), "%s", dir ? dir : "");
+    w->b = b;
+    w->rank = c->rank;
+    w->world_size = c->world_size;
+    w->newest = newest;
+    ckpt_save_range(b, c, &w->lo, &w->n);
+    if (async && dir && dir[0]) {
+        long long avail = host_mem_available();
+        double need = (double)ckpt_snapshot_bytes(b, c->rank, w->n);
+        int no_room = avail >= 0 && need > 0.5 * (double)avail;
+        if (no_room) {
+            llmc_warn("checkpoints are written synchronously (training waits): their snapshot needs %.2f GiB of host "
+                      "memory and %.2f GiB are available (it may take half)", need / 1073741824.0, avail / 1073741824.0);
+        }
+        c->allreduce_max_i32(c, &no_room, 1);  // one way for all ranks: a synchronous write completes at once
+        w->async = !no_room;
+    }
+    crc32_update(0, NULL, 0);  // the CRC tables, before a writer thread uses them
+}
+
+static inline void ckpt_writer_free(CkptWriter *w) {
+    ckpt_host_free(w->b, w->params);
+    ckpt_host_free(w->b, w->m);
+    ckpt_host_free(w->b, w->v);
+    ckpt_host_free(w->b, w->master);
+    w->params = w->m = w->v = w->master = NULL;
+}
+
+// chunk [off, off + count) of the parameters (0-based within all) as saved: from the snapshot, or
+// copied out of the backend into buf
+static inline const void *ckpt_params_chunk(CkptWriter *w, size_t off, size_t count, void *buf) {
+    size_t elem = w->b->model_version == MODEL_VERSION_BF16 ? 2 : sizeof(float);
+    if (w->params) { return (const char *)w->params + off * elem; }
+    w->b->copy_params(w->b, off, count, buf);
+    return buf;
+}
+
+// chunk [off, off + count) of this rank's optimizer slice (off from lo): m, v, master
+static inline void ckpt_opt_chunk(CkptWriter *w, size_t off, size_t count, float *buf[3], const float *out[3]) {
+    if (w->m) {
+        out[0] = w->m + off; out[1] = w->v + off; out[2] = w->master ? w->master + off : NULL;
+        return;
+    }
+    w->b->get_opt_state(w->b, w->lo + off, count, buf[0], buf[1], w->b->has_master ? buf[2] : NULL);
+    out[0] = buf[0]; out[1] = buf[1]; out[2] = buf[2];
+}
+
+// the model file of the checkpoint (rank 0); 0, or -1 with w->err
+static inline int ckpt_write_model(CkptWriter *w, const char *path, void *buf) {
+    Backend *b = w->b;
+    int header[HEADER_INTS];
+    model_header_fill(header, &b->config, b->model_version);
+    AtomicFile af;
+    if (atomic_open_soft(&af, path, w->err, sizeof(w->err))) { return -1; }
+    atomic_write(&af, header, sizeof(header), 0);
+    size_t elem = b->model_version == MODEL_VERSION_BF16 ? 2 : sizeof(float);
+    for (size_t off = 0; off < b->num_params && !af.failed; off += CKPT_CHUNK) {
+        size_t m = b->num_params - off < CKPT_CHUNK ? b->num_params - off : CKPT_CHUNK;
+        atomic_write(&af, ckpt_params_chunk(w, off, m, buf), m * elem, 1);
+    }
+    model_header_seal(&af, header);
+    return atomic_commit(&af);
+}
+
+// this rank's state file (layout at the top of the file); 0, or -1 with w->err
+static inline int ckpt_write_state(CkptWriter *w, const char *path, float *buf[3]) {
+    const TrainState *st = &w->st;
+    const Backend *b = w->b;
+    const size_t lo = w->lo, n = w->n;
+    int h[HEADER_INTS];
+    memset(h, 0, sizeof(h));
+    h[0] = STATE_MAGIC; h[1] = STATE_VERSION; h[2] = w->world_size; h[3] = w->rank; h[4] = b->has_master;
+    h[5] = st->shuffle; h[6] = st->B; h[7] = st->T; hdr_set64(h, 8, st->total_batch);
+    h[10] = st->step; h[11] = st->opt_steps;
+    hdr_set64(h, 12, (long long)b->num_params); hdr_set64(h, 14, (long long)lo); hdr_set64(h, 16, (long long)n);
+    hdr_set64(h, 18, (long long)st->seed); hdr_set64(h, 20, (long long)st->sample_rng);
+    h[22] = st->guard.count; h[23] = st->guard.head; h[24] = st->guard.consecutive;
+    hdr_set64(h, 25, st->guard.total_skipped);
+    h[27] = st->max_steps;
+    h[28] = st->data_skip; h[29] = st->rollbacks;
+    const GPT2Config *cf = &b->config;
+    h[30] = cf->max_seq_len; h[31] = cf->vocab_size; h[32] = cf->padded_vocab_size;
+    h[33] = cf->num_layers; h[34] = cf->num_heads; h[35] = cf->channels;
+    h[252] = CRC_TAG;
+
+    AtomicFile af;
+    if (atomic_open_soft(&af, path, w->err, sizeof(w->err))) { return -1; }
+    const int nsec = b->has_master ? 3 : 2;
+    uint32_t crc[3] = {0, 0, 0};
+    for (size_t off = 0; off < n && !af.failed; off += CKPT_CHUNK) {
+        size_t m = n - off < CKPT_CHUNK ? n - off : CKPT_CHUNK;
+        const float *sec[3];
+        ckpt_opt_chunk(w, off, m, buf, sec);
+        for (int s = 0; s < nsec; s++) {  // section s starts after the header and s sections of n floats
+            atomic_write_at(&af, HEADER_BYTES + (long)((s * n + off) * sizeof(float)), sec[s], m * sizeof(float));
+            crc[s] = crc32_update(crc[s], sec[s], m * sizeof(float));
+            if (s == 0 && off + m >= n / 2) { ckpt_fault("state", st->step); }
+        }
+    }
+    if (n == 0) { ckpt_fault("state", st->step); }
+    uint32_t gcrc = crc32_update(0, st->guard.loss_hist, sizeof(st->guard.loss_hist));
+    gcrc = crc32_update(gcrc, st->guard.norm_hist, sizeof(st->guard.norm_hist));
+    const long tail = HEADER_BYTES + (long)(nsec * n * sizeof(float));
+    atomic_write_at(&af, tail, st->guard.loss_hist, sizeof(st->guard.loss_hist));
+    atomic_write_at(&af, tail + (long)sizeof(st->guard.loss_hist), st->guard.norm_hist, sizeof(st->guard.norm_hist));
+    h[251] = (int)gcrc; h[253] = (int)crc[0]; h[254] = (int)crc[1]; h[255] = (int)crc[2];
+    h[250] = (int)header_crc(h, HEADER_INTS, 250);
+    atomic_write_at(&af, 0, h, sizeof(h));
+    return atomic_commit(&af);
+}
+
+// the files of the checkpoint in w->st (the writer thread's body, or called directly)
+static void *ckpt_write_files(void *arg) {
+    CkptWriter *w = (CkptWriter *)arg;
+    const double t0 = llmc_wall_seconds();
+    // chunk buffers, used when there is no snapshot (synchronous writes straight from the backend)
+    float *buf[3] = {NULL, NULL, NULL};
+    if (w->m == NULL) {
+        for (int s = 0; s < 3; s++) { buf[s] = (float *)mallocCheck(CKPT_CHUNK * sizeof(float)); }
+    }
+    char path[4096];
+    int rc = 0;
+    if (w->rank == 0) {
+        ckpt_path(path, sizeof(path), w->dir, "model", w->st.step, -1);
+        rc = ckpt_write_model(w, path, buf[0]);
+    }
+    if (rc == 0) {
+        ckpt_path(path, sizeof(path), w->dir, "state", w->st.step, w->rank);
+        rc = ckpt_write_state(w, path, buf);
+    }
+    for (int s = 0; s < 3; s++) { free(buf[s]); }
+    w->failed = rc != 0;
+    w->write_s = llmc_wall_seconds() - t0;
+    __atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+// copy what checkpoint st->step holds out of the backend (allocating the snapshot once)
+static inline void ckpt_snapshot(CkptWriter *w) {
+    Backend *b = w->b;
+    if (w->m == NULL) {
+        if (w->rank == 0) {
+            w->params = ckpt_host_alloc(b, b->num_params * (b->model_version == MODEL_VERSION_BF16 ? 2 : sizeof(float)));
+        }
+        w->m = (float *)ckpt_host_alloc(b, w->n * sizeof(float));
+        w->v = (float *)ckpt_host_alloc(b, w->n * sizeof(float));
+        if (b->has_master) { w->master = (float *)ckpt_host_alloc(b, w->n * sizeof(float)); }
+    }
+    if (w->rank == 0) { b->copy_params(b, 0, b->num_params, w->params); }
+    if (w->n > 0) { b->get_opt_state(b, w->lo, w->n, w->m, w->v, w->master); }
+}
+
+static inline void checkpoint_settle(CkptWriter *w, Comm *c, int keep);
+
+// begin checkpoint st->step (every rank; see the top of this section)
+static inline void checkpoint_begin(CkptWriter *w, Comm *c, const TrainState *st, int keep) {
+    if (w->in_flight) { checkpoint_settle(w, c, keep); }
+    w->st = *st;
+    w->in_flight = 1;
+    w->failed = 0;
+    w->err[0] = '\0';
+    w->snapshot_s = 0.0;
+    __atomic_store_n(&w->busy, 1, __ATOMIC_RELEASE);
+    if (w->async) {
+        const double t0 = llmc_wall_seconds();
+        ckpt_snapshot(w);
+        w->snapshot_s = llmc_wall_seconds() - t0;
+        if (pthread_create(&w->thread, NULL, ckpt_write_files, w) == 0) {
+            w->thread_started = w->background = 1;
+            return;
+        }
+    }
+    w->background = 0;
+    ckpt_write_files(w);
+    checkpoint_settle(w, c, keep);  // synchronous: complete it now
+}
+
+// for the loop's per-step all-reduce (max over ranks): is this rank's writer busy, has it failed
+static inline void checkpoint_flags(CkptWriter *w, int *busy, int *failed) {
+    *busy = __atomic_load_n(&w->busy, __ATOMIC_ACQUIRE);
+    *failed = *busy ? 0 : w->failed;  // read only once the writer is done
+}
+
+/*
+ * Every rank, once no rank's writer is busy; any_failed: whether one failed (max over ranks). DONE
+ * and pruning, or the cleanup of a failed checkpoint (see the top of this section).
+ */
+static inline void checkpoint_complete(CkptWriter *w, Comm *c, int any_failed, int keep) {
+    if (w->thread_started) { pthread_join(w->thread, NULL); w->thread_started = 0; }
+    w->in_flight = 0;
+    const int step = w->st.step;
+    char path[4096];
+    if (!any_failed && c->rank == 0) {
+        ckpt_fault("done", step);
+        ckpt_path(path, sizeof(path), w->dir, "DONE", step, -1);
+        AtomicFile af;
+        char text[64];
+        int len = snprintf(text, sizeof(text), "step %d\nworld_size %d\n", step, c->world_size);
+        if (atomic_open_soft(&af, path, w->err, sizeof(w->err)) == 0) { atomic_write(&af, text, (size_t)len, 0); }
+        if (atomic_commit(&af) != 0) {
+            w->failed = 1;  // only rank 0 knows; it deletes the whole checkpoint below
+        } else {
+            if (keep > 0) { checkpoint_prune(w->dir, keep); }
+            if (w->background) {
+                printf("checkpoint %d written to %s (snapshot %.2f s, then %.2f s while training went on)\n", step, w->dir,
+                       w->snapshot_s, w->write_s);
+            } else {
+                printf("checkpoint %d written to %s (%.2f s)\n", step, w->dir, w->write_s);
+            }
+            fflush(stdout);
+        }
+    }
+    if (!any_failed && !w->failed) {
+        w->failures = 0;
+        w->newest = step;
+        return;
+    }
+    // a failed checkpoint: remove its files (DONE was never written), keep the older ones
+    if (c->rank == 0) {
+        ckpt_path(path, sizeof(path), w->dir, "model", step, -1);
+        remove(path);
+    }
+    int first = any_failed ? c->rank : 0, last = any_failed ? c->rank : c->world_size - 1;
+    for (int r = first; r <= last; r++) {  // this rank's state file (rank 0 after a failed DONE: all)
+        ckpt_path(path, sizeof(path), w->dir, "state", step, r);
+        remove(path);
+    }
+    w->failures++;
+    char newest[64] = "no complete checkpoint exists yet";
+    if (w->newest >= 0) { snprintf(newest, sizeof(newest), "checkpoint %d is the newest complete one", w->newest); }
+    if (w->failed) {
+        llmc_warn("checkpoint %d not written: %s; %s; training goes on (%d failed in a row; the run stops at %d)", step,
+                  w->err, newest, w->failures, CKPT_MAX_FAILURES);
+    }
+    if (w->failures >= CKPT_MAX_FAILURES) {
+        if (c->rank == 0) {
+            llmc_die("%d checkpoints in a row could not be written to %s (each rank's warning above says why); free space "
+                     "there or choose another -o, then run again with -y 1 (%s)", w->failures, w->dir, newest);
+        }
+        c->barrier(c);  // rank 0's abort takes everyone down
+        exit(EXIT_FAILURE);
+    }
+}
+
+// wait for the checkpoint in flight, if any, and complete it (every rank)
+static inline void checkpoint_settle(CkptWriter *w, Comm *c, int keep) {
+    if (!w->in_flight) { return; }
+    if (w->thread_started) { pthread_join(w->thread, NULL); w->thread_started = 0; }
+    int failed = w->failed;
+    c->allreduce_max_i32(c, &failed, 1);
+    checkpoint_complete(w, c, failed, keep);
+}
+
+// a checkpoint written now, synchronously, straight from the backend (tests and tools)
+static inline void checkpoint_save(const char *dir, Backend *b, Comm *c, const TrainState *st, int keep) {
+    CkptWriter w;
+    ckpt_writer_init(&w, dir, b, c, 0, -1);
+    checkpoint_begin(&w, c, st, keep);
+    ckpt_writer_free(&w);
 }
 
 // ----------------------------------------------------------------------------
@@ -436,6 +699,8 @@ static inline void checkpoint_load(const char *dir, int step, Backend *b, TrainS
     st->guard.consecutive = h[24];
     st->guard.total_skipped = hdr_get64(h, 25);
     st->max_steps = h[27];
+    st->data_skip = h[28];
+    st->rollbacks = h[29];
     ckpt_path(path, sizeof(path), dir, "state", step, 0);
     FILE *fp = fopenCheck(path, "rb");
     long long fn = hdr_get64(h, 16);

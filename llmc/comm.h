@@ -11,12 +11,22 @@
  *
  * Host collectives (small buffers: losses, flags, hashes) go through function pointers so that
  * the CPU trainer uses MPI and the CUDA trainer can use MPI or NCCL. Large gradient reductions
- * are the trainers' own business (MPI_Allreduce on the CPU, NCCL on the GPU).
+ * are the trainers' own business (comm_mpi_allreduce_sum_f32 on the CPU, NCCL on the GPU).
+ *
+ * Deadlines: no collective waits forever. Every MPI collective here is the non-blocking form,
+ * polled until it completes; after -pt seconds (Comm.timeout_s) it is an error. The rank that
+ * misses its deadline tells every other rank (a notice on a communicator of its own), every live
+ * rank that is waiting in a collective answers, and after a short grace each of them prints one
+ * line naming the step, the collective and the ranks it did not hear from, writes its flight
+ * record (flight.h) and the job ends through MPI_Abort. The NCCL paths have their own watchdog
+ * with the same -pt (nccl_comm.cuh).
  */
 #ifndef LLMC_COMM_H
 #define LLMC_COMM_H
 
+#include <sched.h>
 #include "utils.h"
+#include "flight.h"
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
@@ -27,6 +37,7 @@ typedef struct Comm {
     int local_rank;           // rank on this node, = GPU index
     const char *launcher;     // "single", "mpirun", "torchrun", "slurm"
     int mpi;                  // 1 if we initialised MPI
+    int timeout_s;            // -pt: seconds before a collective that has not completed is an error
     void *impl;               // backend data of the collectives below (e.g. an NCCL communicator)
     void (*allreduce_sum_f64)(struct Comm *c, double *buf, int n);
     void (*allreduce_max_i32)(struct Comm *c, int *buf, int n);
@@ -52,6 +63,15 @@ static void comm_single_allgather_u64(Comm *c, uint64_t v, uint64_t *all) { (voi
 static void comm_single_barrier(Comm *c) { (void)c; }
 static void comm_single_bcast(Comm *c, void *buf, size_t bytes) { (void)c; (void)buf; (void)bytes; }
 
+// between two polls of something another process must do: spin at first (an MPI collective
+// progresses only while it is tested, and most waits are short), then yield the core, then sleep a
+// little (the tests run more ranks than cores; a long wait should not burn one)
+static inline void comm_poll_pause(long *spins) {
+    ++*spins;
+    if (*spins < 20000) { return; }
+    if (*spins < 40000) { sched_yield(); } else { usleep(50); }
+}
+
 #ifdef USE_MPI
 static inline void mpi_check(int err, const char *call, const char *file, int line) {
     if (err != MPI_SUCCESS) {
@@ -64,38 +84,165 @@ static inline void mpi_check(int err, const char *call, const char *file, int li
 #define mpiCheck(call) mpi_check((call), #call, __FILE__, __LINE__)
 
 static void comm_mpi_abort(void) { MPI_Abort(MPI_COMM_WORLD, 1); }
+
+#define COMM_NOTICE_TAG 0x11c
+#define COMM_NOTICE_GRACE_S 2.0  // how long a failing rank listens for the others before it reports
+
+// the deadline notices (see the top of the file)
+static struct {
+    MPI_Comm comm;         // a duplicate of MPI_COMM_WORLD, for notices only
+    MPI_Request recv;      // the posted receive of the next notice
+    int in[2], out[2];     // a notice: the sender's rank and step
+} comm_notice;
+
+static inline void comm_notice_post(void) {
+    mpiCheck(MPI_Irecv(comm_notice.in, 2, MPI_INT, MPI_ANY_SOURCE, COMM_NOTICE_TAG, comm_notice.comm, &comm_notice.recv));
+}
+
+// the rank of the sender of a notice that has arrived (and the receive posted again), or -1
+static inline int comm_notice_poll(void) {
+    int arrived = 0;
+    MPI_Status st;
+    mpiCheck(MPI_Test(&comm_notice.recv, &arrived, &st));
+    if (!arrived) { return -1; }
+    comm_notice_post();
+    return st.MPI_SOURCE;
+}
+
+// "1, 3, 4" (at most 16, then "and N more") of the ranks with heard[r] == 0
+static inline int comm_unheard_list(const unsigned char *heard, int W, char *out, size_t n) {
+    int count = 0;
+    out[0] = '\0';
+    for (int r = 0; r < W; r++) {
+        if (heard[r]) { continue; }
+        size_t len = strlen(out);
+        if (count < 16) { snprintf(out + len, n - len, "%s%d", count ? ", " : "", r); }
+        count++;
+    }
+    if (count > 16) {
+        size_t len = strlen(out);
+        snprintf(out + len, n - len, " and %d more", count - 16);
+    }
+    return count;
+}
+
+/*
+ * A collective of this rank missed its deadline (noticed_from < 0), or another rank says its own
+ * did (noticed_from = that rank). Tell every rank, listen for the others for a grace period, then
+ * report, write the flight record and take the job down. Never returns.
+ */
+static void comm_mpi_fail(Comm *c, const char *op, long long bytes, int noticed_from) {
+    const int W = c->world_size;
+    unsigned char *heard = (unsigned char *)callocCheck((size_t)W, 1);
+    heard[c->rank] = 1;
+    if (noticed_from >= 0) { heard[noticed_from] = 1; }
+    comm_notice.out[0] = c->rank;
+    comm_notice.out[1] = llmc_flight.step;
+    for (int r = 0; r < W; r++) {
+        if (r == c->rank) { continue; }
+        MPI_Request req;  // eager and tiny: completes without the receiver; never waited for
+        if (MPI_Isend(comm_notice.out, 2, MPI_INT, r, COMM_NOTICE_TAG, comm_notice.comm, &req) == MPI_SUCCESS) {
+            MPI_Request_free(&req);
+        }
+    }
+    const double until = llmc_wall_seconds() + COMM_NOTICE_GRACE_S;
+    long spins = 0;
+    while (llmc_wall_seconds() < until) {
+        int from = comm_notice_poll();
+        if (from >= 0 && from < W) { heard[from] = 1; continue; }
+        comm_poll_pause(&spins);
+    }
+    char missing[256], why[160], micro[32] = "", reason[640];
+    int n = comm_unheard_list(heard, W, missing, sizeof(missing));
+    free(heard);
+    if (llmc_flight.micro > 0) { snprintf(micro, sizeof(micro), ", micro-step %d", llmc_flight.micro); }
+    if (noticed_from >= 0) {
+        snprintf(why, sizeof(why), "was abandoned: rank %d reported a collective stuck for -pt %d s", noticed_from,
+                 c->timeout_s);
+    } else {
+        snprintf(why, sizeof(why), "did not complete within -pt %d s", c->timeout_s);
+    }
+    snprintf(reason, sizeof(reason), "step %d (%s%s): %s of %lld bytes %s; %s%s", llmc_flight.step,
+             llmc_flight.phase ? llmc_flight.phase : "start-up", micro, op, bytes, why,
+             n ? "no answer from rank(s) " : "every rank answered", n ? missing : "");
+    flight_write(reason);
+    llmc_error("%s (stopped, hung or dead); flight record: %s", reason, flight_destination());
+    usleep(1500 * 1000);  // the others print their line before this rank's abort ends the job
+    if (llmc_abort_hook) { llmc_abort_hook(); }
+    exit(EXIT_FAILURE);
+}
+
+// wait for a non-blocking collective, bounded by -pt; handle: flight_begin's
+static inline void comm_mpi_wait(Comm *c, MPI_Request *req, const char *op, long long bytes, long long handle) {
+    const double deadline = llmc_wall_seconds() + c->timeout_s;
+    long spins = 0;
+    flight_wait_begin(op, bytes);
+    for (;;) {
+        int done = 0;
+        mpiCheck(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+        if (done) { flight_wait_end(); flight_end(handle); return; }
+        int from = comm_notice_poll();
+        if (from >= 0) { comm_mpi_fail(c, op, bytes, from); }
+        if (llmc_wall_seconds() > deadline) { comm_mpi_fail(c, op, bytes, -1); }
+        comm_poll_pause(&spins);
+    }
+}
+
+// start a collective (the non-blocking call `start`, which fills `req`), then wait for it
+#define COMM_MPI_RUN(c, op, bytes, start)                           \
+    do {                                                            \
+        long long handle_ = flight_begin(op, (long long)(bytes));   \
+        MPI_Request req_;                                           \
+        mpiCheck(start);                                            \
+        comm_mpi_wait((c), &req_, op, (long long)(bytes), handle_); \
+    } while (0)
+
 static void comm_mpi_allreduce_f64(Comm *c, double *buf, int n) {
-    (void)c;
-    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    COMM_MPI_RUN(c, "MPI_Allreduce(f64)", n * sizeof(double),
+                 MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req_));
 }
 static void comm_mpi_allreduce_i32(Comm *c, int *buf, int n) {
-    (void)c;
-    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    COMM_MPI_RUN(c, "MPI_Allreduce(max)", n * sizeof(int),
+                 MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req_));
 }
 static void comm_mpi_allgather_u64(Comm *c, uint64_t v, uint64_t *all) {
-    (void)c;
     unsigned long long mine = v;
-    mpiCheck(MPI_Allgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all, 1, MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD));
+    COMM_MPI_RUN(c, "MPI_Allgather", sizeof(mine),
+                 MPI_Iallgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all, 1, MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD, &req_));
 }
-static void comm_mpi_barrier(Comm *c) { (void)c; mpiCheck(MPI_Barrier(MPI_COMM_WORLD)); }
+static void comm_mpi_barrier(Comm *c) { COMM_MPI_RUN(c, "MPI_Barrier", 0, MPI_Ibarrier(MPI_COMM_WORLD, &req_)); }
 static void comm_mpi_bcast(Comm *c, void *buf, size_t bytes) {
-    (void)c;
     char *p = (char *)buf;
     while (bytes > 0) {  // MPI counts are int
         int n = bytes > (1u << 30) ? (1 << 30) : (int)bytes;
-        mpiCheck(MPI_Bcast(p, n, MPI_BYTE, 0, MPI_COMM_WORLD));
+        COMM_MPI_RUN(c, "MPI_Bcast", n, MPI_Ibcast(p, n, MPI_BYTE, 0, MPI_COMM_WORLD, &req_));
         p += n;
         bytes -= (size_t)n;
     }
 }
 
-// in-place sum of a large float buffer over all ranks, in chunks that fit MPI's int counts
-static inline void comm_mpi_allreduce_sum_f32(float *buf, size_t n) {
-    const size_t chunk = (size_t)1 << 28;
-    for (size_t i = 0; i < n; i += chunk) {
-        int m = (int)(n - i < chunk ? n - i : chunk);
-        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf + i, m, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+/*
+ * In-place sum of a large float buffer over all ranks (the gradients). In pieces of 4 MB, a few in
+ * flight: MPI's non-blocking all-reduce works on a temporary copy of its buffer, which for the
+ * whole gradient would cost as much memory again and page faults at every step.
+ */
+static inline void comm_mpi_allreduce_sum_f32(Comm *c, float *buf, size_t n) {
+    const size_t piece = (size_t)1 << 20;
+    enum { IN_FLIGHT = 4 };
+    const char *op = "MPI_Allreduce(f32)";
+    long long handle = flight_begin(op, (long long)(n * sizeof(float)));
+    MPI_Request req[IN_FLIGHT];
+    size_t issued = 0, done = 0, count = (n + piece - 1) / piece;
+    while (done < count) {
+        while (issued < count && issued - done < IN_FLIGHT) {
+            size_t i = issued * piece, m = n - i < piece ? n - i : piece;
+            mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf + i, (int)m, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req[issued % IN_FLIGHT]));
+            issued++;
+        }
+        comm_mpi_wait(c, &req[done % IN_FLIGHT], op, (long long)(n * sizeof(float)), 0);
+        done++;
     }
+    flight_end(handle);
 }
 #endif
 
@@ -115,6 +262,7 @@ static inline void comm_init(Comm *c, int *argc, char ***argv) {
     c->world_size = 1;
     c->local_rank = 0;
     c->launcher = "single";
+    c->timeout_s = 300;  // -pt's default, until the flags are parsed
     int r, w, l;
     if (comm_launched_by_mpi()) {
         c->launcher = "mpirun";
@@ -127,6 +275,8 @@ static inline void comm_init(Comm *c, int *argc, char ***argv) {
         MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
         MPI_Comm_rank(local, &c->local_rank);
         MPI_Comm_free(&local);
+        mpiCheck(MPI_Comm_dup(MPI_COMM_WORLD, &comm_notice.comm));
+        comm_notice_post();
         llmc_abort_hook = comm_mpi_abort;
 #else
         (void)argc; (void)argv;
@@ -155,6 +305,7 @@ static inline void comm_init(Comm *c, int *argc, char ***argv) {
                  c->world_size);
     }
     llmc_set_rank(c->rank, c->world_size);
+    flight_start(c->rank, c->world_size);
     if (c->world_size == 1) {
         c->allreduce_sum_f64 = comm_single_allreduce_f64;
         c->allreduce_max_i32 = comm_single_allreduce_i32;
@@ -206,7 +357,15 @@ static inline void comm_check_same(Comm *c, uint64_t h, const char *what, const 
 
 static inline void comm_finalize(Comm *c) {
 #ifdef USE_MPI
-    if (c->mpi) { MPI_Finalize(); }
+    if (c->mpi) {
+        // MPI_Finalize would wait forever for a rank that hangs: meet once more under the deadline
+        flight_where(llmc_flight.step, 0, "the end of the run");
+        c->barrier(c);
+        MPI_Cancel(&comm_notice.recv);
+        MPI_Wait(&comm_notice.recv, MPI_STATUS_IGNORE);
+        MPI_Comm_free(&comm_notice.comm);
+        MPI_Finalize();
+    }
 #endif
     (void)c;
 }

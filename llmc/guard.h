@@ -5,7 +5,8 @@
  *   - with -sl / -sg > 0, a loss / norm whose z-score against the last GUARD_WINDOW accepted steps
  *     exceeds the threshold skips it (only once GUARD_MIN_HISTORY steps have been accepted).
  * A skipped step changes no parameter and no optimizer state (not even AdamW's step count); its
- * data is consumed. After -sm consecutive skips the run stops with an error.
+ * data is consumed. After -sm consecutive skips the run stops with an error, or, with -rb K, after
+ * K it rolls back to the newest complete checkpoint (train_loop.h).
  * The inputs are identical on every rank (all-reduced), so every rank decides the same.
  * The history is part of the checkpoint, so a resumed run decides as the uninterrupted one.
  */
@@ -14,6 +15,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define GUARD_WINDOW 100
@@ -35,6 +37,19 @@ static inline void guard_init(Guard *g, float z_loss, float z_norm, int max_cons
     g->z_loss = z_loss;
     g->z_norm = z_norm;
     g->max_consecutive = max_consecutive;
+}
+
+/*
+ * The test hook of the rollback tests: LLMC_TEST_LOSS_SPIKE=<n>,<n>,... multiplies by 1000 the loss
+ * of the steps that train on the data of step <n> (numbered like the step line; after a rollback
+ * the data of a step lies further on), as a bad batch would. Returns the factor.
+ */
+static inline float guard_test_spike(long long data_step) {
+    const char *e = getenv("LLMC_TEST_LOSS_SPIKE");
+    for (const char *p = e; p && *p; p = strchr(p, ','), p = p ? p + 1 : NULL) {
+        if (atoll(p) == data_step) { return 1000.0f; }
+    }
+    return 1.0f;
 }
 
 static inline double guard_zscore(const float *hist, int n, float x) {

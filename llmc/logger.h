@@ -4,7 +4,9 @@
  *
  * main.log (llm.c's format): one line per event, "s:<step>" then key:value pairs. Keys: trl
  * (train loss), lr, norm (gradient norm before clipping), tok (tokens seen after this step), tel
- * (val loss), hsw (HellaSwag acc_norm), skip (a guard skipped the step). s is the number of
+ * (val loss), hsw (HellaSwag acc_norm), skip (a guard skipped the step), rollback (-rb: the run
+ * went back to checkpoint <rollback> after step s, passing over the data of data_skipped steps;
+ * the steps after it are logged again, and the later line wins). s is the number of
  * optimizer steps completed before the event, as in llm.c's logs: the train loss at s:N is that of
  * the step printed as "step N+1", measured, like the val loss at s:N, on the model after N updates.
  * Losses are written with 9 significant digits: a float round-trips exactly, so logs of two runs
@@ -16,7 +18,8 @@
  *    "ms":2719.9,"tok_per_s":753,"mfu_pct":41.2,"skipped":"loss nan is not finite"}
  * (mfu_pct only where the trainer knows the device's peak, skipped only for a skipped step), an
  * evaluation: {"event":"eval","step":50,"tokens":102400,"val_loss":5.83,"hellaswag":0.2871,"ms":1204.3}
- * (hellaswag only with -h 1). loss, lr, norm, val_loss and hellaswag are written with the digits
+ * (hellaswag only with -h 1), a rollback: {"event":"rollback","step":28,"to":25,"data_skipped":3}.
+ * loss, lr, norm, val_loss and hellaswag are written with the digits
  * main.log has, so they parse to the same values; a non-finite loss or norm is null.
  */
 #ifndef LLMC_LOGGER_H
@@ -99,6 +102,15 @@ static inline void logger_eval(Logger *lg, int step, long long tokens, float val
     jsonl_number(f, "ms", "%.3f", ms);
     fputs("}\n", f);
     fflush(f);
+}
+
+// a rollback at `step` (steps completed) to checkpoint `to`; the data of `skipped` steps is passed over
+static inline void logger_rollback(Logger *lg, int step, int to, int skipped) {
+    if (lg->fp == NULL) { return; }
+    fprintf(lg->fp, "s:%d rollback:%d data_skipped:%d\n", step, to, skipped);
+    fflush(lg->fp);
+    fprintf(lg->metrics, "{\"event\":\"rollback\",\"step\":%d,\"to\":%d,\"data_skipped\":%d}\n", step, to, skipped);
+    fflush(lg->metrics);
 }
 
 static inline void logger_free(Logger *lg) {

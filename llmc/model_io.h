@@ -387,18 +387,6 @@ static inline void model_file_write_fp32(const char *path, const GPT2Config *c, 
     atomic_commit(&af);
 }
 
-// write a version 5 model file atomically from bf16 params (the CUDA trainer's layout)
-static inline void model_file_write_bf16(const char *path, const GPT2Config *c, const uint16_t *params) {
-    int header[HEADER_INTS];
-    model_header_fill(header, c, MODEL_VERSION_BF16);
-    AtomicFile af;
-    atomic_open(&af, path);
-    atomic_write(&af, header, sizeof(header), 0);
-    atomic_write(&af, params, gpt2_num_params(c) * 2, 1);
-    model_header_seal(&af, header);
-    atomic_commit(&af);
-}
-
 // ----------------------------------------------------------------------------
 // random initialization (GPT-2 / llm.c scheme), shared by both trainers so they init alike:
 // weights N(0, 0.02); attprojw and fcprojw N(0, 0.02/sqrt(2L)); biases 0; LayerNorm weight 1,

@@ -27,7 +27,6 @@
 #ifndef LLMC_NCCL_COMM_CUH
 #define LLMC_NCCL_COMM_CUH
 
-#include <sched.h>
 #include "cuda_common.cuh"
 #include "comm.h"
 #ifdef MULTI_GPU
@@ -110,10 +109,6 @@ static void nccl_abort_hook(void) {
     if (nccl_prev_abort_hook) { nccl_prev_abort_hook(); }
 }
 
-static inline void nccl_poll_pause(long *spins) {
-    if (++*spins < 2000) { sched_yield(); } else { usleep(50); }
-}
-
 // after an NCCL call: wait (bounded by -pt) until its work is on the stream, or fail
 static inline void nccl_wait_issued(NcclContext *ctx, const char *what) {
     const double deadline = llmc_wall_seconds() + ctx->timeout_s;
@@ -129,7 +124,7 @@ static inline void nccl_wait_issued(NcclContext *ctx, const char *what) {
         if (llmc_wall_seconds() > deadline) {
             llmc_die("NCCL could not start %s within %d s (-pt); another rank probably died or hangs", what, ctx->timeout_s);
         }
-        nccl_poll_pause(&spins);
+        comm_poll_pause(&spins);
     }
 }
 
@@ -166,7 +161,7 @@ static inline void gpu_wait_event(cudaEvent_t ev, const char *what) {
                 llmc_die("waited %d s (-pt) for %s on the GPU; a collective did not finish: another rank probably died "
                          "or hangs (raise -pt if a step legitimately takes that long)", ctx->timeout_s, what);
             }
-            nccl_poll_pause(&spins);
+            comm_poll_pause(&spins);
         }
     }
 #endif
@@ -190,12 +185,14 @@ static void nccl_host_allreduce(Comm *c, void *buf, int n, size_t elem, ncclData
     char *p = (char *)buf;
     for (size_t i = 0; i < (size_t)n; i += chunk) {
         const size_t m = (size_t)n - i < chunk ? (size_t)n - i : chunk;
+        long long handle = flight_begin("ncclAllReduce(host)", (long long)(m * elem));
         memcpy(ctx->host_buf, p + i * elem, m * elem);
         cudaCheck(cudaMemcpyAsync(ctx->dev_buf, ctx->host_buf, m * elem, cudaMemcpyHostToDevice, ctx->stream));
         ncclCheck(ncclAllReduce(ctx->dev_buf, ctx->dev_buf, m, type, op, ctx->comm, ctx->stream));
         nccl_wait_issued(ctx, "a host all-reduce");
         cudaCheck(cudaMemcpyAsync(ctx->host_buf, ctx->dev_buf, m * elem, cudaMemcpyDeviceToHost, ctx->stream));
         nccl_host_stage_wait(ctx, "a host all-reduce");
+        flight_end(handle);
         memcpy(p + i * elem, ctx->host_buf, m * elem);
     }
 }
@@ -212,12 +209,14 @@ static void nccl_comm_allgather_u64(Comm *c, uint64_t value, uint64_t *all) {
     NcclContext *ctx = (NcclContext *)c->impl;
     const size_t W = (size_t)ctx->world_size;
     uint64_t *dev = (uint64_t *)ctx->dev_buf;
+    long long handle = flight_begin("ncclAllGather(host)", (long long)(W * sizeof(uint64_t)));
     memcpy(ctx->host_buf, &value, sizeof(value));
     cudaCheck(cudaMemcpyAsync(dev + ctx->rank, ctx->host_buf, sizeof(value), cudaMemcpyHostToDevice, ctx->stream));
     ncclCheck(ncclAllGather(dev + ctx->rank, dev, 1, ncclUint64, ctx->comm, ctx->stream));
     nccl_wait_issued(ctx, "a host all-gather");
     cudaCheck(cudaMemcpyAsync(ctx->host_buf, dev, W * sizeof(uint64_t), cudaMemcpyDeviceToHost, ctx->stream));
     nccl_host_stage_wait(ctx, "a host all-gather");
+    flight_end(handle);
     memcpy(all, ctx->host_buf, W * sizeof(uint64_t));
 }
 
@@ -231,6 +230,7 @@ static void nccl_comm_bcast(Comm *c, void *buf, size_t bytes) {
     char *p = (char *)buf;
     for (size_t i = 0; i < bytes; i += ctx->buf_bytes) {
         size_t m = bytes - i < ctx->buf_bytes ? bytes - i : ctx->buf_bytes;
+        long long handle = flight_begin("ncclBroadcast(host)", (long long)m);
         if (ctx->rank == 0) {
             memcpy(ctx->host_buf, p + i, m);
             cudaCheck(cudaMemcpyAsync(ctx->dev_buf, ctx->host_buf, m, cudaMemcpyHostToDevice, ctx->stream));
@@ -239,6 +239,7 @@ static void nccl_comm_bcast(Comm *c, void *buf, size_t bytes) {
         nccl_wait_issued(ctx, "a host broadcast");
         cudaCheck(cudaMemcpyAsync(ctx->host_buf, ctx->dev_buf, m, cudaMemcpyDeviceToHost, ctx->stream));
         nccl_host_stage_wait(ctx, "a host broadcast");
+        flight_end(handle);
         memcpy(p + i, ctx->host_buf, m);
     }
 }
@@ -341,7 +342,7 @@ static inline void nccl_init(NcclContext *ctx, Comm *c, int timeout_s) {
             llmc_die("the NCCL communicator of %d ranks did not form within %d s (-pt): a rank died, or two ranks share "
                      "a GPU (NCCL hangs then; use -pb mpi under mpirun to share one)", c->world_size, timeout_s);
         }
-        nccl_poll_pause(&spins);
+        comm_poll_pause(&spins);
     }
     ctx->buf_bytes = (size_t)1 << 20;
     if ((size_t)c->world_size * sizeof(uint64_t) > ctx->buf_bytes) { ctx->buf_bytes = (size_t)c->world_size * sizeof(uint64_t); }

@@ -8,6 +8,7 @@
 
 #include <signal.h>
 #include <unistd.h>
+#include "flight.h"
 
 static volatile sig_atomic_t llmc_stop_signal = 0;  // the first signal received, 0 if none
 
@@ -20,6 +21,7 @@ static void llmc_on_signal(int sig) {
         _exit(128 + sig);
     }
     llmc_stop_signal = sig;
+    flight_note_signal(sig);  // where this rank waits, if it does: the launcher may be ending the job
 }
 
 static inline void signals_install(void) {

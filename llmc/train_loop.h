@@ -40,6 +40,7 @@ static inline int train_resolve_model(TrainArgs *a, GPT2Config *config);
 static inline void train_start(TrainSetup *run, int *argc, char ***argv) {
     comm_init(&run->comm, argc, argv);
     args_parse(&run->args, *argc, *argv);
+    run->comm.timeout_s = run->args.comm_timeout;
     run->from_file = train_resolve_model(&run->args, &run->config);
 }
 
@@ -212,6 +213,48 @@ static inline void warn_schedule_change(const LRSchedule *now, int old_steps, in
     }
 }
 
+#define TRAIN_MAX_ROLLBACKS 3
+
+/*
+ * -rb K: the guards skipped K steps in a row (every rank decides alike). Reload the newest complete
+ * checkpoint and pass over the data of the steps since it, so that the batches that led here are
+ * not trained on again: the run goes on exactly as one resumed from that checkpoint whose data
+ * stream lacks those steps. At most TRAIN_MAX_ROLLBACKS per run (the count is checkpointed).
+ */
+static inline void train_rollback(const TrainArgs *a, Comm *c, Backend *b, CkptWriter *ckw, Logger *lg, TrainState *st,
+                                  const char *reason) {
+    checkpoint_settle(ckw, c, a->checkpoint_keep);  // one in flight completes first: it may be the newest
+    if (st->rollbacks >= TRAIN_MAX_ROLLBACKS) {
+        llmc_die("%d consecutive steps skipped by the numeric guards (last: %s) after %d rollbacks (-rb); the run is "
+                 "diverging: lower -l, raise -u, or resume from an earlier checkpoint", st->guard.consecutive, reason,
+                 st->rollbacks);
+    }
+    const int from = st->step;
+    TrainState loaded = *st;  // the data settings, which the checkpoint must match
+    flight_where(from, 0, "the rollback");
+    if (!checkpoint_resume(a->output_dir, b, c, &loaded)) {
+        llmc_die("%d consecutive steps skipped by the numeric guards (last: %s) and -rb found no complete checkpoint "
+                 "in %s to roll back to; lower -l or raise -u, and checkpoint more often (-n)", st->guard.consecutive,
+                 reason, a->output_dir);
+    }
+    loaded.guard.z_loss = st->guard.z_loss;
+    loaded.guard.z_norm = st->guard.z_norm;
+    loaded.guard.max_consecutive = st->guard.max_consecutive;
+    loaded.guard.consecutive = 0;
+    loaded.data_skip = st->data_skip + (from - loaded.step);
+    loaded.rollbacks = st->rollbacks + 1;
+    loaded.max_steps = st->max_steps;
+    *st = loaded;
+    logger_rollback(lg, from, st->step, from - st->step);
+    if (c->rank == 0) {
+        printf("rollback %d of %d: %d steps in a row skipped (last: %s); back to checkpoint %d, passing over the data "
+               "of steps %d-%d (step %d now trains on the data of step %lld)\n", st->rollbacks, TRAIN_MAX_ROLLBACKS,
+               a->rollback_after, reason, st->step, st->step + 1, from, st->step + 1,
+               (long long)st->step + 1 + st->data_skip);
+        fflush(stdout);
+    }
+}
+
 static inline void train_data_free(DataLoader *train, DataLoader *val, EvalSet *hs) {
     dataloader_free(train);
     if (val) { dataloader_free(val); }
@@ -239,6 +282,13 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     dataloader_init(&train, a->train_glob, "-i", T, V, a->shuffle, a->seed);
     dataloader_require(&train, N, "-i", "one optimizer step (d/T windows)");
     int have_val = a->val_every > 0;
+    if (a->rollback_after > 0 && (!have_out || a->checkpoint_every <= 0)) {
+        llmc_die("-rb %d rolls back to a checkpoint: give the run -o <dir> and -n <steps>", a->rollback_after);
+    }
+    if (a->rollback_after > a->guard_max_skips) {
+        llmc_die("-rb %d is more than -sm %d, which stops the run first; use -rb %d or less, or raise -sm",
+                 a->rollback_after, a->guard_max_skips, a->guard_max_skips);
+    }
     if (have_val) {
         dataloader_init(&val, a->val_glob, "-j", T, V, 0, 0);
         dataloader_require(&val, 1, "-j", "validation");
@@ -264,6 +314,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
         if (a->resume) { checkpoint_clean_tmp(a->output_dir); }
     }
     c->barrier(c);
+    flight_arm(have_out ? a->output_dir : NULL);  // from here a fatal error or signal writes the flight record
     TrainState st;
     memset(&st, 0, sizeof(st));
     st.B = B; st.T = T; st.total_batch = a->total_batch; st.shuffle = a->shuffle; st.seed = a->seed;
@@ -271,6 +322,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     guard_init(&st.guard, a->guard_z_loss, a->guard_z_norm, a->guard_max_skips);
     int resumed = 0;
     if (a->resume) {
+        flight_where(0, 0, "resume");
         resumed = checkpoint_resume(a->output_dir, b, c, &st);
         if (rank == 0) {
             if (resumed) { printf("resumed from checkpoint %d in %s\n", st.step, a->output_dir); }
@@ -281,6 +333,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
         st.guard.z_norm = a->guard_z_norm;
         st.guard.max_consecutive = a->guard_max_skips;
     }
+    flight_where(st.step, 0, "the start-up check of the parameters");
     uint32_t crc = b->params_crc(b);
     comm_check_same(c, crc, "model parameters", "every rank must start from the same model");
     if (rank == 0 && W > 1) { printf("model parameters identical on all %d ranks (crc %08x)\n", W, crc); }
@@ -304,6 +357,8 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
 
     Logger lg;
     logger_init(&lg, have_out ? a->output_dir : NULL, rank, resumed);
+    CkptWriter ckw;
+    ckpt_writer_init(&ckw, have_out ? a->output_dir : NULL, b, c, a->ckpt_async, resumed ? st.step : -1);
     Tokenizer tok;
     memset(&tok, 0, sizeof(tok));
     if (rank == 0 && a->sample_every > 0) { tokenizer_init(&tok, a->tokenizer); }
@@ -334,7 +389,9 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
         int last = s == M;
         if (have_val && (s % a->val_every == 0 || last)) {
             double t0 = llmc_wall_seconds();
+            flight_where(s + 1, 0, last ? "the final validation" : "validation before the step");
             float vl = train_val_loss(a, c, b, &val, inputs, targets, losses);
+            flight_where(s + 1, 0, last ? "the final HellaSwag" : "HellaSwag before the step");
             float hsw = a->hellaswag_eval ? train_hellaswag(a, c, b, &hs) : -1.0f;
             double dt = llmc_wall_seconds() - t0;
             logger_eval(&lg, s, (long long)s * a->total_batch, vl, hsw, dt * 1000.0);
@@ -350,21 +407,26 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
         if (last) { break; }
 
         // ---- one optimizer step: A micro-steps on this rank, W ranks
+        ckpt_fault("step", s + 1);
         double t0 = llmc_wall_seconds();
         float dloss = 1.0f / ((float)B * T * A * W);
         for (int k = 0; k < A; k++) {
-            long long w = dataloader_train_window(a->overfit_batch ? 0 : s, k, rank, W, B, N);
+            flight_where(s + 1, k + 1, "forward and backward");
+            long long w = dataloader_train_window(a->overfit_batch ? 0 : (long long)s + st.data_skip, k, rank, W, B, N);
             dataloader_read(&train, w, B, inputs, targets);
             b->train_micro_step(b, inputs, targets, B, T, dloss, k, A);
         }
         double loss_sum = b->step_loss_sum(b);
+        flight_where(s + 1, A, "the gradient reduction");
         float norm = b->reduce_grads(b);
+        flight_where(s + 1, 0, "the loss sum");
         c->allreduce_sum_f64(c, &loss_sum, 1);
-        float loss = (float)(loss_sum / ((double)A * W));
+        float loss = (float)(loss_sum / ((double)A * W)) * guard_test_spike((long long)s + st.data_skip + 1);
         float lr = lr_at(&sched, s);
         char reason[256];
         int skip = guard_check(&st.guard, loss, norm, reason, sizeof(reason));
         if (!skip) {
+            flight_where(s + 1, 0, "the update");
             st.opt_steps++;
             float clip = 1.0f / (norm + 1e-6f);  // torch.nn.utils.clip_grad_norm_ with max_norm 1.0
             b->update(b, lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, clip < 1.0f ? clip : 1.0f, st.opt_steps,
@@ -392,26 +454,40 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
         logger_step(&lg, &rec);
         if (skip) {
             if (rank == 0) { llmc_warn("step %d skipped: %s", st.step, reason); }
+            if (a->rollback_after > 0 && st.guard.consecutive >= a->rollback_after) {
+                train_rollback(a, c, b, &ckw, &lg, &st, reason);
+                s = st.step - 1;  // the loop goes on from the checkpoint
+                continue;
+            }
             if (st.guard.consecutive >= st.guard.max_consecutive) {
+                checkpoint_settle(&ckw, c, a->checkpoint_keep);  // the one in flight predates the divergence
                 llmc_die("%d consecutive steps skipped by the numeric guards (last: %s); the run is diverging: lower "
                          "-l, raise -u, or resume from an earlier checkpoint", st.guard.consecutive, reason);
             }
         }
 
-        // ---- preemption: every rank learns whether any rank got a signal
-        int stop = llmc_stop_signal != 0;
-        c->allreduce_max_i32(c, &stop, 1);
+        // ---- preemption and checkpoints: one all-reduce tells every rank whether any rank got a
+        // signal, and whether the checkpoint being written in the background is done everywhere
+        int flags[3] = {llmc_stop_signal != 0, 0, 0};
+        checkpoint_flags(&ckw, &flags[1], &flags[2]);
+        flight_where(st.step, 0, "the stop-signal agreement after the step");
+        c->allreduce_max_i32(c, flags, 3);
+        const int stop = flags[0];
+        flight_where(st.step, 0, "the checkpoint after the step");
+        if (ckw.in_flight && !flags[1]) { checkpoint_complete(&ckw, c, flags[2], a->checkpoint_keep); }
         int want_ckpt = a->checkpoint_every > 0 && (st.step % a->checkpoint_every == 0 || st.step == M);
         if (have_out && (want_ckpt || stop)) {
-            double tc = llmc_wall_seconds();
-            checkpoint_save(a->output_dir, b, c, &st, a->checkpoint_keep);
-            if (rank == 0) { printf("checkpoint %d written to %s (%.2f s)\n", st.step, a->output_dir, llmc_wall_seconds() - tc); }
+            checkpoint_begin(&ckw, c, &st, a->checkpoint_keep);
+            if (stop) { checkpoint_settle(&ckw, c, a->checkpoint_keep); }
         }
         if (stop) {
             if (rank == 0) {
-                if (have_out) {
+                if (have_out && ckw.newest == st.step) {
                     printf("stopped by a signal after step %d; checkpoint %d is in %s; to resume, run the same command with -y 1\n",
                            st.step, st.step, a->output_dir);
+                } else if (have_out) {
+                    printf("stopped by a signal after step %d; its checkpoint could not be written (see the warning); to "
+                           "resume from the newest complete one, run the same command with -y 1\n", st.step);
                 } else {
                     printf("stopped by a signal after step %d; nothing was saved (no -o); next time pass -o <dir> to be able to resume\n",
                            st.step);
@@ -421,6 +497,9 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
             break;
         }
     }
+    flight_where(st.step, 0, "the last checkpoint");
+    checkpoint_settle(&ckw, c, a->checkpoint_keep);
+    ckpt_writer_free(&ckw);
     if (rank == 0 && timed_steps > 0) {
         printf("total average iteration time: %.3f ms\n", timed / timed_steps * 1000.0);
     }

@@ -35,6 +35,9 @@ static int llmc_world_size = 1;  // prefix messages with the rank only when > 1
 // down too; the fuzz harnesses (dev/fuzz) set it to longjmp back, so that a clean rejection of an
 // input is a result and not the end of the process. A hook that returns lets llmc_die exit.
 static void (*llmc_abort_hook)(void) = NULL;
+// Called by llmc_die after the message, before the abort hook: the flight record (flight.h)
+// writes itself out here.
+static void (*llmc_fatal_hook)(void) = NULL;
 
 static inline void llmc_set_rank(int rank, int world_size) {
     llmc_rank = rank;
@@ -65,8 +68,19 @@ static void llmc_die(const char *fmt, ...) {
     llmc_vprint(stderr, "error", fmt, ap);
     va_end(ap);
     fflush(stdout);
+    if (llmc_fatal_hook) { llmc_fatal_hook(); }
     if (llmc_abort_hook) { llmc_abort_hook(); }
     exit(EXIT_FAILURE);
+}
+
+// the error line of llmc_die without the exit (for a caller that must do more before it ends)
+static void llmc_error(const char *fmt, ...) LLMC_PRINTF(1, 2);
+static void llmc_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    llmc_vprint(stderr, "error", fmt, ap);
+    va_end(ap);
+    fflush(stdout);
 }
 
 static void llmc_warn(const char *fmt, ...) LLMC_PRINTF(1, 2);
@@ -233,6 +247,10 @@ static inline uint32_t crc32_update(uint32_t crc, const void *data, size_t len) 
 // ----------------------------------------------------------------------------
 // crash-safe output: write "<path>.tmp.<pid>", then fsync + rename over <path>.
 // A reader never sees a half-written file under the final name.
+// A failure (a full disk, a read-only directory, an I/O error) names the file and dies, or, for a
+// file opened with atomic_open_soft, is recorded in the caller's buffer: the later calls do
+// nothing and atomic_commit removes the temporary and returns -1 (a checkpoint written while
+// training goes on must not end the run).
 
 typedef struct {
     FILE *fp;
@@ -240,34 +258,57 @@ typedef struct {
     char tmp_path[4160];
     uint32_t crc;       // CRC-32 of everything passed to atomic_write()
     long long bytes;    // bytes written so far
+    char *err;          // soft mode: the first failure's message goes here; NULL: a failure dies
+    size_t errlen;
+    int failed;
 } AtomicFile;
 
-static inline void atomic_open(AtomicFile *af, const char *path) {
-    if (strlen(path) >= sizeof(af->final_path)) { llmc_die("path too long: %s", path); }
+static void atomic_fail(AtomicFile *af, const char *what, int error) {
+    if (af->err == NULL) {
+        llmc_die("%s '%s' failed: %s (disk full, or the directory not writable?)", what, af->tmp_path, strerror(error));
+    }
+    if (!af->failed) { snprintf(af->err, af->errlen, "%s '%s' failed: %s", what, af->tmp_path, strerror(error)); }
+    af->failed = 1;
+}
+
+// opens the temporary; returns 0, or -1 after a failure (soft mode only)
+static inline int atomic_open_soft(AtomicFile *af, const char *path, char *err, size_t errlen) {
+    memset(af, 0, sizeof(*af));
+    af->err = err;
+    af->errlen = errlen;
+    if (strlen(path) >= sizeof(af->final_path)) {
+        if (err == NULL) { llmc_die("path too long: %s", path); }
+        snprintf(err, errlen, "path too long: %s", path);
+        af->failed = 1;
+        return -1;
+    }
     strcpy(af->final_path, path);
     snprintf(af->tmp_path, sizeof(af->tmp_path), "%s.tmp.%d", path, (int)getpid());
     af->fp = fopen(af->tmp_path, "wb");
-    if (af->fp == NULL) {
-        llmc_die("cannot create '%s': %s (does the output directory exist and is it writable?)",
-                 af->tmp_path, strerror(errno));
-    }
-    af->crc = 0;
-    af->bytes = 0;
+    if (af->fp == NULL) { atomic_fail(af, "creating", errno); return -1; }
+    return 0;
 }
+
+static inline void atomic_open(AtomicFile *af, const char *path) { atomic_open_soft(af, path, NULL, 0); }
 
 // write bytes; include them in the checksum if checksum != 0
 static inline void atomic_write(AtomicFile *af, const void *data, size_t size, int checksum) {
-    if (size == 0) { return; }
-    fwriteCheck(data, 1, size, af->fp);
+    if (size == 0 || af->failed) { return; }
+    if (fwrite(data, 1, size, af->fp) != size) { atomic_fail(af, "writing", errno); return; }
     if (checksum) { af->crc = crc32_update(af->crc, data, size); }
     af->bytes += (long long)size;
 }
 
-// overwrite bytes at an absolute offset (used to patch a header once the checksum is known)
+// write bytes at an absolute offset (not checksummed), e.g. a header once its checksums are known
+static inline void atomic_write_at(AtomicFile *af, long offset, const void *data, size_t size) {
+    if (af->failed) { return; }
+    if (fseek(af->fp, offset, SEEK_SET) != 0 || fwrite(data, 1, size, af->fp) != size) { atomic_fail(af, "writing", errno); }
+}
+
+// overwrite bytes at an absolute offset, then continue at the end (patching a header)
 static inline void atomic_patch(AtomicFile *af, long offset, const void *data, size_t size) {
-    fseekCheck(af->fp, offset, SEEK_SET);
-    fwriteCheck(data, 1, size, af->fp);
-    fseekCheck(af->fp, 0, SEEK_END);
+    atomic_write_at(af, offset, data, size);
+    if (!af->failed && fseek(af->fp, 0, SEEK_END) != 0) { atomic_fail(af, "writing", errno); }
 }
 
 static inline void fsync_dir_of(const char *path) {
@@ -279,19 +320,39 @@ static inline void fsync_dir_of(const char *path) {
     if (fd >= 0) { fsync(fd); close(fd); }
 }
 
-static inline void atomic_commit(AtomicFile *af) {
-    if (fflush(af->fp) != 0) { llmc_die("flushing '%s' failed: %s", af->tmp_path, strerror(errno)); }
-    if (fsync(fileno(af->fp)) != 0) { llmc_die("fsync of '%s' failed: %s", af->tmp_path, strerror(errno)); }
-    fcloseCheck(af->fp);
+// flush, fsync, rename the temporary over the final name; 0, or -1 after a failure (soft mode
+// only; the temporary is removed)
+static inline int atomic_commit(AtomicFile *af) {
+    if (af->fp && !af->failed) {
+        if (fflush(af->fp) != 0) { atomic_fail(af, "writing", errno); }
+        else if (fsync(fileno(af->fp)) != 0) { atomic_fail(af, "syncing", errno); }
+    }
+    if (af->fp && fclose(af->fp) != 0) { atomic_fail(af, "closing", errno); }
     af->fp = NULL;
-    if (rename(af->tmp_path, af->final_path) != 0) {
-        llmc_die("renaming '%s' to '%s' failed: %s", af->tmp_path, af->final_path, strerror(errno));
+    if (!af->failed && rename(af->tmp_path, af->final_path) != 0) { atomic_fail(af, "renaming", errno); }
+    if (af->failed) {
+        remove(af->tmp_path);
+        return -1;
     }
     fsync_dir_of(af->final_path);
+    return 0;
 }
 
 // ----------------------------------------------------------------------------
 // misc
+
+// bytes of host memory available to a new allocation (MemAvailable of /proc/meminfo), or -1
+static inline long long host_mem_available(void) {
+    FILE *fp = fopen("/proc/meminfo", "r");
+    if (fp == NULL) { return -1; }
+    char line[256];
+    long long kb = -1;
+    while (fgets(line, sizeof(line), fp)) {
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) { break; }
+    }
+    fclose(fp);
+    return kb < 0 ? -1 : kb * 1024;
+}
 
 static inline double llmc_wall_seconds(void) {
     struct timespec ts;

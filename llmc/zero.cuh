@@ -102,6 +102,8 @@ typedef struct {
     cudaEvent_t reduced;       // on the NCCL stream, behind the last reduction of the step
     cudaEvent_t update_done;   // on the main stream, before the ZeRO-1 all-gather
     cudaEvent_t gathered;      // on the NCCL stream, behind the all-gather
+    long long *flight;         // L + 1 flight-record handles of the step's reductions (flight.h)
+    long long gather_flight;   // and of the last parameter all-gather
 #endif
     uint16_t *host_bf16;    // MPI: padded bf16, pinned
     float *host_f32;        // MPI: padded fp32
@@ -131,6 +133,7 @@ static inline void grad_reduce_init(GradReducer *red, void *nccl) {
         cudaRequire(red->nccl != NULL, "the NCCL backend needs a communicator");
         const int L = red->config.num_layers;
         red->layer_ready = (cudaEvent_t *)mallocCheck((size_t)(L + 1) * sizeof(cudaEvent_t));
+        red->flight = (long long *)callocCheck((size_t)(L + 1), sizeof(long long));
         for (int l = 0; l <= L; l++) { cudaCheck(cudaEventCreateWithFlags(&red->layer_ready[l], cudaEventDisableTiming)); }
         cudaCheck(cudaEventCreateWithFlags(&red->reduced, cudaEventDisableTiming));
         cudaCheck(cudaEventCreateWithFlags(&red->update_done, cudaEventDisableTiming));
@@ -161,6 +164,7 @@ static inline void grad_reduce_free(GradReducer *red) {
     if (red->kind == GRAD_REDUCE_NCCL) {
         for (int l = 0; l <= red->config.num_layers; l++) { cudaCheck(cudaEventDestroy(red->layer_ready[l])); }
         free(red->layer_ready);
+        free(red->flight);
         cudaCheck(cudaEventDestroy(red->reduced));
         cudaCheck(cudaEventDestroy(red->update_done));
         cudaCheck(cudaEventDestroy(red->gathered));
@@ -178,6 +182,10 @@ static inline void grad_reduce_nccl_slices(GradReducer *red, floatX *grads, int 
     cudaCheck(cudaStreamWaitEvent(ctx->stream, red->layer_ready[l], 0));
     size_t off[12], len[12];
     const int n = zero_layer_slices(&red->config, l, off, len);
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++) { bytes += len[i] * sizeof(floatX); }
+    // recorded as open until the gradient norm has waited for it (grad_reduce_norm)
+    red->flight[l] = flight_begin(red->zero ? "ncclReduce(grads)" : "ncclAllReduce(grads)", (long long)bytes);
     ncclCheck(ncclGroupStart());
     for (int i = 0; i < n; i++) {
         if (!red->zero) {
@@ -251,13 +259,15 @@ static inline void grad_reduce_finish(GradReducer *red, floatX *grads, cudaStrea
         cudaCheck(cudaStreamSynchronize(main));
         grad_mpi_bf16_to_f32(red->host_f32, red->host_bf16, P);
         if (!red->zero) {
-            comm_mpi_allreduce_sum_f32(red->host_f32, P);
+            comm_mpi_allreduce_sum_f32(red->comm, red->host_f32, P);
             grad_mpi_f32_to_bf16(red->host_bf16, red->host_f32, P);
             cudaCheck(cudaMemcpyAsync(grads, red->host_bf16, P * sizeof(uint16_t), cudaMemcpyHostToDevice, main));
         } else {
             for (size_t i = P; i < red->padded; i++) { red->host_f32[i] = 0.0f; }
             // in place: the whole array in, this rank's S sums at the start
-            mpiCheck(MPI_Reduce_scatter_block(MPI_IN_PLACE, red->host_f32, (int)red->shard, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+            COMM_MPI_RUN(red->comm, "MPI_Reduce_scatter", red->padded * sizeof(float),
+                         MPI_Ireduce_scatter_block(MPI_IN_PLACE, red->host_f32, (int)red->shard, MPI_FLOAT, MPI_SUM,
+                                                   MPI_COMM_WORLD, &req_));
             grad_mpi_f32_to_bf16(red->host_bf16, red->host_f32, red->count);
             if (red->count > 0) {
                 cudaCheck(cudaMemcpyAsync(grads + red->offset, red->host_bf16, red->count * sizeof(uint16_t),
@@ -285,6 +295,12 @@ static inline float grad_reduce_norm(GradReducer *red, const floatX *grads, floa
     cudaCheck(cudaMemcpyAsync(red->norm2_host, red->norm2, sizeof(float), cudaMemcpyDeviceToHost, main));
     cudaCheck(cudaEventRecord(red->norm_ready, main));
     gpu_wait_event(red->norm_ready, "the gradient norm");
+#ifdef MULTI_GPU
+    if (red->kind == GRAD_REDUCE_NCCL) {  // the step's reductions are complete
+        for (int l = 0; l <= red->config.num_layers; l++) { flight_end(red->flight[l]); }
+        flight_end(red->gather_flight);  // the previous step's all-gather: this step's forward waited for it
+    }
+#endif
     double norm2 = (double)red->norm2_host[0];
     if (sharded) { red->comm->allreduce_sum_f64(red->comm, &norm2, 1); }
     return (float)sqrt(norm2);
@@ -301,6 +317,7 @@ static inline void grad_reduce_gather_params(GradReducer *red, floatX *params, c
         NcclContext *ctx = red->nccl;
         cudaCheck(cudaEventRecord(red->update_done, main));
         cudaCheck(cudaStreamWaitEvent(ctx->stream, red->update_done, 0));
+        red->gather_flight = flight_begin("ncclAllGather(params)", (long long)(red->padded * sizeof(floatX)));
         ncclCheck(ncclAllGather(params + red->shard * (size_t)red->rank, params, red->shard, ncclBfloat16, ctx->comm,
                                 ctx->stream));
         nccl_wait_issued(ctx, "the parameter all-gather");
@@ -313,7 +330,9 @@ static inline void grad_reduce_gather_params(GradReducer *red, floatX *params, c
         uint16_t *mine = red->host_bf16 + S * (size_t)red->rank;
         cudaCheck(cudaMemcpyAsync(mine, params + S * (size_t)red->rank, S * sizeof(uint16_t), cudaMemcpyDeviceToHost, main));
         cudaCheck(cudaStreamSynchronize(main));
-        mpiCheck(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, red->host_bf16, (int)S, MPI_UINT16_T, MPI_COMM_WORLD));
+        COMM_MPI_RUN(red->comm, "MPI_Allgather(bf16)", red->padded * sizeof(uint16_t),
+                     MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, red->host_bf16, (int)S, MPI_UINT16_T,
+                                    MPI_COMM_WORLD, &req_));
         cudaCheck(cudaMemcpyAsync(params, red->host_bf16, red->padded * sizeof(uint16_t), cudaMemcpyHostToDevice, main));
         cudaCheck(cudaStreamSynchronize(main));  // the host buffer is rewritten by the next reduction
 #endif

@@ -33,7 +33,10 @@ static void fake_set_opt(Backend *b, size_t off, size_t n, const float *m, const
     memcpy(fm.m + off, m, n * sizeof(float));
     memcpy(fm.v + off, v, n * sizeof(float));
 }
-static void fake_save(Backend *b, const char *path) { model_file_write_fp32(path, &b->config, fm.params, MODEL_VERSION_FP32); }
+static void fake_copy_params(Backend *b, size_t off, size_t n, void *dst) {
+    if (off + n > b->num_params) { fuzz_fail("copy_params [%zu, %zu) past %zu parameters", off, off + n, b->num_params); }
+    memcpy(dst, fm.params + off, n * sizeof(float));
+}
 static void fake_load(Backend *b, const char *path) {
     ModelFileInfo info;
     model_file_info(path, &info);
@@ -67,7 +70,8 @@ static void setup(void) {
     bk.opt_count = bk.num_params;
     bk.get_opt_state = fake_get_opt;
     bk.set_opt_state = fake_set_opt;
-    bk.save_model = fake_save;
+    bk.model_version = MODEL_VERSION_FP32;
+    bk.copy_params = fake_copy_params;
     bk.load_model = fake_load;
     fm.params = (float *)calloc(bk.num_params, sizeof(float));
     fm.m = (float *)calloc(bk.num_params, sizeof(float));
@@ -76,6 +80,7 @@ static void setup(void) {
     Comm c = {0};
     c.world_size = 1;
     c.barrier = comm_single_barrier;
+    c.allreduce_max_i32 = comm_single_allreduce_i32;
     make_dirs(fuzz_path("ckpt"));
     TrainState st;
     train_state_defaults(&st);

@@ -8,7 +8,7 @@ SHARED_DATA ?= ../shared/data
 SKIP_OR_FAIL = bash -c '. dev/test/lib.sh --tools && skip_or_fail "$$@"' skip_or_fail
 NVCC_HINT = install the CUDA toolkit 12 or 13 (https://developer.nvidia.com/cuda-downloads) or put nvcc on PATH
 
-TEST_TARGETS = test-model test-loader test-bad-input test-generate test-bootstrap test-mpi test-resume test-run-state \
+TEST_TARGETS = test-model test-loader test-bad-input test-generate test-bootstrap test-mpi test-resume test-checkpoints test-hang test-run-state \
                test-hellaswag test-torch-ddp test-tokenizer test-data test-export test-plot test-bench-tools test-books-smoke test-finetune \
                test-cuda-build test-cuda-host test-cuda-sim test-attention-sim test-cuda-trainer-sim \
                test-fuzz test-sanitize
@@ -79,6 +79,14 @@ test-mpi: train_gpt2
 # crash safety, exact resume, preemption, pruning, numeric guards
 test-resume: train_gpt2
 	PYTHON=$(PYTHON) bash dev/test/test_resume.sh
+
+# checkpoints in the background (the same bytes as synchronous ones), a disk that fills up (a tmpfs; root)
+test-checkpoints: train_gpt2
+	PYTHON=$(PYTHON) bash dev/test/test_checkpoints.sh
+
+# a frozen rank (SIGSTOP) ends the job within -pt with a line and a flight record per live rank; resume
+test-hang: train_gpt2
+	PYTHON=$(PYTHON) bash dev/test/test_hang.sh
 
 # metrics.jsonl, the ETA, evaluation progress, a finished run started again, a changed -x on resume
 test-run-state: train_gpt2

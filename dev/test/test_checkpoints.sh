@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Checkpoints that never stall the step or vanish (CPU trainer):
+#  - written in the background (--ckpt-async 1, the default) they are byte for byte the files a
+#    synchronous write makes (--ckpt-async 0, straight from the model), on 1 and 2 ranks;
+#  - a disk that fills up during checkpoint 10 (a small tmpfs; the run frozen there by
+#    LLMC_FAULT while the test fills it, and again before checkpoint 15 while it frees it): one
+#    warning naming the file and the error, checkpoint 10 leaves no file behind, checkpoint 5
+#    stays, training goes on and checkpoint 15 is written; checkpoint 5 resumes bit for bit;
+#  - a disk that stays full: 3 failed checkpoints in a row stop the run with an error, the older
+#    complete checkpoints intact, and the newest of them resumes bit for bit.
+source "$(dirname "$0")/lib.sh" test_checkpoints "${1:-./train_gpt2}"
+$PY "$ROOT/dev/bench/make_random_shard.py" train.bin 60000 1 512 > /dev/null
+$PY "$ROOT/dev/bench/make_random_shard.py" val.bin 20000 2 512 > /dev/null
+ARGS=(-i train.bin -j val.bin -e L2:C64:H4:T64:V512 -b 4 -t 32 -d 512 -v 10 -m 2 -s 0 -n 5 -x 30 -tk none.bin)
+
+"$TRAINER" "${ARGS[@]}" -o ref > ref.out 2>&1 || { bad "the reference run failed"; tail -3 ref.out; }
+
+# ---- the same bytes in the background and synchronously
+same_files() {  # same_files <what> <dir a> <dir b>
+    local f n=0
+    for f in "$2"/model_* "$2"/state_* "$2"/DONE_*; do
+        cmp -s "$f" "$3/${f##*/}" || { bad "$1: ${f##*/} differs"; return; }
+        n=$((n + 1))
+    done
+    [ "$(ls "$3" | grep -c '^\(model\|state\|DONE\)_')" -eq $n ] && ok "$1: $n checkpoint files byte for byte equal" \
+        || bad "$1: other checkpoint files in $3"
+}
+"$TRAINER" "${ARGS[@]}" -o sync --ckpt-async 0 > sync.out 2>&1 || bad "the --ckpt-async 0 run failed"
+grep -q "^checkpoint 30 written to sync ([0-9.]* s)$" sync.out || bad "--ckpt-async 0 did not write synchronously"
+grep -q "^checkpoint 30 written to ref (snapshot [0-9.]* s, then [0-9.]* s while training went on)$" ref.out \
+    || bad "checkpoints were not written in the background by default"
+same_files "1 rank, background vs synchronous" ref sync
+if have_mpi; then
+    "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -o ref2 > ref2.out 2>&1 || bad "the np=2 run failed"
+    "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -o sync2 --ckpt-async 0 > sync2.out 2>&1 || bad "the np=2 --ckpt-async 0 run failed"
+    same_files "2 ranks, background vs synchronous" ref2 sync2
+else
+    mpi_missing "test-checkpoints (2 ranks)" || bad "no MPI"
+fi
+
+# ---- rollback on loss spikes (unshuffled, so that a step's data is a slice of the shard)
+RB=(-i train.bin -j val.bin -e L2:C64:H4:T64:V512 -b 4 -t 32 -d 512 -v 10 -m 2 -s 0 -n 5 -x 40 -sh 0 -sl 5 -rb 3 -tk none.bin)
+LLMC_TEST_LOSS_SPIKE=26,27,28 "$TRAINER" "${RB[@]}" -o rb > rb.out 2>&1 || { bad "the run with -rb 3 failed"; tail -3 rb.out; }
+grep -q "^rollback 1 of 3: 3 steps in a row skipped (last: loss .*back to checkpoint 25, passing over the data of steps 26-28 (step 26 now trains on the data of step 29)$" rb.out \
+    && grep -qx "s:28 rollback:25 data_skipped:3" rb/main.log && grep -q '^{"event":"rollback","step":28,"to":25,"data_skipped":3}$' rb/metrics.jsonl \
+    && ok "-rb 3: $(grep -m1 '^rollback' rb.out | cut -c1-150)" || { bad "-rb 3: no rollback to checkpoint 25 printed and logged"; grep -i 'rollback\|skipped' rb.out | head -5; }
+# the reference: checkpoint 25 resumed on the shard without the tokens of steps 26-28 (16 windows of 32 a step)
+$PY - <<'PY'
+import numpy as np
+raw = open("train.bin", "rb").read()
+header, tokens = np.frombuffer(raw[:1024], "<i4").copy(), np.frombuffer(raw[1024:], "<u2")
+cut = np.concatenate([tokens[:25 * 16 * 32], tokens[28 * 16 * 32:]])
+header[2] = len(cut)
+open("cut.bin", "wb").write(header.tobytes() + cut.tobytes())
+PY
+mkdir cutrun && cp rb/*_00000025* cutrun/ && grep -v "^s:\(2[5-9]\|[3-9][0-9]\) " rb/main.log > cutrun/main.log
+"$TRAINER" "${RB[@]/train.bin/cut.bin}" -o cutrun -y 1 > cutrun.out 2>&1 || { bad "the resume on the cut shard failed"; tail -3 cutrun.out; }
+compare_logs rb/main.log cutrun/main.log trl=0 norm=0 tel=0 > cmp.out \
+    && ok "-rb 3: after the rollback = checkpoint 25 resumed without that data ($(tail -1 cmp.out | sed 's/^ *//'))" \
+    || { bad "-rb 3: the losses after the rollback differ from the reference"; cat cmp.out; }
+# a checkpoint written after the rollback carries the data position
+mkdir rb35 && cp rb/*_000000[0-3][05]* rb35/ && grep -v "^s:\(3[5-9]\) " rb/main.log > rb35/main.log
+"$TRAINER" "${RB[@]}" -o rb35 -y 1 > rb35.out 2>&1 || bad "resuming checkpoint 35 of the rolled-back run failed"
+grep -q "^resumed from checkpoint 35 in" rb35.out && compare_logs rb/main.log rb35/main.log trl=0 norm=0 > cmp.out \
+    && ok "-rb 3: checkpoint 35, after the rollback, resumes bit for bit" || { bad "-rb 3: checkpoint 35 does not resume bit for bit"; cat cmp.out; }
+# the PyTorch twin rolls back alike, and resumes the C trainer's checkpoint 35 at its data position
+if "$PY" -c "import torch" 2> /dev/null; then
+    LLMC_TEST_LOSS_SPIKE=26,27,28 "$PY" "$ROOT/train_gpt2.py" "${RB[@]}" -o rbpy > rbpy.out 2>&1 || { bad "train_gpt2.py -rb 3 failed"; tail -3 rbpy.out; }
+    grep -qx "s:28 rollback:25 data_skipped:3" rbpy/main.log && compare_logs rb/main.log rbpy/main.log trl=1e-4 norm=1e-4 tel=1e-4 > cmp.out \
+        && ok "-rb 3: train_gpt2.py rolls back alike ($(head -1 cmp.out | sed 's/^ *//'))" || { bad "-rb 3: train_gpt2.py differs"; cat cmp.out; }
+    mkdir rb35py && cp rb/*_000000[0-3][05]* rb35py/ && grep -v "^s:\(3[5-9]\) " rb/main.log > rb35py/main.log
+    "$PY" "$ROOT/train_gpt2.py" "${RB[@]}" -o rb35py -y 1 > rb35py.out 2>&1 && compare_logs rb/main.log rb35py/main.log trl=1e-4 norm=1e-4 > cmp.out \
+        && ok "-rb 3: train_gpt2.py resumes checkpoint 35 at its data position" || { bad "-rb 3: train_gpt2.py's resume of checkpoint 35 differs"; cat cmp.out; tail -2 rb35py.out; }
+else
+    skip_or_fail "test-checkpoints (train_gpt2.py)" "PyTorch for $PY" "apt-get install python3-torch" || bad "no PyTorch"
+fi
+LLMC_TEST_LOSS_SPIKE=$(seq -s, 26 40) "$TRAINER" "${RB[@]}" -o rb4 > rb4.out 2>&1
+rc=$?
+line=$(grep -m1 'error:' rb4.out)
+[ $rc -eq 1 ] && [ "$(grep -c '^rollback [1-3] of 3' rb4.out)" -eq 3 ] && grep -q "^error: 3 consecutive steps skipped .* after 3 rollbacks (-rb)" <<< "$line" \
+    && ok "-rb 3: a fourth rollback is an error: ${line:0:120}" || { bad "-rb 3: no error after 3 rollbacks (exit $rc)"; tail -3 rb4.out; }
+expect_error "-rb without checkpoints" "error: -rb 3 rolls back to a checkpoint: give the run -o <dir> and -n <steps>" \
+    "$TRAINER" "${RB[@]}" -n 0 -o norb
+expect_error "-rb over -sm" "error: -rb 3 is more than -sm 2" "$TRAINER" "${RB[@]}" -sm 2 -o norb
+
+# ---- a full disk: a tmpfs of the test's own, unmounted on every exit path
+if [ "$(id -u)" != 0 ] || ! { mkdir -p disk && mount -t tmpfs -o size=16m tmpfs disk; }; then
+    skip_or_fail "test-checkpoints (a full disk)" "root, to mount a small tmpfs" "sudo make test-checkpoints" || bad "no tmpfs"
+    finish
+    exit
+fi
+trap 'umount -l "$TMP/disk" 2>/dev/null; pkill -9 -f "$TMP" 2>/dev/null || true; rm -rf "$TMP"' EXIT
+
+# wait_frozen PID: until the process stops itself (LLMC_FAULT=...:stop:0), at most 30 s
+wait_frozen() {
+    for _ in $(seq 300); do
+        [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" = T ] && return 0
+        kill -0 "$1" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+# resume_from <what> <dir> <step>: a copy of <dir> keeping checkpoints up to <step> resumes from it,
+# and the losses of the whole run equal the reference's bit for bit
+resume_from() {
+    local copy="${2//\//_}.resume"  # on the test's disk, not the tmpfs
+    mkdir "$copy"
+    cp "$2/main.log" "$copy/"
+    for f in "$2"/model_* "$2"/state_* "$2"/DONE_*; do
+        local s
+        s=$(grep -o '[0-9]\{8\}' <<< "${f##*/}")
+        [ "$((10#$s))" -le "$3" ] && cp "$f" "$copy/"
+    done
+    "$TRAINER" "${ARGS[@]}" -o "$copy" -y 1 > "$copy.out" 2>&1 || { bad "$1: the resume failed"; tail -3 "$copy.out"; return; }
+    grep -q "^resumed from checkpoint $3 in" "$copy.out" || bad "$1: did not resume from checkpoint $3"
+    compare_logs ref/main.log "$copy/main.log" trl=0 norm=0 tel=0 > cmp.out && ok "$1: checkpoint $3 resumes: $(tail -1 cmp.out)" \
+        || { bad "$1: the resumed losses differ"; cat cmp.out; }
+}
+
+# the disk fills up while checkpoint 10 is written, and is freed before step 13
+LLMC_FAULT=state:10:stop:0,step:13:stop:0 "$TRAINER" "${ARGS[@]}" -o disk/full > full.out 2>&1 &
+pid=$!
+if wait_frozen $pid; then
+    # all but 64 KiB (room for the logs): the rest of the state file does not fit
+    fallocate -l $(( $(df --output=avail -B1 disk | tail -1) - 65536 )) disk/filler || bad "cannot fill the tmpfs"
+    kill -CONT $pid
+    wait_frozen $pid || bad "the run did not reach step 13"
+    rm -f disk/filler
+    kill -CONT $pid
+else
+    bad "the run never froze inside checkpoint 10"
+fi
+wait $pid || bad "the run with a full disk during checkpoint 10 failed (exit $?)"
+want="warning: checkpoint 10 not written: writing 'disk/full/state_00000010_00000.bin.tmp.$pid' failed: No space left on device; checkpoint 5 is the newest complete one; training goes on"
+[ "$(grep -c '^warning: checkpoint' full.out)" -eq 1 ] && grep -qF "$want" full.out && ok "a full disk: ${want:0:150}" \
+    || { bad "a full disk: expected one warning: $want"; grep -i 'warning\|error' full.out | head -3; }
+[ -z "$(ls disk/full | grep '_00000010')" ] && ok "a full disk: nothing of checkpoint 10 is left" || bad "files of checkpoint 10 are left: $(ls disk/full | grep 10)"
+for s in 5 15 20 25 30; do [ -f disk/full/DONE_0000$(printf %04d $s) ] || bad "a full disk: checkpoint $s is missing"; done
+compare_logs ref/main.log disk/full/main.log trl=0 norm=0 tel=0 > cmp.out && ok "a full disk: training went on ($(tail -1 cmp.out))" \
+    || { bad "a full disk: the losses differ from an undisturbed run"; cat cmp.out; }
+resume_from "a full disk" disk/full 5
+
+# a disk that stays full (4 MiB hold two of these checkpoints): 15, 20, 25 fail, and the run stops
+umount disk && mount -t tmpfs -o size=4m tmpfs disk || bad "cannot remount the tmpfs"
+"$TRAINER" "${ARGS[@]}" -o disk/stays --ckpt-async 0 > stays.out 2>&1
+rc=$?
+line=$(grep -m1 '^error:' stays.out)
+[ $rc -eq 1 ] && [ "$(grep -c '^warning: checkpoint .* not written' stays.out)" -eq 3 ] && grep -q "^error: 3 checkpoints in a row could not be written to disk/stays .*checkpoint 10 is the newest complete one" <<< "$line" \
+    && ok "a disk that stays full: $line" || { bad "a disk that stays full: exit $rc, $line"; tail -4 stays.out; }
+grep -q "^step 25/30" stays.out && ! grep -q "^step 26/30" stays.out || bad "a disk that stays full: the run did not stop at step 25"
+[ "$(ls disk/stays | grep -c '^\(model\|state\|DONE\)_')" -eq 6 ] || bad "a disk that stays full: expected the 6 files of checkpoints 5 and 10: $(ls disk/stays)"
+resume_from "a disk that stays full" disk/stays 10
+finish

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# A frozen rank is an error, not a hang (CPU ranks under real OpenMPI). One rank of a job is
+# frozen with SIGSTOP (its sockets stay open, so nothing but a deadline can tell): at a random step
+# of 2 ranks, at a random step of 4 ranks (a random victim), and inside a checkpoint write
+# (LLMC_FAULT=state:<step>:stop:<rank>). Each time:
+#  - the job ends non-zero within -pt + 15 s of the freeze, no process left behind;
+#  - every live rank prints one error line naming the step, the collective and the frozen rank;
+#  - every live rank writes <out>/flight_rank<R>.txt whose newest collective is not completed,
+#    and the frozen rank writes none;
+#  - -y 1 resumes from the newest complete checkpoint before the freeze, and the losses equal an
+#    uninterrupted run's (bitwise on the same rank count).
+source "$(dirname "$0")/lib.sh" test_hang "${1:-./train_gpt2}"
+require_mpi test-hang
+PT=5
+$PY "$ROOT/dev/bench/make_random_shard.py" train.bin 60000 1 512 > /dev/null
+$PY "$ROOT/dev/bench/make_random_shard.py" val.bin 20000 2 512 > /dev/null
+ARGS=(-i train.bin -j val.bin -e L2:C64:H4:T64:V512 -b 4 -t 32 -d 1024 -v 10 -m 2 -s 0 -n 5 -x 40 -tk none.bin -pt $PT)
+echo "random steps and victims from seed $((RANDOM = ${HANG_SEED:-$$})) (HANG_SEED=<n> repeats a run)"
+
+"${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -o "$TMP/ref" > ref.out 2>&1 || { bad "the reference run failed"; tail -3 ref.out; }
+
+# the pid of rank R among the trainer processes whose command line names DIR
+rank_pid() {
+    local p
+    for p in $(pgrep -f "$TRAINER .*-o $TMP/$2\$"); do
+        tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo "$p"; return; }
+    done
+}
+
+# freeze NP VICTIM AT DIR [VAR=VALUE]: a job of NP ranks into DIR; at the step line AT, SIGSTOP rank
+# VICTIM (AT = ckpt: the job's environment freezes it itself). Checks the end of the job.
+freeze() {
+    local np=$1 victim=$2 at=$3 dir=$4 t0 t1 job pid r kv xs=()
+    shift 4
+    for kv in "$@"; do xs+=(-x "$kv"); done
+    # (the timeout keeps the test from hanging if the trainer does)
+    timeout -s KILL $((PT + 60)) "${MPIRUN[@]}" -np "$np" "${xs[@]}" "$TRAINER" "${ARGS[@]}" -o "$TMP/$dir" > "$dir.out" 2>&1 &
+    job=$!
+    if [ "$at" = ckpt ]; then
+        t0=
+        for _ in $(seq 600); do
+            pid=$(rank_pid "$victim" "$dir")
+            [ -n "$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = T ] && { t0=$SECONDS; break; }
+            sleep 0.1
+        done
+        [ -n "$t0" ] || { bad "$dir: rank $victim never froze itself"; kill -9 $job; return; }
+    else
+        for _ in $(seq 600); do grep -q "^step $at/" "$dir.out" && break; sleep 0.1; done
+        pid=$(rank_pid "$victim" "$dir")
+        [ -n "$pid" ] || { bad "$dir: no rank $victim to freeze at step $at"; kill -9 $job; return; }
+        kill -STOP "$pid"
+        t0=$SECONDS
+    fi
+    wait $job
+    local rc=$?
+    t1=$SECONDS
+    kill -9 "$pid" 2>/dev/null
+    local what="$np ranks, rank $victim frozen $([ "$at" = ckpt ] && echo "inside a checkpoint write" || echo "at step $at")"
+    [ $rc -ne 0 ] || bad "$what: the job exited 0"
+    [ $((t1 - t0)) -le $((PT + 15)) ] && ok "$what: the job ended (exit $rc) $((t1 - t0)) s after the freeze (-pt $PT)" \
+        || bad "$what: the job took $((t1 - t0)) s to end after the freeze (-pt $PT)"
+    sleep 0.5
+    [ -z "$(pgrep -f "$TMP/$dir")" ] || bad "$what: processes left behind: $(pgrep -af "$TMP/$dir" | head -3)"
+    local lines
+    lines=$(grep -c "error: step [0-9]* (.*): MPI_[A-Za-z()0-9]* of [0-9]* bytes .*no answer from rank(s) $victim (" "$dir.out")
+    [ "$lines" -eq $((np - 1)) ] && ok "$what: each live rank says so: $(grep -m1 'no answer from' "$dir.out" | cut -c1-170)" \
+        || { bad "$what: $lines error lines naming rank $victim, want $((np - 1)) (one per live rank)"; grep error "$dir.out" | head -5; }
+    for r in $(seq 0 $((np - 1))); do
+        if [ "$r" = "$victim" ]; then
+            [ ! -e "$dir/flight_rank$r.txt" ] || bad "$what: the frozen rank wrote a flight record"
+        elif ! tail -n 1 "$dir/flight_rank$r.txt" 2>/dev/null | grep -q '<- not completed$'; then
+            bad "$what: rank $r's flight record is missing or its newest collective is not the open one"
+            tail -n 2 "$dir/flight_rank$r.txt" 2>/dev/null
+        fi
+    done
+}
+
+# resume DIR NP TOL: -y 1 on NP ranks continues from the newest complete checkpoint to the end;
+# its losses equal the reference's (TOL relative; 0 = bitwise)
+resume() {
+    local dir=$1 np=$2 tol=$3 want
+    want=$(ls "$dir" | sed -n 's/^DONE_0*\([0-9][0-9]*\)$/\1/p' | sort -n | tail -1)
+    "${MPIRUN[@]}" -np "$np" "$TRAINER" "${ARGS[@]}" -o "$TMP/$dir" -y 1 > "$dir.resume.out" 2>&1 \
+        || { bad "$dir: the resume failed"; tail -3 "$dir.resume.out"; return; }
+    grep -q "^resumed from checkpoint $want in" "$dir.resume.out" || bad "$dir: did not resume from checkpoint $want"
+    compare_logs ref/main.log "$dir/main.log" trl=$tol norm=$tol > cmp.out \
+        && ok "$dir: resumed on $np ranks from checkpoint $want: $(tail -1 cmp.out)" || { bad "$dir: resumed losses differ"; cat cmp.out; }
+}
+
+freeze 2 1 $((3 + RANDOM % 30)) two
+resume two 2 0
+freeze 4 $((RANDOM % 4)) $((3 + RANDOM % 30)) four
+resume four 2 1e-5
+victim=$((RANDOM % 2))
+freeze 2 $victim ckpt ckpt LLMC_FAULT=state:20:stop:$victim
+resume ckpt 2 0
+finish
