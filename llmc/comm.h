@@ -25,6 +25,7 @@ typedef struct Comm {
     int rank;                 // 0 .. world_size-1
     int world_size;
     int local_rank;           // rank on this node, = GPU index
+    int local_size;           // ranks on this node (MPI, torchrun's LOCAL_WORLD_SIZE; else 1): they share its RAM
     const char *launcher;     // "single", "mpirun", "torchrun", "slurm"
     int mpi;                  // 1 if we initialised MPI
     void *impl;               // backend data of the collectives below (e.g. an NCCL communicator)
@@ -114,6 +115,7 @@ static inline void comm_init(Comm *c, int *argc, char ***argv) {
     c->rank = 0;
     c->world_size = 1;
     c->local_rank = 0;
+    c->local_size = 1;
     c->launcher = "single";
     int r, w, l;
     if (comm_launched_by_mpi()) {
@@ -126,6 +128,7 @@ static inline void comm_init(Comm *c, int *argc, char ***argv) {
         MPI_Comm local;
         MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
         MPI_Comm_rank(local, &c->local_rank);
+        MPI_Comm_size(local, &c->local_size);
         MPI_Comm_free(&local);
         llmc_abort_hook = comm_mpi_abort;
 #else
@@ -143,6 +146,8 @@ static inline void comm_init(Comm *c, int *argc, char ***argv) {
         c->world_size = w;
         l = comm_env_int("LOCAL_RANK");
         c->local_rank = l >= 0 ? l : r;
+        l = comm_env_int("LOCAL_WORLD_SIZE");
+        c->local_size = l > 0 ? l : 1;
     } else if ((r = comm_env_int("SLURM_PROCID")) >= 0 && (w = comm_env_int("SLURM_NTASKS")) >= 0) {
         c->launcher = "slurm";
         c->rank = r;
