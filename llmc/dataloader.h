@@ -105,18 +105,23 @@ static inline size_t dataloader_index_bytes(long long max_windows) {
  * What dataloader_init will allocate for `pattern` at T, from the file sizes (nothing is read; a
  * shard's header is assumed right): the window index and the per-shard tables. -1 if nothing
  * matches. The mapped shards are not counted: their pages are the page cache's (reclaimable).
+ * windows (may be NULL): the windows of all shards, or -1.
  */
-static inline long long dataloader_plan_bytes(const char *pattern, int T) {
+static inline long long dataloader_plan_bytes(const char *pattern, int T, long long *windows) {
     glob_t g;
+    if (windows) { *windows = -1; }
     if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0) { return -1; }
+    long long total = 0;
     long long max_windows = 0, bytes = 0;
     for (size_t i = 0; i < g.gl_pathc; i++) {
         long long size = file_size_bytes(g.gl_pathv[i]), ntok = (size - HEADER_BYTES_SHARD) / 2;
         long long windows = ntok >= 1 ? (ntok - 1) / T : 0;
         if (windows > max_windows) { max_windows = windows; }
+        total += windows;
         bytes += 9 * (long long)sizeof(long long) + (long long)strlen(g.gl_pathv[i]) + 1;  // the per-shard tables
     }
     globfree(&g);
+    if (windows) { *windows = total; }
     return bytes + (long long)dataloader_index_bytes(max_windows);
 }
 

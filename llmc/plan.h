@@ -15,13 +15,15 @@
  * trainer states it: on a GPU CUDA, cuBLAS and NCCL allocate outside the plan; on a CPU the C
  * library's heap and the page cache), takes the largest B whose plan fits on the smallest device
  * of all ranks (every rank gets the same B), among those that divide -d over the ranks (with
- * -d -1 any B: -d becomes B*T*ranks), and says why on rank 0 and in main.log's header.
+ * -d -1 any B that the train data can serve: -d becomes B*T*ranks), and says why on rank 0 and in
+ * main.log's header.
  */
 #ifndef LLMC_PLAN_H
 #define LLMC_PLAN_H
 
 #include "args.h"
 #include "comm.h"
+#include "dataloader.h"
 
 typedef enum {
     PLAN_PARAMS, PLAN_GRADS, PLAN_MASTER, PLAN_ADAMW, PLAN_ACTS, PLAN_LOGITS, PLAN_ATTENTION, PLAN_SCRATCH,
@@ -113,9 +115,15 @@ static inline int plan_max_batch(const Planner *pl, int recompute, size_t budget
     return lo;
 }
 
-// the largest B <= fit that divides -d over W ranks at T (any B with -d -1); 0 if none
+// the largest B <= fit that divides -d over W ranks at T; with -d -1 any B whose step (B*W windows)
+// the train shards hold, when they are there to count (file sizes only); 0 if none
 static inline int plan_divisible_batch(const TrainArgs *a, int W, int fit) {
-    if (a->total_batch == -1) { return fit; }
+    if (a->total_batch == -1) {
+        long long windows;
+        dataloader_plan_bytes(a->train_glob, a->T, &windows);
+        if (windows >= 0 && windows / W < fit) { return (int)(windows / W); }
+        return fit;
+    }
     for (int b = fit; b >= 1; b--) {
         long long per = (long long)b * a->T * W;
         if (a->total_batch % per == 0) { return b; }
@@ -185,6 +193,10 @@ static inline void plan_auto_batch(TrainArgs *a, Comm *c, const Planner *pl, int
                  pl->dev.what, 100 * pl->dev.margin, budget / PLAN_GiB, W);
     }
     const int B = plan_divisible_batch(a, W, fit_all);
+    if (B < 1 && a->total_batch == -1) {
+        llmc_die("-b auto: the train data (-i %s) holds fewer than %d windows of T+1 = %d tokens, one per rank; use more "
+                 "data or a shorter -t", a->train_glob, W, a->T + 1);
+    }
     if (B < 1) {
         llmc_die("-b auto: up to B = %d fits, but none of 1..%d divides -d %lld over %d rank(s) at T %d; choose -d as a "
                  "multiple of B*T*ranks for a B that fits, or -d -1", fit_all, fit_all, a->total_batch, W, a->T);
@@ -195,7 +207,8 @@ static inline void plan_auto_batch(TrainArgs *a, Comm *c, const Planner *pl, int
     snprintf(plan_auto_note, sizeof(plan_auto_note),
              "-b auto: B %d; up to %d fit%s (%s less a %.0f%% margin: %.2f GiB), %s; plan %.2f GiB per rank", B, fit_all,
              W > 1 ? " on the smallest device of all ranks" : "", pl->dev.what, 100 * pl->dev.margin, budget / PLAN_GiB,
-             a->total_batch == -1 ? "-d -1 becomes B*T*ranks" : B == fit_all ? "and it divides -d over the ranks"
+             a->total_batch == -1 ? (B < fit_all ? "-d -1: as many as the train data holds per step" : "-d -1 becomes B*T*ranks")
+             : B == fit_all ? "and it divides -d over the ranks"
                                                                              : "the largest of those dividing -d over the ranks",
              plan_total(&p, 1) / PLAN_GiB);
     if (c->rank == 0) {

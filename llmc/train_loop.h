@@ -81,8 +81,8 @@ static inline size_t train_buffer_bytes(int B, int T, int V) {
  */
 static inline void train_data_plan(MemPlan *p, int on_device, const TrainArgs *a, int B, int V) {
     size_t bytes = train_buffer_bytes(B, a->T, V);
-    long long tr = dataloader_plan_bytes(a->train_glob, a->T);
-    long long va = a->val_every > 0 ? dataloader_plan_bytes(a->val_glob, a->T) : 0;
+    long long tr = dataloader_plan_bytes(a->train_glob, a->T, NULL);
+    long long va = a->val_every > 0 ? dataloader_plan_bytes(a->val_glob, a->T, NULL) : 0;
     bytes += (size_t)(tr > 0 ? tr : 0) + (size_t)(va > 0 ? va : 0);
     long long hs = a->hellaswag_eval ? file_size_bytes(a->hellaswag) : 0, tk = a->sample_every > 0 ? file_size_bytes(a->tokenizer) : 0;
     if (hs > 0) { bytes += (size_t)hs + 3 * (size_t)B * a->T * sizeof(int); }  // the set and its batch buffers

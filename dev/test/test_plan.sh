@@ -30,8 +30,9 @@ plan = int(sys.argv[1])
 run = subprocess.run(sys.argv[2:], capture_output=True, text=True)
 assert run.returncode == 0, run.stderr[-500:]
 rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-print(f"ok   {sys.argv[6]} -b {sys.argv[8]} -t {sys.argv[10]}: planned {plan / 2**20:.1f} MiB, peak RSS {rss / 2**20:.1f} MiB ({100 * (rss / plan - 1):+.1f}%)")
-assert abs(rss / plan - 1) <= 0.10, "more than 10% apart"
+line = f"{sys.argv[6]} -b {sys.argv[8]} -t {sys.argv[10]}: planned {plan / 2**20:.1f} MiB, peak RSS {rss / 2**20:.1f} MiB ({100 * (rss / plan - 1):+.1f}%)"
+assert abs(rss / plan - 1) <= 0.10, f"more than 10% apart: {line}"
+print(f"ok   {line}")
 EOF
 }
 rss_check L4:C256:H4 8 256
@@ -46,6 +47,9 @@ head -1 auto/main.log | grep -q '^# -b auto: B 64;' && ok "main.log's header has
 # -d 1920 at T 32 over 1 rank: 60 windows; the largest divisor of 60 that fits is 60
 "$TRAINER" "${SMALL[@]}" -b auto -d 1920 -x 1 -v 0 > auto60.txt 2>&1 && grep -q '^-b auto: B 60;' auto60.txt \
     && ok "-b auto divides -d: B 60 for -d 1920 at T 32" || { bad "-b auto with -d 1920"; head -3 auto60.txt; }
+# -d -1: as many windows per step as the 60000 tokens hold at T 32: (60000 - 1) / 32 = 1874
+"$TRAINER" "${SMALL[@]}" -b auto -x 1 -v 0 > autod.txt 2>&1 && grep -q '^-b auto: B 1874;.*as many as the train data holds' autod.txt \
+    && ok "-b auto with -d -1: B 1874, the windows the train data holds" || { bad "-b auto with -d -1"; head -3 autod.txt; }
 if have_mpi; then
     "${MPIRUN[@]}" -np 2 "$TRAINER" "${SMALL[@]}" -b auto -d 1920 -x 1 -v 0 > auto2.txt 2>&1 || bad "-b auto on 2 ranks failed"
     # 30 windows per rank: B 30, the same on both ranks (the run's flag check compares them), printed once
