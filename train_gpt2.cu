@@ -190,6 +190,7 @@ typedef struct {
     cudaEvent_t comm_ev[2];   // around the wait for the gradient reduction (its end starts the norm)
     cudaEvent_t update_ev[2][2];  // around the update, two pairs taking turns (one may still run)
     int update_turn, update_unread[2];
+    int updated;              // this step ran the update (a skipped step does not)
     double update_ms;         // the last update whose time was read
     size_t planned_bytes;     // the memory plan's GPU total (gpt2_plan)
 } GPT2;
@@ -863,6 +864,7 @@ static void cuda_update(Backend *b, float lr, float beta1, float beta2, float ep
     cudaCheck(cudaEventRecord(ev[1], m->stream));
     nvtxRangePop();
     m->update_unread[m->update_turn] = 1;
+    m->updated = 1;
 }
 
 /*
@@ -894,7 +896,8 @@ static void cuda_step_phases(Backend *b, double ms[NUM_PHASES]) {
         }
         m->update_turn = before;  // the next update records into the other pair
     }
-    ms[PHASE_OPTIMIZER] = gpt2_event_ms(m->comm_ev[1], m->red.norm_ready) + m->update_ms;
+    ms[PHASE_OPTIMIZER] = gpt2_event_ms(m->comm_ev[1], m->red.norm_ready) + (m->updated ? m->update_ms : 0.0);
+    m->updated = 0;
 }
 
 static void cuda_forward_losses(Backend *b, const int *inputs, const int *targets, int B, int T, float *losses) {

@@ -361,9 +361,11 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
 
     for (int s = st.step;; s++) {
         int last = s == M;
+        const int evaluate = have_val && (s % a->val_every == 0 || last);
+        const int sample = rank == 0 && a->sample_every > 0 && ((s > 0 && s % a->sample_every == 0) || last);
         const double te = llmc_wall_seconds();
-        if (b->range) { b->range("eval", 1); }
-        if (have_val && (s % a->val_every == 0 || last)) {
+        if (b->range && (evaluate || sample)) { b->range("eval", 1); }
+        if (evaluate) {
             double t0 = llmc_wall_seconds();
             float vl = train_val_loss(a, c, b, &val, inputs, targets, losses);
             float hsw = a->hellaswag_eval ? train_hellaswag(a, c, b, &hs) : -1.0f;
@@ -372,13 +374,13 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
             eval_time.seconds += dt;
             eval_time.count++;
         }
-        if (rank == 0 && a->sample_every > 0 && ((s > 0 && s % a->sample_every == 0) || last)) {
+        if (sample) {
             double t0 = llmc_wall_seconds();
             train_sample(a, b, &tok, &st.sample_rng, inputs, probs, sample_scratch);
             sample_time.seconds += llmc_wall_seconds() - t0;
             sample_time.count++;
         }
-        if (b->range) { b->range(NULL, 0); }
+        if (b->range && (evaluate || sample)) { b->range(NULL, 0); }
         eval_ms += (llmc_wall_seconds() - te) * 1000.0;
         if (last) { break; }
 
