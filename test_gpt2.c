@@ -49,7 +49,7 @@ int main(int argc, char **argv) {
     ModelFileInfo info;
     model_file_info(model_path, &info);
     GPT2 model;
-    gpt2_build(&model, &info.config, B, T);
+    gpt2_build(&model, &info.config, B, T, NULL);
     model.comm = &comm;
     gpt2_load(&model, model_path);
     Backend bk;
@@ -100,7 +100,7 @@ int main(int argc, char **argv) {
     // ---- 4. checkpoint save -> load -> continue, bitwise
     if (args.checkpoint) {
         GPT2 fresh;
-        gpt2_build(&fresh, &info.config, B, T);
+        gpt2_build(&fresh, &info.config, B, T, NULL);
         fresh.comm = &comm;
         Backend bf;
         gpt2_make_backend(&bf, &fresh, T);

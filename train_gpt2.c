@@ -250,6 +250,37 @@ static void gemm_tn_acc(float *out, const float *a, const float *x, int M, int N
 }
 #endif
 
+/*
+ * The floats of scratch buffer `which` (0, 1) that a training step of B x T takes: the largest
+ * gemm_buffer request over the model's matmuls (input width K, output width N): gemm_nn's N*K
+ * and gemm_tn_acc's M*N into buffer 0, its M*K into buffer 1 (M = B*T). OpenBLAS needs none.
+ * The model reserves them when it is built, and the memory plan counts them.
+ */
+static size_t gemm_scratch_floats(int which, const GPT2Config *c, int B, int T) {
+#ifdef USE_BLAS
+    (void)which; (void)c; (void)B; (void)T;
+    return 0;
+#else
+    const size_t C = c->channels, M = (size_t)B * T;
+    const size_t shapes[5][2] = {{C, c->padded_vocab_size}, {C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}};  // (K, N)
+    size_t most = 0;
+    for (int i = 0; i < 5; i++) {
+        const size_t K = shapes[i][0], N = shapes[i][1];
+        size_t need = which == 0 ? (N * K > M * N ? N * K : M * N) : M * K;
+        if (need > most) { most = need; }
+    }
+    return most;
+#endif
+}
+
+static void gemm_reserve(int which, size_t n) {
+#ifdef USE_BLAS
+    (void)which; (void)n;
+#else
+    if (n > 0) { gemm_buffer(which, n); }
+#endif
+}
+
 // out (B,T,OC) = inp (B,T,C) @ weight (OC,C)^T + bias (OC); bias may be NULL
 void matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int B, int T, int C, int OC) {
     int M = B * T;
@@ -544,34 +575,66 @@ typedef struct {
     int *targets_copy;  // (B, T) the targets of the last forward, for backward
     int *inputs_copy;   // (B, T)
     double step_loss;   // sum of micro-batch mean losses in the current step
+    double phase_ms[NUM_PHASES];  // the current step's forward, backward, comm, optimizer (wall clock)
     Comm *comm;
 } GPT2;
 
-static void gpt2_alloc_activations(GPT2 *m, int B, int T) {
-    size_t L = m->config.num_layers, C = m->config.channels, NH = m->config.num_heads, Vp = m->config.padded_vocab_size;
-    size_t BT = (size_t)B * T;
-    size_t sizes[] = {BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * C, L * BT * C, L * B * NH * (size_t)T * T,
-                      L * BT * C, L * BT * C, L * BT, L * BT, L * BT * 4 * C, L * BT * 4 * C, L * BT * C, BT * C, BT, BT,
-                      BT * Vp, BT, BT * C, BT * C, BT * 4 * C, BT * 3 * C, BT * C};
-    float **ptrs[] = {&m->acts.encoded, &m->acts.ln1, &m->acts.ln1_mean, &m->acts.ln1_rstd, &m->acts.qkv, &m->acts.atty,
-                      &m->acts.att, &m->acts.residual2, &m->acts.ln2, &m->acts.ln2_mean, &m->acts.ln2_rstd, &m->acts.fch,
-                      &m->acts.fch_gelu, &m->acts.residual3, &m->acts.lnf, &m->acts.lnf_mean, &m->acts.lnf_rstd,
-                      &m->acts.logits, &m->acts.losses, &m->acts.dresidual, &m->acts.dbuf_c, &m->acts.dbuf_4c,
-                      &m->acts.dbuf_3c, &m->acts.proj};
-    int n = sizeof(sizes) / sizeof(sizes[0]);
-    size_t total = 0;
-    for (int i = 0; i < n; i++) { total += sizes[i]; }
-    m->acts_memory = (float *)mallocCheck(total * sizeof(float));
-    float *p = m->acts_memory;
-    for (int i = 0; i < n; i++) { *ptrs[i] = p; p += sizes[i]; }
-    m->batch_size = B;
-    m->seq_len = T;
-    m->targets_copy = (int *)mallocCheck(BT * sizeof(int));
-    m->inputs_copy = (int *)mallocCheck(BT * sizeof(int));
+// one activation tensor: where its pointer goes, how many floats, its row of the memory plan
+typedef struct {
+    float **ptr;
+    size_t count;
+    PlanRow row;
+} ActSlot;
+
+static int gpt2_activation_slots(ActSlot *slots, ActivationTensors *a, const GPT2Config *c, int B, int T) {
+    const size_t L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size, BT = (size_t)B * T;
+    const PlanRow ACT = PLAN_ACTS, SCR = PLAN_SCRATCH;
+    ActSlot table[] = {
+        {&a->encoded, BT * C, ACT},      {&a->ln1, L * BT * C, ACT},        {&a->ln1_mean, L * BT, ACT},
+        {&a->ln1_rstd, L * BT, ACT},     {&a->qkv, L * BT * 3 * C, ACT},    {&a->atty, L * BT * C, ACT},
+        {&a->att, L * B * NH * (size_t)T * T, PLAN_ATTENTION},            {&a->residual2, L * BT * C, ACT},
+        {&a->ln2, L * BT * C, ACT},      {&a->ln2_mean, L * BT, ACT},       {&a->ln2_rstd, L * BT, ACT},
+        {&a->fch, L * BT * 4 * C, ACT},  {&a->fch_gelu, L * BT * 4 * C, ACT}, {&a->residual3, L * BT * C, ACT},
+        {&a->lnf, BT * C, ACT},          {&a->lnf_mean, BT, ACT},           {&a->lnf_rstd, BT, ACT},
+        {&a->logits, BT * Vp, PLAN_LOGITS}, {&a->losses, BT, ACT},          {&a->dresidual, BT * C, SCR},
+        {&a->dbuf_c, BT * C, SCR},       {&a->dbuf_4c, BT * 4 * C, SCR},    {&a->dbuf_3c, BT * 3 * C, SCR},
+        {&a->proj, BT * C, SCR},
+    };
+    const int n = (int)(sizeof(table) / sizeof(table[0]));
+    for (int i = 0; i < n; i++) { slots[i] = table[i]; }
+    return n;
 }
 
-// allocate parameters, gradients, optimizer state and activations; params are uninitialised
-void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T) {
+static void gpt2_alloc_activations(GPT2 *m, int B, int T) {
+    ActSlot slots[32];
+    const int n = gpt2_activation_slots(slots, &m->acts, &m->config, B, T);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) { total += slots[i].count; }
+    m->acts_memory = (float *)mallocCheck(total * sizeof(float));
+    float *p = m->acts_memory;
+    for (int i = 0; i < n; i++) { *slots[i].ptr = p; p += slots[i].count; }
+    m->batch_size = B;
+    m->seq_len = T;
+    m->targets_copy = (int *)mallocCheck((size_t)B * T * sizeof(int));
+    m->inputs_copy = (int *)mallocCheck((size_t)B * T * sizeof(int));
+    for (int which = 0; which < 2; which++) { gemm_reserve(which, gemm_scratch_floats(which, &m->config, B, T)); }
+}
+
+// allocate parameters, gradients, optimizer state and activations; params are uninitialised.
+// planner (NULL: no check): stops with the plan's figures when they exceed the RAM available
+void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, const Planner *planner) {
+    if (planner && planner->dev.known) {
+        MemPlan p;
+        memset(&p, 0, sizeof(p));
+        planner->fn(planner->ctx, B, 0, &p);
+        const size_t need = plan_total(&p, 1);
+        if (need > planner->dev.free) {
+            llmc_die("B=%d T=%d needs %.2f GiB of RAM per process (parameters, gradients and AdamW %.2f, activations and "
+                     "attention %.2f, logits %.2f) but %s; use a smaller -b or -t, or -b auto (--plan 1 prints the plan)",
+                     B, T, need / PLAN_GiB, (p.device[PLAN_PARAMS] + p.device[PLAN_GRADS] + p.device[PLAN_ADAMW]) / PLAN_GiB,
+                     (p.device[PLAN_ACTS] + p.device[PLAN_ATTENTION]) / PLAN_GiB, p.device[PLAN_LOGITS] / PLAN_GiB, planner->dev.what);
+        }
+    }
     memset(m, 0, sizeof(*m));
     m->config = *config;
     gpt2_param_sizes(m->param_sizes, config);
@@ -735,31 +798,55 @@ float gpt2_grad_norm(GPT2 *m) {
 // ----------------------------------------------------------------------------
 // the Backend for the shared training loop
 
+// adds the milliseconds since *t to phase p of the step and moves *t to now
+static void cpu_phase(GPT2 *m, Phase p, double *t) {
+    const double now = llmc_wall_seconds();
+    m->phase_ms[p] += (now - *t) * 1000.0;
+    *t = now;
+}
+
 static void cpu_train_micro_step(Backend *b, const int *inputs, const int *targets, int B, int T, float dloss, int k, int n) {
     GPT2 *m = (GPT2 *)b->self;
+    double t = llmc_wall_seconds();
     if (k == 0) {
         memset(m->grads_memory, 0, m->num_params * sizeof(float));
         m->step_loss = 0.0;
+        memset(m->phase_ms, 0, sizeof(m->phase_ms));
     }
     m->step_loss += gpt2_forward(m, inputs, targets, B, T);
+    cpu_phase(m, PHASE_FORWARD, &t);
     gpt2_backward(m, dloss, B, T);
+    cpu_phase(m, PHASE_BACKWARD, &t);
     (void)n;
 }
 
 static double cpu_step_loss_sum(Backend *b) { return ((GPT2 *)b->self)->step_loss; }
 
+// the all-reduce has nothing to overlap with on the CPU: all of it is exposed
 static float cpu_reduce_grads(Backend *b) {
     GPT2 *m = (GPT2 *)b->self;
+    double t = llmc_wall_seconds();
 #ifdef USE_MPI
     if (m->comm->world_size > 1) { comm_mpi_allreduce_sum_f32(m->comm, m->grads_memory, m->num_params); }
 #endif
-    return gpt2_grad_norm(m);
+    cpu_phase(m, PHASE_COMM, &t);
+    float norm = gpt2_grad_norm(m);
+    cpu_phase(m, PHASE_OPTIMIZER, &t);
+    return norm;
 }
 
 static void cpu_update(Backend *b, float lr, float beta1, float beta2, float eps, float wd, float grad_scale, int t,
                        unsigned long long seed) {
     (void)seed;  // fp32 parameters: no stochastic rounding
-    gpt2_update((GPT2 *)b->self, lr, beta1, beta2, eps, wd, grad_scale, t);
+    GPT2 *m = (GPT2 *)b->self;
+    double t0 = llmc_wall_seconds();
+    gpt2_update(m, lr, beta1, beta2, eps, wd, grad_scale, t);
+    cpu_phase(m, PHASE_OPTIMIZER, &t0);
+}
+
+static void cpu_step_phases(Backend *b, double ms[NUM_PHASES]) {
+    GPT2 *m = (GPT2 *)b->self;
+    for (int p = PHASE_FORWARD; p <= PHASE_OPTIMIZER; p++) { ms[p] = m->phase_ms[p]; }
 }
 
 static void cpu_forward_losses(Backend *b, const int *inputs, const int *targets, int B, int T, float *losses) {
@@ -828,6 +915,47 @@ void gpt2_make_backend(Backend *b, GPT2 *m, int T) {
     b->get_opt_state = cpu_get_opt_state;
     b->set_opt_state = cpu_set_opt_state;
     b->params_crc = cpu_params_crc;
+    b->step_phases = cpu_step_phases;
+    b->range = NULL;
+}
+
+// ----------------------------------------------------------------------------
+// the memory plan (llmc/plan.h): what gpt2_build and the training loop allocate, per rank
+
+typedef struct {
+    const TrainArgs *a;
+    GPT2Config config;
+    int ranks;
+    size_t runtime;  // resident bytes before the model: code, libraries, MPI
+} CpuPlan;
+
+static void cpu_plan(void *ctx, int B, int recompute, MemPlan *p) {
+    const CpuPlan *cp = (const CpuPlan *)ctx;
+    const GPT2Config *c = &cp->config;
+    const size_t P = gpt2_num_params(c), F = sizeof(float), BT = (size_t)B * cp->a->T;
+    (void)recompute;  // this trainer keeps every activation
+    plan_add(p, PLAN_PARAMS, 1, P * F);
+    plan_note(p, PLAN_PARAMS, "fp32, %zu", P);
+    plan_add(p, PLAN_GRADS, 1, P * F);
+    plan_note(p, PLAN_GRADS, "fp32");
+    plan_note(p, PLAN_MASTER, "none: fp32 parameters are the master weights");
+    plan_add(p, PLAN_ADAMW, 1, 2 * P * F);
+    plan_note(p, PLAN_ADAMW, "fp32 m and v, every rank all of them (-z is for train_gpt2cu)");
+    ActSlot slots[32];
+    ActivationTensors unused;
+    const int n = gpt2_activation_slots(slots, &unused, c, B, cp->a->T);
+    for (int i = 0; i < n; i++) { plan_add(p, slots[i].row, 1, slots[i].count * F); }
+    plan_note(p, PLAN_ACTS, "every layer's, fp32 (no recomputation here)");
+    plan_note(p, PLAN_LOGITS, "(B, T, Vp) fp32: logits, probabilities, their gradient");
+    plan_note(p, PLAN_ATTENTION, "softmax probabilities kept for the backward, (L, B, NH, T, T) fp32");
+    plan_add(p, PLAN_SCRATCH, 1, 2 * BT * sizeof(int) + (gemm_scratch_floats(0, c, B, cp->a->T) + gemm_scratch_floats(1, c, B, cp->a->T)) * F);
+    plan_note(p, PLAN_SCRATCH, "the backward's layer buffers, token copies%s",
+              gemm_scratch_floats(0, c, B, cp->a->T) > 0 ? ", the built-in matmul's transposes" : "");
+    plan_note(p, PLAN_COMM, "%s", cp->ranks > 1 ? "none: MPI all-reduces the gradients in place (its own buffers not counted)"
+                                               : "none (one process)");
+    train_data_plan(p, 1, cp->a, B, c->vocab_size);
+    plan_add(p, PLAN_RUNTIME, 1, cp->runtime);
+    plan_note(p, PLAN_RUNTIME, "code, libraries, MPI: resident before the model (measured)");
 }
 
 // ----------------------------------------------------------------------------
@@ -839,8 +967,19 @@ int main(int argc, char **argv) {
         llmc_die("%s started %d processes, but train_gpt2 runs several processes only under mpirun (MPI); "
                  "use: mpirun -np %d ./train_gpt2 ...", run.comm.launcher, run.comm.world_size, run.comm.world_size);
     }
+    const int plan_ranks = run.args.plan > 0 ? run.args.plan : run.comm.world_size;
+    CpuPlan cp = {&run.args, run.config, plan_ranks, plan_process_rss()};
+    Planner planner = {"train_gpt2", cpu_plan, &cp, 1, plan_ram(run.args.plan > 0 ? plan_ranks : run.comm.local_size), 0};
+    planner.ckpt_snapshot = ckpt_snapshot_plan_bytes(&run.args, gpt2_num_params(&run.config), MODEL_VERSION_FP32, 0,
+                                                     plan_ranks, 0);
+    if (run.args.plan > 0) {
+        if (run.comm.rank == 0) { plan_print(&planner, &run.args, plan_ranks, gpt2_num_params(&run.config)); }
+        comm_finalize(&run.comm);
+        return 0;
+    }
+    plan_auto_batch(&run.args, &run.comm, &planner, run.args.recompute);
     GPT2 model;
-    gpt2_build(&model, &run.config, run.args.B, run.args.T);
+    gpt2_build(&model, &run.config, run.args.B, run.args.T, &planner);
     model.comm = &run.comm;
     if (run.from_file) {
         gpt2_load(&model, run.args.model);

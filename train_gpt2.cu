@@ -27,8 +27,8 @@
  * backward pass from its saved input (12C), -r 2 also the two LayerNorm outputs (10C). The rest
  * is per model: params 2 B, grads 2 B, master 4 B, m 4 B, v 4 B per parameter (16 B; with -z 1
  * the 12 B of optimizer state are divided by the ranks), and a (B, T, max(Vp, 4C)) bf16 buffer
- * for the logits that the backward pass reuses. gpt2_memory() adds it all up before anything is
- * allocated. GPT-2 1.5B (d48: C 1600, 1.56e9 parameters, 23.2 GiB of parameters, gradients and
+ * for the logits that the backward pass reuses. gpt2_plan() adds it all up, row by row (--plan
+ * prints it), before anything is allocated, and the allocations are sized by the same functions. GPT-2 1.5B (d48: C 1600, 1.56e9 parameters, 23.2 GiB of parameters, gradients and
  * optimizer state) at T = 1024 needs by that arithmetic 1.60 GiB per sequence with -r 2, 1.88 GiB
  * with -r 1 and 2.46 GiB with -r 0, so on one H200 (about 139 GiB usable) B = 64 fits with -r 2
  * (125.4 GiB; 72 at most), B = 48 with -r 1 (113.7 GiB; 56 at most), B = 32 with -r 0 (101.9 GiB;
@@ -60,6 +60,7 @@
 #include "llmc/global_norm.cuh"
 #include "llmc/nccl_comm.cuh"
 #include "llmc/zero.cuh"
+#include <nvtx3/nvToolsExt.h>
 #ifdef USE_CUDNN
 #include "llmc/cudnn_att.h"
 #endif
@@ -182,6 +183,16 @@ typedef struct {
     float *losses_pinned;     // (B, T)
     uint16_t *row_pinned;     // (Vp) one row of logits
     float *scalar_pinned;     // (1)
+    // phase timers (llmc/phase.h): events on the stream, read after the waits a step has anyway
+    cudaEvent_t *micro_ev;    // 3 per micro-step: forward start, backward start, backward end
+    int micro_ev_steps;       // micro-steps with events so far
+    int micro_steps;          // of the current step
+    cudaEvent_t comm_ev[2];   // around the wait for the gradient reduction (its end starts the norm)
+    cudaEvent_t update_ev[2][2];  // around the update, two pairs taking turns (one may still run)
+    int update_turn, update_unread[2];
+    int updated;              // this step ran the update (a skipped step does not)
+    double update_ms;         // the last update whose time was read
+    size_t planned_bytes;     // the memory plan's GPU total (gpt2_plan)
 } GPT2;
 
 // wait on the host for everything queued on the model's stream (with the watchdog when NCCL runs)
@@ -192,22 +203,13 @@ static void gpt2_sync(GPT2 *m, const char *what) {
 
 // ---- memory
 
-typedef struct {
-    size_t model;        // params + grads
-    size_t optimizer;    // master + m + v
-    size_t activations;  // activations + scratch + encoder backward work
-    size_t other;        // cuBLASLt workspace and cuDNN's attention workspace
-    size_t total;
-} GPT2Memory;
-
-// one activation tensor: where its pointer goes, how many elements, element bytes
+// one activation tensor: where its pointer goes, how many elements, element bytes, its row of the memory plan
 typedef struct {
     void **ptr;
     size_t count;
     size_t elem;
+    PlanRow row;
 } ActSlot;
-
-static inline size_t round_up_256(size_t n) { return (n + 255) / 256 * 256; }
 
 static int gpt2_activation_slots(ActSlot *slots, ActivationTensors *a, const GPT2Config *c, int B, int T, int recompute) {
     const size_t L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
@@ -221,46 +223,123 @@ static int gpt2_activation_slots(ActSlot *slots, ActivationTensors *a, const GPT
     if (s3 > scratch) { scratch = s3; }
     if (global_norm_scratch_bytes() > scratch) { scratch = global_norm_scratch_bytes(); }
     const size_t X = sizeof(floatX), F = sizeof(float);
+    const PlanRow ACT = PLAN_ACTS, SCR = PLAN_SCRATCH;
     ActSlot table[] = {
-        {(void **)&a->encoded, BT * C, X},          {(void **)&a->ln1, ln_layers * BT * C, X},
-        {(void **)&a->ln1_mean, L * BT, F},         {(void **)&a->ln1_rstd, L * BT, F},
-        {(void **)&a->qkv, L * BT * 3 * C, X},      {(void **)&a->atty, L * BT * C, X},
-        {(void **)&a->att_lse, L * B * NH * T, F},  {(void **)&a->residual2, L * BT * C, X},
-        {(void **)&a->ln2, ln_layers * BT * C, X},  {(void **)&a->ln2_mean, L * BT, F},
-        {(void **)&a->ln2_rstd, L * BT, F},         {(void **)&a->fch, L * BT * 4 * C, X},
-        {(void **)&a->fch_gelu, gelu_layers * BT * 4 * C, X}, {(void **)&a->residual3, L * BT * C, X},
-        {(void **)&a->lnf, BT * C, X},              {(void **)&a->lnf_mean, BT, F},
-        {(void **)&a->lnf_rstd, BT, F},             {(void **)&a->logits, BT * wide, X},
-        {(void **)&a->losses, BT, F},               {(void **)&a->dresidual, BT * C, X},
-        {(void **)&a->btc, BT * C, X},              {(void **)&a->scratch, scratch / F + 1, F},
-        {(void **)&a->inputs, BT, sizeof(int)},     {(void **)&a->targets, BT, sizeof(int)},
-        {(void **)&a->loss_acc, 1, F},
+        {(void **)&a->encoded, BT * C, X, ACT},          {(void **)&a->ln1, ln_layers * BT * C, X, ACT},
+        {(void **)&a->ln1_mean, L * BT, F, ACT},         {(void **)&a->ln1_rstd, L * BT, F, ACT},
+        {(void **)&a->qkv, L * BT * 3 * C, X, ACT},      {(void **)&a->atty, L * BT * C, X, ACT},
+        {(void **)&a->att_lse, L * B * NH * T, F, ACT},  {(void **)&a->residual2, L * BT * C, X, ACT},
+        {(void **)&a->ln2, ln_layers * BT * C, X, ACT},  {(void **)&a->ln2_mean, L * BT, F, ACT},
+        {(void **)&a->ln2_rstd, L * BT, F, ACT},         {(void **)&a->fch, L * BT * 4 * C, X, ACT},
+        {(void **)&a->fch_gelu, gelu_layers * BT * 4 * C, X, ACT}, {(void **)&a->residual3, L * BT * C, X, ACT},
+        {(void **)&a->lnf, BT * C, X, ACT},              {(void **)&a->lnf_mean, BT, F, ACT},
+        {(void **)&a->lnf_rstd, BT, F, ACT},             {(void **)&a->logits, BT * wide, X, PLAN_LOGITS},
+        {(void **)&a->losses, BT, F, ACT},               {(void **)&a->dresidual, BT * C, X, SCR},
+        {(void **)&a->btc, BT * C, X, SCR},              {(void **)&a->scratch, scratch / F + 1, F, SCR},
+        {(void **)&a->inputs, BT, sizeof(int), PLAN_DATA}, {(void **)&a->targets, BT, sizeof(int), PLAN_DATA},
+        {(void **)&a->loss_acc, 1, F, ACT},
     };
     const int n = (int)(sizeof(table) / sizeof(table[0]));
     for (int i = 0; i < n; i++) { slots[i] = table[i]; }
     return n;
 }
 
+// what the model's pinned staging takes on the host (gpt2_build: token ids, losses, a row of logits, a scalar)
+static size_t gpt2_pinned_bytes(const GPT2Config *c, int B, int T) {
+    const size_t BT = (size_t)B * T;
+    return 2 * cuda_alloc_bytes(BT * sizeof(int)) + cuda_alloc_bytes(BT * sizeof(float)) +
+           cuda_alloc_bytes((size_t)c->padded_vocab_size * sizeof(uint16_t)) + cuda_alloc_bytes(sizeof(float));
+}
+
 /*
- * Device memory the model needs, before any allocation: parameters and gradients (with ZeRO-1
- * padding), optimizer state of this rank's range, activations, scratch, encoder backward work, and
- * the cuBLASLt workspace, and cuDNN's attention workspace with -at cudnn (which builds its graphs).
+ * The memory plan of one rank (llmc/plan.h), before any allocation: everything gpt2_build,
+ * cublas_init, grad_reduce_init and nccl_init allocate, on the GPU and pinned or not on the host.
+ * padded and opt_count come from the reduction plan (grad_reduce_plan: ZeRO-1 padding and this
+ * rank's optimizer range). cuDNN's workspace (-at cudnn) is asked of cuDNN, which needs the GPU;
+ * without one (have_gpu 0) the row says it is unknown. a (may be NULL) adds the data loader's row.
  */
-static GPT2Memory gpt2_memory(const GPT2Config *c, int B, int T, int recompute, int master, AttentionImpl attention,
-                              size_t padded, size_t opt_count) {
-    GPT2Memory mem;
-    memset(&mem, 0, sizeof(mem));
-    mem.model = 2 * round_up_256(padded * sizeof(floatX));
-    mem.optimizer = (size_t)(master ? 3 : 2) * round_up_256(opt_count * sizeof(float));
+typedef struct {
+    GPT2Config config;
+    int T, master, world_size, zero, have_gpu;
+    AttentionImpl attention;
+    GradReduceKind kind;
+    size_t padded, opt_count;
+    const TrainArgs *a;
+    size_t runtime;           // resident host bytes before the model (code, libraries), measured
+} CudaPlan;
+
+static void gpt2_plan(void *ctx, int B, int recompute, MemPlan *p) {
+    const CudaPlan *cp = (const CudaPlan *)ctx;
+    const GPT2Config *c = &cp->config;
+    const int T = cp->T;
+    const size_t P = gpt2_num_params(c), F = sizeof(float);
+    const int sharded = cp->zero && cp->world_size > 1;
+    char shard[96] = "all of them";
+    if (sharded) { snprintf(shard, sizeof(shard), "this rank's ZeRO-1 shard: %zu of %zu", cp->opt_count, P); }
+    plan_add(p, PLAN_PARAMS, 1, cuda_alloc_bytes(cp->padded * sizeof(floatX)));
+    plan_note(p, PLAN_PARAMS, "bf16, %zu%s", P, cp->padded > P ? " (+ ZeRO-1 padding)" : "");
+    plan_add(p, PLAN_GRADS, 1, cuda_alloc_bytes(cp->padded * sizeof(floatX)));
+    plan_note(p, PLAN_GRADS, "bf16, every rank all of them");
+    if (cp->master) {
+        plan_add(p, PLAN_MASTER, 1, cuda_alloc_bytes(cp->opt_count * F));
+        plan_note(p, PLAN_MASTER, "fp32, %s", shard);
+    } else {
+        plan_note(p, PLAN_MASTER, "none (-w 0)");
+    }
+    plan_add(p, PLAN_ADAMW, 1, 2 * cuda_alloc_bytes(cp->opt_count * F));
+    plan_note(p, PLAN_ADAMW, "fp32 m and v, %s", shard);
     ActSlot slots[32];
-    ActivationTensors a;
-    const int n = gpt2_activation_slots(slots, &a, c, B, T, recompute);
-    for (int i = 0; i < n; i++) { mem.activations += round_up_256(slots[i].count * slots[i].elem); }
-    const int BT = B * T;
-    mem.activations += encoder_plan_ints(BT) * sizeof(int) + (size_t)encoder_max_slots(BT) * c->channels * sizeof(float);
-    mem.other = CUBLASLT_WORKSPACE_BYTES + round_up_256(attention_workspace_bytes(attention, c, B, T));
-    mem.total = mem.model + mem.optimizer + mem.activations + mem.other;
-    return mem;
+    ActivationTensors unused;
+    const int n = gpt2_activation_slots(slots, &unused, c, B, T, recompute);
+    for (int i = 0; i < n; i++) { plan_add(p, slots[i].row, 1, cuda_alloc_bytes(slots[i].count * slots[i].elem)); }
+    plan_note(p, PLAN_ACTS, "bf16, kept for the backward; -r %d recomputes %s", recompute,
+              recompute == 0 ? "nothing" : recompute == 1 ? "GELU" : "GELU and LayerNorm");
+    plan_note(p, PLAN_LOGITS, "(B, T, max(Vp, 4C)) bf16, reused by the backward");
+    if (cp->attention == ATTENTION_CUDNN && cp->have_gpu) {
+        plan_add(p, PLAN_ATTENTION, 1, cuda_alloc_bytes(attention_workspace_bytes(cp->attention, c, B, T)));
+        plan_note(p, PLAN_ATTENTION, "cuDNN's workspace (-at cudnn)");
+    } else if (cp->attention == ATTENTION_CUDNN) {
+        plan_note(p, PLAN_ATTENTION, "cuDNN's workspace: unknown without a GPU (cuDNN tells it)");
+    } else {
+        plan_note(p, PLAN_ATTENTION, "none: our kernel keeps the log-sum-exp, its backward uses the scratch");
+    }
+    plan_add(p, PLAN_SCRATCH, 1, encoder_backward_work_device_bytes(B, T, c->channels) + cuda_alloc_bytes(CUBLASLT_WORKSPACE_BYTES) +
+                                     grad_reduce_device_bytes());
+    plan_add(p, PLAN_SCRATCH, 0, encoder_backward_work_host_bytes(B, T));
+    plan_note(p, PLAN_SCRATCH, "reductions' and attention's fp32 scratch, dresidual, cuBLASLt and embedding-gradient work");
+    plan_add(p, PLAN_COMM, 0, grad_reduce_host_bytes(cp->kind, cp->padded));
+    if (cp->kind == GRAD_REDUCE_NCCL) {
+        plan_add(p, PLAN_COMM, 1, cuda_alloc_bytes(nccl_staging_bytes(cp->world_size)));
+        plan_add(p, PLAN_COMM, 0, cuda_alloc_bytes(nccl_staging_bytes(cp->world_size)));
+        plan_note(p, PLAN_COMM, "NCCL staging (NCCL's own buffers are NCCL's: not counted, in the margin)");
+    } else if (cp->kind == GRAD_REDUCE_MPI) {
+        plan_note(p, PLAN_COMM, "-pb mpi: the gradients staged on the host, bf16 pinned and fp32");
+    } else {
+        plan_note(p, PLAN_COMM, "none (one process)");
+    }
+    plan_add(p, PLAN_DATA, 0, gpt2_pinned_bytes(c, B, T));
+    if (cp->a) { train_data_plan(p, 0, cp->a, B, c->vocab_size); }
+    plan_add(p, PLAN_RUNTIME, 0, cp->runtime);
+    plan_note(p, PLAN_RUNTIME, "host: code and libraries resident before the model (measured); the CUDA context is not counted");
+}
+
+// the plan of a model of `config` at T, -w master and -at attention, reduced by red (grad_reduce_plan:
+// the ranks, ZeRO-1's padding and this rank's optimizer range); a: the flags, for the data loader's row
+static void gpt2_plan_of(CudaPlan *cp, const GPT2Config *config, int T, int master, AttentionImpl attention,
+                         const GradReducer *red, int have_gpu, const TrainArgs *a) {
+    memset(cp, 0, sizeof(*cp));
+    cp->config = *config;
+    cp->T = T;
+    cp->master = master;
+    cp->world_size = red->world_size;
+    cp->zero = red->zero;
+    cp->have_gpu = have_gpu;
+    cp->attention = attention;
+    cp->kind = red->kind;
+    cp->padded = red->padded;
+    cp->opt_count = red->count;
+    cp->a = a;
+    cp->runtime = a ? plan_process_rss() : 0;
 }
 
 static const double GiB = 1024.0 * 1024.0 * 1024.0;
@@ -304,15 +383,25 @@ void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, int recompute, 
     m->attention = attention;
     m->red = *red;
 
-    GPT2Memory mem = gpt2_memory(config, B, T, recompute, master_weights, attention, red->padded, red->count);
+    // the plan counts the cuBLASLt workspace and the NCCL staging, allocated before this check: it
+    // asks for up to 33 MiB more than is still needed
+    CudaPlan cp;
+    gpt2_plan_of(&cp, config, T, master_weights, attention, red, 1, NULL);
+    MemPlan plan;
+    memset(&plan, 0, sizeof(plan));
+    gpt2_plan(&cp, B, recompute, &plan);
+    const size_t need = plan_total(&plan, 1);
+    m->planned_bytes = need;
     size_t free_bytes = 0, total_bytes = 0;
     cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
-    if (mem.total > free_bytes) {
+    if (need > free_bytes) {
         llmc_die("B=%d T=%d needs %.2f GiB of GPU memory (parameters+gradients %.2f, optimizer state %.2f, activations "
-                 "%.2f with -r %d, workspace %.2f) but %.2f GiB of %.2f are free; use a smaller -b, -r 2 (recompute "
-                 "LayerNorm and GELU), or -z 1 with several GPUs (shards the optimizer state)",
-                 B, T, mem.total / GiB, mem.model / GiB, mem.optimizer / GiB, mem.activations / GiB, recompute,
-                 mem.other / GiB, free_bytes / GiB, total_bytes / GiB);
+                 "and logits %.2f with -r %d, scratch and workspaces %.2f) but %.2f GiB of %.2f are free; use a smaller "
+                 "-b or -b auto, -r 2 (recompute LayerNorm and GELU), or -z 1 with several GPUs (shards the optimizer "
+                 "state); --plan %d prints the plan", B, T, need / GiB, (plan.device[PLAN_PARAMS] + plan.device[PLAN_GRADS]) / GiB,
+                 (plan.device[PLAN_MASTER] + plan.device[PLAN_ADAMW]) / GiB, (plan.device[PLAN_ACTS] + plan.device[PLAN_LOGITS]) / GiB,
+                 recompute, (plan.device[PLAN_SCRATCH] + plan.device[PLAN_ATTENTION] + plan.device[PLAN_COMM]) / GiB,
+                 free_bytes / GiB, total_bytes / GiB, red->world_size);
     }
 
     cudaCheck(cudaStreamCreate(&m->stream));
@@ -335,12 +424,12 @@ void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, int recompute, 
     ActSlot slots[32];
     const int n = gpt2_activation_slots(slots, &m->acts, config, B, T, recompute);
     size_t total = 0;
-    for (int i = 0; i < n; i++) { total += round_up_256(slots[i].count * slots[i].elem); }
+    for (int i = 0; i < n; i++) { total += cuda_alloc_bytes(slots[i].count * slots[i].elem); }
     gpu_malloc(&m->acts_memory, total, "activations");
     char *p = (char *)m->acts_memory;
     for (int i = 0; i < n; i++) {
         *slots[i].ptr = p;
-        p += round_up_256(slots[i].count * slots[i].elem);
+        p += cuda_alloc_bytes(slots[i].count * slots[i].elem);
     }
     m->att_workspace_bytes = attention_workspace_bytes(attention, config, B, T);  // graphs cached: no second build
     if (m->att_workspace_bytes > 0) { gpu_malloc(&m->att_workspace, m->att_workspace_bytes, "cuDNN's attention workspace"); }
@@ -354,6 +443,10 @@ void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, int recompute, 
     cudaCheck(cudaMallocHost((void **)&m->losses_pinned, BT * sizeof(float)));
     cudaCheck(cudaMallocHost((void **)&m->row_pinned, (size_t)config->padded_vocab_size * sizeof(uint16_t)));
     cudaCheck(cudaMallocHost((void **)&m->scalar_pinned, sizeof(float)));
+    for (int i = 0; i < 2; i++) {  // timed events (default flags)
+        cudaCheck(cudaEventCreate(&m->comm_ev[i]));
+        for (int j = 0; j < 2; j++) { cudaCheck(cudaEventCreate(&m->update_ev[i][j])); }
+    }
     cudaCheck(cudaEventRecord(m->staged_ev, m->stream));
     gpt2_sync(m, "the model's setup");
 }
@@ -376,6 +469,12 @@ void gpt2_free(GPT2 *m) {
     cudaCheck(cudaFreeHost(m->scalar_pinned));
     cudaCheck(cudaEventDestroy(m->sync_ev));
     cudaCheck(cudaEventDestroy(m->staged_ev));
+    for (int i = 0; i < 3 * m->micro_ev_steps; i++) { cudaCheck(cudaEventDestroy(m->micro_ev[i])); }
+    free(m->micro_ev);
+    for (int i = 0; i < 2; i++) {
+        cudaCheck(cudaEventDestroy(m->comm_ev[i]));
+        for (int j = 0; j < 2; j++) { cudaCheck(cudaEventDestroy(m->update_ev[i][j])); }
+    }
     cudaCheck(cudaStreamDestroy(m->stream));
 }
 
@@ -689,16 +788,52 @@ static double gpu_peak_flops(int device) {
 // ----------------------------------------------------------------------------
 // the Backend for the shared training loop
 
+// ---- phase timers: events on the stream around each phase, and NVTX ranges around the same
+// phases for Nsight Systems (host side); nothing here waits
+
+// the events of micro-step k (three: forward start, backward start, backward end), created on first use
+static cudaEvent_t *gpt2_micro_events(GPT2 *m, int k) {
+    if (k >= m->micro_ev_steps) {
+        cudaEvent_t *grown = (cudaEvent_t *)mallocCheck(3 * (size_t)(k + 1) * sizeof(cudaEvent_t));
+        if (m->micro_ev_steps > 0) { memcpy(grown, m->micro_ev, 3 * (size_t)m->micro_ev_steps * sizeof(cudaEvent_t)); }
+        free(m->micro_ev);
+        m->micro_ev = grown;
+        for (int i = 3 * m->micro_ev_steps; i < 3 * (k + 1); i++) { cudaCheck(cudaEventCreate(&m->micro_ev[i])); }
+        m->micro_ev_steps = k + 1;
+    }
+    return m->micro_ev + 3 * k;
+}
+
+// milliseconds between two completed events
+static double gpt2_event_ms(cudaEvent_t from, cudaEvent_t to) {
+    float ms = 0.0f;
+    cudaCheck(cudaEventElapsedTime(&ms, from, to));
+    return (double)ms;
+}
+
+static void cuda_range(const char *name, int push) {
+    if (push) { nvtxRangePushA(name); } else { nvtxRangePop(); }
+}
+
 static void cuda_train_micro_step(Backend *b, const int *inputs, const int *targets, int B, int T, float dloss, int k,
                                   int n) {
     GPT2 *m = (GPT2 *)b->self;
+    cudaEvent_t *ev = gpt2_micro_events(m, k);
     if (k == 0) {
         cudaCheck(cudaMemsetAsync(m->grads_memory, 0, m->red.padded * sizeof(floatX), m->stream));
         cudaCheck(cudaMemsetAsync(m->acts.loss_acc, 0, sizeof(float), m->stream));
     }
+    nvtxRangePushA("forward");
+    cudaCheck(cudaEventRecord(ev[0], m->stream));
     gpt2_forward(m, inputs, targets, B, T, FWD_TRAIN, dloss);
     loss_sum_accumulate(m->acts.loss_acc, m->acts.losses, B * T, 1.0f / ((float)B * T), m->stream);
+    cudaCheck(cudaEventRecord(ev[1], m->stream));
+    nvtxRangePop();
+    nvtxRangePushA("backward");
     gpt2_backward(m, inputs, B, T, k == n - 1);
+    cudaCheck(cudaEventRecord(ev[2], m->stream));
+    nvtxRangePop();
+    m->micro_steps = k + 1;
 }
 
 static double cuda_step_loss_sum(Backend *b) {
@@ -708,15 +843,65 @@ static double cuda_step_loss_sum(Backend *b) {
     return (double)m->scalar_pinned[0];
 }
 
+// comm: the stream's wait for the reduction (exposed communication); optimizer: the norm up to the
+// reduction's norm_ready event, which grad_reduce_norm waits for
 static float cuda_reduce_grads(Backend *b) {
     GPT2 *m = (GPT2 *)b->self;
+    nvtxRangePushA("comm");
+    cudaCheck(cudaEventRecord(m->comm_ev[0], m->stream));
     grad_reduce_finish(&m->red, m->grads_memory, m->stream);
-    return grad_reduce_norm(&m->red, m->grads_memory, m->acts.scratch, m->stream);
+    cudaCheck(cudaEventRecord(m->comm_ev[1], m->stream));
+    nvtxRangePop();
+    nvtxRangePushA("optimizer");
+    float norm = grad_reduce_norm(&m->red, m->grads_memory, m->acts.scratch, m->stream);
+    nvtxRangePop();
+    return norm;
 }
 
 static void cuda_update(Backend *b, float lr, float beta1, float beta2, float eps, float wd, float grad_scale, int t,
                         unsigned long long seed) {
-    gpt2_update((GPT2 *)b->self, lr, beta1, beta2, eps, wd, grad_scale, t, seed);
+    GPT2 *m = (GPT2 *)b->self;
+    cudaEvent_t *ev = m->update_ev[m->update_turn];
+    nvtxRangePushA("optimizer");
+    cudaCheck(cudaEventRecord(ev[0], m->stream));
+    gpt2_update(m, lr, beta1, beta2, eps, wd, grad_scale, t, seed);
+    cudaCheck(cudaEventRecord(ev[1], m->stream));
+    nvtxRangePop();
+    m->update_unread[m->update_turn] = 1;
+    m->updated = 1;
+}
+
+/*
+ * The step's phases from its events. Forward, backward, comm and the norm are complete (the loss and
+ * the norm were waited for). The update usually still runs: its time is read when its end event has
+ * completed, else the previous update's stands (read now: this step's waits came after it).
+ */
+static void cuda_step_phases(Backend *b, double ms[NUM_PHASES]) {
+    GPT2 *m = (GPT2 *)b->self;
+    ms[PHASE_FORWARD] = ms[PHASE_BACKWARD] = 0.0;
+    for (int k = 0; k < m->micro_steps; k++) {
+        const cudaEvent_t *ev = m->micro_ev + 3 * k;
+        ms[PHASE_FORWARD] += gpt2_event_ms(ev[0], ev[1]);
+        ms[PHASE_BACKWARD] += gpt2_event_ms(ev[1], ev[2]);
+    }
+    ms[PHASE_COMM] = gpt2_event_ms(m->comm_ev[0], m->comm_ev[1]);
+    const int now = m->update_turn, before = 1 - now;
+    if (m->update_unread[before]) {
+        m->update_ms = gpt2_event_ms(m->update_ev[before][0], m->update_ev[before][1]);
+        m->update_unread[before] = 0;
+    }
+    if (m->update_unread[now]) {
+        cudaError_t q = cudaEventQuery(m->update_ev[now][1]);
+        if (q == cudaSuccess) {
+            m->update_ms = gpt2_event_ms(m->update_ev[now][0], m->update_ev[now][1]);
+            m->update_unread[now] = 0;
+        } else if (q != cudaErrorNotReady) {
+            cudaCheck(q);
+        }
+        m->update_turn = before;  // the next update records into the other pair
+    }
+    ms[PHASE_OPTIMIZER] = gpt2_event_ms(m->comm_ev[1], m->red.norm_ready) + (m->updated ? m->update_ms : 0.0);
+    m->updated = 0;
 }
 
 static void cuda_forward_losses(Backend *b, const int *inputs, const int *targets, int B, int T, float *losses) {
@@ -834,6 +1019,8 @@ void gpt2_make_backend(Backend *b, GPT2 *m, int T, double peak_flops) {
     b->get_opt_state = cuda_get_opt_state;
     b->set_opt_state = cuda_set_opt_state;
     b->params_crc = cuda_params_crc;
+    b->step_phases = cuda_step_phases;
+    b->range = cuda_range;
 }
 
 // ----------------------------------------------------------------------------
@@ -918,14 +1105,70 @@ static void gpt2_init_from_args(GPT2 *m, const TrainArgs *a, int from_file) {
     free(init);
 }
 
+// The memory of GPU `device` (cudaMemGetInfo), or, with device < 0, of local rank's GPU if one is
+// visible: not known without one (--plan then prints the plan without it)
+static DeviceMemory gpu_device_memory(int device, int local_rank) {
+    DeviceMemory d;
+    memset(&d, 0, sizeof(d));
+    d.name = "GPU";
+    d.margin = 0.05;  // CUDA's, cuBLAS's and NCCL's own allocations, the allocator's rounding
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        (void)cudaGetLastError();
+        snprintf(d.what, sizeof(d.what), "unknown: no CUDA GPU is visible (%s)",
+                 err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+        return d;
+    }
+    if (device < 0) {
+        device = local_rank % count;
+        cudaCheck(cudaSetDevice(device));
+    }
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, device));
+    cudaCheck(cudaMemGetInfo(&d.free, &d.total));
+    d.known = 1;
+    snprintf(d.what, sizeof(d.what), "GPU %d (%s): %.2f GiB free of %.2f (cudaMemGetInfo)", device, prop.name, d.free / GiB,
+             d.total / GiB);
+    return d;
+}
+
+/*
+ * --plan N: the memory plan of the flags' run on N ranks (the gradient reduction -pb would use:
+ * none for one rank, else -pb's), printed by rank 0, with this machine's GPU if one is visible (the
+ * plan itself needs none). Returns the exit code.
+ */
+static int cuda_plan_main(TrainSetup *run, AttentionImpl attention) {
+    const int W = run->args.plan;
+    const DeviceMemory dev = gpu_device_memory(-1, run->comm.local_rank);
+    const GradReduceKind kind = W == 1 ? GRAD_REDUCE_NONE : !strcmp(run->args.backend, "mpi") ? GRAD_REDUCE_MPI : GRAD_REDUCE_NCCL;
+    Comm ranks;  // rank 0 of W, for the reduction plan's arithmetic
+    memset(&ranks, 0, sizeof(ranks));
+    ranks.world_size = W;
+    GradReducer red;
+    grad_reduce_plan(&red, kind, &ranks, run->args.zero_stage, &run->config);
+    CudaPlan cp;
+    gpt2_plan_of(&cp, &run->config, run->args.T, run->args.master_weights, attention, &red, dev.known, &run->args);
+    Planner planner = {"train_gpt2cu", gpt2_plan, &cp, 3, dev, 0};
+    planner.ckpt_snapshot = ckpt_snapshot_plan_bytes(&run->args, gpt2_num_params(&run->config), MODEL_VERSION_BF16,
+                                                     run->args.master_weights, W, run->args.zero_stage);
+    if (run->comm.rank == 0) { plan_print(&planner, &run->args, W, gpt2_num_params(&run->config)); }
+    attention_free();
+    comm_finalize(&run->comm);
+    return 0;
+}
+
 // ----------------------------------------------------------------------------
 #ifndef TESTING
 int main(int argc, char **argv) {
     TrainSetup run;
     train_start(&run, &argc, &argv);
     const AttentionImpl attention = attention_impl(run.args.attention, "-at");  // before the GPU: a bad -at stops at once
+    if (run.args.plan > 0) { return cuda_plan_main(&run, attention); }
 
     const int device = gpu_select_device(&run.comm, (const void *)cast_fp32_to_bf16_kernel, LLMC_CUDA_ARCHS);
+    size_t free_at_start = 0, total_bytes = 0;  // after the CUDA context: the baseline of this process's allocations
+    cudaCheck(cudaMemGetInfo(&free_at_start, &total_bytes));
 #ifdef MULTI_GPU
     NcclContext nccl_ctx;
     memset(&nccl_ctx, 0, sizeof(nccl_ctx));
@@ -935,6 +1178,14 @@ int main(int argc, char **argv) {
 #endif
     GradReduceKind kind = setup_processes(&run.comm, &run.args, device, nccl);
     cublas_init();
+    if (run.args.B == ARGS_AUTO) {  // after NCCL and cuBLAS: the free memory is what the model can have
+        GradReducer red;
+        grad_reduce_plan(&red, kind, &run.comm, run.args.zero_stage, &run.config);
+        CudaPlan cp;
+        gpt2_plan_of(&cp, &run.config, run.args.T, run.args.master_weights, attention, &red, 1, &run.args);
+        Planner planner = {"train_gpt2cu", gpt2_plan, &cp, 3, gpu_device_memory(device, 0)};
+        plan_auto_batch(&run.args, &run.comm, &planner, run.args.recompute);
+    }
     GPT2 model;
     gpt2_build_from_args(&model, &run.args, &run.config, kind, &run.comm, nccl);
     gpt2_init_from_args(&model, &run.args, run.from_file);
@@ -945,14 +1196,12 @@ int main(int argc, char **argv) {
         cudaDeviceProp prop;
         cudaCheck(cudaGetDeviceProperties(&prop, device));
         const TrainArgs *a = &run.args;
-        GPT2Memory mem = gpt2_memory(&run.config, a->B, a->T, a->recompute, a->master_weights, attention, model.red.padded,
-                                     model.red.count);
         printf("device: %s (sm_%d%d, %d SMs) | gradient reduction: %s%s | recompute -r %d | attention: %s | GPU memory "
-               "for the model %.2f GiB (parameters+gradients %.2f, optimizer %.2f, activations %.2f, workspaces %.2f)\n",
+               "planned %.2f GiB (--plan %d prints its rows)\n",
                prop.name, prop.major, prop.minor, prop.multiProcessorCount,
                kind == GRAD_REDUCE_NCCL ? "nccl" : kind == GRAD_REDUCE_MPI ? "mpi (host-staged)" : "none (one process)",
                a->zero_stage && run.comm.world_size > 1 ? ", ZeRO-1" : "", a->recompute, gpt2_attention_describe(&model),
-               mem.total / GiB, mem.model / GiB, mem.optimizer / GiB, mem.activations / GiB, mem.other / GiB);
+               model.planned_bytes / GiB, run.comm.world_size);
         if (!gpt2_attention_deterministic(&model)) {
             llmc_warn("-at cudnn: cuDNN refused its deterministic attention backward for this shape, so this run is not "
                       "bitwise reproducible (nor is a resume); -at own is");
@@ -962,12 +1211,14 @@ int main(int argc, char **argv) {
     int rc = train_run(&run.args, &run.comm, &backend);
     gpt2_sync(&model, "the end of training");
     if (chatty) {
-        size_t free_bytes = 0, total_bytes = 0;
+        size_t free_bytes = 0;
         cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
         // the trainer allocates everything up front, so what is in use now is the peak (for this
-        // GPU: other processes on it are included)
-        printf("GPU memory in use at the end: %.2f GiB of %.2f (all processes on this GPU)\n",
-               (total_bytes - free_bytes) / GiB, total_bytes / GiB);
+        // GPU: other processes on it are included); this process's part is counted from after its
+        // CUDA context was made (cuBLAS's and NCCL's own allocations are in it, not in the plan)
+        printf("GPU memory in use at the end: %.2f GiB of %.2f (all processes on this GPU); allocated by this run %.3f "
+               "GiB, planned %.3f GiB\n", (total_bytes - free_bytes) / GiB, total_bytes / GiB,
+               ((double)free_at_start - (double)free_bytes) / GiB, model.planned_bytes / GiB);
     }
     gpt2_free(&model);
     attention_free();

@@ -498,6 +498,8 @@ FLAGS = {
     "w": ("master_weights", int, 1, 0, 1, "accepted and ignored (parameters are fp32, autocast computes in bf16)"),
     "pb": ("backend", str, "nccl", None, None, "accepted and ignored (NCCL on GPUs, gloo on CPUs)"),
     "pt": ("comm_timeout", int, 300, 1, 86400, "seconds before a stuck collective is an error"),
+    "pe": ("phase_every", int, 100, 0, (1 << 31) - 1, "accepted and ignored (the C trainers' phase timers)"),
+    "tb": ("tensorboard", int, 0, 0, 1, "accepted and ignored (the C trainers' TensorBoard events)"),
     "sh": ("shuffle", int, 1, 0, 1, "shuffle the train data (the same permutation on every rank)"),
     "rs": ("seed", int, 1337, 0, (1 << 63) - 1, "random seed (init, shuffling, sampling)"),
     "a": ("overfit_batch", int, 0, 0, 1, "overfit the first batch (debugging)"),

@@ -17,7 +17,8 @@ main.log (llmc/logger.h): one event per line, "s:<step>" then key:value pairs in
   s:<step> tel:<val loss>      s:<step> hsw:<HellaSwag acc_norm>      s:<step> skip:<reason...>
 <step> counts the optimizer steps completed before the event, so the train loss of line s:N is
 that of step N+1 and was measured over the tokens up to tok; a val or HellaSwag point at s:N sits
-after N steps, at the tok of line s:N-1. Unknown keys are ignored; skip: takes the rest of the line.
+after N steps, at the tok of line s:N-1. Unknown keys are ignored; skip: takes the rest of the line;
+lines starting with # (the header: -b auto's choice) are skipped.
 
 Restarts: a resumed run appends to its main.log, so a step can appear more than once; for every
 series the value logged last wins. Several logs given the same --label (or all of them, with
@@ -70,7 +71,7 @@ def read_log(path, run):
     with open(path, "r", encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
             fields = line.split()
-            if not fields:
+            if not fields or fields[0].startswith("#"):  # blank, or the header (-b auto's choice)
                 continue
             if not fields[0].startswith("s:"):
                 other.append(lineno)

@@ -34,7 +34,9 @@
       "L<n>:C<n>:H<n>[:T<maxT>][:V<vocab>] e.g. L2:C64:H4 (maxT 1024, V 50257 by default)")                            \
     X(STR, tokenizer, "tk", "tokenizer", "<file>", "gpt2_tokenizer.bin", 0, 0, "tokenizer decode table, to print text")  \
     X(SECTION, _batch, "", "", "", 0, 0, 0, "batch")                                                                    \
-    X(INT, B, "b", "batch", "<int>", 4, 1, 1 << 20, "micro-batch size per rank, sequences")                             \
+    X(INT, B, "b", "batch", "<int|auto>", 4, 1, 1 << 20,                                                               \
+      "micro-batch size per rank, sequences; auto = the largest that fits the memory\n"                             \
+      "plan with a margin and divides -d over the ranks (see --plan)")                                                \
     X(INT, T, "t", "seq-len", "<int>", 1024, 1, 1 << 20, "sequence length")                                             \
     X(I64, total_batch, "d", "total-batch", "<int>", -1, -1, LLONG_MAX / 2,                                           \
       "total batch per optimizer step in tokens, all ranks; -1 = B*T*ranks\n"                                          \
@@ -90,10 +92,19 @@
       "sampling temperature (samples and --prompt); 0 = greedy")                                                       \
     X(INT, top_k, "", "top-k", "<int>", 0, 0, INT_MAX, "sample from the K most likely tokens only; 0 = all")            \
     X(STR, bpe_dir, "", "bpe-dir", "<dir>", "data/gpt2", 0, 0, "folder with encoder.json and vocab.bpe (--prompt)")     \
+    X(SECTION, _obs, "", "", "", 0, 0, 0, "memory plan, timers, TensorBoard")                                          \
+    X(INT, plan, "", "plan", "<ranks>", 0, 0, 1 << 20,                                                                 \
+      "print the memory plan of this run on this many ranks and exit (no data read); 0 = train")                     \
+    X(INT, phase_every, "pe", "phase-every", "<int>", 100, 0, INT_MAX,                                                  \
+      "print where the step time goes (data, forward, backward, comm, optimizer, eval) every N steps")               \
+    X(INT, tensorboard, "tb", "tensorboard", "<0|1>", 0, 0, 1, "write TensorBoard events to -o (events.out.tfevents.*)") \
     X(SECTION, _misc, "", "", "", 0, 0, 0, "misc")                                                                      \
     X(INT, shuffle, "sh", "shuffle", "<0|1>", 1, 0, 1, "shuffle the train data (the same permutation on every rank)")   \
     X(U64, seed, "rs", "seed", "<int>", 1337, 0, LLONG_MAX, "random seed (init, shuffling, sampling)")                  \
     X(INT, overfit_batch, "a", "overfit", "<0|1>", 0, 0, 1, "overfit the first batch (debugging)")
+
+// the value of an INT flag given as "auto" (only -b offers it; below every such flag's minimum)
+#define ARGS_AUTO 0
 
 // ---- the struct
 #define ARGS_CTYPE_SECTION(f)
@@ -259,7 +270,11 @@ static inline void args_set(TrainArgs *a, const ArgSpec *s, const char *flag, co
         if (!args_choice_ok(s->metavar, v)) { args_fail("%s %s: expected one of %s", flag, v, s->metavar); }
         *(const char **)p = v;
         break;
-    case ARG_INT: *(int *)p = (int)args_parse_int(flag, v, s->lo, s->hi); break;
+    case ARG_INT:
+        // a flag whose metavar offers "auto" (-b) takes it as ARGS_AUTO, resolved later (llmc/plan.h)
+        if (!strcmp(v, "auto") && strstr(s->metavar, "|auto>")) { *(int *)p = ARGS_AUTO; break; }
+        *(int *)p = (int)args_parse_int(flag, v, s->lo, s->hi);
+        break;
     case ARG_I64: *(long long *)p = args_parse_int(flag, v, s->lo, s->hi); break;
     case ARG_U64: *(unsigned long long *)p = (unsigned long long)args_parse_int(flag, v, s->lo, s->hi); break;
     case ARG_F32: *(float *)p = args_parse_float(flag, v, s->lo, s->hi); break;
@@ -349,13 +364,17 @@ static inline void args_parse(TrainArgs *a, int argc, char **argv) {
     if (a->resume && a->output_dir[0] == '\0') {
         args_fail("-y 1 resumes from the checkpoints in -o <dir>; no -o was given");
     }
+    if (a->tensorboard && a->output_dir[0] == '\0') {
+        args_fail("-tb 1 writes the TensorBoard events into the output directory: add -o <dir>");
+    }
 }
 
 /*
  * Batch arithmetic (DESIGN.md): grad_accum_steps = d / (B * T * world_size), exactly.
- * Returns grad_accum_steps; fills total_batch when it was -1.
+ * Returns grad_accum_steps; fills total_batch when it was -1. -b auto must be resolved before.
  */
 static inline int args_grad_accum(TrainArgs *a, int world_size) {
+    if (a->B == ARGS_AUTO) { llmc_die("internal: -b auto was not resolved before the batch arithmetic"); }
     long long per_step = (long long)a->B * a->T * world_size;
     if (a->total_batch == -1) { a->total_batch = per_step; }
     if (a->total_batch <= 0 || a->total_batch % per_step != 0) {

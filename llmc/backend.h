@@ -17,6 +17,7 @@
 #define LLMC_BACKEND_H
 
 #include "model_io.h"
+#include "phase.h"
 
 typedef struct Backend {
     void *self;                 // the trainer's model object
@@ -69,6 +70,13 @@ typedef struct Backend {
                           const float *master);
     // CRC-32 of the parameters as they would be saved (to prove all ranks hold the same model).
     uint32_t (*params_crc)(struct Backend *b);
+    // After update: the step's forward, backward, exposed-communication and optimizer milliseconds
+    // into ms[PHASE_FORWARD .. PHASE_OPTIMIZER] (llmc/phase.h; data and eval are the loop's). Where
+    // the update still runs on a device, the previous step's optimizer time (reading it would wait).
+    void (*step_phases)(struct Backend *b, double ms[NUM_PHASES]);
+    // Profiler ranges around the loop's own phases (data, eval): push 1 opens `name`, 0 closes the
+    // innermost. NULL where there is no profiler to tell (the CPU trainer; NVTX in the CUDA trainer).
+    void (*range)(const char *name, int push);
 } Backend;
 
 #endif  // LLMC_BACKEND_H

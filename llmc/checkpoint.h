@@ -36,6 +36,7 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
+#include "args.h"
 #include "backend.h"
 #include "comm.h"
 #include "guard.h"
@@ -315,6 +316,15 @@ typedef struct {
 static inline size_t ckpt_snapshot_bytes(const Backend *b, int rank, size_t n) {
     size_t params = rank == 0 ? b->num_params * (b->model_version == MODEL_VERSION_BF16 ? 2 : sizeof(float)) : 0;
     return params + n * sizeof(float) * (b->has_master ? 3 : 2);
+}
+
+// the same for the memory plan, before there is a backend: rank 0 of W ranks with -o and --ckpt-async 1
+static inline size_t ckpt_snapshot_plan_bytes(const TrainArgs *a, size_t num_params, int model_version, int has_master,
+                                              int W, int zero) {
+    if (!a->output_dir[0] || !a->ckpt_async) { return 0; }
+    size_t n = zero && W > 1 ? (num_params + (size_t)W - 1) / (size_t)W : num_params / (size_t)W;  // ckpt_save_range
+    size_t params = num_params * (model_version == MODEL_VERSION_BF16 ? 2 : sizeof(float));
+    return params + n * sizeof(float) * (has_master ? 3 : 2);
 }
 
 static inline void *ckpt_host_alloc(Backend *b, size_t bytes) {

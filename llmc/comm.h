@@ -35,6 +35,7 @@ typedef struct Comm {
     int rank;                 // 0 .. world_size-1
     int world_size;
     int local_rank;           // rank on this node, = GPU index
+    int local_size;           // ranks on this node (MPI, torchrun's LOCAL_WORLD_SIZE; else 1): they share its RAM
     const char *launcher;     // "single", "mpirun", "torchrun", "slurm"
     int mpi;                  // 1 if we initialised MPI
     int timeout_s;            // -pt: seconds before a collective that has not completed is an error
@@ -261,6 +262,7 @@ static inline void comm_init(Comm *c, int *argc, char ***argv) {
     c->rank = 0;
     c->world_size = 1;
     c->local_rank = 0;
+    c->local_size = 1;
     c->launcher = "single";
     c->timeout_s = 300;  // -pt's default, until the flags are parsed
     int r, w, l;
@@ -274,6 +276,7 @@ static inline void comm_init(Comm *c, int *argc, char ***argv) {
         MPI_Comm local;
         MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
         MPI_Comm_rank(local, &c->local_rank);
+        MPI_Comm_size(local, &c->local_size);
         MPI_Comm_free(&local);
         mpiCheck(MPI_Comm_dup(MPI_COMM_WORLD, &comm_notice.comm));
         comm_notice_post();
@@ -293,6 +296,8 @@ static inline void comm_init(Comm *c, int *argc, char ***argv) {
         c->world_size = w;
         l = comm_env_int("LOCAL_RANK");
         c->local_rank = l >= 0 ? l : r;
+        l = comm_env_int("LOCAL_WORLD_SIZE");
+        c->local_size = l > 0 ? l : 1;
     } else if ((r = comm_env_int("SLURM_PROCID")) >= 0 && (w = comm_env_int("SLURM_NTASKS")) >= 0) {
         c->launcher = "slurm";
         c->rank = r;

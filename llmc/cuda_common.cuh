@@ -23,6 +23,11 @@
 typedef __nv_bfloat16 floatX;
 
 #define CEIL_DIV(a, b) (((a) + (b) - 1) / (b))
+
+// What one cudaMalloc (or cudaMallocHost) of n bytes is counted as in the memory plan (llmc/plan.h):
+// blocks are 256-byte aligned. The GPU's allocator rounds large blocks further; -b auto's margin
+// covers that.
+static inline size_t cuda_alloc_bytes(size_t n) { return (n + 255) / 256 * 256; }
 #define WARP_SIZE 32
 
 // ----------------------------------------------------------------------------

@@ -96,6 +96,35 @@ static inline void shard_open(DataLoader *dl, int i, const char *flag) {
     dl->num_windows[i] = ntok >= 1 ? (ntok - 1) / dl->T : 0;
 }
 
+// the window permutation of the largest shard (max_windows windows)
+static inline size_t dataloader_index_bytes(long long max_windows) {
+    return (size_t)(max_windows > 0 ? max_windows : 1) * sizeof(long long);
+}
+
+/*
+ * What dataloader_init will allocate for `pattern` at T, from the file sizes (nothing is read; a
+ * shard's header is assumed right): the window index and the per-shard tables. -1 if nothing
+ * matches. The mapped shards are not counted: their pages are the page cache's (reclaimable).
+ * windows (may be NULL): the windows of all shards, or -1.
+ */
+static inline long long dataloader_plan_bytes(const char *pattern, int T, long long *windows) {
+    glob_t g;
+    if (windows) { *windows = -1; }
+    if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0) { return -1; }
+    long long total = 0;
+    long long max_windows = 0, bytes = 0;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        long long size = file_size_bytes(g.gl_pathv[i]), ntok = (size - HEADER_BYTES_SHARD) / 2;
+        long long windows = ntok >= 1 ? (ntok - 1) / T : 0;
+        if (windows > max_windows) { max_windows = windows; }
+        total += windows;
+        bytes += 9 * (long long)sizeof(long long) + (long long)strlen(g.gl_pathv[i]) + 1;  // the per-shard tables
+    }
+    globfree(&g);
+    if (windows) { *windows = total; }
+    return bytes + (long long)dataloader_index_bytes(max_windows);
+}
+
 /*
  * Open all shards matching `pattern` for windows of T+1 tokens.
  * flag: "-i" or "-j", for messages. Dies if nothing matches or a shard is bad.
@@ -143,7 +172,7 @@ static inline void dataloader_init(DataLoader *dl, const char *pattern, const ch
                       dl->paths[i], dl->num_tokens[i], T + 1);
         }
     }
-    dl->window_perm = (long long *)mallocCheck((max_windows > 0 ? max_windows : 1) * sizeof(long long));
+    dl->window_perm = (long long *)mallocCheck(dataloader_index_bytes(max_windows));
     dl->cached_epoch = -1;
     dl->cached_shard = -1;
     dl->cached_perm_epoch = -1;

@@ -206,16 +206,27 @@ typedef struct {
     cudaEvent_t plan_copied;
 } EncoderBackwardWork;
 
-// device memory: encoder_plan_ints(B*T) * 4 + encoder_max_slots(B*T) * C * 4 bytes
-// (about 1.3 + 3.1 MB at B*T = 65536, C = 768); host: the plan pinned, plus 256 KiB.
+// the buffers' sizes: the plan (pinned on the host, and on the device), the partial rows (device)
+static inline size_t encoder_plan_bytes(int BT) { return encoder_plan_ints(BT) * sizeof(int); }
+static inline size_t encoder_partials_bytes(int BT, int C) { return (size_t)encoder_max_slots(BT) * C * sizeof(float); }
+
+// device memory (about 1.3 + 3.1 MB at B*T = 65536, C = 768), as the memory plan counts it
+static inline size_t encoder_backward_work_device_bytes(int B, int T, int C) {
+    return cuda_alloc_bytes(encoder_plan_bytes(B * T)) + cuda_alloc_bytes(encoder_partials_bytes(B * T, C));
+}
+// host memory: the plan pinned, plus 256 KiB of counts
+static inline size_t encoder_backward_work_host_bytes(int B, int T) {
+    return cuda_alloc_bytes(encoder_plan_bytes(B * T)) + ENCODER_TOKEN_RANGE * sizeof(int);
+}
+
 static inline void encoder_backward_work_init(EncoderBackwardWork *w, int B, int T, int C) {
     w->max_BT = B * T;
     w->C = C;
-    const size_t plan_bytes = encoder_plan_ints(w->max_BT) * sizeof(int);
+    const size_t plan_bytes = encoder_plan_bytes(w->max_BT);
     cudaCheck(cudaMallocHost((void **)&w->plan_host, plan_bytes));
     w->counts_host = (int *)mallocCheck(ENCODER_TOKEN_RANGE * sizeof(int));
     cudaCheck(cudaMalloc((void **)&w->plan_device, plan_bytes));
-    cudaCheck(cudaMalloc((void **)&w->partials, (size_t)encoder_max_slots(w->max_BT) * C * sizeof(float)));
+    cudaCheck(cudaMalloc((void **)&w->partials, encoder_partials_bytes(w->max_BT, C)));
     cudaCheck(cudaEventCreateWithFlags(&w->plan_copied, cudaEventDisableTiming));
 }
 

@@ -19,18 +19,28 @@
  * (mfu_pct only where the trainer knows the device's peak, skipped only for a skipped step), an
  * evaluation: {"event":"eval","step":50,"tokens":102400,"val_loss":5.83,"hellaswag":0.2871,"ms":1204.3}
  * (hellaswag only with -h 1), a rollback: {"event":"rollback","step":28,"to":25,"data_skipped":3}.
- * loss, lr, norm, val_loss and hellaswag are written with the digits
- * main.log has, so they parse to the same values; a non-finite loss or norm is null.
+ * loss, lr, norm, val_loss and hellaswag are written with the digits main.log has, so they parse
+ * to the same values; a non-finite loss or norm is null. A step also carries where its time went
+ * (llmc/phase.h): "data_ms", "forward_ms", "backward_ms", "comm_ms", "optimizer_ms", "eval_ms".
+ *
+ * main.log may start with "# " lines (its header: -b auto's choice and reason); readers skip them.
+ *
+ * With -tb 1, the same values go to a TensorBoard events file (llmc/tensorboard.h), keyed by
+ * main.log's s: train/loss, train/lr, train/grad_norm, train/tokens_per_s, train/mfu_pct (where
+ * known), train/skipped (1 for a skipped step, else 0), phase/<phase>_ms, val/loss, val/hellaswag.
  */
 #ifndef LLMC_LOGGER_H
 #define LLMC_LOGGER_H
 
 #include <math.h>
+#include "phase.h"
+#include "tensorboard.h"
 #include "utils.h"
 
 typedef struct {
     FILE *fp;       // main.log; NULL: logging off (no -o, or not rank 0)
     FILE *metrics;  // metrics.jsonl, open when fp is
+    TbWriter tb;    // events.out.tfevents.*, with -tb 1
 } Logger;
 
 // one optimizer step, as the step line prints it
@@ -41,17 +51,26 @@ typedef struct {
     double ms, tok_per_s;
     double mfu_pct;      // < 0: unknown
     const char *skip;    // why the guards skipped it, or NULL
+    const double *phase_ms;  // (NUM_PHASES) where its time went
 } StepRecord;
 
-static inline void logger_init(Logger *lg, const char *dir, int rank, int append) {
-    lg->fp = NULL;
-    lg->metrics = NULL;
+// resume_step >= 0: a resumed run (appends; the TensorBoard file says where it resumed)
+static inline void logger_init(Logger *lg, const char *dir, int rank, int append, int tensorboard, long long resume_step) {
+    memset(lg, 0, sizeof(*lg));
     if (rank != 0 || dir == NULL || dir[0] == '\0') { return; }
     char path[4096];
     snprintf(path, sizeof(path), "%s/main.log", dir);
     lg->fp = fopenCheck(path, append ? "a" : "w");
     snprintf(path, sizeof(path), "%s/metrics.jsonl", dir);
     lg->metrics = fopenCheck(path, append ? "a" : "w");
+    if (tensorboard) { tb_open(&lg->tb, dir, resume_step); }
+}
+
+// a header line of main.log: "# <text>"
+static inline void logger_note(Logger *lg, const char *text) {
+    if (lg->fp == NULL || text[0] == '\0') { return; }
+    fprintf(lg->fp, "# %s\n", text);
+    fflush(lg->fp);
 }
 
 // a JSON number with printf format fmt, or null when v is NaN/Inf (JSON has neither)
@@ -85,8 +104,23 @@ static inline void logger_step(Logger *lg, const StepRecord *r) {
     jsonl_number(f, "tok_per_s", "%.1f", r->tok_per_s);
     if (r->mfu_pct >= 0) { jsonl_number(f, "mfu_pct", "%.2f", r->mfu_pct); }
     if (r->skip) { jsonl_string(f, "skipped", r->skip); }
+    char key[32];
+    for (int i = 0; i < NUM_PHASES; i++) {
+        snprintf(key, sizeof(key), "%s_ms", phase_name[i]);
+        jsonl_number(f, key, "%.3f", r->phase_ms[i]);
+    }
     fputs("}\n", f);
     fflush(f);
+    if (lg->tb.fp) {
+        static const char *const phase_tag[NUM_PHASES] = {"phase/data_ms", "phase/forward_ms", "phase/backward_ms",
+                                                          "phase/comm_ms", "phase/optimizer_ms", "phase/eval_ms"};
+        const char *tags[8 + NUM_PHASES] = {"train/loss", "train/lr", "train/grad_norm", "train/tokens_per_s", "train/skipped"};
+        float v[8 + NUM_PHASES] = {r->loss, r->lr, r->norm, (float)r->tok_per_s, r->skip ? 1.0f : 0.0f};
+        int n = 5;
+        if (r->mfu_pct >= 0) { tags[n] = "train/mfu_pct"; v[n++] = (float)r->mfu_pct; }
+        for (int i = 0; i < NUM_PHASES; i++) { tags[n] = phase_tag[i]; v[n++] = (float)r->phase_ms[i]; }
+        tb_scalars(&lg->tb, r->step, tags, v, n);
+    }
 }
 
 // one evaluation after `step` steps: val loss, and HellaSwag acc_norm when hellaswag >= 0
@@ -102,6 +136,9 @@ static inline void logger_eval(Logger *lg, int step, long long tokens, float val
     jsonl_number(f, "ms", "%.3f", ms);
     fputs("}\n", f);
     fflush(f);
+    const char *tags[2] = {"val/loss", "val/hellaswag"};
+    const float v[2] = {val_loss, hellaswag};
+    tb_scalars(&lg->tb, step, tags, v, hellaswag >= 0 ? 2 : 1);
 }
 
 // a rollback at `step` (steps completed) to checkpoint `to`; the data of `skipped` steps is passed over
@@ -111,11 +148,13 @@ static inline void logger_rollback(Logger *lg, int step, int to, int skipped) {
     fflush(lg->fp);
     fprintf(lg->metrics, "{\"event\":\"rollback\",\"step\":%d,\"to\":%d,\"data_skipped\":%d}\n", step, to, skipped);
     fflush(lg->metrics);
+    tb_session_start(&lg->tb, to);  // the steps from the checkpoint on are logged again
 }
 
 static inline void logger_free(Logger *lg) {
     if (lg->fp) { fclose(lg->fp); }
     if (lg->metrics) { fclose(lg->metrics); }
+    tb_close(&lg->tb);
     lg->fp = NULL;
     lg->metrics = NULL;
 }

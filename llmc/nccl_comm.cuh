@@ -75,6 +75,13 @@ static inline int gpu_select_device(const Comm *c, const void *probe_kernel, con
 // ----------------------------------------------------------------------------
 // NCCL
 
+// the staging buffer of the host collectives over NCCL, on the device and pinned on the host (1 MiB,
+// or a u64 per rank); the memory plan counts it
+static inline size_t nccl_staging_bytes(int world_size) {
+    const size_t least = (size_t)world_size * sizeof(uint64_t);
+    return least > ((size_t)1 << 20) ? least : (size_t)1 << 20;
+}
+
 #ifdef MULTI_GPU
 
 typedef struct {
@@ -344,8 +351,7 @@ static inline void nccl_init(NcclContext *ctx, Comm *c, int timeout_s) {
         }
         comm_poll_pause(&spins);
     }
-    ctx->buf_bytes = (size_t)1 << 20;
-    if ((size_t)c->world_size * sizeof(uint64_t) > ctx->buf_bytes) { ctx->buf_bytes = (size_t)c->world_size * sizeof(uint64_t); }
+    ctx->buf_bytes = nccl_staging_bytes(c->world_size);
     cudaCheck(cudaMalloc(&ctx->dev_buf, ctx->buf_bytes));
     cudaCheck(cudaMallocHost(&ctx->host_buf, ctx->buf_bytes));
     cudaCheck(cudaEventCreateWithFlags(&ctx->done, cudaEventDisableTiming));

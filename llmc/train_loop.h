@@ -21,6 +21,7 @@
 #include "guard.h"
 #include "hellaswag.h"
 #include "logger.h"
+#include "plan.h"
 #include "schedule.h"
 #include "signals.h"
 #include "tokenizer.h"
@@ -66,6 +67,30 @@ static inline int train_resolve_model(TrainArgs *a, GPT2Config *config) {
                  config->max_seq_len, a->model, config->max_seq_len);
     }
     return from_file;
+}
+
+// the loop's own buffers (train_run: inputs, targets, losses of B*T; probabilities and sampling scratch of 3V)
+static inline size_t train_buffer_bytes(int B, int T, int V) {
+    return 3 * (size_t)B * T * sizeof(int) + 3 * (size_t)V * sizeof(float);
+}
+
+/*
+ * The data loader's row of a trainer's memory plan (on the device for the CPU trainer, the host for
+ * the GPU's): the loop's buffers, the train and val loaders' window indexes (from the shard sizes:
+ * nothing is read), and with -h 1 the HellaSwag set, with sampling the tokenizer's table on rank 0
+ * (about their file sizes). The mapped shards are the page cache's, not counted.
+ */
+static inline void train_data_plan(MemPlan *p, int on_device, const TrainArgs *a, int B, int V) {
+    size_t bytes = train_buffer_bytes(B, a->T, V);
+    long long tr = dataloader_plan_bytes(a->train_glob, a->T, NULL);
+    long long va = a->val_every > 0 ? dataloader_plan_bytes(a->val_glob, a->T, NULL) : 0;
+    bytes += (size_t)(tr > 0 ? tr : 0) + (size_t)(va > 0 ? va : 0);
+    long long hs = a->hellaswag_eval ? file_size_bytes(a->hellaswag) : 0, tk = a->sample_every > 0 ? file_size_bytes(a->tokenizer) : 0;
+    if (hs > 0) { bytes += (size_t)hs + 3 * (size_t)B * a->T * sizeof(int); }  // the set and its batch buffers
+    if (tk > 0) { bytes += (size_t)tk + (size_t)V * (sizeof(char *) + 1); }
+    plan_add(p, PLAN_DATA, on_device, bytes);
+    plan_note(p, PLAN_DATA, "batch buffers, window index%s%s%s", tr < 0 ? " (no -i shards found: not counted)" : "",
+              hs > 0 ? ", HellaSwag set" : "", tk > 0 ? ", tokenizer" : "");
 }
 
 static inline void format_duration(char *out, size_t n, double seconds) {
@@ -356,7 +381,8 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     st.max_steps = M;
 
     Logger lg;
-    logger_init(&lg, have_out ? a->output_dir : NULL, rank, resumed);
+    logger_init(&lg, have_out ? a->output_dir : NULL, rank, resumed, a->tensorboard, resumed ? st.step : -1);
+    logger_note(&lg, plan_auto_note);
     CkptWriter ckw;
     ckpt_writer_init(&ckw, have_out ? a->output_dir : NULL, b, c, a->ckpt_async, resumed ? st.step : -1);
     Tokenizer tok;
@@ -375,7 +401,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
         fflush(stdout);
     }
 
-    int *inputs = (int *)mallocCheck((size_t)B * T * sizeof(int));
+    int *inputs = (int *)mallocCheck((size_t)B * T * sizeof(int));  // train_buffer_bytes counts these five
     int *targets = (int *)mallocCheck((size_t)B * T * sizeof(int));
     float *losses = (float *)mallocCheck((size_t)B * T * sizeof(float));
     float *probs = (float *)mallocCheck((size_t)V * sizeof(float));
@@ -384,10 +410,17 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     int timed_steps = 0;
     const int first_step = st.step;
     EventTime eval_time = {0.0, 0}, sample_time = {0.0, 0};
+    PhaseWindow phases;
+    memset(&phases, 0, sizeof(phases));
+    double eval_ms = 0.0;  // evaluations, samples and checkpoints since the last step record
 
     for (int s = st.step;; s++) {
         int last = s == M;
-        if (have_val && (s % a->val_every == 0 || last)) {
+        const int evaluate = have_val && (s % a->val_every == 0 || last);
+        const int sample = rank == 0 && a->sample_every > 0 && ((s > 0 && s % a->sample_every == 0) || last);
+        const double te = llmc_wall_seconds();
+        if (b->range && (evaluate || sample)) { b->range("eval", 1); }
+        if (evaluate) {
             double t0 = llmc_wall_seconds();
             flight_where(s + 1, 0, last ? "the final validation" : "validation before the step");
             float vl = train_val_loss(a, c, b, &val, inputs, targets, losses);
@@ -398,22 +431,29 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
             eval_time.seconds += dt;
             eval_time.count++;
         }
-        if (rank == 0 && a->sample_every > 0 && ((s > 0 && s % a->sample_every == 0) || last)) {
+        if (sample) {
             double t0 = llmc_wall_seconds();
             train_sample(a, b, &tok, &st.sample_rng, inputs, probs, sample_scratch);
             sample_time.seconds += llmc_wall_seconds() - t0;
             sample_time.count++;
         }
+        if (b->range && (evaluate || sample)) { b->range(NULL, 0); }
+        eval_ms += (llmc_wall_seconds() - te) * 1000.0;
         if (last) { break; }
 
         // ---- one optimizer step: A micro-steps on this rank, W ranks
         ckpt_fault("step", s + 1);
         double t0 = llmc_wall_seconds();
+        double phase_ms[NUM_PHASES] = {0.0};
         float dloss = 1.0f / ((float)B * T * A * W);
         for (int k = 0; k < A; k++) {
             flight_where(s + 1, k + 1, "forward and backward");
+            const double td = llmc_wall_seconds();
+            if (b->range) { b->range("data", 1); }
             long long w = dataloader_train_window(a->overfit_batch ? 0 : (long long)s + st.data_skip, k, rank, W, B, N);
             dataloader_read(&train, w, B, inputs, targets);
+            if (b->range) { b->range(NULL, 0); }
+            phase_ms[PHASE_DATA] += (llmc_wall_seconds() - td) * 1000.0;
             b->train_micro_step(b, inputs, targets, B, T, dloss, k, A);
         }
         double loss_sum = b->step_loss_sum(b);
@@ -450,8 +490,16 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
             printf(" | eta %s%s\n", timed_steps > 0 ? eta : "-", skip ? " | SKIPPED" : "");
             fflush(stdout);
         }
-        StepRecord rec = {s, (long long)st.step * a->total_batch, loss, lr, norm, dt * 1000.0, tps, mfu, skip ? reason : NULL};
+        b->step_phases(b, phase_ms);
+        phase_ms[PHASE_EVAL] = eval_ms;
+        StepRecord rec = {s, (long long)st.step * a->total_batch, loss, lr, norm, dt * 1000.0, tps, mfu, skip ? reason : NULL,
+                          phase_ms};
         logger_step(&lg, &rec);
+        if (rank == 0 && a->phase_every > 0) {
+            phase_window_add(&phases, phase_ms, dt * 1000.0 + eval_ms, st.step);
+            if (st.step % a->phase_every == 0) { phase_window_print(&phases); }
+        }
+        eval_ms = 0.0;
         if (skip) {
             if (rank == 0) { llmc_warn("step %d skipped: %s", st.step, reason); }
             if (a->rollback_after > 0 && st.guard.consecutive >= a->rollback_after) {
@@ -477,8 +525,12 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
         if (ckw.in_flight && !flags[1]) { checkpoint_complete(&ckw, c, flags[2], a->checkpoint_keep); }
         int want_ckpt = a->checkpoint_every > 0 && (st.step % a->checkpoint_every == 0 || st.step == M);
         if (have_out && (want_ckpt || stop)) {
+            double tc = llmc_wall_seconds();
+            if (b->range) { b->range("checkpoint", 1); }
             checkpoint_begin(&ckw, c, &st, a->checkpoint_keep);
             if (stop) { checkpoint_settle(&ckw, c, a->checkpoint_keep); }
+            if (b->range) { b->range(NULL, 0); }
+            eval_ms += (llmc_wall_seconds() - tc) * 1000.0;  // counted with the next step's evaluations
         }
         if (stop) {
             if (rank == 0) {

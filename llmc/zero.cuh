@@ -95,7 +95,7 @@ typedef struct {
     int launched;           // NCCL: reductions of this step launched (all layers and the rest)
     float *norm2;           // device, 1 float
     float *norm2_host;      // pinned, 1 float
-    cudaEvent_t norm_ready;
+    cudaEvent_t norm_ready;  // timed: the phase timers measure the norm up to it
 #ifdef MULTI_GPU
     NcclContext *nccl;
     cudaEvent_t *layer_ready;  // L + 1 events recorded on the main stream
@@ -122,11 +122,20 @@ static inline void grad_reduce_plan(GradReducer *red, GradReduceKind kind, Comm 
     zero_shard(red->num_params, c->world_size, c->rank, zero, &red->shard, &red->padded, &red->offset, &red->count);
 }
 
+// what grad_reduce_init allocates (the memory plan): the norm's device float, and on the host its
+// pinned float and, for MPI, the pinned bf16 and the fp32 staging of all padded gradients
+static inline size_t grad_reduce_device_bytes(void) { return cuda_alloc_bytes(sizeof(float)); }
+static inline size_t grad_reduce_host_bytes(GradReduceKind kind, size_t padded) {
+    size_t bytes = cuda_alloc_bytes(sizeof(float));
+    if (kind == GRAD_REDUCE_MPI) { bytes += cuda_alloc_bytes(padded * sizeof(uint16_t)) + padded * sizeof(float); }
+    return bytes;
+}
+
 // allocations; nccl: the communicator for GRAD_REDUCE_NCCL (NULL otherwise)
 static inline void grad_reduce_init(GradReducer *red, void *nccl) {
     cudaCheck(cudaMalloc((void **)&red->norm2, sizeof(float)));
     cudaCheck(cudaMallocHost((void **)&red->norm2_host, sizeof(float)));
-    cudaCheck(cudaEventCreateWithFlags(&red->norm_ready, cudaEventDisableTiming));
+    cudaCheck(cudaEventCreate(&red->norm_ready));
 #ifdef MULTI_GPU
     red->nccl = (NcclContext *)nccl;
     if (red->kind == GRAD_REDUCE_NCCL) {

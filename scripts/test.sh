@@ -18,12 +18,14 @@ source scripts/setup_lib.sh
 # the default clang, libclang-rt-14-dev on Debian 12)
 need_packages build-essential pkg-config xz-utils procps \
     libopenblas-openmp-dev openmpi-bin libopenmpi-dev libpcre2-dev \
-    python3-torch python3-numpy python3-matplotlib python3-pip \
+    python3-torch python3-numpy python3-matplotlib python3-pip python3-protobuf \
     clang libclang-rt-dev
-# independent references from PyPI: tiktoken (tokenizer ids), transformers (export check).
-# 4.45.2 is the newest transformers whose generate() imports next to Debian's torch 1.13.
-need_pypi /usr/bin/python3 "from importlib.metadata import version as v; v('tiktoken'); assert v('transformers') == '4.45.2'" \
-    tiktoken 'transformers==4.45.2'
+# independent references from PyPI: tiktoken (tokenizer ids), transformers (export check),
+# tensorboard (its EventAccumulator reads -tb 1's events files). 4.45.2 is the newest transformers
+# whose generate() imports next to Debian's torch 1.13; tensorboard 2.20.0 the newest that keeps
+# Debian's protobuf (python3-protobuf, 4.21) and numpy: 2.21.0 pulls protobuf 7 from PyPI over them.
+need_pypi /usr/bin/python3 "from importlib.metadata import version as v; v('tiktoken'); assert v('transformers') == '4.45.2'; assert v('tensorboard') == '2.20.0'; import tensorboard.backend.event_processing.event_accumulator" \
+    tiktoken 'transformers==4.45.2' 'tensorboard==2.20.0'
 if [ "${DRY_RUN:-0}" = 1 ]; then exit 0; fi
 # with the CUDA toolkit: the cuDNN frontend's headers (PyPI, once), so that test-cuda-build also
 # compiles the cuDNN attention

@@ -25,6 +25,7 @@ static void parse(void *arg) {
     ArgsCase *c = (ArgsCase *)arg;
     TrainArgs a;
     args_parse(&a, c->argc, c->argv);
+    if (a.B == ARGS_AUTO) { a.B = 1 + c->world; }  // -b auto: resolved by the memory plan (llmc/plan.h); any B here
     int accum = args_grad_accum(&a, c->world);  // -d is checked here, against B, T and the ranks
     if (a.B < 1 || a.T < 1 || a.gen_tokens < 1) { fuzz_fail("accepted B=%d T=%d g=%d", a.B, a.T, a.gen_tokens); }
     if (accum < 1 || (long long)accum * a.B * a.T * c->world != a.total_batch) {

@@ -30,6 +30,9 @@ grep -q "^checkpoint 30 written to sync ([0-9.]* s)$" sync.out || bad "--ckpt-as
 grep -q "^checkpoint 30 written to ref (snapshot [0-9.]* s, then [0-9.]* s while training went on)$" ref.out \
     || bad "checkpoints were not written in the background by default"
 same_files "1 rank, background vs synchronous" ref sync
+# the memory plan counts the copy: rank 0's parameters, m and v, 3 x 136960 fp32 = 1.6 MiB
+"$TRAINER" "${ARGS[@]}" -o plan --plan 1 | grep -q "^  besides, at the first checkpoint: 1.6 MiB of host memory" \
+    && ok "--plan shows the checkpoint copy (1.6 MiB)" || bad "--plan does not show the 1.6 MiB checkpoint copy"
 if have_mpi; then
     "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -o ref2 > ref2.out 2>&1 || bad "the np=2 run failed"
     "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -o sync2 --ckpt-async 0 > sync2.out 2>&1 || bad "the np=2 --ckpt-async 0 run failed"

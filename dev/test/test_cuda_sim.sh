@@ -13,7 +13,11 @@
 #  4. the AddressSanitizer build on short runs (single process -r 0 and -r 2, 2 ranks ZeRO-1);
 #  5. test_gpt2cu against a PyTorch fixture (the tolerances the GPU run uses);
 #  6. bad launches: unsupported head size, -pb mpi without mpirun, several ranks without NCCL,
-#     -at cudnn (and test_gpt2cu's LLMC_ATTENTION=cudnn) in a build without cuDNN.
+#     -at cudnn (and test_gpt2cu's LLMC_ATTENTION=cudnn) in a build without cuDNN;
+#  7. the memory plan (--plan) equals the simulator's allocator peak, byte for byte (-r 0/1/2, -w 0,
+#     ZeRO-1 on 2 ranks); -b auto on a device of SIM_DEVICE_MEMORY bytes picks the B whose measured
+#     peak fits the budget while B+1's does not, and on 2 ranks the smaller device decides; the
+#     phase times come from the events (adding up to at most the step's time) and NVTX ranges nest.
 # usage: dev/test/test_cuda_sim.sh [build/cuda_sim]   (make test-cuda-trainer-sim builds it there)
 SIMT=$(realpath "${1:-build/cuda_sim}")
 SIM="$SIMT/train_gpt2cu" ASAN="$SIMT/train_gpt2cu_asan" TEST="$SIMT/test_gpt2cu"
@@ -135,5 +139,62 @@ expect_error "-pb mpi under torchrun variables" "pb mpi reduces gradients with M
 expect_error "-at cudnn in a build without cuDNN" "make cudnn-frontend" "$SIM" "${ARGS[@]}" -at cudnn
 expect_error "LLMC_ATTENTION=cudnn in a test build without cuDNN" "make cudnn-frontend" \
     env LLMC_ATTENTION=cudnn "$TEST" fx.bin fx_state.bin fx_traj.txt
+
+# ---- 7. memory plan, -b auto, phase timers
+echo "7. memory plan against the allocator, -b auto, phases:"
+planned() { "$SIM" --plan "$1" "${@:2}" | sed -n 's/.*(GPU: \([0-9]*\) bytes).*/\1/p'; }
+peak() { grep -o 'sim: peak device bytes [0-9]*' "$1" | awk '{print $5}' | sort -n | tail -1; }  # the largest rank's
+for v in "-r 1" "-r 0" "-r 2" "-w 0"; do
+    SIM_MEMORY_REPORT=1 "$SIM" "${ARGS[@]}" $v -x 1 -v 0 > mem.txt 2>&1 || bad "run with $v failed"
+    want=$(planned 1 "${ARGS[@]}" $v); got=$(peak mem.txt)
+    [ -n "$want" ] && [ "$want" = "$got" ] && ok "$v: planned $want bytes = the allocator's peak" || bad "$v: planned $want bytes, peak $got"
+done
+if have_mpi "$SIM"; then
+    SIM_MEMORY_REPORT=1 "${MPIRUN[@]}" -np 2 -x SIM_MEMORY_REPORT "$SIM" "${ARGS[@]}" -pb mpi -z 1 -x 1 -v 0 > memz.txt 2>&1 || bad "ZeRO-1 run failed"
+    want=$(planned 2 "${ARGS[@]}" -pb mpi -z 1); got=$(peak memz.txt)
+    [ -n "$want" ] && [ "$want" = "$got" ] && ok "2 ranks ZeRO-1: planned $want bytes = rank 0's peak" || bad "ZeRO-1: planned $want, peak $got"
+fi
+# -b auto: a device whose budget (free less 5%; the 32 MiB cuBLASLt workspace is allocated before) lies
+# between the plans of B 4 and B 5; the measured peaks of runs at -b 4 and -b 5 must bracket it
+AUTO=(-i train.bin -j val.bin -e L2:C64:H1:T32:V128 -t 16 -x 1 -v 0 -s 0)
+p4=$(planned 1 "${AUTO[@]}" -b 4); p5=$(planned 1 "${AUTO[@]}" -b 5)
+M=$(( ((p4 + p5) / 2 + 33554432) * 100 / 95 ))
+budget=$(( M - 33554432 - M / 20 ))
+for b in 4 5; do SIM_MEMORY_REPORT=1 "$SIM" "${AUTO[@]}" -b $b > peak$b.txt 2>&1; done
+SIM_DEVICE_MEMORY=$M "$SIM" "${AUTO[@]}" -b auto -o auto > auto.txt 2>&1 || bad "-b auto run failed"
+if grep -q '^-b auto: B 4;' auto.txt && [ "$(peak peak4.txt)" -le $budget ] && [ "$(peak peak5.txt)" -gt $budget ]; then
+    ok "-b auto on $M bytes: B 4 (measured peaks: B 4 $(peak peak4.txt) <= budget $budget < B 5 $(peak peak5.txt))"
+else bad "-b auto on $M bytes (budget $budget): $(grep -m1 -- '-b auto' auto.txt), peaks $(peak peak4.txt) $(peak peak5.txt)"; fi
+head -1 auto/main.log | grep -q '^# -b auto: B 4;' || bad "-b auto: main.log's header"
+if have_mpi "$SIM"; then
+    # rank 0 on a device 4x as large, rank 1 on the small one: the smaller decides, on both
+    "${MPIRUN[@]}" -np 1 -x SIM_DEVICE_MEMORY=$((M * 4)) "$SIM" "${AUTO[@]}" -b auto -pb mpi : \
+        -np 1 -x SIM_DEVICE_MEMORY=$M "$SIM" "${AUTO[@]}" -b auto -pb mpi > auto2.txt 2>&1 || bad "-b auto on 2 ranks failed"
+    grep -q '^-b auto: B 4;.* on the smallest device' auto2.txt && grep -q '^batch: B 4 | T 16 | ranks 2' auto2.txt \
+        && ok "-b auto on 2 ranks with 4x and 1x that memory: B 4 on both" || { bad "-b auto on 2 ranks"; head -4 auto2.txt; }
+fi
+expect_error "-b auto on a device too small for B 1" "not even B = 1 fits" env SIM_DEVICE_MEMORY=$((34 << 20)) "$SIM" "${AUTO[@]}" -b auto
+# phases: from the events, inside the step's wall time; NVTX ranges nest and cover each step
+rm -f nvtx.log
+SIM_NVTX_LOG=nvtx.log "$SIM" "${ARGS[@]}" -x 2 -v 1 -m 1 -o ph > ph.txt 2>&1 || bad "phase run failed"
+$PY - ph/metrics.jsonl nvtx.log <<'EOF' && ok "phase times from the events, NVTX ranges around each step's phases" || bad "phases in the simulator"
+import json, sys
+steps = [o for o in map(json.loads, open(sys.argv[1])) if o["event"] == "step"]
+assert len(steps) == 2, steps
+for o in steps:
+    ph = [o[k + "_ms"] for k in ("data", "forward", "backward", "comm", "optimizer")]
+    assert o["forward_ms"] > 0 and o["backward_ms"] > 0 and o["optimizer_ms"] > 0, o
+    assert sum(ph) <= o["ms"] * 1.001 + 0.01, o
+log = [l.split() for l in open(sys.argv[2])]
+depth = 0
+for l in log:
+    depth += 1 if l[0] == "push" else -1
+    assert depth >= 0, "a pop without a push"
+assert depth == 0, "ranges left open"
+pushed = [l[1] for l in log if l[0] == "push"]
+# -d 64 = 2 micro-steps of B 2 x T 16, 2 steps; evaluations before each step and at the end
+for name, n in (("data", 4), ("forward", 4), ("backward", 4), ("comm", 2), ("optimizer", 4), ("eval", 3)):
+    assert pushed.count(name) == n, (name, pushed.count(name), pushed)
+EOF
 
 finish

@@ -30,6 +30,10 @@
 #            a step goes; per-layer backward; a 1-rank NCCL all-reduce of one layer
 #   d48      dev/bench/bench_gpu.sh d48: GPT-2 1.5B at T=1024, the largest B that fits (-r 1, -r 2),
 #            llm.c at the same B, per-layer backward
+#   memory   the memory plan against the GPU (issue 38): d12 -b 16 and d48 -b auto -r 2 at T=1024, 2
+#            steps each: the trainer's end line compares the plan with what cudaMemGetInfo says the
+#            run allocated after its CUDA context (the rest is cuBLAS's and NCCL's own, under 1 GiB);
+#            -b auto must not run out of memory; the phase line and metrics.jsonl's phase times
 #   sanitize compute-sanitizer memcheck and racecheck on test_gpt2cu (tiny fixture) and on the
 #            attention workbench: zero reports
 #   kernels  dev/cuda/run_all.sh (every kernel workbench)
@@ -60,7 +64,7 @@ T0=$(date +%s)
 JOBS=$(nproc)
 export OMP_NUM_THREADS=$JOBS
 PARTS=("$@")
-ALL_PARTS="env build test multi bench d48 sanitize kernels profile"
+ALL_PARTS="env build test multi memory bench d48 sanitize kernels profile"
 [ ${#PARTS[@]} -eq 0 ] && read -r -a PARTS <<< "$ALL_PARTS"
 for p in "${PARTS[@]}"; do
     case " $ALL_PARTS " in *" $p "*) ;; *) echo "error: test_gpu.sh: unknown part '$p' (parts: $ALL_PARTS)" >&2; exit 2;; esac
@@ -175,7 +179,7 @@ if has_part env; then
 fi
 
 # the parts that run binaries build them first when they are missing or stale (a fresh machine)
-if ! has_part build && { has_part test || has_part multi || has_part sanitize || has_part profile; }; then
+if ! has_part build && { has_part test || has_part multi || has_part memory || has_part sanitize || has_part profile; }; then
     if ! make --no-print-directory -q train_gpt2cu test_gpt2cu build/bench_layers $MAKEVARS_STR > /dev/null 2>&1 \
        || [ ! -x train_gpt2 ] || [ ! -x build/gpu_test/sm80/train_gpt2cu ]; then
         PARTS+=(build)
@@ -287,6 +291,16 @@ if has_part multi; then
     else
         note "SKIP    mpi_np2, mpi_np2_zero1, mpi_zero1_resume_*, mpi_nccl_shared_gpu, mpi_kill_rank: $MPI_NOTE"
     fi
+fi
+
+# planned against allocated: "allocated by this run X GiB, planned Y GiB" (the trainer's end line)
+if has_part memory; then
+    [ -f "$WORK/small.bin" ] || $PY dev/bench/make_random_shard.py "$WORK/small.bin" 300000 3 > /dev/null
+    for m in "d12 -b 16" "d48 -b auto -r 2"; do
+        name=memory_${m%% *}
+        step $name 300 "./train_gpt2cu --plan 1 -i $WORK/small.bin -e $m -t 1024 | tail -5; ./train_gpt2cu -i $WORK/small.bin -e $m -t 1024 -x 2 -v 0 -s 0 -pe 1 -o $WORK/$name > $WORK/$name.txt 2>&1; rc=\$?; cat $WORK/$name.txt; [ \$rc -eq 0 ] && grep -q '^phases, steps 2-2' $WORK/$name.txt && grep -q '\"forward_ms\"' $WORK/$name/metrics.jsonl && awk '/allocated by this run/ { a = \$(NF-4); p = \$(NF-1); d = a - p; print \"allocated - planned:\", d, \"GiB\"; exit !(d >= 0 && d < 1) }' $WORK/$name.txt"
+        grep -hE "^-b auto|^phases|GPU memory in use|allocated - planned" "$WORK/logs/$name.log" 2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
+    done
 fi
 
 # the benchmark (dev/bench/bench_gpu.sh builds what it needs; make reads NCCL_HOME, ... from the

@@ -9,7 +9,7 @@ SKIP_OR_FAIL = bash -c '. dev/test/lib.sh --tools && skip_or_fail "$$@"' skip_or
 NVCC_HINT = install the CUDA toolkit 12 or 13 (https://developer.nvidia.com/cuda-downloads) or put nvcc on PATH
 
 TEST_TARGETS = test-model test-loader test-bad-input test-generate test-bootstrap test-mpi test-resume test-checkpoints test-hang test-run-state \
-               test-hellaswag test-torch-ddp test-tokenizer test-data test-export test-plot test-bench-tools test-books-smoke test-finetune \
+               test-plan test-tensorboard test-hellaswag test-torch-ddp test-tokenizer test-data test-export test-plot test-bench-tools test-books-smoke test-finetune \
                test-cuda-build test-cuda-host test-cuda-sim test-attention-sim test-cuda-trainer-sim \
                test-fuzz test-sanitize
 
@@ -91,6 +91,14 @@ test-hang: train_gpt2
 # metrics.jsonl, the ETA, evaluation progress, a finished run started again, a changed -x on resume
 test-run-state: train_gpt2
 	PYTHON=$(PYTHON) bash dev/test/test_run_state.sh
+
+# the memory plan against the measured peak RSS, -b auto, the phase timers; train_gpt2cu's plan without a GPU
+test-plan: train_gpt2 $(if $(NVCC),train_gpt2cu)
+	PYTHON=$(PYTHON) bash dev/test/test_plan.sh
+
+# -tb 1: TensorBoard's own reader (PyPI tensorboard) against main.log; resumes, truncated files
+test-tensorboard: train_gpt2
+	PYTHON=$(PYTHON) bash dev/test/test_tensorboard.sh
 
 # HellaSwag scoring against the PyTorch reference, on 1-3 ranks
 test-hellaswag: train_gpt2

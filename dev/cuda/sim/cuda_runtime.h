@@ -9,7 +9,14 @@
  *   after cudaFuncSetAttribute(MaxDynamicSharedMemorySize), at most 227 KiB (an H100's opt-in).
  * - Device memory is host memory (aligned to 256 bytes, filled with 0xff: NaN in fp32 and bf16), so
  *   AddressSanitizer catches out-of-bounds accesses; every allocation is recorded (ptx.h checks
- *   that the global accesses of the PTX primitives land inside one).
+ *   that the global accesses of the PTX primitives land inside one). The device has
+ *   SIM_DEVICE_MEMORY bytes (default 16 GiB): cudaMemGetInfo reports them less what is allocated,
+ *   and cudaMalloc past them fails as a GPU's does. Device (cudaMalloc) and pinned (cudaMallocHost)
+ *   bytes are counted in 256-byte blocks; with SIM_MEMORY_REPORT=1 their peaks are printed to
+ *   stderr at exit ("sim: peak device bytes N, pinned host bytes M"), to hold a memory plan to.
+ * - Events keep the host time at which they were recorded (launches run synchronously, so that is
+ *   when the stream reaches them); cudaEventElapsedTime fails, as on a GPU, for an event created
+ *   with cudaEventDisableTiming or never recorded.
  * - Shared memory, static and dynamic, is filled with 0xff at the start of every block, so reading
  *   an unwritten word shows up in the results.
  * - __syncthreads, __syncwarp and __shfl_xor_sync are the engine's barrier and collectives (full
@@ -24,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <map>
 
 #include "engine.h"
@@ -63,6 +71,7 @@ typedef enum {
     cudaErrorInvalidConfiguration = 9,
     cudaErrorInvalidDeviceFunction = 98,
     cudaErrorNoKernelImageForDevice = 209,
+    cudaErrorInvalidResourceHandle = 400,
     cudaErrorNotReady = 600,
 } cudaError_t;
 typedef struct SimStream *cudaStream_t;
@@ -89,7 +98,38 @@ static const int MAX_DYNAMIC_SMEM = 227 * 1024;
 static cudaError_t last_error = cudaSuccess;
 static std::map<const void *, int> max_dynamic_smem;  // kernel -> cudaFuncAttributeMaxDynamicSharedMemorySize
 static std::map<uintptr_t, size_t> device_allocs;     // base -> bytes of every live cudaMalloc / cudaMallocHost
+static std::map<uintptr_t, bool> pinned;              // base -> true for a cudaMallocHost block
+
+// the bytes of each kind in use (256-byte blocks) and their peaks; the device's size
+struct MemoryCount {
+    size_t device = 0, host = 0, device_peak = 0, host_peak = 0;
+    ~MemoryCount() {
+        const char *r = getenv("SIM_MEMORY_REPORT");
+        if (r && !strcmp(r, "1")) { fprintf(stderr, "sim: peak device bytes %zu, pinned host bytes %zu\n", device_peak, host_peak); }
+    }
+};
+static MemoryCount memory;
+static inline size_t device_size(void) {
+    const char *e = getenv("SIM_DEVICE_MEMORY");
+    if (e == NULL || e[0] == '\0') { return (size_t)16 << 30; }
+    char *end;
+    unsigned long long v = strtoull(e, &end, 10);
+    if (*end != '\0' || v == 0) { fprintf(stderr, "sim: SIM_DEVICE_MEMORY='%s' is not a number of bytes\n", e); exit(1); }
+    return (size_t)v;
+}
+
+static inline double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
 }  // namespace sim
+
+struct SimEvent {
+    bool timing;    // not created with cudaEventDisableTiming
+    bool recorded;
+    double ms;      // host time of the last record
+};
 
 static inline const char *cudaGetErrorName(cudaError_t e) {
     switch (e) {
@@ -97,6 +137,7 @@ static inline const char *cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
     case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
     case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotReady: return "cudaErrorNotReady";
     default: return "cudaError (other)";
     }
@@ -128,22 +169,36 @@ static inline cudaError_t cudaDeviceGetPCIBusId(char *bus, int len, int device) 
     return cudaSuccess;
 }
 static inline cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
-    *total_bytes = (size_t)16 << 30;
-    *free_bytes = (size_t)15 << 30;
+    *total_bytes = sim::device_size();
+    *free_bytes = *total_bytes > sim::memory.device ? *total_bytes - sim::memory.device : 0;
     return cudaSuccess;
 }
 static inline cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-static inline cudaError_t cudaMalloc(void **p, size_t bytes) {
+namespace sim {
+static inline cudaError_t allocate(void **p, size_t bytes, bool host) {
     const size_t rounded = bytes > 0 ? (bytes + 255) / 256 * 256 : 256;
+    if (!host && memory.device + rounded > device_size()) { *p = NULL; return cudaErrorMemoryAllocation; }
     *p = aligned_alloc(256, rounded);
     if (*p == NULL) { return cudaErrorMemoryAllocation; }
     memset(*p, 0xff, rounded);  // device memory is not zeroed: make that visible
-    sim::device_allocs[(uintptr_t)*p] = bytes;
+    device_allocs[(uintptr_t)*p] = bytes;
+    pinned[(uintptr_t)*p] = host;
+    size_t &now = host ? memory.host : memory.device, &peak = host ? memory.host_peak : memory.device_peak;
+    now += rounded;
+    if (now > peak) { peak = now; }
     return cudaSuccess;
 }
-static inline cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaMalloc(p, bytes); }
+}  // namespace sim
+static inline cudaError_t cudaMalloc(void **p, size_t bytes) { return sim::allocate(p, bytes, false); }
+static inline cudaError_t cudaMallocHost(void **p, size_t bytes) { return sim::allocate(p, bytes, true); }
 static inline cudaError_t cudaFree(void *p) {
-    sim::device_allocs.erase((uintptr_t)p);
+    auto it = sim::device_allocs.find((uintptr_t)p);
+    if (it != sim::device_allocs.end()) {
+        const size_t rounded = it->second > 0 ? (it->second + 255) / 256 * 256 : 256;
+        (sim::pinned[(uintptr_t)p] ? sim::memory.host : sim::memory.device) -= rounded;
+        sim::device_allocs.erase(it);
+        sim::pinned.erase((uintptr_t)p);
+    }
     free(p);
     return cudaSuccess;
 }
@@ -159,13 +214,24 @@ static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned in
 static inline cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return cudaSuccess; }
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 static inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) { return cudaSuccess; }
-static inline cudaError_t cudaEventCreate(cudaEvent_t *e) { *e = (cudaEvent_t)malloc(1); return cudaSuccess; }
-static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int) { return cudaEventCreate(e); }
-static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { free(e); return cudaSuccess; }
-static inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t = 0) { return cudaSuccess; }
+static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) {
+    *e = new SimEvent{(flags & cudaEventDisableTiming) == 0, false, 0.0};
+    return cudaSuccess;
+}
+static inline cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
+static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
+static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = 0) {
+    e->recorded = true;
+    e->ms = sim::now_ms();
+    return cudaSuccess;
+}
 static inline cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
 static inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
-static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t, cudaEvent_t) { *ms = 1.0f; return cudaSuccess; }
+static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    if (!start->timing || !end->timing || !start->recorded || !end->recorded) { return cudaErrorInvalidResourceHandle; }
+    *ms = (float)(end->ms - start->ms);
+    return cudaSuccess;
+}
 template <class K>
 static inline cudaError_t cudaFuncSetAttribute(K *kernel, cudaFuncAttribute attr, int value) {
     if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 || value > sim::MAX_DYNAMIC_SMEM) {

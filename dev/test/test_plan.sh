@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The memory plan, -b auto and the phase timers (issue 38), on the CPU trainer (the CUDA trainer's
+# are in test_cuda_sim.sh, against the simulator's allocator):
+#  - --plan prints every row and exits without reading data; its total is within 10% of the peak
+#    RSS the kernel measures for a short run (two model sizes);
+#  - -b auto takes the largest B that fits and divides -d over the ranks, says why on rank 0 and in
+#    main.log's header, the same on 2 ranks; bad uses stop with one error line;
+#  - every step's metrics.jsonl carries the six phase times, which add up to the step's own
+#    wall-clock time (measured apart, in the loop) less what the loop does between them; the -pe
+#    line is the mean of the steps it covers; -pe 0 prints none;
+#  - train_gpt2cu (when nvcc built it) prints its plan without a GPU and refuses -b auto.
+source "$(dirname "$0")/lib.sh" test_plan "${1:-./train_gpt2}"
+$PY "$ROOT/dev/bench/make_random_shard.py" train.bin 60000 1 512 > /dev/null
+SMALL=(-i train.bin -j train.bin -e L2:C64:H4:T64:V512 -t 32 -s 0 -l 1e-3)
+
+# ---- --plan: rows, no data read, and the total against the measured peak RSS
+"$TRAINER" --plan 1 -i missing_dir/x.bin -e L2:C64:H4:T64:V512 -b 4 -t 32 > plan.txt 2>&1 || bad "--plan failed without data"
+for row in parameters gradients "master weights" "AdamW moments" activations logits "attention workspace" scratch \
+           "communication buffers" "data loader" runtime total "largest -b that fits" "-b auto at -r"; do
+    grep -q -- "$row" plan.txt || bad "--plan: no '$row'"
+done
+grep -q "no -i shards found" plan.txt && ok "--plan prints its rows without reading data (the shards do not exist)"
+# the peak RSS of a 1-step run, measured by the kernel (getrusage of the child), against the plan
+rss_check() {  # rss_check <model> <B> <T>
+    local plan
+    plan=$("$TRAINER" --plan 1 -i train.bin -e "$1" -b "$2" -t "$3" -v 0 -s 0 | sed -n 's/.*(RAM: \([0-9]*\) bytes).*/\1/p')
+    $PY - "$plan" "$TRAINER" -i train.bin -e "$1" -b "$2" -t "$3" -x 1 -v 0 -s 0 <<'EOF' || bad "plan vs RSS for $1"
+import resource, subprocess, sys
+plan = int(sys.argv[1])
+run = subprocess.run(sys.argv[2:], capture_output=True, text=True)
+assert run.returncode == 0, run.stderr[-500:]
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+line = f"{sys.argv[6]} -b {sys.argv[8]} -t {sys.argv[10]}: planned {plan / 2**20:.1f} MiB, peak RSS {rss / 2**20:.1f} MiB ({100 * (rss / plan - 1):+.1f}%)"
+assert abs(rss / plan - 1) <= 0.10, f"more than 10% apart: {line}"
+print(f"ok   {line}")
+EOF
+}
+rss_check L4:C256:H4 8 256
+rss_check L6:C384:H6 4 256
+
+# ---- -b auto
+"$TRAINER" "${SMALL[@]}" -b auto -d 2048 -x 2 -v 0 -o auto > auto.txt 2>&1 || bad "-b auto run failed"
+if grep -q '^-b auto: B 64; up to [0-9]* fit' auto.txt && grep -q '^batch: B 64 | T 32 | ranks 1 | grad accum 1' auto.txt; then
+    ok "-b auto with -d 2048 at T 32: $(grep -m1 '^-b auto' auto.txt | cut -c1-120)..."
+else bad "-b auto: expected B 64 (2048 / 32)"; head -3 auto.txt; fi
+head -1 auto/main.log | grep -q '^# -b auto: B 64;' && ok "main.log's header has the choice" || bad "main.log has no -b auto header"
+# -d 1920 at T 32 over 1 rank: 60 windows; the largest divisor of 60 that fits is 60
+"$TRAINER" "${SMALL[@]}" -b auto -d 1920 -x 1 -v 0 > auto60.txt 2>&1 && grep -q '^-b auto: B 60;' auto60.txt \
+    && ok "-b auto divides -d: B 60 for -d 1920 at T 32" || { bad "-b auto with -d 1920"; head -3 auto60.txt; }
+# -d -1: as many windows per step as the 60000 tokens hold at T 32: (60000 - 1) / 32 = 1874
+"$TRAINER" "${SMALL[@]}" -b auto -x 1 -v 0 > autod.txt 2>&1 && grep -q '^-b auto: B 1874;.*as many as the train data holds' autod.txt \
+    && ok "-b auto with -d -1: B 1874, the windows the train data holds" || { bad "-b auto with -d -1"; head -3 autod.txt; }
+if have_mpi; then
+    "${MPIRUN[@]}" -np 2 "$TRAINER" "${SMALL[@]}" -b auto -d 1920 -x 1 -v 0 > auto2.txt 2>&1 || bad "-b auto on 2 ranks failed"
+    # 30 windows per rank: B 30, the same on both ranks (the run's flag check compares them), printed once
+    [ "$(grep -c '^-b auto: B 30;' auto2.txt)" -eq 1 ] && grep -q '^batch: B 30 | T 32 | ranks 2' auto2.txt \
+        && ok "-b auto on 2 ranks: B 30, printed once" || { bad "-b auto on 2 ranks"; head -5 auto2.txt; }
+else
+    mpi_missing "test-plan: -b auto on 2 ranks" || bad "-b auto on 2 ranks not run"
+fi
+expect_error "-b auto that fits no divisor of -d" "none of 1..[0-9]* divides -d" \
+    "$TRAINER" "${SMALL[@]}" -b auto -d 2047 -x 1 -v 0
+expect_error "-b auto with a model that fits nowhere" "not even B = 1 fits" \
+    "$TRAINER" -i train.bin -e L96:C4096:H32 -b auto -t 32 -x 1 -v 0
+expect_error "-b with a word other than auto" "expected an integer" "$TRAINER" "${SMALL[@]}" -b many
+expect_error "-tb 1 without -o" "add -o" "$TRAINER" "${SMALL[@]}" -b 4 -tb 1
+expect_error "--plan -1" "must be in" "$TRAINER" "${SMALL[@]}" --plan -1
+
+# ---- phase times: metrics.jsonl per step, the -pe line
+"$TRAINER" "${SMALL[@]}" -b 4 -d 256 -x 6 -v 3 -m 2 -n 3 -pe 3 -o ph > ph.txt 2>&1 || bad "phase run failed"
+$PY - ph/metrics.jsonl ph.txt <<'EOF' && ok "phase times: present, adding up to each step's time, the -pe lines their means" || bad "phase times"
+import json, re, sys
+names = ["data", "forward", "backward", "comm", "optimizer", "eval"]
+steps = [o for o in map(json.loads, open(sys.argv[1])) if o["event"] == "step"]
+assert len(steps) == 6, len(steps)
+for o in steps:
+    ph = [o[f"{n}_ms"] for n in names]
+    assert all(v >= 0 for v in ph), o
+    inside = sum(ph[:5])  # the step's own phases; "ms" is its wall time, measured apart
+    assert 0.8 * o["ms"] <= inside <= o["ms"] * 1.001 + 0.01, f"step {o['step']}: phases {inside:.3f} ms, step {o['ms']} ms"
+    assert o["forward_ms"] > 0 and o["backward_ms"] > 0 and o["optimizer_ms"] > 0, o
+# evaluations (-v 3: at steps 0 and 3) and the checkpoint after step 3 land in the next step's eval_ms
+ev = [o["eval_ms"] for o in steps]
+assert ev[0] > 0 and ev[3] > 0 and ev[1] == ev[2] == ev[4] == ev[5] == 0, ev
+lines = re.findall(r"^phases, steps (\d+)-(\d+), mean per step: (.*) \| wall ([\d.]+) ms$", open(sys.argv[2]).read(), re.M)
+assert [(int(a), int(b)) for a, b, _, _ in lines] == [(1, 3), (4, 6)], lines
+for a, b, body, wall in lines:
+    got = dict((m[0], float(m[1])) for m in re.findall(r"(\w+) ([\d.]+) ms", body))
+    part = steps[int(a) - 1:int(b)]
+    for n in names:
+        want = sum(o[f"{n}_ms"] for o in part) / len(part)
+        assert abs(got[n] - want) <= 0.06 + 0.001 * want, f"{n}: printed {got[n]}, metrics.jsonl mean {want:.3f}"
+print(f"  e.g. {open(sys.argv[2]).read().split('phases, ')[1].splitlines()[0][:150]}...")
+EOF
+"$TRAINER" "${SMALL[@]}" -b 4 -d 256 -x 3 -v 0 -pe 0 > pe0.txt 2>&1 && ! grep -q '^phases' pe0.txt \
+    && ok "-pe 0 prints no phase line" || bad "-pe 0"
+
+# ---- train_gpt2cu without a GPU: the plan is printed, -b auto is refused
+CU=$ROOT/train_gpt2cu
+if [ -x "$CU" ]; then
+    "$CU" --plan 8 -i train.bin -e d12 -b 16 -t 1024 -z 1 -d 524288 > cuplan.txt 2>&1; rc=$?
+    if [ $rc -eq 0 ] && grep -q "this rank's ZeRO-1 shard: 15559488 of 124475904" cuplan.txt && grep -q '^device: unknown: no CUDA GPU' cuplan.txt \
+        && grep -q 'NCCL staging' cuplan.txt; then
+        ok "train_gpt2cu --plan 8 -z 1 without a GPU: $(grep total cuplan.txt | tr -s ' ')"
+    else bad "train_gpt2cu --plan without a GPU (exit $rc)"; head -20 cuplan.txt; fi
+    expect_error "train_gpt2cu -b auto without a GPU" "no CUDA GPU is visible" "$CU" -i train.bin -e d12 -b auto -t 64
+else
+    skip_or_fail "test-plan: train_gpt2cu without a GPU" "./train_gpt2cu (nvcc)" "make train_gpt2cu" || bad "train_gpt2cu part not run"
+fi
+finish
