@@ -12,12 +12,14 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/setup_lib.sh
 
-# compilers, make and the tools the tests use; OpenBLAS (OpenMP build), OpenMPI, PCRE2; the
-# PyTorch reference and the test scripts' Python (torch 1.13, numpy, matplotlib, pip); clang and
+# compilers, make and the tools the tests use; OpenBLAS (OpenMP build), OpenMPI, PCRE2; for the
+# multi-host test, network namespaces (iproute2) and a SLURM of its own (slurmctld, slurmd, munge:
+# the test starts and stops them itself, with its own configuration); the PyTorch reference and the test scripts' Python (torch 1.13, numpy, matplotlib, pip); clang and
 # its sanitizer/fuzzer runtime for the fuzz and sanitizer tests (libclang-rt-dev: the runtime of
 # the default clang, libclang-rt-14-dev on Debian 12)
 need_packages build-essential pkg-config xz-utils procps \
     libopenblas-openmp-dev openmpi-bin libopenmpi-dev libpcre2-dev \
+    iproute2 slurmctld slurmd slurm-client munge \
     python3-torch python3-numpy python3-matplotlib python3-pip python3-protobuf \
     clang libclang-rt-dev
 # independent references from PyPI: tiktoken (tokenizer ids), transformers (export check),

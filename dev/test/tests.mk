@@ -8,7 +8,7 @@ SHARED_DATA ?= ../shared/data
 SKIP_OR_FAIL = bash -c '. dev/test/lib.sh --tools && skip_or_fail "$$@"' skip_or_fail
 NVCC_HINT = install the CUDA toolkit 12 or 13 (https://developer.nvidia.com/cuda-downloads) or put nvcc on PATH
 
-TEST_TARGETS = test-model test-loader test-bad-input test-generate test-bootstrap test-mpi test-resume test-checkpoints test-hang test-run-state \
+TEST_TARGETS = test-model test-loader test-bad-input test-generate test-bootstrap test-mpi test-resume test-checkpoints test-hang test-multihost test-run-state \
                test-plan test-tensorboard test-hellaswag test-torch-ddp test-tokenizer test-data test-export test-plot test-bench-tools test-books-smoke test-finetune \
                test-cuda-build test-cuda-host test-cuda-sim test-attention-sim test-cuda-trainer-sim \
                test-fuzz test-sanitize
@@ -79,6 +79,14 @@ test-mpi: train_gpt2
 # crash safety, exact resume, preemption, pruning, numeric guards
 test-resume: train_gpt2
 	PYTHON=$(PYTHON) bash dev/test/test_resume.sh
+
+# what a launcher gives each rank (rank discovery, the TCP bootstrap, the data), for launches without MPI
+dev/test/launch_probe: dev/test/launch_probe.c $(CPU_HEADERS)
+	$(CC) $(CFLAGS) $< -o $@ -lm
+
+# two hosts in network namespaces (root): OpenMPI with a hostfile, a real SLURM, a lost host, resume
+test-multihost: train_gpt2 dev/test/launch_probe
+	PYTHON=$(PYTHON) bash dev/test/test_multihost.sh
 
 # checkpoints in the background (the same bytes as synchronous ones), a disk that fills up (a tmpfs; root)
 test-checkpoints: train_gpt2

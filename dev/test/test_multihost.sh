@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# Several hosts on one machine: two Linux network namespaces, node1 and node2, joined by a veth pair
+# with addresses that exist only between them, each with its own hostname; processes of a host run
+# in its namespace; the output dir is on the machine's disk, seen by both (a shared filesystem).
+# The CPU trainer stands in for the GPU one (launch, rank discovery, bootstrap, data layout,
+# checkpoints and failure handling are the same host code).
+#  1. OpenMPI across hosts: scripts/multi_node/mpirun_hostfile.sh with a hostfile of 2 hosts x 2
+#     slots (its rsh launcher through an agent that enters the host's namespace; TCP between hosts)
+#     gives the losses of 1 process with 4x accumulation on the same data.
+#  2. A real SLURM (slurmctld, a slurmd per host, munge; no cgroups): sbatch
+#     scripts/multi_node/slurm.sbatch on 2 nodes x 2 tasks, through srun --mpi=pmix: the same
+#     losses; with SRUN_MPI=none, the ranks found from SLURM_*, meeting through the TCP bootstrap,
+#     read together what one process reads (dev/test/launch_probe); train_gpt2 itself refuses.
+#  3. A host is lost (all its processes SIGKILLed, or frozen with SIGSTOP) under mpirun and under
+#     SLURM: every rank left exits non-zero within -pt + 30 s with a line naming the step.
+#  4. After it, -y 1 on one process of the remaining host resumes the newest complete checkpoint
+#     and continues with an uninterrupted run's losses.
+#  5. Bad input: a hostfile naming an unknown host, a MASTER_ADDR that does not resolve, a port in
+#     use, SLURM variables that disagree: one error line each, no hang.
+# Needs root (namespaces) and Debian's slurmctld, slurmd and munge; SKIPPED without them (a
+# failure under CI=true). Everything it makes is removed on every exit path.
+source "$(dirname "$0")/lib.sh" test_multihost "${1:-./train_gpt2}"
+PT=5
+need=
+[ "$(id -u)" = 0 ] || need="root (for network namespaces)"
+for tool in ip unshare mpirun slurmctld slurmd sbatch munged; do
+    command -v $tool > /dev/null || need="${need:+$need, }$tool"
+done
+have_mpi || need="${need:+$need, }$TRAINER built with MPI"
+if [ -n "$need" ]; then skip_or_fail test-multihost "$need" "apt-get install iproute2 openmpi-bin libopenmpi-dev slurmctld slurmd munge; run as root"; exit; fi
+
+# ---- the hosts
+id=$(( $$ % 200 + 20 ))
+NS=(llmc$$a llmc$$b)
+ADDR=(10.231.$id.1 10.231.$id.2)
+cleanup() {
+    for ns in "${NS[@]}"; do ip netns pids "$ns" 2> /dev/null | xargs -r kill -9 2> /dev/null; done
+    [ -f "$TMP/munge/pid" ] && kill -9 "$(cat "$TMP/munge/pid")" 2> /dev/null
+    for ns in "${NS[@]}"; do ip netns del "$ns" 2> /dev/null; rm -rf "/etc/netns/$ns"; done
+    pkill -9 -f "$TMP" 2> /dev/null
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+for i in 0 1; do
+    ip netns add "${NS[$i]}" && ip -n "${NS[$i]}" link set lo up || { bad "cannot make network namespace ${NS[$i]}"; finish; exit 1; }
+    mkdir -p "/etc/netns/${NS[$i]}"  # ip netns exec shows this as the host's /etc/hosts
+    printf '127.0.0.1 localhost\n%s node1\n%s node2\n' "${ADDR[0]}" "${ADDR[1]}" > "/etc/netns/${NS[$i]}/hosts"
+done
+ip link add "${NS[0]}v" type veth peer name "${NS[1]}v" && ip link set "${NS[0]}v" netns "${NS[0]}" && ip link set "${NS[1]}v" netns "${NS[1]}" \
+    || { bad "cannot make the veth pair"; finish; exit 1; }
+for i in 0 1; do
+    ip -n "${NS[$i]}" addr add "${ADDR[$i]}/24" dev "${NS[$i]}v" && ip -n "${NS[$i]}" link set "${NS[$i]}v" up || bad "cannot address ${NS[$i]}"
+done
+# on N CMD...: CMD on host nodeN (its namespace, its hostname)
+on() { local n=$1; shift; ip netns exec "${NS[$((n - 1))]}" unshare --uts sh -c 'hostname "$0"; exec "$@"' "node$n" "$@"; }
+# what `ssh HOST COMMAND` is to mpirun's rsh launcher: COMMAND in HOST's namespace
+cat > agent <<EOF
+#!/bin/sh
+host=\$1; shift
+case "\$host" in node1) ns=${NS[0]} ;; node2) ns=${NS[1]} ;; *) echo "agent: no host \$host" >&2; exit 255 ;; esac
+exec ip netns exec "\$ns" unshare --uts sh -c "hostname \$host; \$*"
+EOF
+chmod +x agent
+printf 'node1 slots=2\nnode2 slots=2\n' > hostfile
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=$TMP/agent OMP_NUM_THREADS=1
+[ "$(on 2 hostname)" = node2 ] && on 1 getent hosts node2 > /dev/null && ok "hosts node1 (${ADDR[0]}) and node2 (${ADDR[1]})"
+
+# ---- SLURM: munge, slurmctld on node1, a slurmd per node (each its own config dir: PMIx's per-node
+# directory must differ, as the /tmp of two real nodes does)
+mkdir -p munge slurm/state slurm/log slurm/spool/node1 slurm/spool/node2 slurm/pmix/node1 slurm/pmix/node2
+head -c 1024 /dev/urandom > munge/key && chmod 400 munge/key
+munged -f -S "$TMP/munge/sock" --key-file="$TMP/munge/key" --log-file="$TMP/munge/log" --pid-file="$TMP/munge/pid" \
+    --seed-file="$TMP/munge/seed" || bad "munged did not start"
+for n in 1 2; do
+    mkdir -p slurm/conf$n
+    cat > slurm/conf$n/slurm.conf <<EOF
+ClusterName=llmctest
+SlurmctldHost=node1(${ADDR[0]})
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$TMP/munge/sock
+CredType=cred/munge
+StateSaveLocation=$TMP/slurm/state
+SlurmdSpoolDir=$TMP/slurm/spool/%n
+SlurmctldPidFile=$TMP/slurm/slurmctld.pid
+SlurmdPidFile=$TMP/slurm/slurmd.%n.pid
+SlurmctldLogFile=$TMP/slurm/log/slurmctld.log
+SlurmdLogFile=$TMP/slurm/log/slurmd.%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+MpiDefault=none
+ReturnToService=2
+SlurmdTimeout=10
+KillWait=5
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+NodeName=node1 NodeAddr=${ADDR[0]} CPUs=2 State=UNKNOWN
+NodeName=node2 NodeAddr=${ADDR[1]} CPUs=2 State=UNKNOWN
+PartitionName=test Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP
+EOF
+    printf 'CgroupPlugin=cgroup/v1\nIgnoreSystemd=yes\n' > slurm/conf$n/cgroup.conf
+    echo "PMIxCliTmpDirBase=$TMP/slurm/pmix/node$n" > slurm/conf$n/mpi.conf
+done
+export SLURM_CONF=$TMP/slurm/conf1/slurm.conf
+start_slurmd() { on "$1" slurmd -f "$TMP/slurm/conf$1/slurm.conf" -N "node$1"; }
+on 1 slurmctld -f "$SLURM_CONF" && start_slurmd 1 && start_slurmd 2 || bad "the SLURM daemons did not start"
+# wait_idle: both nodes idle (after a lost node: its slurmd again, and the node resumed)
+wait_idle() {
+    for _ in $(seq 100); do
+        [ "$(on 1 sinfo -h -o '%t %D' 2> /dev/null)" = "idle 2" ] && return 0
+        on 1 scontrol update nodename=node1,node2 state=resume > /dev/null 2>&1
+        sleep 0.2
+    done
+    bad "the SLURM nodes are not idle: $(on 1 sinfo -h 2>&1)"; return 1
+}
+wait_idle && ok "SLURM: slurmctld on node1, slurmd on node1 and node2 ($(slurmd -V))"
+
+# ---- the data and the reference
+$PY "$ROOT/dev/bench/make_random_shard.py" train.bin 60000 1 512 > /dev/null
+$PY "$ROOT/dev/bench/make_random_shard.py" val.bin 20000 2 512 > /dev/null
+# (over the recipes' own flags: -l -u -q -c -h and the rest for a small run)
+RUN=(-i "$TMP/train.bin" -j "$TMP/val.bin" -e L2:C64:H4:T64:V512 -b 4 -t 32 -d 512 -v 10 -m 2 -s 0 -x 20 -n 5
+     -l 1e-3 -u 2 -q 0.1 -c 0.1 -h 0 -tk none.bin -pt $PT)
+"$TRAINER" "${RUN[@]}" -o "$TMP/one" -y 0 > one.out 2>&1 || { bad "the 1-process reference failed"; tail -3 one.out; }
+# same_losses WHAT DIR: the run in DIR has the reference's per-step losses (4 ranks against 1: 1e-5)
+same_losses() {
+    compare_logs one/main.log "$2/main.log" trl=1e-5 tel=1e-5 > cmp.out && ok "$1: $(head -1 cmp.out | sed 's/^ *//')" \
+        || { bad "$1: the losses differ from 1 process"; cat cmp.out; }
+}
+
+# ---- 1. OpenMPI across the hosts, through the recipe itself
+on 1 env HOSTFILE="$TMP/hostfile" TRAINER="$TRAINER" NP=4 PER_NODE=2 bash "$ROOT/scripts/multi_node/mpirun_hostfile.sh" \
+    "${RUN[@]}" -o "$TMP/mpi" > mpi.out 2>&1 || { bad "mpirun_hostfile.sh failed"; tail -5 mpi.out; }
+grep -q "^trainer .* 4 process(es) (mpirun)" mpi.out && same_losses "mpirun --hostfile, 2 hosts x 2 ranks" mpi
+# ranks 2 and 3 ran on node2: their state files exist, their flight ring recorded TCP traffic
+[ -f mpi/state_00000020_00003.bin ] || bad "no state file of rank 3 (node2)"
+
+# ---- 2. SLURM: sbatch the recipe (its #SBATCH lines overridden for these hosts)
+SB=(sbatch --wait --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 --gpus-per-node=0)
+on 1 env TRAINER="$TRAINER" "${SB[@]}" -o "$TMP/slurm_pmix.out" "$ROOT/scripts/multi_node/slurm.sbatch" \
+    "${RUN[@]}" -o "$TMP/spmix" > sbatch.out 2>&1 || { bad "sbatch slurm.sbatch (srun --mpi=pmix) failed"; tail -5 slurm_pmix.out; }
+grep -q "^trainer .* 4 process(es) (mpirun)" slurm_pmix.out && same_losses "sbatch, srun --mpi=pmix, 2 nodes x 2 tasks" spmix
+# without MPI: the probe takes the trainer's place
+on 1 env TRAINER="$ROOT/dev/test/launch_probe" SRUN_MPI=none "${SB[@]}" -o "$TMP/slurm_none.out" \
+    "$ROOT/scripts/multi_node/slurm.sbatch" "${RUN[@]}" > sbatch.out 2>&1 || { bad "sbatch with SRUN_MPI=none failed"; tail -5 slurm_none.out; }
+"$ROOT/dev/test/launch_probe" "${RUN[@]}" -o "$TMP/probe" > probe1.out 2>&1  # one process, 4 micro-steps: the reference
+$PY - slurm_none.out probe1.out <<'EOF' && ok "srun without MPI: ranks 0-3 from SLURM_*, local 0-1 on each node, rank 0's token through the TCP bootstrap, the data of one process" || bad "srun without MPI: the probe's ranks, bootstrap or data are wrong"
+import re, sys
+ranks = {int(m[1]): m for m in re.finditer(r"^probe rank (\d+) of (\d+) local (\d+) host (\S+) launcher (\S+) token (\d+)$", open(sys.argv[1]).read(), re.M)}
+assert sorted(ranks) == [0, 1, 2, 3] and {m[2] for m in ranks.values()} == {"4"}, ranks
+assert {(m[4], int(m[3])) for m in ranks.values()} == {("node1", 0), ("node1", 1), ("node2", 0), ("node2", 1)}
+assert {m[5] for m in ranks.values()} == {"slurm"} and len({m[6] for m in ranks.values()}) == 1 and ranks[0][6] != "0"
+def batches(path):  # global micro-batch -> crc of its tokens
+    return {int(m[1]): m[2] for m in re.finditer(r"^probe rank \d+ batch (\d+) windows \S+ crc (\w+)$", open(path).read(), re.M)}
+four, one = batches(sys.argv[1]), batches(sys.argv[2])
+assert sorted(four) == [0, 1, 2, 3] and four == one, (four, one)
+EOF
+# sbatch_out FILE ARGS...: sbatch --wait ... -o FILE ARGS, then FILE on stdout without SLURM's own
+# lines; 1 if the job failed (srun's status is its tasks' strongest: 143 for the tasks it ended
+# with SIGTERM after the first failed one)
+sbatch_out() {
+    local out=$1
+    shift
+    on 1 env "$@" > /dev/null 2>&1
+    local rc=$?
+    grep -v '^srun: \|^slurmstepd' "$out"
+    [ $rc -eq 0 ] || return 1
+}
+ERROR_LINES=4 expect_error "train_gpt2 under srun without MPI (each rank says so)" "runs several processes only with MPI; use: mpirun -np 4 ./train_gpt2 ..., or under SLURM srun --mpi=pmix" \
+    sbatch_out "$TMP/refuse.out" TRAINER="$TRAINER" SRUN_MPI=none "${SB[@]}" -o "$TMP/refuse.out" "$ROOT/scripts/multi_node/slurm.sbatch" "${RUN[@]}"
+
+# ---- 3. a host is lost: 40 steps, node2 killed or frozen once step 8 is printed
+LOST=("${RUN[@]}" -x 40)
+"$TRAINER" "${LOST[@]}" -o "$TMP/one40" > one40.out 2>&1 || bad "the 40-step reference failed"
+# node1's trainer processes
+node1_ranks() { for p in $(ip netns pids "${NS[0]}"); do [ "$(readlink "/proc/$p/exe")" = "$TRAINER" ] && echo "$p"; done; }
+# lose HOW LAUNCH DIR: start the job (LAUNCH: mpi or slurm) into DIR on node1, then at step 8 SIGKILL
+# or SIGSTOP (HOW: kill or stop) every process of node2; node1's ranks must be gone within -pt + 30 s,
+# each after its line naming the step; then node2's processes are killed and the job must end non-zero
+lose() {
+    local how=$1 launch=$2 dir=$3 job t0 left
+    if [ "$launch" = mpi ]; then
+        on 1 env HOSTFILE="$TMP/hostfile" TRAINER="$TRAINER" NP=4 PER_NODE=2 timeout -s KILL 120 \
+            bash "$ROOT/scripts/multi_node/mpirun_hostfile.sh" "${LOST[@]}" -o "$TMP/$dir" > "$dir.out" 2>&1 &
+    else
+        on 1 env TRAINER="$TRAINER" timeout -s KILL 120 "${SB[@]}" -o "$TMP/$dir.out" "$ROOT/scripts/multi_node/slurm.sbatch" \
+            "${LOST[@]}" -o "$TMP/$dir" > /dev/null 2>&1 &
+    fi
+    job=$!
+    for _ in $(seq 300); do grep -q "^step 8/40" "$dir.out" 2> /dev/null && break; sleep 0.1; done
+    grep -q "^step 8/40" "$dir.out" || { bad "$dir: the job did not reach step 8"; tail -3 "$dir.out"; kill -9 $job; return; }
+    ip netns pids "${NS[1]}" | xargs -r kill -"${how^^}"
+    t0=$SECONDS
+    while [ -n "$(node1_ranks)" ] && [ $((SECONDS - t0)) -le $((PT + 40)) ]; do sleep 0.2; done
+    left=$(node1_ranks)
+    local what
+    what="node2 $([ "$how" = kill ] && echo killed || echo frozen) under $([ "$launch" = mpi ] && echo mpirun || echo SLURM)"
+    [ -z "$left" ] && [ $((SECONDS - t0)) -le $((PT + 30)) ] && ok "$what: node1's ranks exited $((SECONDS - t0)) s later (-pt $PT)" \
+        || bad "$what: node1's ranks still there after $((SECONDS - t0)) s: $left"
+    ip netns pids "${NS[1]}" | xargs -r kill -9  # a frozen host is reset; the launcher can finish
+    wait $job
+    local rc=$?
+    [ $rc -ne 0 ] || bad "$what: the job exited 0"
+    for r in 0 1; do
+        grep -q "^\[rank $r\] \(error\|note\): step [0-9]* (.*\(no answer from rank(s) 2, 3\|came while this rank had waited\)" "$dir.out" \
+            || bad "$what: rank $r printed no line naming the step and the ranks it waited for"
+    done
+    ok "$what: $(grep -m1 '^\[rank 0\] \(error\|note\)' "$dir.out" | cut -c1-150)"
+}
+lose kill mpi lostmk
+# 4. resume on the remaining host, one process
+on 1 "$TRAINER" "${LOST[@]}" -o "$TMP/lostmk" -y 1 > resume.out 2>&1 || { bad "the resume on node1 failed"; tail -3 resume.out; }
+compare_logs one40/main.log lostmk/main.log trl=1e-5 tel=1e-5 > cmp.out \
+    && ok "node2 lost: -y 1 on node1 alone $(grep -o 'resumed from checkpoint [0-9]*' resume.out), the losses of an uninterrupted run ($(head -1 cmp.out | sed 's/^ *//'))" \
+    || { bad "node2 lost: the resumed losses differ"; cat cmp.out; }
+lose stop mpi lostms
+start_slurmd 2 && wait_idle
+lose kill slurm lostsk
+start_slurmd 2 && wait_idle
+lose stop slurm lostss
+start_slurmd 2 && wait_idle
+
+# ---- 5. bad input: one line each
+printf 'node1 slots=2\nnode3 slots=2\n' > badhosts
+expect_error "a hostfile naming an unknown host" "hostfile '$TMP/badhosts' names 'node3', which does not resolve" \
+    on 1 env HOSTFILE="$TMP/badhosts" TRAINER="$TRAINER" NP=4 PER_NODE=2 bash "$ROOT/scripts/multi_node/mpirun_hostfile.sh" "${RUN[@]}" -o "$TMP/x"
+PROBE=(TRAINER="$ROOT/dev/test/launch_probe" SRUN_MPI=none "${SB[@]}")
+ERROR_LINES=4 expect_error "MASTER_ADDR that does not resolve (each rank says so)" "cannot resolve MASTER_ADDR 'nosuchhost.invalid'" \
+    sbatch_out "$TMP/addr.out" MASTER_ADDR=nosuchhost.invalid "${PROBE[@]}" -o "$TMP/addr.out" "$ROOT/scripts/multi_node/slurm.sbatch" "${RUN[@]}"
+on 1 $PY -c "import socket, time; s = socket.socket(); s.bind(('', 29501)); s.listen(); time.sleep(60)" &
+sleep 0.5
+ERROR_LINES=4 expect_error "the bootstrap port in use (each rank says so)" "rank 0 cannot listen on port 29501" \
+    sbatch_out "$TMP/port.out" "${PROBE[@]}" -o "$TMP/port.out" "$ROOT/scripts/multi_node/slurm.sbatch" "${RUN[@]}"
+kill %% 2> /dev/null
+expect_error "SLURM_PROCID 4 of SLURM_NTASKS 4" "slurm gave rank 4 of world size 4; the rank must be below the world size" \
+    env SLURM_PROCID=4 SLURM_NTASKS=4 "$TRAINER" "${RUN[@]}" -o "$TMP/x"
+finish
