@@ -7,7 +7,8 @@
 #  1. per-step train and val losses agree with the fp32 CPU trainer from the same init and data
 #     (bf16 tolerance), with -r 0/1/2 and with -w 0;
 #  2. determinism (a second run is bitwise identical) and resume from a checkpoint (bitwise);
-#  3. MPI, host-staged (-pb mpi), 2 ranks: equals 1 rank with 2 micro-steps (bf16 tolerance);
+#  3. MPI, host-staged (-pb mpi), 2 ranks: equals 1 rank with 2 micro-steps (bf16 tolerance); a
+#     frozen rank ends the job within -pt with the line of comm.h's deadline;
 #     ZeRO-1: equals -z 0, writes a state file per rank, resumes bitwise on 2 ranks and re-shards
 #     onto 1 rank;
 #  4. the AddressSanitizer build on short runs (single process -r 0 and -r 2, 2 ranks ZeRO-1);
@@ -103,6 +104,9 @@ if have_mpi "$SIM"; then
     compare_logs z1b/main.log z1/main.log trl=1e-3 --last 2 || bad "re-sharded resume"
     ERROR_LINES=2 expect_error "2 ranks with -pb nccl in a build without NCCL (each rank says so)" "use the host-staged backend -pb mpi" \
         "${MPIRUN[@]}" -np 2 "$SIM" "${ARGS[@]}" -pb nccl
+    # the deadline of comm.h in -pb mpi's own collectives: rank 1 freezes as step 3 begins
+    expect_error "-pb mpi -z 1, rank 1 frozen (SIGSTOP)" "step 3 (.*): MPI_[A-Za-z_()]* of [0-9]* bytes did not complete within -pt 3 s; no answer from rank(s) 1 " \
+        timeout -s KILL 60 "${MPIRUN[@]}" -np 2 -x LLMC_FAULT=step:3:stop:1 "$SIM" "${ARGS[@]}" -pb mpi -z 1 -pt 3
 else
     skip_or_fail "test-cuda-trainer-sim part 3 (2 MPI ranks)" "MPI (mpirun, and the simulator built with it)" "$MPI_HINT" \
         || bad "part 3 (2 MPI ranks) not run"
