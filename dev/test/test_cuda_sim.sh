@@ -98,7 +98,8 @@ if have_mpi "$SIM"; then
     echo " ZeRO-1 checkpoint of 2 ranks resumed on 1:"
     compare_logs z1b/main.log z1/main.log trl=1e-3 --last 2 || bad "re-sharded resume"
     ERROR_LINES=2 expect_error "2 ranks with -pb nccl in a build without NCCL (each rank says so)" "use the host-staged backend -pb mpi" \
-        "${MPIRUN[@]}" -np 2 "$SIM" "${ARGS[@]}" -pb nccl
+        "${MPIRUN[@]}" -np 2 "$ASAN" "${ARGS[@]}" -pb nccl
+    expect_error "2 ranks with -pb nccl on one simulated GPU" "use the same GPU.*-pb mpi" "${MPIRUN[@]}" -np 2 "$SIM" "${ARGS[@]}" -pb nccl
 else
     skip_or_fail "test-cuda-trainer-sim part 3 (2 MPI ranks)" "MPI (mpirun, and the simulator built with it)" "$MPI_HINT" \
         || bad "part 3 (2 MPI ranks) not run"
