@@ -239,6 +239,12 @@ build/cuda_single/train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_BASE_FLAGS) $(GEN_FLAGS) $< -o $@ $(NVCC_BASE_LDLIBS) $(GEN_LDLIBS)
 
+# a test build that leaves out the event waits LLMC_TEST_DROP_WAIT names (llmc/zero.cuh): what the
+# stream-order debug mode must catch (dev/test/test_gpu.sh's multi part)
+build/drop_wait/train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
+	@mkdir -p $(@D)
+	$(NVCC) $(filter-out -DUSE_CUDNN,$(NVCC_FLAGS)) -DLLMC_TEST_DROP_WAIT $< -o $@ $(filter-out $(CUDNN_OBJ),$(NVCC_LDLIBS))
+
 # per-layer backward time and a 1-rank NCCL all-reduce of a layer's gradients (dev/bench/bench_gpu.sh)
 build/bench_layers: dev/bench/bench_layers.cu train_gpt2.cu $(CUDA_HEADERS) $(CUDNN_DEP)
 	@mkdir -p $(@D)
@@ -250,7 +256,7 @@ $(CUDNN_OBJ): llmc/cudnn_att.cpp llmc/cudnn_att.h
 	@mkdir -p $(@D)
 	$(NVCC) -O2 -std=c++17 -Xcompiler -Wall -DCUDNN_FRONTEND_SKIP_JSON_LIB -isystem $(CUDNN_FRONTEND_INC) -I$(firstword $(CUDNN))/include -c $< -o $@
 else
-train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu build/bench_layers $(CUDNN_OBJ):
+train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu build/bench_layers build/drop_wait/train_gpt2cu $(CUDNN_OBJ):
 	@echo "$@ needs nvcc (the CUDA toolkit); it was not found" >&2; exit 1
 endif
 

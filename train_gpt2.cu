@@ -244,10 +244,11 @@ static int gpt2_activation_slots(ActSlot *slots, ActivationTensors *a, const GPT
 /*
  * Device memory the model needs, before any allocation: parameters and gradients (with ZeRO-1
  * padding), optimizer state of this rank's range, activations, scratch, encoder backward work, and
- * the cuBLASLt workspace, and cuDNN's attention workspace with -at cudnn (which builds its graphs).
+ * the cuBLASLt workspace, cuDNN's attention workspace with -at cudnn (which builds its graphs) and
+ * ZeRO-1's reduce-scatter staging (`staging` bf16 elements, llmc/zero.cuh).
  */
 static GPT2Memory gpt2_memory(const GPT2Config *c, int B, int T, int recompute, int master, AttentionImpl attention,
-                              size_t padded, size_t opt_count) {
+                              size_t padded, size_t opt_count, size_t staging) {
     GPT2Memory mem;
     memset(&mem, 0, sizeof(mem));
     mem.model = 2 * round_up_256(padded * sizeof(floatX));
@@ -258,7 +259,8 @@ static GPT2Memory gpt2_memory(const GPT2Config *c, int B, int T, int recompute, 
     for (int i = 0; i < n; i++) { mem.activations += round_up_256(slots[i].count * slots[i].elem); }
     const int BT = B * T;
     mem.activations += encoder_plan_ints(BT) * sizeof(int) + (size_t)encoder_max_slots(BT) * c->channels * sizeof(float);
-    mem.other = CUBLASLT_WORKSPACE_BYTES + round_up_256(attention_workspace_bytes(attention, c, B, T));
+    mem.other = CUBLASLT_WORKSPACE_BYTES + round_up_256(attention_workspace_bytes(attention, c, B, T)) +
+                round_up_256(staging * sizeof(floatX));
     mem.total = mem.model + mem.optimizer + mem.activations + mem.other;
     return mem;
 }
@@ -304,7 +306,8 @@ void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, int recompute, 
     m->attention = attention;
     m->red = *red;
 
-    GPT2Memory mem = gpt2_memory(config, B, T, recompute, master_weights, attention, red->padded, red->count);
+    GPT2Memory mem = gpt2_memory(config, B, T, recompute, master_weights, attention, red->padded, red->count,
+                                 red->staging);
     size_t free_bytes = 0, total_bytes = 0;
     cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
     if (mem.total > free_bytes) {
@@ -930,11 +933,20 @@ int main(int argc, char **argv) {
         cudaCheck(cudaGetDeviceProperties(&prop, device));
         const TrainArgs *a = &run.args;
         GPT2Memory mem = gpt2_memory(&run.config, a->B, a->T, a->recompute, a->master_weights, attention, model.red.padded,
-                                     model.red.count);
+                                     model.red.count, model.red.staging);
+        char reduction[96];
+        snprintf(reduction, sizeof(reduction), "%s", kind == GRAD_REDUCE_MPI ? "mpi (host-staged)" : "none (one process)");
+#ifdef MULTI_GPU
+        if (kind == GRAD_REDUCE_NCCL) {  // its stream's priority: the device's highest (llmc/nccl_comm.cuh)
+            int priority = 0;
+            cudaCheck(cudaStreamGetPriority(nccl_ctx.stream, &priority));
+            snprintf(reduction, sizeof(reduction), "nccl (stream priority %d%s)", priority,
+                     nccl_ctx.debug_streams ? ", LLMC_DEBUG_STREAMS=1" : "");
+        }
+#endif
         printf("device: %s (sm_%d%d, %d SMs) | gradient reduction: %s%s | recompute -r %d | attention: %s | GPU memory "
                "for the model %.2f GiB (parameters+gradients %.2f, optimizer %.2f, activations %.2f, workspaces %.2f)\n",
-               prop.name, prop.major, prop.minor, prop.multiProcessorCount,
-               kind == GRAD_REDUCE_NCCL ? "nccl" : kind == GRAD_REDUCE_MPI ? "mpi (host-staged)" : "none (one process)",
+               prop.name, prop.major, prop.minor, prop.multiProcessorCount, reduction,
                a->zero_stage && run.comm.world_size > 1 ? ", ZeRO-1" : "", a->recompute, gpt2_attention_describe(&model),
                mem.total / GiB, mem.model / GiB, mem.optimizer / GiB, mem.activations / GiB, mem.other / GiB);
         if (!gpt2_attention_deterministic(&model)) {

@@ -192,7 +192,7 @@ static void nccl_one_rank(GPT2 *m, const GPT2Config *config, int iters) {
     ncclUniqueId id;
     ncclCheck(ncclGetUniqueId(&id));
     ncclCheck(ncclCommInitRank(&ctx.comm, 1, id, 0));
-    cudaCheck(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
+    nccl_stream_create(&ctx.stream);
     cudaEvent_t a, b;
     cudaCheck(cudaEventCreate(&a));
     cudaCheck(cudaEventCreate(&b));

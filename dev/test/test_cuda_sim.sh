@@ -6,17 +6,22 @@
 # It checks the orchestration a GPU run would otherwise be the first to exercise:
 #  1. per-step train and val losses agree with the fp32 CPU trainer from the same init and data
 #     (bf16 tolerance), with -r 0/1/2 and with -w 0;
-#  2. determinism (a second run is bitwise identical) and resume from a checkpoint (bitwise);
+#  2. determinism (a second run is bitwise identical) and resume from a checkpoint (bitwise); NCCL
+#     on a 1-rank communicator (the simulator's NCCL, sim/nccl.h), -z 0 and -z 1, with the
+#     stream-order debug mode LLMC_DEBUG_STREAMS=1, is bitwise the plain run, and each of the four
+#     event waits between the streams left out (the dropwait build) makes it differ;
 #  3. MPI, host-staged (-pb mpi), 2 ranks: equals 1 rank with 2 micro-steps (bf16 tolerance);
 #     ZeRO-1: equals -z 0, writes a state file per rank, resumes bitwise on 2 ranks and re-shards
-#     onto 1 rank;
+#     onto 1 rank; -pb nccl on 2 simulated GPUs is bitwise -pb mpi, with -z 0 and with ZeRO-1's
+#     reduce-scatter layout (and the debug mode on);
 #  4. the AddressSanitizer build on short runs (single process -r 0 and -r 2, 2 ranks ZeRO-1);
 #  5. test_gpt2cu against a PyTorch fixture (the tolerances the GPU run uses);
-#  6. bad launches: unsupported head size, -pb mpi without mpirun, several ranks without NCCL,
-#     -at cudnn (and test_gpt2cu's LLMC_ATTENTION=cudnn) in a build without cuDNN.
+#  6. bad launches: unsupported head size, -pb mpi without mpirun, several ranks without NCCL or on
+#     one GPU with NCCL, -at cudnn (and test_gpt2cu's LLMC_ATTENTION=cudnn) in a build without
+#     cuDNN, a bad LLMC_DEBUG_STREAMS.
 # usage: dev/test/test_cuda_sim.sh [build/cuda_sim]   (make test-cuda-trainer-sim builds it there)
 SIMT=$(realpath "${1:-build/cuda_sim}")
-SIM="$SIMT/train_gpt2cu" ASAN="$SIMT/train_gpt2cu_asan" TEST="$SIMT/test_gpt2cu"
+SIM="$SIMT/train_gpt2cu" ASAN="$SIMT/train_gpt2cu_asan" TEST="$SIMT/test_gpt2cu" DROP="$SIMT/train_gpt2cu_dropwait"
 source "$(dirname "$0")/lib.sh" test_cuda_sim ./train_gpt2  # TRAINER (the CPU one), PY, ROOT, TMP (cwd), MPIRUN
 CPU=$TRAINER
 export ASAN_OPTIONS=detect_leaks=0  # MPI and the fiber stacks keep memory to the end on purpose
@@ -77,6 +82,28 @@ steplines sim.txt | tail -2 > full_tail.txt; steplines ck_resume.txt > resumed.t
 if cmp -s full_tail.txt resumed.txt; then echo "  steps 3-4 after resume are bitwise equal"; else
     bad "resumed steps differ from the uninterrupted run"; diff full_tail.txt resumed.txt | head -6; fi
 
+# NCCL on 1 rank changes no value, so only the events between the NCCL stream and the compute stream
+# could make it differ from the plain run (sim2): sim/streams.h runs the two streams' queued work
+# interleaved, and LLMC_DEBUG_STREAMS=1 changes the data under the NCCL stream for a while
+echo " NCCL on 1 rank (LLMC_FORCE_NCCL=1), the stream-order debug mode on:"
+export LLMC_FORCE_NCCL=1
+LLMC_DEBUG_STREAMS=1 bg nccl_z0 "$SIM" "${ARGS[@]}" -o nccl_z0
+LLMC_DEBUG_STREAMS=1 bg nccl_z1 "$SIM" "${ARGS[@]}" -z 1 -o nccl_z1
+joined nccl_z0 nccl_z1
+for z in 0 1; do compare_logs nccl_z$z/main.log sim2/main.log trl=0 norm=0 || bad "NCCL on 1 rank, -z $z, differs from the plain run"; done
+grep -q "gradient reduction: nccl (stream priority -5, LLMC_DEBUG_STREAMS=1)" nccl_z0.txt \
+    || bad "the NCCL stream's priority (-5, the simulated device's highest) or the debug mode not in the banner"
+# a build that leaves out one wait (LLMC_TEST_DROP_WAIT, llmc/zero.cuh): the debug mode must show it
+for w in 1 2 3 4; do
+    LLMC_TEST_DROP_WAIT=$w LLMC_DEBUG_STREAMS=1 bg drop$w "$DROP" "${ARGS[@]}" -z 1 -o drop$w
+    [ $((w % 2)) -eq 0 ] && joined drop$((w - 1)) drop$w
+done
+for w in 1 2 3 4; do
+    if compare_logs drop$w/main.log sim2/main.log trl=0 norm=0 > /dev/null; then bad "wait $w left out, yet the run is bitwise the plain one"
+    else ok "wait $w left out: the run differs from the plain one"; fi
+done
+unset LLMC_FORCE_NCCL
+
 # ---- 3. MPI, host-staged, and ZeRO-1
 if have_mpi "$SIM"; then
     echo "3. 2 MPI ranks (-pb mpi) vs 1 rank with 2 micro-steps:"
@@ -97,6 +124,15 @@ if have_mpi "$SIM"; then
     # steps 3-4 resumed on 1 rank (appended to the copied log; the later line wins) vs 2 ranks
     echo " ZeRO-1 checkpoint of 2 ranks resumed on 1:"
     compare_logs z1b/main.log z1/main.log trl=1e-3 --last 2 || bad "re-sharded resume"
+    # NCCL on 2 simulated GPUs (sim/nccl.h over MPI): each sum is the one -pb mpi's host reduction makes
+    # (2 bf16 values added in fp32, rounded once), so the runs are bitwise equal, with ZeRO-1's
+    # reduce-scatter layout too (and the stream-order debug mode on)
+    NCCL2=("${MPIRUN[@]}" -x SIM_DEVICES=2 -np 2)
+    run nc2 "${NCCL2[@]}" "$SIM" "${ARGS[@]}" -pb nccl -o nc2
+    run nc2z "${NCCL2[@]}" -x LLMC_DEBUG_STREAMS=1 "$SIM" "${ARGS[@]}" -pb nccl -z 1 -o nc2z
+    echo " -pb nccl vs -pb mpi, 2 ranks:"; compare_logs nc2/main.log np2/main.log trl=0 norm=0 || bad "-pb nccl differs from -pb mpi"
+    echo " -pb nccl -z 1 vs -pb mpi -z 1:"; compare_logs nc2z/main.log z1/main.log trl=0 norm=0 || bad "NCCL ZeRO-1 differs from MPI ZeRO-1"
+    grep -q "gradient reduction: nccl (stream priority -5, LLMC_DEBUG_STREAMS=1), ZeRO-1" nc2z.txt || bad "nc2z: no NCCL ZeRO-1 banner"
     ERROR_LINES=2 expect_error "2 ranks with -pb nccl in a build without NCCL (each rank says so)" "use the host-staged backend -pb mpi" \
         "${MPIRUN[@]}" -np 2 "$ASAN" "${ARGS[@]}" -pb nccl
     expect_error "2 ranks with -pb nccl on one simulated GPU" "use the same GPU.*-pb mpi" "${MPIRUN[@]}" -np 2 "$SIM" "${ARGS[@]}" -pb nccl
@@ -130,6 +166,8 @@ grep -E "FAIL|test_gpt2cu:|determinism|checkpoint" test.txt | sed 's/^/  /'
 # ---- 6. bad launches
 echo "6. bad input:"
 expect_error "head size 32" "fused attention supports head sizes 64 and 128" "$SIM" "${ARGS[@]}" -e L2:C64:H2:T32:V128
+expect_error "LLMC_DEBUG_STREAMS=yes" "LLMC_DEBUG_STREAMS=yes: expected 0 or 1" \
+    env LLMC_FORCE_NCCL=1 LLMC_DEBUG_STREAMS=yes "$SIM" "${ARGS[@]}"
 expect_error "-pb mpi under torchrun variables" "pb mpi reduces gradients with MPI" \
     env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 "$SIM" "${ARGS[@]}" -pb mpi
 # the simulator, like any build without cuDNN, says how to build with it
