@@ -1,7 +1,7 @@
 /*
  * GPT-2 training on NVIDIA GPUs (sm_80 and newer; built for Hopper sm_90a and Ampere sm_80):
  * bf16 parameters, gradients and activations with fp32 master weights and AdamW state, cuBLASLt
- * matmuls with fused bias/GELU epilogues, fused flash attention, LayerNorm with the residual add
+ * matmuls with fused bias (and, -ge, GELU) epilogues, fused flash attention, LayerNorm with the residual add
  * fused in, a fused classifier that never stores fp32 logits; data-parallel across processes with
  * NCCL (or host-staged MPI) and optional ZeRO-1. Same flags, files and step line as train_gpt2.c.
  *
@@ -168,6 +168,7 @@ typedef struct {
     void *acts_memory;
     int batch_size, seq_len;  // maxima the activations were sized for
     int recompute;            // -r
+    int gelu_fusion;          // -ge: GELU in cuBLASLt's epilogue, 0 none, 1 forward, 2 forward and backward
     AttentionImpl attention;  // -at
     void *att_workspace;      // cuDNN's attention workspace (NULL with our kernel)
     size_t att_workspace_bytes;
@@ -576,8 +577,14 @@ void gpt2_forward(GPT2 *m, const int *inputs, const int *targets, int B, int T, 
         matmul_forward(a->btc, la.atty, lp.attprojw, lp.attprojb, B, T, C, C, NULL, s);
         fused_residual_forward(la.residual2, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual, a->btc, lp.ln2w, lp.ln2b,
                                (int)BT, C, s);
-        // residual3 = residual2 + fcproj(gelu(fc(ln2))); the GELU is cuBLASLt's epilogue, its input kept in fch
-        matmul_forward(la.fch_gelu, la.ln2, lp.fcw, lp.fcb, B, T, C, 4 * C, la.fch, s);
+        // residual3 = residual2 + fcproj(gelu(fc(ln2))); the GELU's input is kept in fch for the backward.
+        // -ge >= 1: the GELU is cuBLASLt's epilogue of the fc matmul, else our kernel (llmc/gelu.cuh)
+        if (m->gelu_fusion >= 1) {
+            matmul_forward(la.fch_gelu, la.ln2, lp.fcw, lp.fcb, B, T, C, 4 * C, la.fch, s);
+        } else {
+            matmul_forward(la.fch, la.ln2, lp.fcw, lp.fcb, B, T, C, 4 * C, NULL, s);
+            gelu_forward(la.fch_gelu, la.fch, BT * 4 * C, s);
+        }
         matmul_forward(a->btc, la.fch_gelu, lp.fcprojw, lp.fcprojb, B, T, 4 * C, C, NULL, s);
         // the residual add, fused with the next LayerNorm: the next layer's ln1, or lnf after the last
         if (l < L - 1) {
@@ -625,9 +632,12 @@ void gpt2_backward_layer(GPT2 *m, int l, int B, int T) {
 
     // residual3 = residual2 + fcproj(gelu(fch)), fch = fc(ln2(residual2)): dresidual passes through
     if (m->recompute >= 1) { gelu_forward(la.fch_gelu, la.fch, BT * 4 * C, s); }
-    // d fch = (dresidual @ fcprojw) * gelu'(fch), the dGELU fused into the matmul
-    matmul_backward(dbig, lg.fcprojw, lg.fcprojb, a->dresidual, la.fch_gelu, lp.fcprojw, B, T, 4 * C, C, la.fch, a->scratch,
-                    s);
+    // d fch = (dresidual @ fcprojw) * gelu'(fch): -ge 2 fuses the dGELU into the matmul, else our kernel
+    // turns d fch_gelu into d fch in place
+    const int fused = m->gelu_fusion >= 2;
+    matmul_backward(dbig, lg.fcprojw, lg.fcprojb, a->dresidual, la.fch_gelu, lp.fcprojw, B, T, 4 * C, C,
+                    fused ? la.fch : NULL, a->scratch, s);
+    if (!fused) { gelu_backward(dbig, la.fch, dbig, BT * 4 * C, s); }
     if (m->recompute >= 2) { layernorm_forward(la.ln2, NULL, NULL, la.residual2, lp.ln2w, lp.ln2b, B, T, C, s); }
     matmul_backward(a->btc, lg.fcw, lg.fcb, dbig, la.ln2, lp.fcw, B, T, C, 4 * C, NULL, a->scratch, s);
     layernorm_backward(a->dresidual, lg.ln2w, lg.ln2b, a->btc, la.residual2, lp.ln2w, la.ln2_mean, la.ln2_rstd, B, T, C,
@@ -881,7 +891,7 @@ static GradReduceKind setup_processes(Comm *c, const TrainArgs *a, int device, v
 /*
  * The model that the flags describe, on this process's GPU (after cublas_init): the gradient
  * reduction plan of `kind` with -z, then the memory check and the allocations for -b, -t, -r, -w
- * and -at (gpt2_build). nccl: the communicator of kind NCCL, else NULL. Parameters are left
+ * and -at (gpt2_build), and -ge. nccl: the communicator of kind NCCL, else NULL. Parameters are left
  * unset: gpt2_init_from_args fills them. Used by main, test_gpt2.cu and dev/bench/bench_layers.cu.
  */
 static void gpt2_build_from_args(GPT2 *m, const TrainArgs *a, const GPT2Config *config, GradReduceKind kind, Comm *c,
@@ -890,6 +900,7 @@ static void gpt2_build_from_args(GPT2 *m, const TrainArgs *a, const GPT2Config *
     grad_reduce_plan(&plan, kind, c, a->zero_stage, config);
     gpt2_build(m, config, a->B, a->T, a->recompute, a->master_weights, attention_impl(a->attention, "-at"), &plan,
                kind == GRAD_REDUCE_NCCL ? nccl : NULL);
+    m->gelu_fusion = a->gelu_fusion;
 }
 
 // the parameters of -e: the file, or the seeded init of the descriptor (the same seed on every
@@ -944,10 +955,11 @@ int main(int argc, char **argv) {
                      nccl_ctx.debug_streams ? ", LLMC_DEBUG_STREAMS=1" : "");
         }
 #endif
-        printf("device: %s (sm_%d%d, %d SMs) | gradient reduction: %s%s | recompute -r %d | attention: %s | GPU memory "
-               "for the model %.2f GiB (parameters+gradients %.2f, optimizer %.2f, activations %.2f, workspaces %.2f)\n",
-               prop.name, prop.major, prop.minor, prop.multiProcessorCount, reduction,
+        printf("device: %s (sm_%d%d, %d SMs) | gradient reduction: %s%s | recompute -r %d | attention: %s | GELU -ge %d | "
+               "GPU memory for the model %.2f GiB (parameters+gradients %.2f, optimizer %.2f, activations %.2f, workspaces "
+               "%.2f)\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount, reduction,
                a->zero_stage && run.comm.world_size > 1 ? ", ZeRO-1" : "", a->recompute, gpt2_attention_describe(&model),
+               a->gelu_fusion,
                mem.total / GiB, mem.model / GiB, mem.optimizer / GiB, mem.activations / GiB, mem.other / GiB);
         if (!gpt2_attention_deterministic(&model)) {
             llmc_warn("-at cudnn: cuDNN refused its deterministic attention backward for this shape, so this run is not "

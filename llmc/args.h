@@ -68,7 +68,7 @@
     X(INT, guard_max_skips, "sm", "guard-max-skips", "<int>", 10, 1, INT_MAX,                                          \
       "stop the run after this many consecutive skipped steps")                                                        \
     X(SECTION, _gpu, "", "", "", 0, 0, 0,                                                                               \
-      "memory, precision, multi-process (train_gpt2cu; train_gpt2 accepts and ignores -z -r -w -pb -at)")                  \
+      "memory, precision, multi-process (train_gpt2cu; train_gpt2 accepts and ignores -z -r -w -pb -at -ge)")          \
     X(INT, zero_stage, "z", "zero", "<0|1>", 0, 0, 1, "ZeRO stage: 1 shards the optimizer state across ranks")          \
     X(INT, recompute, "r", "recompute", "<0|1|2>", 1, 0, 2, "recompute in backward: 1 = GELU, 2 = GELU and LayerNorm")  \
     X(INT, master_weights, "w", "master-weights", "<0|1>", 1, 0, 1, "fp32 master weights")                              \
@@ -77,6 +77,8 @@
       "seconds before a stuck collective or bootstrap is an error")                                                    \
     X(CHOICE, attention, "at", "attention", "own|cudnn", "own", 0, 0,                                                  \
       "attention: own (llmc/attention.cuh) or cudnn (cuDNN's fused SDPA, in builds with cuDNN)")                       \
+    X(INT, gelu_fusion, "ge", "gelu-fusion", "<0|1|2>", 2, 0, 2,                                                       \
+      "GELU in cuBLASLt's matmul epilogue: 0 = our kernels (llmc/gelu.cuh), 1 = forward, 2 = both")                    \
     X(SECTION, _gen, "", "", "", 0, 0, 0,                                                                               \
       "generation: with --prompt, generate -g tokens after the prompt from -e and exit (no data read)")                \
     X(STR, prompt, "", "prompt", "<text>", "", 0, 0, "the text to continue; empty = train")                             \

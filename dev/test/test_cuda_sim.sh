@@ -5,7 +5,7 @@
 # semantics; a simulator error (race, bounds, deadlock) fails the run.
 # It checks the orchestration a GPU run would otherwise be the first to exercise:
 #  1. per-step train and val losses agree with the fp32 CPU trainer from the same init and data
-#     (bf16 tolerance), with -r 0/1/2 and with -w 0;
+#     (bf16 tolerance), with -r 0/1/2, with -w 0 and with each -ge (GELU in cuBLASLt's epilogue or not);
 #  2. determinism (a second run is bitwise identical) and resume from a checkpoint (bitwise); NCCL
 #     on a 1-rank communicator (the simulator's NCCL, sim/nccl.h), -z 0 and -z 1, with the
 #     stream-order debug mode LLMC_DEBUG_STREAMS=1, is bitwise the plain run, and each of the four
@@ -15,10 +15,10 @@
 #     onto 1 rank; -pb nccl on 2 simulated GPUs is bitwise -pb mpi, with -z 0 and with ZeRO-1's
 #     reduce-scatter layout (and the debug mode on);
 #  4. the AddressSanitizer build on short runs (single process -r 0 and -r 2, 2 ranks ZeRO-1);
-#  5. test_gpt2cu against a PyTorch fixture (the tolerances the GPU run uses);
+#  5. test_gpt2cu against a PyTorch fixture (the tolerances the GPU run uses), -ge 2 and -ge 0;
 #  6. bad launches: unsupported head size, -pb mpi without mpirun, several ranks without NCCL or on
 #     one GPU with NCCL, -at cudnn (and test_gpt2cu's LLMC_ATTENTION=cudnn) in a build without
-#     cuDNN, a bad LLMC_DEBUG_STREAMS.
+#     cuDNN, bad LLMC_DEBUG_STREAMS and LLMC_GELU_FUSION.
 # usage: dev/test/test_cuda_sim.sh [build/cuda_sim]   (make test-cuda-trainer-sim builds it there)
 SIMT=$(realpath "${1:-build/cuda_sim}")
 SIM="$SIMT/train_gpt2cu" ASAN="$SIMT/train_gpt2cu_asan" TEST="$SIMT/test_gpt2cu" DROP="$SIMT/train_gpt2cu_dropwait"
@@ -63,6 +63,11 @@ joined sim_r2 sim_w0
 bg sim2 "$SIM" "${ARGS[@]}" -o sim2
 bg ck "$SIM" "${ARGS[@]}" -o ck -n 2
 joined sim2 ck
+# -ge: 0 our GELU kernels (sigmoid form, fast exp), 1 cuBLASLt's epilogue (tanh form, here in fp64)
+# in the forward only, 2 (the default, sim) in both
+bg sim_ge0 "$SIM" "${ARGS[@]}" -ge 0 -o sim_ge0
+bg sim_ge1 "$SIM" "${ARGS[@]}" -ge 1 -o sim_ge1
+joined sim_ge0 sim_ge1
 # gradient norms: measured 1.2e-3 at most over these steps (bf16 gradients, drifting runs)
 compare_logs sim/main.log cpu/main.log trl=2e-3 tel=2e-3 norm=3e-3 || bad "simulated CUDA vs CPU"
 for r in 0 2; do
@@ -70,6 +75,10 @@ for r in 0 2; do
 done
 echo " -w 0 (bf16 parameters, no master weights) vs CPU:"
 compare_logs sim_w0/main.log cpu/main.log trl=3e-3 || bad "-w 0 vs CPU"
+for g in 0 1; do
+    echo " -ge $g vs CPU:"; compare_logs sim_ge$g/main.log cpu/main.log trl=2e-3 norm=3e-3 || bad "-ge $g vs CPU"
+done
+grep -q "GELU -ge 0" sim_ge0.txt || bad "-ge 0 not in the banner"
 grep -q "gradient reduction: none (one process)" sim.txt || bad "no device/backend line on stdout"
 
 # ---- 2. determinism and resume
@@ -162,12 +171,16 @@ $PY "$ROOT/train_gpt2.py" --model L2:C128:H2:T32:V128 --seed 3 --write-model fx.
     --debug-state fx_state.bin --trajectory fx_traj.txt --steps 6 > fx.txt 2>&1 || { bad "fixture"; tail -3 fx.txt; }
 "$TEST" fx.bin fx_state.bin fx_traj.txt > test.txt 2>&1 || bad "test_gpt2cu failed"
 grep -E "FAIL|test_gpt2cu:|determinism|checkpoint" test.txt | sed 's/^/  /'
+LLMC_GELU_FUSION=0 "$TEST" fx.bin fx_state.bin fx_traj.txt > test_ge0.txt 2>&1 || bad "test_gpt2cu with -ge 0 (LLMC_GELU_FUSION=0) failed"
+grep -E "FAIL|test_gpt2cu:" test_ge0.txt | sed 's/^/  -ge 0: /'
 
 # ---- 6. bad launches
 echo "6. bad input:"
 expect_error "head size 32" "fused attention supports head sizes 64 and 128" "$SIM" "${ARGS[@]}" -e L2:C64:H2:T32:V128
 expect_error "LLMC_DEBUG_STREAMS=yes" "LLMC_DEBUG_STREAMS=yes: expected 0 or 1" \
     env LLMC_FORCE_NCCL=1 LLMC_DEBUG_STREAMS=yes "$SIM" "${ARGS[@]}"
+expect_error "LLMC_GELU_FUSION=3 for test_gpt2cu" "LLMC_GELU_FUSION=3: expected 0, 1 or 2" \
+    env LLMC_GELU_FUSION=3 "$TEST" fx.bin fx_state.bin fx_traj.txt
 expect_error "-pb mpi under torchrun variables" "pb mpi reduces gradients with MPI" \
     env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 "$SIM" "${ARGS[@]}" -pb mpi
 # the simulator, like any build without cuDNN, says how to build with it
