@@ -122,7 +122,7 @@ int main(int argc, char **argv) {
     gpt2_build_from_args(&model, &targs, &config, GRAD_REDUCE_NONE, &comm, NULL);
     gpt2_init_from_args(&model, &targs, 1);
     Backend bk;
-    gpt2_make_backend(&bk, &model, T, gpu_peak_flops(device));
+    gpt2_make_backend(&bk, &model, T, gpu_peak_flops(device, NULL, 0));
     const int V = model.config.vocab_size, Vp = model.config.padded_vocab_size;
     const size_t P = model.num_params, BT = (size_t)B * T;
     DebugState ds;

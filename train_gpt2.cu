@@ -60,6 +60,7 @@
 #include "llmc/global_norm.cuh"
 #include "llmc/nccl_comm.cuh"
 #include "llmc/zero.cuh"
+#include "llmc/gpu_peak.h"
 #ifdef USE_CUDNN
 #include "llmc/cudnn_att.h"
 #endif
@@ -685,14 +686,15 @@ void gpt2_update(GPT2 *m, float lr, float beta1, float beta2, float eps, float w
     grad_reduce_gather_params(&m->red, m->params_memory, m->stream);
 }
 
-
-// peak dense bf16 tensor FLOP/s of one GPU, for MFU; 0 = unknown (MFU not printed)
-static double gpu_peak_flops(int device) {
+// peak dense bf16 tensor FLOP/s of the GPU, for MFU (llmc/gpu_peak.h), and its explanation for the
+// banner (why may be NULL); -1 when it is unknown: the step line then prints MFU n/a
+static double gpu_peak_flops(int device, char *why, size_t why_size) {
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, device));
-    if (prop.major == 9 && prop.minor == 0) { return 989e12; }  // H100 / H200 SXM
-    if (prop.major == 8 && prop.minor == 0) { return 312e12; }  // A100
-    return 0.0;
+    int clock_khz = 0;
+    cudaCheck(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device));
+    const double peak = gpu_peak_lookup(prop.name, prop.multiProcessorCount, clock_khz, why, why_size);
+    return peak > 0 ? peak : -1.0;
 }
 
 // ----------------------------------------------------------------------------
@@ -937,7 +939,8 @@ int main(int argc, char **argv) {
     gpt2_build_from_args(&model, &run.args, &run.config, kind, &run.comm, nccl);
     gpt2_init_from_args(&model, &run.args, run.from_file);
     Backend backend;
-    gpt2_make_backend(&backend, &model, run.args.T, gpu_peak_flops(device));
+    char peak_why[256];
+    gpt2_make_backend(&backend, &model, run.args.T, gpu_peak_flops(device, peak_why, sizeof(peak_why)));
     const int chatty = run.comm.rank == 0 && !run.args.prompt[0];  // the generate mode prints only its text
     if (chatty) {
         cudaDeviceProp prop;
@@ -961,6 +964,7 @@ int main(int argc, char **argv) {
                a->zero_stage && run.comm.world_size > 1 ? ", ZeRO-1" : "", a->recompute, gpt2_attention_describe(&model),
                a->gelu_fusion,
                mem.total / GiB, mem.model / GiB, mem.optimizer / GiB, mem.activations / GiB, mem.other / GiB);
+        printf("MFU peak: %s\n", peak_why);
         if (!gpt2_attention_deterministic(&model)) {
             llmc_warn("-at cudnn: cuDNN refused its deterministic attention backward for this shape, so this run is not "
                       "bitwise reproducible (nor is a resume); -at own is");

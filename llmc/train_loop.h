@@ -384,7 +384,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
             if (timed_steps > 0) { format_duration(eta, sizeof(eta), left); }
             printf("step %d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s", st.step, M, loss, norm, lr,
                    dt * 1000.0, tps);
-            if (mfu >= 0) { printf(" | MFU %.1f%%", mfu); }
+            if (mfu >= 0) { printf(" | MFU %.1f%%", mfu); } else if (b->peak_flops < 0) { printf(" | MFU n/a"); }
             printf(" | eta %s%s\n", timed_steps > 0 ? eta : "-", skip ? " | SKIPPED" : "");
             fflush(stdout);
         }

@@ -21,8 +21,9 @@
 # dev/bench/gpu_summary.py then prints every run (ms/step, tok/s, MFU, peak memory), the ratio
 # ours / llm.c per pair and the rows for dev/bench/RESULTS.md, and appends the pairs to
 # dev/bench/gpu_results.tsv and $BENCH_OUT/gpu_results_rows.tsv (to bring back from the GPU
-# machine). MFU for both = (6 N + 6 L T C) x tok/s / 989 TFLOP/s: llm.c's FLOP count, which is
-# also the trainer's (llmc/model_io.h); the summary checks that our step lines agree.
+# machine). MFU for both = (6 N + 6 L T C) x tok/s / the peak our trainer's banner states
+# (llmc/gpu_peak.h: 989 TFLOP/s on an H100 SXM or H200): llm.c's FLOP count, which is also the
+# trainer's (llmc/model_io.h); the summary checks that our step lines agree.
 #
 # usage: dev/bench/bench_gpu.sh [d12] [attention] [gelu] [layers] [d48]
 #   env: BENCH_OUT (build/bench), LLMC_COMMIT (the commit in the rows; default git HEAD), STEPS (40),
