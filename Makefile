@@ -111,8 +111,10 @@ endif
 CUDA_GENCODE := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
 # the base flags build a single-GPU trainer; NCCL and MPI add to NVCC_FLAGS/NVCC_LDLIBS below.
 # LLMC_CUDA_ARCHS names the architectures in the trainer's "no kernel image for this GPU" message.
-NVCC_BASE_FLAGS := -O3 --use_fast_math -std=c++17 $(CUDA_GENCODE) -DLLMC_CUDA_ARCHS='"$(strip $(CUDA_ARCHS))"' \
-                   -Xcompiler -Wall,-Wno-unused-function,-Wno-format-truncation
+# OpenMP (where found) runs the host's random init on all cores (llmc/model_io.h).
+NVCC_COMMON_FLAGS := -O3 --use_fast_math -std=c++17 -Xcompiler -Wall,-Wno-unused-function,-Wno-format-truncation \
+                     $(if $(findstring -fopenmp,$(CFLAGS)),-Xcompiler -fopenmp)
+NVCC_BASE_FLAGS := $(NVCC_COMMON_FLAGS) $(CUDA_GENCODE) -DLLMC_CUDA_ARCHS='"$(strip $(CUDA_ARCHS))"'
 CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),/usr/local/cuda)
 # rpath: the toolkit's cuBLAS is found at run time even where its folder is not on the loader's path
 NVCC_BASE_LDLIBS := -lcublas -lcublasLt -Xlinker -rpath -Xlinker $(CUDA_HOME)/lib64
@@ -286,7 +288,7 @@ all: $(TARGETS)
 
 clean:
 	rm -f train_gpt2 test_gpt2 test_gpt2_noblas train_gpt2cu test_gpt2cu gpt2_tokenize export_hf
-	rm -f dev/test/test_dataloader dev/test/test_bootstrap
+	rm -f dev/test/test_dataloader dev/test/test_bootstrap dev/test/test_init
 	rm -rf dev/test/fixtures build
 
 # the tests, the GPU test entry points and the benchmarks

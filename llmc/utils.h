@@ -299,9 +299,12 @@ static inline double llmc_wall_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-// splitmix64: a small, fast, well-mixed 64-bit generator; deterministic streams for init and shuffling
+// splitmix64: a small, fast, well-mixed 64-bit generator; deterministic streams for init and shuffling.
+// It is a counter: draw k (from 1) of a stream that starts at state s is the mix of s + k * gamma, so
+// any stretch of a stream can be drawn on its own (the parallel init of llmc/model_io.h)
+#define SPLITMIX64_GAMMA 0x9E3779B97F4A7C15ULL
 static inline uint64_t splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+    uint64_t z = (*state += SPLITMIX64_GAMMA);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     return z ^ (z >> 31);
