@@ -296,6 +296,12 @@ void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, int recompute, 
         llmc_die("model width C = %d: the CUDA kernels need C to be a multiple of 8 (GPT-2 sizes are); use ./train_gpt2 "
                  "for this model", C);
     }
+    if (config->padded_vocab_size % 8 != 0) {
+        llmc_die("padded vocabulary Vp = %d (V = %d): the CUDA kernels need Vp to be a multiple of 8 (the LM head's "
+                 "matmul and the classifier read rows of 8); -e descriptors and llm.c's files pad to a multiple of 128, "
+                 "so rewrite this model with such a Vp, or train it with ./train_gpt2", config->padded_vocab_size,
+                 config->vocab_size);
+    }
     if (C / NH != 64 && C / NH != 128) {
         llmc_die("head size C/NH = %d/%d = %d: the fused attention supports head sizes 64 and 128 (every GPT-2 size, "
                  "dN descriptors, L2:C128:H2); use one of those, or ./train_gpt2 for other shapes", C, NH, C / NH);

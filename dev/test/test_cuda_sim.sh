@@ -16,9 +16,9 @@
 #     reduce-scatter layout (and the debug mode on);
 #  4. the AddressSanitizer build on short runs (single process -r 0 and -r 2, 2 ranks ZeRO-1);
 #  5. test_gpt2cu against a PyTorch fixture (the tolerances the GPU run uses), -ge 2 and -ge 0;
-#  6. bad launches: unsupported head size, -pb mpi without mpirun, several ranks without NCCL or on
-#     one GPU with NCCL, -at cudnn (and test_gpt2cu's LLMC_ATTENTION=cudnn) in a build without
-#     cuDNN, bad LLMC_DEBUG_STREAMS and LLMC_GELU_FUSION.
+#  6. bad launches: unsupported head size, a padded vocabulary not a multiple of 8, -pb mpi without
+#     mpirun, several ranks without NCCL or on one GPU with NCCL, -at cudnn (and test_gpt2cu's
+#     LLMC_ATTENTION=cudnn) in a build without cuDNN, bad LLMC_DEBUG_STREAMS and LLMC_GELU_FUSION.
 # usage: dev/test/test_cuda_sim.sh [build/cuda_sim]   (make test-cuda-trainer-sim builds it there)
 SIMT=$(realpath "${1:-build/cuda_sim}")
 SIM="$SIMT/train_gpt2cu" ASAN="$SIMT/train_gpt2cu_asan" TEST="$SIMT/test_gpt2cu" DROP="$SIMT/train_gpt2cu_dropwait"
@@ -177,6 +177,13 @@ grep -E "FAIL|test_gpt2cu:" test_ge0.txt | sed 's/^/  -ge 0: /'
 # ---- 6. bad launches
 echo "6. bad input:"
 expect_error "head size 32" "fused attention supports head sizes 64 and 128" "$SIM" "${ARGS[@]}" -e L2:C64:H2:T32:V128
+# a model file (no CRC, as llm.c writes them) whose padded vocabulary 132 is no multiple of 8
+"$PY" -c 'import numpy as np
+C, L, T, V, Vp = 64, 2, 32, 130, 132
+h = np.zeros(256, np.int32); h[:8] = [20240326, 3, T, V, L, 1, C, Vp]
+P = Vp * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
+with open("vp132.bin", "wb") as f: h.tofile(f); np.full(P, 0.01, np.float32).tofile(f)'
+expect_error "a padded vocabulary of 132" "padded vocabulary Vp = 132.*multiple of 8" "$SIM" "${ARGS[@]}" -e vp132.bin
 expect_error "LLMC_DEBUG_STREAMS=yes" "LLMC_DEBUG_STREAMS=yes: expected 0 or 1" \
     env LLMC_FORCE_NCCL=1 LLMC_DEBUG_STREAMS=yes "$SIM" "${ARGS[@]}"
 expect_error "LLMC_GELU_FUSION=3 for test_gpt2cu" "LLMC_GELU_FUSION=3: expected 0, 1 or 2" \
