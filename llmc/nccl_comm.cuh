@@ -34,7 +34,6 @@
 #ifndef LLMC_NCCL_COMM_CUH
 #define LLMC_NCCL_COMM_CUH
 
-#include <sched.h>
 #include "cuda_common.cuh"
 #include "comm.h"
 #ifdef MULTI_GPU
@@ -118,10 +117,6 @@ static void nccl_abort_hook(void) {
     if (nccl_prev_abort_hook) { nccl_prev_abort_hook(); }
 }
 
-static inline void nccl_poll_pause(long *spins) {
-    if (++*spins < 2000) { sched_yield(); } else { usleep(50); }
-}
-
 // after an NCCL call: wait (bounded by -pt) until its work is on the stream, or fail
 static inline void nccl_wait_issued(NcclContext *ctx, const char *what) {
     const double deadline = llmc_wall_seconds() + ctx->timeout_s;
@@ -137,7 +132,7 @@ static inline void nccl_wait_issued(NcclContext *ctx, const char *what) {
         if (llmc_wall_seconds() > deadline) {
             llmc_die("NCCL could not start %s within %d s (-pt); another rank probably died or hangs", what, ctx->timeout_s);
         }
-        nccl_poll_pause(&spins);
+        llmc_poll_pause(&spins);
     }
 }
 
@@ -209,7 +204,7 @@ static inline void gpu_wait_event(cudaEvent_t ev, const char *what) {
                 llmc_die("waited %d s (-pt) for %s on the GPU; a collective did not finish: another rank probably died "
                          "or hangs (raise -pt if a step legitimately takes that long)", ctx->timeout_s, what);
             }
-            nccl_poll_pause(&spins);
+            llmc_poll_pause(&spins);
         }
     }
 #endif
@@ -389,7 +384,7 @@ static inline void nccl_init(NcclContext *ctx, Comm *c, int timeout_s) {
             llmc_die("the NCCL communicator of %d ranks did not form within %d s (-pt): a rank died, or two ranks share "
                      "a GPU (NCCL hangs then; use -pb mpi under mpirun to share one)", c->world_size, timeout_s);
         }
-        nccl_poll_pause(&spins);
+        llmc_poll_pause(&spins);
     }
     ctx->buf_bytes = (size_t)1 << 20;
     if ((size_t)c->world_size * sizeof(uint64_t) > ctx->buf_bytes) { ctx->buf_bytes = (size_t)c->world_size * sizeof(uint64_t); }

@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -297,6 +298,14 @@ static inline double llmc_wall_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// The pause between two polls of a host wait that must not block (llmc/nccl_comm.cuh's watchdog):
+// a yield for the first 2000 polls, so that a wait that ends within about a millisecond sleeps
+// never, then 50 us sleeps, so that a long wait leaves its core to others. What it adds to the
+// latency of a wait is measured in dev/bench/RESULTS.md ("Watchdog polling").
+static inline void llmc_poll_pause(long *polls) {
+    if (++*polls < 2000) { sched_yield(); } else { usleep(50); }
 }
 
 // splitmix64: a small, fast, well-mixed 64-bit generator; deterministic streams for init and shuffling.

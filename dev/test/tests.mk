@@ -264,6 +264,11 @@ endif
 bench-gpu:
 	bash dev/bench/bench_gpu.sh
 
+# what the watchdog's polling adds to a host wait, on the CPU (dev/bench/RESULTS.md, "Watchdog polling")
+build/bench_poll: dev/bench/bench_poll.c llmc/utils.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $< -o $@ -lpthread
+
 # ours vs tiktoken on the 98 MB book corpus (dev/bench/RESULTS.md, "Tokenizer")
 bench-tokenizer: gpt2_tokenize
 	PYTHON=$(PYTHON) bash dev/bench/bench_tokenizer.sh
