@@ -241,6 +241,12 @@ build/cuda_single/train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_BASE_FLAGS) $(GEN_FLAGS) $< -o $@ $(NVCC_BASE_LDLIBS) $(GEN_LDLIBS)
 
+# a single-GPU trainer for one architecture only, with the main build's flags and rpath:
+# dev/test/test_gpu.sh's bad_arch check runs build/arch_80/train_gpt2cu on a Hopper GPU
+build/arch_%/train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_COMMON_FLAGS) -gencode arch=compute_$*,code=sm_$* -DLLMC_CUDA_ARCHS='"$*"' $< -o $@ $(NVCC_BASE_LDLIBS)
+
 # a test build that leaves out the event waits LLMC_TEST_DROP_WAIT names (llmc/zero.cuh): what the
 # stream-order debug mode must catch (dev/test/test_gpu.sh's multi part)
 build/drop_wait/train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
