@@ -111,8 +111,10 @@ endif
 CUDA_GENCODE := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
 # the base flags build a single-GPU trainer; NCCL and MPI add to NVCC_FLAGS/NVCC_LDLIBS below.
 # LLMC_CUDA_ARCHS names the architectures in the trainer's "no kernel image for this GPU" message.
-NVCC_BASE_FLAGS := -O3 --use_fast_math -std=c++17 $(CUDA_GENCODE) -DLLMC_CUDA_ARCHS='"$(strip $(CUDA_ARCHS))"' \
-                   -Xcompiler -Wall,-Wno-unused-function,-Wno-format-truncation
+# OpenMP (where found) runs the host's random init on all cores (llmc/model_io.h).
+NVCC_COMMON_FLAGS := -O3 --use_fast_math -std=c++17 -Xcompiler -Wall,-Wno-unused-function,-Wno-format-truncation \
+                     $(if $(findstring -fopenmp,$(CFLAGS)),-Xcompiler -fopenmp)
+NVCC_BASE_FLAGS := $(NVCC_COMMON_FLAGS) $(CUDA_GENCODE) -DLLMC_CUDA_ARCHS='"$(strip $(CUDA_ARCHS))"'
 CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),/usr/local/cuda)
 # rpath: the toolkit's cuBLAS is found at run time even where its folder is not on the loader's path
 NVCC_BASE_LDLIBS := -lcublas -lcublasLt -Xlinker -rpath -Xlinker $(CUDA_HOME)/lib64
@@ -239,6 +241,18 @@ build/cuda_single/train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_BASE_FLAGS) $(GEN_FLAGS) $< -o $@ $(NVCC_BASE_LDLIBS) $(GEN_LDLIBS)
 
+# a single-GPU trainer for one architecture only, with the main build's flags and rpath:
+# dev/test/test_gpu.sh's bad_arch check runs build/arch_80/train_gpt2cu on a Hopper GPU
+build/arch_%/train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_COMMON_FLAGS) -gencode arch=compute_$*,code=sm_$* -DLLMC_CUDA_ARCHS='"$*"' $< -o $@ $(NVCC_BASE_LDLIBS)
+
+# a test build that leaves out the event waits LLMC_TEST_DROP_WAIT names (llmc/zero.cuh): what the
+# stream-order debug mode must catch (dev/test/test_gpu.sh's multi part)
+build/drop_wait/train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
+	@mkdir -p $(@D)
+	$(NVCC) $(filter-out -DUSE_CUDNN,$(NVCC_FLAGS)) -DLLMC_TEST_DROP_WAIT $< -o $@ $(filter-out $(CUDNN_OBJ),$(NVCC_LDLIBS))
+
 # per-layer backward time and a 1-rank NCCL all-reduce of a layer's gradients (dev/bench/bench_gpu.sh)
 build/bench_layers: dev/bench/bench_layers.cu train_gpt2.cu $(CUDA_HEADERS) $(CUDNN_DEP)
 	@mkdir -p $(@D)
@@ -250,7 +264,7 @@ $(CUDNN_OBJ): llmc/cudnn_att.cpp llmc/cudnn_att.h
 	@mkdir -p $(@D)
 	$(NVCC) -O2 -std=c++17 -Xcompiler -Wall -DCUDNN_FRONTEND_SKIP_JSON_LIB -isystem $(CUDNN_FRONTEND_INC) -I$(firstword $(CUDNN))/include -c $< -o $@
 else
-train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu build/bench_layers $(CUDNN_OBJ):
+train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu build/bench_layers build/drop_wait/train_gpt2cu $(CUDNN_OBJ):
 	@echo "$@ needs nvcc (the CUDA toolkit); it was not found" >&2; exit 1
 endif
 
@@ -280,7 +294,7 @@ all: $(TARGETS)
 
 clean:
 	rm -f train_gpt2 test_gpt2 test_gpt2_noblas train_gpt2cu test_gpt2cu gpt2_tokenize export_hf
-	rm -f dev/test/test_dataloader dev/test/test_bootstrap
+	rm -f dev/test/test_dataloader dev/test/test_bootstrap dev/test/test_init
 	rm -rf dev/test/fixtures build
 
 # the tests, the GPU test entry points and the benchmarks

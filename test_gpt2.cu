@@ -4,6 +4,7 @@
  *
  *   ./test_gpt2cu model.bin debug_state.bin trajectory.txt [nockpt]
  *   LLMC_ATTENTION=cudnn ./test_gpt2cu ...   the same with cuDNN's attention (-at cudnn; default own)
+ *   LLMC_GELU_FUSION=0 ./test_gpt2cu ...     the same with -ge 0 (our GELU kernels; default 2, cuBLASLt's epilogue)
  *
  * 1. forward: logits and loss of the debug batch against PyTorch's (fp32);
  * 2. backward: all 16 parameter gradients against PyTorch's;
@@ -101,7 +102,7 @@ int main(int argc, char **argv) {
     cublas_init();
 
     // ---- the model of the fixture at the reference debug state's B and T, built as the trainer
-    // builds it from flags: -e <fixture> -b B -t T, -at from LLMC_ATTENTION (default own)
+    // builds it from flags: -e <fixture> -b B -t T, -at from LLMC_ATTENTION (default own), -ge from LLMC_GELU_FUSION
     TrainArgs targs;
     args_defaults(&targs);
     targs.model = model_path;
@@ -109,6 +110,11 @@ int main(int argc, char **argv) {
     const char *att_name = getenv("LLMC_ATTENTION");
     if (att_name && *att_name) { targs.attention = att_name; }
     (void)attention_impl(targs.attention, "LLMC_ATTENTION");  // a bad value is named as the variable, not as -at
+    const char *ge = getenv("LLMC_GELU_FUSION");
+    if (ge && *ge) {
+        if (strcmp(ge, "0") && strcmp(ge, "1") && strcmp(ge, "2")) { llmc_die("LLMC_GELU_FUSION=%s: expected 0, 1 or 2 (-ge)", ge); }
+        targs.gelu_fusion = atoi(ge);
+    }
     const int B = targs.B, T = targs.T;
     GPT2Config config;
     train_resolve_model(&targs, &config);
@@ -116,16 +122,16 @@ int main(int argc, char **argv) {
     gpt2_build_from_args(&model, &targs, &config, GRAD_REDUCE_NONE, &comm, NULL);
     gpt2_init_from_args(&model, &targs, 1);
     Backend bk;
-    gpt2_make_backend(&bk, &model, T, gpu_peak_flops(device));
+    gpt2_make_backend(&bk, &model, T, gpu_peak_flops(device, NULL, 0));
     const int V = model.config.vocab_size, Vp = model.config.padded_vocab_size;
     const size_t P = model.num_params, BT = (size_t)B * T;
     DebugState ds;
     debug_state_read(&ds, state_path, V, P);
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, device));
-    printf("test_gpt2cu on %s: %s, B=%d T=%d, L=%d C=%d NH=%d, %zu parameters, attention %s\n", prop.name, model_path,
-           B, T, model.config.num_layers, model.config.channels, model.config.num_heads, P,
-           gpt2_attention_describe(&model));
+    printf("test_gpt2cu on %s: %s, B=%d T=%d, L=%d C=%d NH=%d, %zu parameters, attention %s, GELU -ge %d\n", prop.name,
+           model_path, B, T, model.config.num_layers, model.config.channels, model.config.num_heads, P,
+           gpt2_attention_describe(&model), model.gelu_fusion);
 
     // ---- 1. forward (evaluation mode keeps the logits)
     gpt2_forward(&model, ds.x, ds.y, B, T, FWD_EVAL, 1.0f);

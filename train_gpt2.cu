@@ -1,7 +1,7 @@
 /*
  * GPT-2 training on NVIDIA GPUs (sm_80 and newer; built for Hopper sm_90a and Ampere sm_80):
  * bf16 parameters, gradients and activations with fp32 master weights and AdamW state, cuBLASLt
- * matmuls with fused bias/GELU epilogues, fused flash attention, LayerNorm with the residual add
+ * matmuls with fused bias (and, -ge, GELU) epilogues, fused flash attention, LayerNorm with the residual add
  * fused in, a fused classifier that never stores fp32 logits; data-parallel across processes with
  * NCCL (or host-staged MPI) and optional ZeRO-1. Same flags, files and step line as train_gpt2.c.
  *
@@ -61,6 +61,7 @@
 #include "llmc/nccl_comm.cuh"
 #include "llmc/zero.cuh"
 #include <nvtx3/nvToolsExt.h>
+#include "llmc/gpu_peak.h"
 #ifdef USE_CUDNN
 #include "llmc/cudnn_att.h"
 #endif
@@ -169,6 +170,7 @@ typedef struct {
     void *acts_memory;
     int batch_size, seq_len;  // maxima the activations were sized for
     int recompute;            // -r
+    int gelu_fusion;          // -ge: GELU in cuBLASLt's epilogue, 0 none, 1 forward, 2 forward and backward
     AttentionImpl attention;  // -at
     void *att_workspace;      // cuDNN's attention workspace (NULL with our kernel)
     size_t att_workspace_bytes;
@@ -264,6 +266,7 @@ typedef struct {
     AttentionImpl attention;
     GradReduceKind kind;
     size_t padded, opt_count;
+    size_t staging;           // ZeRO-1's reduce-scatter staging, bf16 elements (llmc/zero.cuh)
     const TrainArgs *a;
     size_t runtime;           // resident host bytes before the model (code, libraries), measured
 } CudaPlan;
@@ -311,7 +314,9 @@ static void gpt2_plan(void *ctx, int B, int recompute, MemPlan *p) {
     if (cp->kind == GRAD_REDUCE_NCCL) {
         plan_add(p, PLAN_COMM, 1, cuda_alloc_bytes(nccl_staging_bytes(cp->world_size)));
         plan_add(p, PLAN_COMM, 0, cuda_alloc_bytes(nccl_staging_bytes(cp->world_size)));
-        plan_note(p, PLAN_COMM, "NCCL staging (NCCL's own buffers are NCCL's: not counted, in the margin)");
+        plan_add(p, PLAN_COMM, 1, cp->staging > 0 ? cuda_alloc_bytes(cp->staging * sizeof(floatX)) : 0);
+        plan_note(p, PLAN_COMM, "NCCL staging%s (NCCL's own buffers are NCCL's: not counted, in the margin)",
+                  cp->staging > 0 ? ", ZeRO-1's reduce-scatter staging" : "");
     } else if (cp->kind == GRAD_REDUCE_MPI) {
         plan_note(p, PLAN_COMM, "-pb mpi: the gradients staged on the host, bf16 pinned and fp32");
     } else {
@@ -338,6 +343,7 @@ static void gpt2_plan_of(CudaPlan *cp, const GPT2Config *config, int T, int mast
     cp->kind = red->kind;
     cp->padded = red->padded;
     cp->opt_count = red->count;
+    cp->staging = red->staging;
     cp->a = a;
     cp->runtime = a ? plan_process_rss() : 0;
 }
@@ -370,6 +376,12 @@ void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, int recompute, 
     if (C % 8 != 0) {
         llmc_die("model width C = %d: the CUDA kernels need C to be a multiple of 8 (GPT-2 sizes are); use ./train_gpt2 "
                  "for this model", C);
+    }
+    if (config->padded_vocab_size % 8 != 0) {
+        llmc_die("padded vocabulary Vp = %d (V = %d): the CUDA kernels need Vp to be a multiple of 8 (the LM head's "
+                 "matmul and the classifier read rows of 8); -e descriptors and llm.c's files pad to a multiple of 128, "
+                 "so rewrite this model with such a Vp, or train it with ./train_gpt2", config->padded_vocab_size,
+                 config->vocab_size);
     }
     if (C / NH != 64 && C / NH != 128) {
         llmc_die("head size C/NH = %d/%d = %d: the fused attention supports head sizes 64 and 128 (every GPT-2 size, "
@@ -676,8 +688,14 @@ void gpt2_forward(GPT2 *m, const int *inputs, const int *targets, int B, int T, 
         matmul_forward(a->btc, la.atty, lp.attprojw, lp.attprojb, B, T, C, C, NULL, s);
         fused_residual_forward(la.residual2, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual, a->btc, lp.ln2w, lp.ln2b,
                                (int)BT, C, s);
-        // residual3 = residual2 + fcproj(gelu(fc(ln2))); the GELU is cuBLASLt's epilogue, its input kept in fch
-        matmul_forward(la.fch_gelu, la.ln2, lp.fcw, lp.fcb, B, T, C, 4 * C, la.fch, s);
+        // residual3 = residual2 + fcproj(gelu(fc(ln2))); the GELU's input is kept in fch for the backward.
+        // -ge >= 1: the GELU is cuBLASLt's epilogue of the fc matmul, else our kernel (llmc/gelu.cuh)
+        if (m->gelu_fusion >= 1) {
+            matmul_forward(la.fch_gelu, la.ln2, lp.fcw, lp.fcb, B, T, C, 4 * C, la.fch, s);
+        } else {
+            matmul_forward(la.fch, la.ln2, lp.fcw, lp.fcb, B, T, C, 4 * C, NULL, s);
+            gelu_forward(la.fch_gelu, la.fch, BT * 4 * C, s);
+        }
         matmul_forward(a->btc, la.fch_gelu, lp.fcprojw, lp.fcprojb, B, T, 4 * C, C, NULL, s);
         // the residual add, fused with the next LayerNorm: the next layer's ln1, or lnf after the last
         if (l < L - 1) {
@@ -725,9 +743,12 @@ void gpt2_backward_layer(GPT2 *m, int l, int B, int T) {
 
     // residual3 = residual2 + fcproj(gelu(fch)), fch = fc(ln2(residual2)): dresidual passes through
     if (m->recompute >= 1) { gelu_forward(la.fch_gelu, la.fch, BT * 4 * C, s); }
-    // d fch = (dresidual @ fcprojw) * gelu'(fch), the dGELU fused into the matmul
-    matmul_backward(dbig, lg.fcprojw, lg.fcprojb, a->dresidual, la.fch_gelu, lp.fcprojw, B, T, 4 * C, C, la.fch, a->scratch,
-                    s);
+    // d fch = (dresidual @ fcprojw) * gelu'(fch): -ge 2 fuses the dGELU into the matmul, else our kernel
+    // turns d fch_gelu into d fch in place
+    const int fused = m->gelu_fusion >= 2;
+    matmul_backward(dbig, lg.fcprojw, lg.fcprojb, a->dresidual, la.fch_gelu, lp.fcprojw, B, T, 4 * C, C,
+                    fused ? la.fch : NULL, a->scratch, s);
+    if (!fused) { gelu_backward(dbig, la.fch, dbig, BT * 4 * C, s); }
     if (m->recompute >= 2) { layernorm_forward(la.ln2, NULL, NULL, la.residual2, lp.ln2w, lp.ln2b, B, T, C, s); }
     matmul_backward(a->btc, lg.fcw, lg.fcb, dbig, la.ln2, lp.fcw, B, T, C, 4 * C, NULL, a->scratch, s);
     layernorm_backward(a->dresidual, lg.ln2w, lg.ln2b, a->btc, la.residual2, lp.ln2w, la.ln2_mean, la.ln2_rstd, B, T, C,
@@ -775,14 +796,15 @@ void gpt2_update(GPT2 *m, float lr, float beta1, float beta2, float eps, float w
     grad_reduce_gather_params(&m->red, m->params_memory, m->stream);
 }
 
-
-// peak dense bf16 tensor FLOP/s of one GPU, for MFU; 0 = unknown (MFU not printed)
-static double gpu_peak_flops(int device) {
+// peak dense bf16 tensor FLOP/s of the GPU, for MFU (llmc/gpu_peak.h), and its explanation for the
+// banner (why may be NULL); -1 when it is unknown: the step line then prints MFU n/a
+static double gpu_peak_flops(int device, char *why, size_t why_size) {
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, device));
-    if (prop.major == 9 && prop.minor == 0) { return 989e12; }  // H100 / H200 SXM
-    if (prop.major == 8 && prop.minor == 0) { return 312e12; }  // A100
-    return 0.0;
+    int clock_khz = 0;
+    cudaCheck(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device));
+    const double peak = gpu_peak_lookup(prop.name, prop.multiProcessorCount, clock_khz, why, why_size);
+    return peak > 0 ? peak : -1.0;
 }
 
 // ----------------------------------------------------------------------------
@@ -1081,7 +1103,7 @@ static GradReduceKind setup_processes(Comm *c, const TrainArgs *a, int device, v
 /*
  * The model that the flags describe, on this process's GPU (after cublas_init): the gradient
  * reduction plan of `kind` with -z, then the memory check and the allocations for -b, -t, -r, -w
- * and -at (gpt2_build). nccl: the communicator of kind NCCL, else NULL. Parameters are left
+ * and -at (gpt2_build), and -ge. nccl: the communicator of kind NCCL, else NULL. Parameters are left
  * unset: gpt2_init_from_args fills them. Used by main, test_gpt2.cu and dev/bench/bench_layers.cu.
  */
 static void gpt2_build_from_args(GPT2 *m, const TrainArgs *a, const GPT2Config *config, GradReduceKind kind, Comm *c,
@@ -1090,6 +1112,7 @@ static void gpt2_build_from_args(GPT2 *m, const TrainArgs *a, const GPT2Config *
     grad_reduce_plan(&plan, kind, c, a->zero_stage, config);
     gpt2_build(m, config, a->B, a->T, a->recompute, a->master_weights, attention_impl(a->attention, "-at"), &plan,
                kind == GRAD_REDUCE_NCCL ? nccl : NULL);
+    m->gelu_fusion = a->gelu_fusion;
 }
 
 // the parameters of -e: the file, or the seeded init of the descriptor (the same seed on every
@@ -1190,18 +1213,28 @@ int main(int argc, char **argv) {
     gpt2_build_from_args(&model, &run.args, &run.config, kind, &run.comm, nccl);
     gpt2_init_from_args(&model, &run.args, run.from_file);
     Backend backend;
-    gpt2_make_backend(&backend, &model, run.args.T, gpu_peak_flops(device));
+    char peak_why[256];
+    gpt2_make_backend(&backend, &model, run.args.T, gpu_peak_flops(device, peak_why, sizeof(peak_why)));
     const int chatty = run.comm.rank == 0 && !run.args.prompt[0];  // the generate mode prints only its text
     if (chatty) {
         cudaDeviceProp prop;
         cudaCheck(cudaGetDeviceProperties(&prop, device));
         const TrainArgs *a = &run.args;
-        printf("device: %s (sm_%d%d, %d SMs) | gradient reduction: %s%s | recompute -r %d | attention: %s | GPU memory "
-               "planned %.2f GiB (--plan %d prints its rows)\n",
-               prop.name, prop.major, prop.minor, prop.multiProcessorCount,
-               kind == GRAD_REDUCE_NCCL ? "nccl" : kind == GRAD_REDUCE_MPI ? "mpi (host-staged)" : "none (one process)",
-               a->zero_stage && run.comm.world_size > 1 ? ", ZeRO-1" : "", a->recompute, gpt2_attention_describe(&model),
-               model.planned_bytes / GiB, run.comm.world_size);
+        char reduction[96];
+        snprintf(reduction, sizeof(reduction), "%s", kind == GRAD_REDUCE_MPI ? "mpi (host-staged)" : "none (one process)");
+#ifdef MULTI_GPU
+        if (kind == GRAD_REDUCE_NCCL) {  // its stream's priority: the device's highest (llmc/nccl_comm.cuh)
+            int priority = 0;
+            cudaCheck(cudaStreamGetPriority(nccl_ctx.stream, &priority));
+            snprintf(reduction, sizeof(reduction), "nccl (stream priority %d%s)", priority,
+                     nccl_ctx.debug_streams ? ", LLMC_DEBUG_STREAMS=1" : "");
+        }
+#endif
+        printf("device: %s (sm_%d%d, %d SMs) | gradient reduction: %s%s | recompute -r %d | attention: %s | GELU -ge %d | "
+               "GPU memory planned %.2f GiB (--plan %d prints its rows)\n", prop.name, prop.major, prop.minor,
+               prop.multiProcessorCount, reduction, a->zero_stage && run.comm.world_size > 1 ? ", ZeRO-1" : "",
+               a->recompute, gpt2_attention_describe(&model), a->gelu_fusion, model.planned_bytes / GiB, run.comm.world_size);
+        printf("MFU peak: %s\n", peak_why);
         if (!gpt2_attention_deterministic(&model)) {
             llmc_warn("-at cudnn: cuDNN refused its deterministic attention backward for this shape, so this run is not "
                       "bitwise reproducible (nor is a resume); -at own is");

@@ -1160,10 +1160,20 @@ def format_duration(seconds):
 
 
 def gpu_peak_flops(device):
-    """peak dense bf16 FLOP/s of one GPU, for MFU (train_gpt2.cu's table); 0 = unknown"""
+    """peak dense bf16 FLOP/s of one GPU, for MFU: llmc/gpu_peak.h's table (read from that file) by
+    name, scaled by the SM count (torch does not report the clock); 0 on a CPU (no MFU), -1 when unknown
+    (MFU n/a)"""
     if device.type != "cuda":
         return 0.0
-    return {(9, 0): 989e12, (8, 0): 312e12}.get(torch.cuda.get_device_capability(device), 0.0)
+    try:
+        text = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "llmc", "gpu_peak.h")).read()
+    except OSError:
+        return -1.0
+    prop = torch.cuda.get_device_properties(device)
+    for match, _, tflops, sms, _ in re.findall(r'\{"([^"]+)", "([^"]+)", ([0-9.]+), (\d+), (\d+)\}', text):
+        if match in prop.name:
+            return float(tflops) * 1e12 * min(1.0, prop.multi_processor_count / int(sms))
+    return -1.0
 
 
 def resolve_model(a, device):
@@ -1392,6 +1402,8 @@ def train_main(argv):
             line = f"step {st.step}/{M} | loss {loss:.6f} | norm {norm:.4f} | lr {lr:.2e} | {dt * 1000:.1f} ms | {tps:.0f} tok/s"
             if peak > 0:
                 line += f" | MFU {100.0 * flops_per_token * tps / W / peak:.1f}%"
+            elif peak < 0:
+                line += " | MFU n/a"
             eta = format_duration(timed / timed_steps * (M - st.step)) if timed_steps else "-"
             print(f"{line} | eta {eta}{' | SKIPPED' if reason else ''}", flush=True)
         log_line(f"s:{s} trl:{loss:.9g} lr:{lr:.6g} norm:{norm:.6g} tok:{st.step * a.total_batch}")

@@ -29,7 +29,7 @@ typedef struct Backend {
     size_t opt_offset;          // optimizer-state range held by this rank (see above)
     size_t opt_count;
     double flops_per_token;     // training FLOPs per token (forward + backward), for MFU; 0 = unknown
-    double peak_flops;          // peak FLOP/s of one device, for MFU; 0 = do not print MFU
+    double peak_flops;          // peak FLOP/s of one device, for MFU; 0 = no MFU (CPU), -1 = unknown (MFU n/a)
 
     // Training micro-step k of n: forward and backward of one micro-batch (B x T inputs and
     // targets), accumulating parameter gradients; k == 0 starts from zero gradients. dloss is

@@ -24,7 +24,6 @@
 #ifndef LLMC_COMM_H
 #define LLMC_COMM_H
 
-#include <sched.h>
 #include "utils.h"
 #include "flight.h"
 #ifdef USE_MPI
@@ -63,15 +62,6 @@ static void comm_single_allreduce_i32(Comm *c, int *buf, int n) { (void)c; (void
 static void comm_single_allgather_u64(Comm *c, uint64_t v, uint64_t *all) { (void)c; all[0] = v; }
 static void comm_single_barrier(Comm *c) { (void)c; }
 static void comm_single_bcast(Comm *c, void *buf, size_t bytes) { (void)c; (void)buf; (void)bytes; }
-
-// between two polls of something another process must do: spin at first (an MPI collective
-// progresses only while it is tested, and most waits are short), then yield the core, then sleep a
-// little (the tests run more ranks than cores; a long wait should not burn one)
-static inline void comm_poll_pause(long *spins) {
-    ++*spins;
-    if (*spins < 20000) { return; }
-    if (*spins < 40000) { sched_yield(); } else { usleep(50); }
-}
 
 #ifdef USE_MPI
 static inline void mpi_check(int err, const char *call, const char *file, int line) {
@@ -151,7 +141,7 @@ static void comm_mpi_fail(Comm *c, const char *op, long long bytes, int noticed_
     while (llmc_wall_seconds() < until) {
         int from = comm_notice_poll();
         if (from >= 0 && from < W) { heard[from] = 1; continue; }
-        comm_poll_pause(&spins);
+        llmc_poll_pause(&spins);
     }
     char missing[256], why[160], micro[32] = "", reason[640];
     int n = comm_unheard_list(heard, W, missing, sizeof(missing));
@@ -185,7 +175,7 @@ static inline void comm_mpi_wait(Comm *c, MPI_Request *req, const char *op, long
         int from = comm_notice_poll();
         if (from >= 0) { comm_mpi_fail(c, op, bytes, from); }
         if (llmc_wall_seconds() > deadline) { comm_mpi_fail(c, op, bytes, -1); }
-        comm_poll_pause(&spins);
+        llmc_poll_pause(&spins);
     }
 }
 

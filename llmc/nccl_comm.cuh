@@ -22,6 +22,13 @@
  * - Host collectives (loss sums, flags, hashes, broadcasts) over NCCL are installed into Comm
  *   when no MPI is there to provide them; they run on the communicator's stream, the stream of
  *   every NCCL operation of this process, so all NCCL work is issued in one order on every rank.
+ *   That stream has the device's highest priority, so that a layer's reduction starts as soon
+ *   as its event allows instead of queueing behind the backward's blocks.
+ * - Stream-order debug mode, LLMC_DEBUG_STREAMS=1: before each reduction or gather of gradients
+ *   or parameters, the NCCL stream flips the sign bits of that data, waits 2 ms (a host function)
+ *   and flips them back. With correct events nothing else reads or writes the data meanwhile, so
+ *   a run stays bitwise equal to one without the mode (also on a 1-rank communicator, where the
+ *   collectives change nothing); a missing wait, on either stream, shows as a different run.
  * Everything NCCL is compiled only with MULTI_GPU (the Makefile sets it when it finds NCCL).
  */
 #ifndef LLMC_NCCL_COMM_CUH
@@ -93,6 +100,7 @@ typedef struct {
     void *host_buf;        // pinned
     size_t buf_bytes;
     cudaEvent_t done;      // recorded behind each host collective
+    int debug_streams;     // LLMC_DEBUG_STREAMS=1 (the top comment)
 } NcclContext;
 
 static NcclContext *nccl_active = NULL;  // for the abort hook and the watchdog
@@ -131,7 +139,7 @@ static inline void nccl_wait_issued(NcclContext *ctx, const char *what) {
         if (llmc_wall_seconds() > deadline) {
             llmc_die("NCCL could not start %s within %d s (-pt); another rank probably died or hangs", what, ctx->timeout_s);
         }
-        comm_poll_pause(&spins);
+        llmc_poll_pause(&spins);
     }
 }
 
@@ -139,6 +147,41 @@ static inline void nccl_wait_issued(NcclContext *ctx, const char *what) {
 static inline void nccl_group_end(NcclContext *ctx, const char *what) {
     ncclCheck(ncclGroupEnd());
     nccl_wait_issued(ctx, what);
+}
+
+// the NCCL stream: non-blocking, at the device's highest priority (a numerically lower value)
+static inline void nccl_stream_create(cudaStream_t *stream) {
+    int least = 0, greatest = 0;
+    cudaCheck(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    cudaCheck(cudaStreamCreateWithPriority(stream, cudaStreamNonBlocking, greatest));
+}
+
+// ---- the stream-order debug mode
+
+// x (n bf16 values) with every sign bit flipped; flipping twice restores it bit for bit
+static __global__ void sign_flip_kernel(floatX *x, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { x[i] = __ushort_as_bfloat16((unsigned short)(__bfloat16_as_ushort(x[i]) ^ 0x8000u)); }
+}
+
+static inline void sign_flip(floatX *x, size_t n, cudaStream_t stream) {
+    if (n == 0) { return; }
+    sign_flip_kernel<<<grid_for(n, 256), 256, 0, stream>>>(x, n);
+    cudaCheckLaunch();
+}
+
+static void nccl_debug_pause(void *) { usleep(2000); }
+
+/*
+ * LLMC_DEBUG_STREAMS=1: on the NCCL stream, before the collective that reduces or gathers the n
+ * ranges base[off[i]] .. + len[i]: flip their signs, wait 2 ms, flip them back. Anything that
+ * reads or writes them meanwhile without waiting for the NCCL stream sees or leaves wrong values.
+ */
+static inline void nccl_debug_scramble(NcclContext *ctx, floatX *base, const size_t *off, const size_t *len, int n) {
+    if (!ctx->debug_streams) { return; }
+    for (int i = 0; i < n; i++) { sign_flip(base + off[i], len[i], ctx->stream); }
+    cudaCheck(cudaLaunchHostFunc(ctx->stream, nccl_debug_pause, NULL));
+    for (int i = 0; i < n; i++) { sign_flip(base + off[i], len[i], ctx->stream); }
 }
 
 #endif  // MULTI_GPU
@@ -168,7 +211,7 @@ static inline void gpu_wait_event(cudaEvent_t ev, const char *what) {
                 llmc_die("waited %d s (-pt) for %s on the GPU; a collective did not finish: another rank probably died "
                          "or hangs (raise -pt if a step legitimately takes that long)", ctx->timeout_s, what);
             }
-            comm_poll_pause(&spins);
+            llmc_poll_pause(&spins);
         }
     }
 #endif
@@ -325,7 +368,12 @@ static inline void nccl_init(NcclContext *ctx, Comm *c, int timeout_s) {
         }
         bootstrap_tcp_bcast(&id, sizeof(id), c->rank, c->world_size, addr, bootstrap_port(), timeout_s);
     }
-    cudaCheck(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
+    const char *debug = getenv("LLMC_DEBUG_STREAMS");
+    if (debug && *debug && strcmp(debug, "0") && strcmp(debug, "1")) {
+        llmc_die("LLMC_DEBUG_STREAMS=%s: expected 0 or 1 (1 checks the order of the NCCL and compute streams)", debug);
+    }
+    ctx->debug_streams = debug && !strcmp(debug, "1");
+    nccl_stream_create(&ctx->stream);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclResult_t r = ncclCommInitRankConfig(&ctx->comm, c->world_size, id, c->rank, &config);
@@ -349,7 +397,7 @@ static inline void nccl_init(NcclContext *ctx, Comm *c, int timeout_s) {
             llmc_die("the NCCL communicator of %d ranks did not form within %d s (-pt): a rank died, or two ranks share "
                      "a GPU (NCCL hangs then; use -pb mpi under mpirun to share one)", c->world_size, timeout_s);
         }
-        comm_poll_pause(&spins);
+        llmc_poll_pause(&spins);
     }
     ctx->buf_bytes = nccl_staging_bytes(c->world_size);
     cudaCheck(cudaMalloc(&ctx->dev_buf, ctx->buf_bytes));

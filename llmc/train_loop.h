@@ -437,8 +437,10 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
             sample_time.seconds += llmc_wall_seconds() - t0;
             sample_time.count++;
         }
-        if (b->range && (evaluate || sample)) { b->range(NULL, 0); }
-        eval_ms += (llmc_wall_seconds() - te) * 1000.0;
+        if (evaluate || sample) {
+            if (b->range) { b->range(NULL, 0); }
+            eval_ms += (llmc_wall_seconds() - te) * 1000.0;
+        }
         if (last) { break; }
 
         // ---- one optimizer step: A micro-steps on this rank, W ranks
@@ -486,7 +488,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
             if (timed_steps > 0) { format_duration(eta, sizeof(eta), left); }
             printf("step %d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s", st.step, M, loss, norm, lr,
                    dt * 1000.0, tps);
-            if (mfu >= 0) { printf(" | MFU %.1f%%", mfu); }
+            if (mfu >= 0) { printf(" | MFU %.1f%%", mfu); } else if (b->peak_flops < 0) { printf(" | MFU n/a"); }
             printf(" | eta %s%s\n", timed_steps > 0 ? eta : "-", skip ? " | SKIPPED" : "");
             fflush(stdout);
         }

@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -360,9 +361,22 @@ static inline double llmc_wall_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-// splitmix64: a small, fast, well-mixed 64-bit generator; deterministic streams for init and shuffling
+// The pause between two polls of a host wait that must not block (llmc/nccl_comm.cuh's watchdog,
+// llmc/comm.h's MPI collectives): a yield for the first 2000 polls, so that a wait that ends within
+// about a millisecond sleeps never, then 50 us sleeps, so that a long wait leaves its core to
+// others. What it adds to the latency of a wait is measured in dev/bench/RESULTS.md ("Watchdog
+// polling"); spinning without the yield first made a 2-rank CPU job whose step is mostly its
+// gradient all-reduce 1.08x the CPU time and 1.04x the wall time (farm-bench, 5 pairs, loaded).
+static inline void llmc_poll_pause(long *polls) {
+    if (++*polls < 2000) { sched_yield(); } else { usleep(50); }
+}
+
+// splitmix64: a small, fast, well-mixed 64-bit generator; deterministic streams for init and shuffling.
+// It is a counter: draw k (from 1) of a stream that starts at state s is the mix of s + k * gamma, so
+// any stretch of a stream can be drawn on its own (the parallel init of llmc/model_io.h)
+#define SPLITMIX64_GAMMA 0x9E3779B97F4A7C15ULL
 static inline uint64_t splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+    uint64_t z = (*state += SPLITMIX64_GAMMA);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     return z ^ (z >> 31);

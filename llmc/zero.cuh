@@ -18,12 +18,19 @@
  *   nccl  The reduction of layer l is launched as soon as its gradients are final, on the last
  *         micro-step, on the NCCL stream (it waits for an event behind the layer's backward), so
  *         it overlaps the backward of the layers below; wte/wpe/lnf go last, after the encoder
- *         backward (wte gets gradient from the LM head and the embedding). Each launch is one
- *         NCCL group over the slices: an all-reduce per slice, or with ZeRO-1 a reduce per
- *         (slice, owning rank) piece, so that each rank receives exactly its shard's sum (the
- *         data a reduce-scatter would move, for slices that do not line up with the shards).
+ *         backward (wte gets gradient from the LM head and the embedding). Without ZeRO a
+ *         launch is one NCCL group with an all-reduce per slice. With ZeRO-1 it is a
+ *         reduce-scatter per bucket (a layer's 12 slices, or a layer-sized chunk of the rest):
+ *         the bucket's slices are copied end to end into a staging buffer of W equal blocks,
+ *         rank p receives the sums of block p, and sends each to the rank whose shard holds it
+ *         (one group of ncclSend/ncclRecv; a copy where that is p itself). The shards do not
+ *         line up with the buckets (a layer's slices lie in a few ranks' shards), so the
+ *         reduce-scatter, which NCCL accelerates (NVLS on NVSwitch nodes), does the summing,
+ *         and about 1/W of the data moves again. Each sum is the one a reduce to its owner gave
+ *         (bitwise, where NCCL sums in the same order), and the shards stay as above.
  *         The main stream waits for the last reduction before the gradient norm (a GPU-side wait).
  *         After the update, ZeRO-1 all-gathers the bf16 parameters (in place) on the NCCL stream.
+ *         LLMC_DEBUG_STREAMS=1 (llmc/nccl_comm.cuh) checks these events.
  *   mpi   Host-staged, for where NCCL cannot run (several ranks on one GPU; how the multi-rank
  *         path is tested on a one-GPU machine): the bf16 gradients are copied to pinned host
  *         memory, widened to fp32 (MPI has no bf16 type), summed with MPI_Allreduce (or
@@ -81,6 +88,99 @@ static inline int zero_layer_slices(const GPT2Config *c, int l, size_t off[12], 
     return n;
 }
 
+// ---- ZeRO-1's reduce-scatter layout (the top comment): buckets, and where each sum goes
+
+// grads[flat, flat + len) sits at staging[pos, pos + len) while its bucket is reduced
+typedef struct { size_t flat, pos, len; } ZeroPiece;
+// after the reduce-scatter, on this rank: send staging[pos, +len) to `peer`'s grads[flat, +len),
+// receive grads[flat, +len) from `peer`, or copy staging to grads (peer is this rank)
+typedef enum { ZERO_SEND = 0, ZERO_RECV = 1, ZERO_COPY = 2 } ZeroRunKind;
+typedef struct {
+    ZeroRunKind kind;
+    int peer;
+    size_t pos, flat, len;
+} ZeroRun;
+typedef struct {
+    ZeroPiece pieces[12];  // a layer's slices, or the parts of the rest in this chunk
+    int npieces;
+    size_t n, q;           // elements, and elements per rank block: q = ceil(n / W)
+    ZeroRun *runs;         // this rank's transfers (grad_reduce_init)
+    int nruns;
+} ZeroBucket;
+
+// elements of a layer's gradients (its 12 slices): the bucket size, and the cap of a rest chunk
+static inline size_t zero_layer_elems(const GPT2Config *c) {
+    size_t off[12], len[12], n = 0;
+    const int k = zero_layer_slices(c, 0, off, len);
+    for (int i = 0; i < k; i++) { n += len[i]; }
+    return n;
+}
+
+// the buckets of layer l (l = L: the rest, in chunks of at most a layer's size), written to out
+// when it is not NULL; returns how many
+static inline int zero_buckets(const GPT2Config *c, int l, int W, ZeroBucket *out) {
+    size_t off[12], len[12];
+    const int ns = zero_layer_slices(c, l, off, len);
+    const size_t cap = zero_layer_elems(c);
+    int nb = 0;
+    ZeroBucket b;
+    memset(&b, 0, sizeof(b));
+    for (int i = 0; i < ns; i++) {
+        for (size_t done = 0; done < len[i];) {
+            size_t take = len[i] - done;
+            if (take > cap - b.n) { take = cap - b.n; }
+            b.pieces[b.npieces++] = (ZeroPiece){off[i] + done, b.n, take};
+            b.n += take;
+            done += take;
+            if (b.n == cap || b.npieces == 12) {
+                b.q = (b.n + (size_t)W - 1) / (size_t)W;
+                if (out) { out[nb] = b; }
+                nb++;
+                memset(&b, 0, sizeof(b));
+            }
+        }
+    }
+    if (b.n > 0) {
+        b.q = (b.n + (size_t)W - 1) / (size_t)W;
+        if (out) { out[nb] = b; }
+        nb++;
+    }
+    return nb;
+}
+
+/*
+ * Rank `rank`'s transfers after bucket b's reduce-scatter, with W ranks and shards of S: for every
+ * holder p (block p = bucket positions [p*q, (p+1)*q)) and every piece of the bucket, the part of
+ * block p that lies in owner s's shard [s*S, (s+1)*S) is one run: sent by p, received by s (a
+ * copy when p == s). Runs are enumerated in one global order, so the sends of p to s and the
+ * receives of s from p pair up in order. Writes to out when not NULL; returns the count.
+ */
+static inline int zero_bucket_runs(const ZeroBucket *b, int W, int rank, size_t S, ZeroRun *out) {
+    int n = 0;
+    for (int p = 0; p < W; p++) {
+        const size_t blo = (size_t)p * b->q, bhi = blo + b->q < b->n ? blo + b->q : b->n;
+        for (int i = 0; i < b->npieces; i++) {
+            const ZeroPiece *pc = &b->pieces[i];
+            size_t lo = pc->pos > blo ? pc->pos : blo, hi = pc->pos + pc->len < bhi ? pc->pos + pc->len : bhi;
+            while (lo < hi) {
+                const size_t flat = pc->flat + (lo - pc->pos);
+                const int s = (int)(flat / S);
+                size_t end = ((size_t)s + 1) * S - pc->flat + pc->pos;  // the bucket position where shard s ends
+                if (end > hi) { end = hi; }
+                if (p == rank || s == rank) {
+                    if (out) {
+                        ZeroRunKind k = p == s ? ZERO_COPY : p == rank ? ZERO_SEND : ZERO_RECV;
+                        out[n] = (ZeroRun){k, p == rank ? s : p, lo, flat, end - lo};
+                    }
+                    n++;
+                }
+                lo = end;
+            }
+        }
+    }
+    return n;
+}
+
 // ----------------------------------------------------------------------------
 
 typedef struct {
@@ -93,6 +193,7 @@ typedef struct {
     size_t offset, count;   // this rank's optimizer range
     Comm *comm;
     int launched;           // NCCL: reductions of this step launched (all layers and the rest)
+    size_t staging;         // NCCL with ZeRO-1: elements of the reduce-scatter staging buffer (else 0)
     float *norm2;           // device, 1 float
     float *norm2_host;      // pinned, 1 float
     cudaEvent_t norm_ready;  // timed: the phase timers measure the norm up to it
@@ -104,6 +205,9 @@ typedef struct {
     cudaEvent_t gathered;      // on the NCCL stream, behind the all-gather
     long long *flight;         // L + 1 flight-record handles of the step's reductions (flight.h)
     long long gather_flight;   // and of the last parameter all-gather
+    ZeroBucket *buckets;       // ZeRO-1: the buckets of layer l are [first[l], first[l + 1])
+    int *first;                // L + 2 entries
+    floatX *staging_buf;       // `staging` elements
 #endif
     uint16_t *host_bf16;    // MPI: padded bf16, pinned
     float *host_f32;        // MPI: padded fp32
@@ -120,6 +224,10 @@ static inline void grad_reduce_plan(GradReducer *red, GradReduceKind kind, Comm 
     red->comm = c;
     red->num_params = gpt2_num_params(config);
     zero_shard(red->num_params, c->world_size, c->rank, zero, &red->shard, &red->padded, &red->offset, &red->count);
+    if (kind == GRAD_REDUCE_NCCL && zero) {
+        const size_t W = (size_t)c->world_size;
+        red->staging = W * ((zero_layer_elems(config) + W - 1) / W);  // W blocks of the largest bucket's q
+    }
 }
 
 // what grad_reduce_init allocates (the memory plan): the norm's device float, and on the host its
@@ -147,6 +255,21 @@ static inline void grad_reduce_init(GradReducer *red, void *nccl) {
         cudaCheck(cudaEventCreateWithFlags(&red->reduced, cudaEventDisableTiming));
         cudaCheck(cudaEventCreateWithFlags(&red->update_done, cudaEventDisableTiming));
         cudaCheck(cudaEventCreateWithFlags(&red->gathered, cudaEventDisableTiming));
+        if (red->zero) {
+            const int W = red->world_size;
+            red->first = (int *)mallocCheck((size_t)(L + 2) * sizeof(int));
+            red->first[0] = 0;
+            for (int l = 0; l <= L; l++) { red->first[l + 1] = red->first[l] + zero_buckets(&red->config, l, W, NULL); }
+            red->buckets = (ZeroBucket *)mallocCheck((size_t)red->first[L + 1] * sizeof(ZeroBucket));
+            for (int l = 0; l <= L; l++) { zero_buckets(&red->config, l, W, red->buckets + red->first[l]); }
+            for (int i = 0; i < red->first[L + 1]; i++) {
+                ZeroBucket *b = &red->buckets[i];
+                b->nruns = zero_bucket_runs(b, W, red->rank, red->shard, NULL);
+                b->runs = (ZeroRun *)mallocCheck((size_t)(b->nruns > 0 ? b->nruns : 1) * sizeof(ZeroRun));
+                zero_bucket_runs(b, W, red->rank, red->shard, b->runs);
+            }
+            cudaCheck(cudaMalloc((void **)&red->staging_buf, red->staging * sizeof(floatX)));
+        }
     }
 #else
     cudaRequire(red->kind != GRAD_REDUCE_NCCL, "this build has no NCCL (MULTI_GPU)");
@@ -177,44 +300,96 @@ static inline void grad_reduce_free(GradReducer *red) {
         cudaCheck(cudaEventDestroy(red->reduced));
         cudaCheck(cudaEventDestroy(red->update_done));
         cudaCheck(cudaEventDestroy(red->gathered));
+        if (red->zero) {
+            for (int i = 0; i < red->first[red->config.num_layers + 1]; i++) { free(red->buckets[i].runs); }
+            free(red->buckets);
+            free(red->first);
+            cudaCheck(cudaFree(red->staging_buf));
+        }
     }
 #endif
     if (red->host_bf16) { cudaCheck(cudaFreeHost(red->host_bf16)); }
     free(red->host_f32);
 }
 
+/*
+ * The four event waits between the compute and the NCCL stream. A test build (-DLLMC_TEST_DROP_WAIT:
+ * the simulator's train_gpt2cu_dropwait, build/drop_wait/train_gpt2cu on a GPU) leaves out the one
+ * that LLMC_TEST_DROP_WAIT=<n> names, to show that LLMC_DEBUG_STREAMS=1 catches it: 1 the NCCL
+ * stream does not wait for a layer's backward, 2 the compute stream does not wait for the
+ * reductions, 3 the NCCL stream does not wait for the update, 4 the compute stream does not wait
+ * for ZeRO-1's all-gather. Every other build always waits.
+ */
+static inline void stream_wait_event(cudaStream_t stream, cudaEvent_t event, int which) {
+#ifdef LLMC_TEST_DROP_WAIT
+    const char *drop = getenv("LLMC_TEST_DROP_WAIT");
+    if (drop && atoi(drop) == which) { return; }
+#else
+    (void)which;
+#endif
+    cudaCheck(cudaStreamWaitEvent(stream, event, 0));
+}
+
 #ifdef MULTI_GPU
-// one NCCL group that reduces the slices of layer l (l = L: the rest), behind `ready` on `main`
+// ZeRO-1: reduce bucket b on the NCCL stream; this rank's shard part of it ends up summed in grads
+static inline void zero_bucket_reduce(GradReducer *red, floatX *grads, const ZeroBucket *b, const char *what) {
+    NcclContext *ctx = red->nccl;
+    floatX *stage = red->staging_buf;
+    for (int i = 0; i < b->npieces; i++) {
+        const ZeroPiece *pc = &b->pieces[i];
+        cudaCheck(cudaMemcpyAsync(stage + pc->pos, grads + pc->flat, pc->len * sizeof(floatX), cudaMemcpyDeviceToDevice,
+                                  ctx->stream));
+    }
+    // in place: rank r's block is staging + r*q (the tail past n is never read back)
+    ncclCheck(ncclReduceScatter(stage, stage + (size_t)red->rank * b->q, b->q, ncclBfloat16, ncclSum, ctx->comm,
+                                ctx->stream));
+    nccl_wait_issued(ctx, what);
+    if (red->world_size > 1) {
+        ncclCheck(ncclGroupStart());
+        for (int i = 0; i < b->nruns; i++) {
+            const ZeroRun *r = &b->runs[i];
+            if (r->kind == ZERO_SEND) {
+                ncclCheck(ncclSend(stage + r->pos, r->len, ncclBfloat16, r->peer, ctx->comm, ctx->stream));
+            } else if (r->kind == ZERO_RECV) {
+                ncclCheck(ncclRecv(grads + r->flat, r->len, ncclBfloat16, r->peer, ctx->comm, ctx->stream));
+            }
+        }
+        nccl_group_end(ctx, what);
+    }
+    for (int i = 0; i < b->nruns; i++) {
+        const ZeroRun *r = &b->runs[i];
+        if (r->kind == ZERO_COPY) {
+            cudaCheck(cudaMemcpyAsync(grads + r->flat, stage + r->pos, r->len * sizeof(floatX), cudaMemcpyDeviceToDevice,
+                                      ctx->stream));
+        }
+    }
+}
+
+// the reduction of layer l's slices (l = L: the rest) on the NCCL stream, behind `main`'s work so far
 static inline void grad_reduce_nccl_slices(GradReducer *red, floatX *grads, int l, cudaStream_t main) {
     NcclContext *ctx = red->nccl;
     cudaCheck(cudaEventRecord(red->layer_ready[l], main));
-    cudaCheck(cudaStreamWaitEvent(ctx->stream, red->layer_ready[l], 0));
+    stream_wait_event(ctx->stream, red->layer_ready[l], 1);
     size_t off[12], len[12];
     const int n = zero_layer_slices(&red->config, l, off, len);
     size_t bytes = 0;
     for (int i = 0; i < n; i++) { bytes += len[i] * sizeof(floatX); }
     // recorded as open until the gradient norm has waited for it (grad_reduce_norm)
-    red->flight[l] = flight_begin(red->zero ? "ncclReduce(grads)" : "ncclAllReduce(grads)", (long long)bytes);
-    ncclCheck(ncclGroupStart());
-    for (int i = 0; i < n; i++) {
-        if (!red->zero) {
-            ncclCheck(ncclAllReduce(grads + off[i], grads + off[i], len[i], ncclBfloat16, ncclSum, ctx->comm, ctx->stream));
-            continue;
-        }
-        // the piece of the slice each rank owns goes to that rank
-        for (int r = 0; r < red->world_size; r++) {
-            size_t lo = red->shard * (size_t)r, hi = lo + red->shard;
-            if (lo < off[i]) { lo = off[i]; }
-            if (hi > off[i] + len[i]) { hi = off[i] + len[i]; }
-            if (lo >= hi) { continue; }
-            ncclCheck(ncclReduce(grads + lo, grads + lo, hi - lo, ncclBfloat16, ncclSum, r, ctx->comm, ctx->stream));
-        }
-    }
+    red->flight[l] = flight_begin(red->zero ? "ncclReduceScatter(grads)" : "ncclAllReduce(grads)", (long long)bytes);
     char what[64];
     if (l < red->config.num_layers) {
         snprintf(what, sizeof(what), "the gradient reduction of layer %d", l);
     } else {
         snprintf(what, sizeof(what), "the gradient reduction of the embeddings");
+    }
+    nccl_debug_scramble(ctx, grads, off, len, n);
+    if (red->zero) {
+        for (int i = red->first[l]; i < red->first[l + 1]; i++) { zero_bucket_reduce(red, grads, &red->buckets[i], what); }
+        return;
+    }
+    ncclCheck(ncclGroupStart());
+    for (int i = 0; i < n; i++) {
+        ncclCheck(ncclAllReduce(grads + off[i], grads + off[i], len[i], ncclBfloat16, ncclSum, ctx->comm, ctx->stream));
     }
     nccl_group_end(ctx, what);
 }
@@ -258,7 +433,7 @@ static inline void grad_reduce_finish(GradReducer *red, floatX *grads, cudaStrea
         if (!red->launched) {
             for (int l = 0; l <= red->config.num_layers; l++) { grad_reduce_layer(red, grads, l, main); }
         }
-        cudaCheck(cudaStreamWaitEvent(main, red->reduced, 0));
+        stream_wait_event(main, red->reduced, 2);
         red->launched = 0;
 #endif
     } else if (red->kind == GRAD_REDUCE_MPI) {
@@ -325,13 +500,14 @@ static inline void grad_reduce_gather_params(GradReducer *red, floatX *params, c
 #ifdef MULTI_GPU
         NcclContext *ctx = red->nccl;
         cudaCheck(cudaEventRecord(red->update_done, main));
-        cudaCheck(cudaStreamWaitEvent(ctx->stream, red->update_done, 0));
+        stream_wait_event(ctx->stream, red->update_done, 3);
+        const size_t mine = red->shard * (size_t)red->rank;
+        nccl_debug_scramble(ctx, params, &mine, &red->shard, 1);
         red->gather_flight = flight_begin("ncclAllGather(params)", (long long)(red->padded * sizeof(floatX)));
-        ncclCheck(ncclAllGather(params + red->shard * (size_t)red->rank, params, red->shard, ncclBfloat16, ctx->comm,
-                                ctx->stream));
+        ncclCheck(ncclAllGather(params + mine, params, red->shard, ncclBfloat16, ctx->comm, ctx->stream));
         nccl_wait_issued(ctx, "the parameter all-gather");
         cudaCheck(cudaEventRecord(red->gathered, ctx->stream));
-        cudaCheck(cudaStreamWaitEvent(main, red->gathered, 0));
+        stream_wait_event(main, red->gathered, 4);
 #endif
     } else {
 #ifdef USE_MPI

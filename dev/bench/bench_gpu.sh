@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # GPU benchmark on one GPU, ours against karpathy/llm.c in the same call (issues 9, 11, 17).
-# Parts (arguments, in this order; default: d12 attention layers d48):
+# Parts (arguments, in this order; default: d12 attention gelu layers d48):
 #   d12     GPT-2 124M, T = 1024, B = 16, 32, 64: ours and llm.c's train_gpt2cu (cuDNN attention,
 #           built by dev/bench/build_llmc.sh) on the same shard of random tokens, the same B, T and
 #           -r, one after the other, STEPS steps each of which the first WARMUP are not timed;
 #   attention  issue 10: ours with cuDNN's attention (-at cudnn) on d12, T = 1024, B = 64; the d12
 #           part gives our own kernel (-at own) and llm.c at the same B, and its llm.c run is
 #           paired with this one (rows with the model "d12 -at cudnn");
+#   gelu    ours with -ge 0 (our GELU kernels; the d12 part runs the default -ge 2, GELU and its
+#           derivative in cuBLASLt's epilogues) on d12, T = 1024, B = 64, paired with llm.c's run
+#           of the d12 part (rows "d12 -ge 0"); llm.c measured its fused epilogue slower on some GPUs;
 #   layers  build/bench_layers on d12 at B = 64: where the milliseconds of one step go (the phases,
 #           every operation alone), the backward time per layer, one 1-rank NCCL all-reduce of a
 #           layer's gradients, and from them (dev/bench/exposed_comm.py) the exposed communication
@@ -18,10 +21,11 @@
 # dev/bench/gpu_summary.py then prints every run (ms/step, tok/s, MFU, peak memory), the ratio
 # ours / llm.c per pair and the rows for dev/bench/RESULTS.md, and appends the pairs to
 # dev/bench/gpu_results.tsv and $BENCH_OUT/gpu_results_rows.tsv (to bring back from the GPU
-# machine). MFU for both = (6 N + 6 L T C) x tok/s / 989 TFLOP/s: llm.c's FLOP count, which is
-# also the trainer's (llmc/model_io.h); the summary checks that our step lines agree.
+# machine). MFU for both = (6 N + 6 L T C) x tok/s / the peak our trainer's banner states
+# (llmc/gpu_peak.h: 989 TFLOP/s on an H100 SXM or H200): llm.c's FLOP count, which is also the
+# trainer's (llmc/model_io.h); the summary checks that our step lines agree.
 #
-# usage: dev/bench/bench_gpu.sh [d12] [attention] [layers] [d48]
+# usage: dev/bench/bench_gpu.sh [d12] [attention] [gelu] [layers] [d48]
 #   env: BENCH_OUT (build/bench), LLMC_COMMIT (the commit in the rows; default git HEAD), STEPS (40),
 #        WARMUP (10), D12_BS ("16 32 64"), RECOMPUTE (-r of the d12 runs, 1), CUDA_ARCHS (90a),
 #        OURS_ARGS (more flags for our trainer), LLMC_BIN, BENCH_NO_BUILD (see the builds), and what
@@ -39,9 +43,9 @@ bench_error() { echo "error: bench_gpu.sh: $*" >&2; exit 2; }
 [[ "$D12_BS" =~ ^[1-9][0-9]*( +[1-9][0-9]*)*$ ]] || bench_error "D12_BS='$D12_BS': expected batch sizes, e.g. \"16 32 64\""
 COMMIT=${LLMC_COMMIT:-$(git rev-parse --short HEAD 2> /dev/null || echo unknown)}
 PARTS=("$@")
-[ ${#PARTS[@]} -eq 0 ] && PARTS=(d12 attention layers d48)
+[ ${#PARTS[@]} -eq 0 ] && PARTS=(d12 attention gelu layers d48)
 for p in "${PARTS[@]}"; do
-    case $p in d12|attention|layers|d48) ;; *) bench_error "unknown part '$p' (parts: d12 attention layers d48)";; esac
+    case $p in d12|attention|gelu|layers|d48) ;; *) bench_error "unknown part '$p' (parts: d12 attention gelu layers d48)";; esac
 done
 has() { local p; for p in "${PARTS[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 
@@ -116,6 +120,13 @@ if has attention; then
     cp "$OUTB/d12/llmc_d12_b64_r$R".* "$OUTB/d12_cudnn/" 2> /dev/null  # llm.c's run of the d12 part, if any
 fi
 
+if has gelu; then
+    rm -rf "$OUTB/d12_ge0" && mkdir -p "$OUTB/d12_ge0"
+    echo "== d12, T=1024, B=64, -r $R: ours with -ge 0 ($STEPS steps, the first $WARMUP not timed)"
+    OURS_ARGS="${OURS_ARGS:-} -ge 0" run ours d12 64 "$R" "$STEPS" d12_ge0
+    cp "$OUTB/d12/llmc_d12_b64_r$R".* "$OUTB/d12_ge0/" 2> /dev/null  # llm.c's run of the d12 part, if any
+fi
+
 # largest <r> <B...>: the first B with which ours runs d48 (10 steps), echoed; memory failures go on
 largest() {
     local r=$1 B; shift
@@ -156,6 +167,7 @@ if has d12; then $PY dev/bench/gpu_summary.py "$OUTB/d12" "$WARMUP" "$(date -u +
 if has attention; then
     $PY dev/bench/gpu_summary.py "$OUTB/d12_cudnn" "$WARMUP" "$(date -u +%F)" "$COMMIT" "$rows" "-at cudnn" || rc=1
 fi
+if has gelu; then $PY dev/bench/gpu_summary.py "$OUTB/d12_ge0" "$WARMUP" "$(date -u +%F)" "$COMMIT" "$rows" "-ge 0" || rc=1; fi
 if has d48; then $PY dev/bench/gpu_summary.py "$OUTB/d48" 3 "$(date -u +%F)" "$COMMIT" "$rows" || rc=1; fi
 if [ -s "$rows" ]; then
     [ -s dev/bench/gpu_results.tsv ] || head -1 "$rows" > dev/bench/gpu_results.tsv

@@ -132,8 +132,14 @@ static void op_table(GPT2 *m, const int *x, int B, int T, double step_ms) {
     op_row(&t, "fwd  residual add + LayerNorm", 2 * L, 0.0, [&] {
         fused_residual_forward(residual2, ln2, a->ln2_mean, a->ln2_rstd, a->encoded, a->btc, p->ln2w, p->ln2b, (int)BT, C, s);
     });
-    op_row(&t, "fwd  fc matmul + bias + GELU", L, 2.0 * BTC * 4 * C,
-           [&] { matmul_forward(fch_gelu, ln2, p->fcw, p->fcb, B, T, C, 4 * C, fch, s); });
+    if (m->gelu_fusion >= 1) {  // -ge: cuBLASLt's GELU epilogue, or our kernel after a plain matmul
+        op_row(&t, "fwd  fc matmul + bias + GELU", L, 2.0 * BTC * 4 * C,
+               [&] { matmul_forward(fch_gelu, ln2, p->fcw, p->fcb, B, T, C, 4 * C, fch, s); });
+    } else {
+        op_row(&t, "fwd  fc matmul + bias", L, 2.0 * BTC * 4 * C,
+               [&] { matmul_forward(fch, ln2, p->fcw, p->fcb, B, T, C, 4 * C, NULL, s); });
+        op_row(&t, "fwd  GELU (-ge 0)", L, 0.0, [&] { gelu_forward(fch_gelu, fch, BT * 4 * C, s); });
+    }
     op_row(&t, "fwd  fcproj matmul + bias", L, 2.0 * BTC * 4 * C,
            [&] { matmul_forward(a->btc, fch_gelu, p->fcprojw, p->fcprojb, B, T, 4 * C, C, NULL, s); });
     op_row(&t, "fwd  classifier matmul (logits)", 1, 2.0 * BTC * Vp,
@@ -151,7 +157,10 @@ static void op_table(GPT2 *m, const int *x, int B, int T, double step_ms) {
         op_row(&t, "bwd  GELU recompute (-r >= 1)", L, 0.0, [&] { gelu_forward(fch_gelu, fch, BT * 4 * C, s); });
     }
     matmul_backward_rows(&t, "fcproj", L, dbig, g->fcprojw, g->fcprojb, a->dresidual, fch_gelu, p->fcprojw, B, T, 4 * C, C,
-                         fch, a->scratch);
+                         m->gelu_fusion >= 2 ? fch : NULL, a->scratch);
+    if (m->gelu_fusion < 2) {
+        op_row(&t, "bwd  dGELU (-ge 0, 1)", L, 0.0, [&] { gelu_backward(dbig, fch, dbig, BT * 4 * C, s); });
+    }
     if (m->recompute >= 2) {
         op_row(&t, "bwd  LayerNorm recompute (-r 2)", 2 * L, 0.0,
                [&] { layernorm_forward(ln2, NULL, NULL, residual2, p->ln2w, p->ln2b, B, T, C, s); });
@@ -192,7 +201,7 @@ static void nccl_one_rank(GPT2 *m, const GPT2Config *config, int iters) {
     ncclUniqueId id;
     ncclCheck(ncclGetUniqueId(&id));
     ncclCheck(ncclCommInitRank(&ctx.comm, 1, id, 0));
-    cudaCheck(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
+    nccl_stream_create(&ctx.stream);
     cudaEvent_t a, b;
     cudaCheck(cudaEventCreate(&a));
     cudaCheck(cudaEventCreate(&b));

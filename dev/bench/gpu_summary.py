@@ -9,8 +9,9 @@ either trainer (ours: `step N/M | loss .. | norm .. | lr .. | 12.3 ms | ...`, ll
 `step    N/M | loss .. (..z)| norm .. (..z)| lr .. | 12.34 ms | 40.1% bf16 MFU | ... tok/s`);
 tok/s = B * T / that; MFU = FLOP per token x tok/s / peak, with llm.c's FLOP count for both:
 6 N + 6 L T C (llm.c's gpt2_estimate_mfu; N with the padded vocabulary, as llm.c's
-num_parameters), and the dense bf16 peak of the device (989 TFLOP/s for H100/H200 SXM; llm.c itself
-prints -100% on an H200, which its table lacks). Peak memory is the largest nvidia-smi sample
+num_parameters), and the dense bf16 peak of the device that our trainer's banner states (`MFU peak:
+989 TFLOP/s ...`, from llmc/gpu_peak.h; no MFU where it says n/a; llm.c itself prints -100% on an
+H200, which its table lacks). Peak memory is the largest nvidia-smi sample
 during the run (the same measure for both), next to the trainer's own figure. Our step lines'
 MFU is checked against this count (it must be the same formula). Appends one TSV row per pair
 (header `date commit device model B T ours_tok_s llmc_tok_s ours_mfu llmc_mfu`) to [tsv out].
@@ -31,11 +32,12 @@ def flops_per_token(model, T):
     return 6 * n + 6 * L * T * C
 
 
-def peak_flops(device):
-    if re.search(r"H100|H200|H800|GH200", device):
-        return 989e12
-    if "A100" in device:
-        return 312e12
+def peak_flops(runs):
+    """the peak our trainer's banner states (the same GPU ran every log); 0 if none does"""
+    for s in runs:
+        m = re.search(r"^MFU peak: ([0-9.]+) TFLOP/s", open(s["path"], errors="replace").read(), re.M)
+        if s["who"] == "ours" and m:
+            return float(m.group(1)) * 1e12
     return 0.0
 
 
@@ -98,10 +100,11 @@ def main():
     T = 1024
     runs = [run_summary(p, warm, T) for p in sorted(glob.glob(os.path.join(bench, "*_d*_b*_r*.log")))]
     device = next((s["device"] for s in runs if s["device"] != "?"), "?")
-    peak = peak_flops(device)
+    peak = peak_flops(runs)
     bad = 0
     print(f"== runs ({device}; T={T}; mean over the steps after {warm}; MFU = (6N + 6LTC) x tok/s / "
-          f"{peak / 1e12:.0f} TFLOP/s; memory: nvidia-smi peak, the trainer's own figure in brackets)")
+          f"{f'{peak / 1e12:.0f} TFLOP/s' if peak else 'n/a (no peak in our banner)'}; memory: nvidia-smi peak, "
+          f"the trainer's own figure in brackets)")
     for s in runs:
         fpt = flops_per_token(s["model"], T)
         if s["tps"] and peak:

@@ -10,7 +10,14 @@
  *   - the CPU emulation of the gradient-norm order (emulate.h) agrees with double sums;
  *   - the warps-per-block rule of the LayerNorm backward;
  *   - the checks' running maximum (nan_max.h) keeps a NaN, and check_close's max|diff| shows an
- *     unmatched NaN or inf, so a printed max |diff| cannot hide one.
+ *     unmatched NaN or inf, so a printed max |diff| cannot hide one;
+ *   - the MFU peak (llmc/gpu_peak.h) of H100 SXM/PCIe/NVL, H200, A100 SXM/PCIe names against the
+ *     spec sheets' dense bf16 figures, scaled for a MIG slice and a capped clock; unknown: none;
+ *   - ZeRO-1's reduce-scatter layout (llmc/zero.cuh): for several models and rank counts, the runs
+ *     of every rank agree with a per-element brute force (which rank holds each bucket position
+ *     after the reduce-scatter, which rank's shard holds its parameter), every parameter of a
+ *     rank's shard arrives exactly once, sends and receives pair up in order, and the buckets
+ *     cover every parameter once.
  * Exits non-zero on any failure.
  *
  *   ./host_logic_test      (built by dev/cuda/Makefile; `make test-cuda-host` at the root)
@@ -19,6 +26,9 @@
 #include "emulate.h"
 #include "llmc/adamw.cuh"
 #include "llmc/layernorm.cuh"
+#include "llmc/gpu_peak.h"
+#include "llmc/zero.cuh"
+#include <vector>
 
 #include <unistd.h>  // dup, dup2: check_close_line reads what check_close prints
 
@@ -244,6 +254,112 @@ static void test_printed_maxima(void) {
                "");
 }
 
+// expected: TFLOP/s from the spec sheets (dense bf16), worked out by hand where scaled; 0 = unknown
+static void test_gpu_peak(void) {
+    printf("MFU peak by device name, SMs and clock (llmc/gpu_peak.h)\n");
+    struct { const char *name; int sms, khz; double tflops; } cases[] = {
+        {"NVIDIA H100 80GB HBM3", 132, 1980000, 989.0},       // H100 SXM5
+        {"NVIDIA H100 PCIe", 114, 1755000, 756.0},
+        {"NVIDIA H100 NVL", 132, 1785000, 835.0},
+        {"NVIDIA H200", 132, 1980000, 989.0},
+        {"NVIDIA A100-SXM4-80GB", 108, 1410000, 312.0},
+        {"NVIDIA A100-SXM4-40GB", 108, 1410000, 312.0},
+        {"NVIDIA A100-PCIE-40GB", 108, 1410000, 312.0},
+        {"NVIDIA A100 80GB PCIe", 108, 1410000, 312.0},
+        {"NVIDIA H100 80GB HBM3 MIG 3g.40gb", 60, 1980000, 989.0 * 60 / 132},  // 449.5: a MIG slice's SMs
+        {"NVIDIA H100 PCIe", 114, 1620000, 756.0 * 1620 / 1755},               // 697.8: a capped clock
+        {"NVIDIA GeForce RTX 4090", 128, 2520000, 0.0},
+        {"NVIDIA L40S", 142, 2520000, 0.0},
+        {"host simulator", 1, 1000000, 0.0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char why[256], name[160];
+        const double got = gpu_peak_lookup(cases[i].name, cases[i].sms, cases[i].khz, why, sizeof(why)) / 1e12;
+        snprintf(name, sizeof(name), "%s, %d SMs, %d MHz: %.1f TFLOP/s", cases[i].name, cases[i].sms, cases[i].khz / 1000,
+                 cases[i].tflops);
+        const int ok = fabs(got - cases[i].tflops) < 0.05 && (cases[i].tflops > 0 || strstr(why, "n/a") == why);
+        check_true(name, ok, why);
+    }
+}
+
+// ZeRO-1's reduce-scatter layout against a brute force over every element of every bucket
+static void test_zero_layout_for(const char *name, GPT2Config c, int W) {
+    const size_t P = gpt2_num_params(&c);
+    size_t S, padded, off, cnt;
+    zero_shard(P, W, 0, 1, &S, &padded, &off, &cnt);
+    std::vector<uint8_t> covered(P, 0), arrived(P, 0);  // buckets holding each parameter; its arrivals at its owner
+    int ok = 1;
+    char why[256] = "";
+    for (int l = 0; l <= c.num_layers && ok; l++) {
+        const int nb = zero_buckets(&c, l, W, NULL);
+        std::vector<ZeroBucket> b(nb);
+        zero_buckets(&c, l, W, b.data());
+        for (int k = 0; k < nb && ok; k++) {
+            // brute force: position j of the bucket -> its parameter, its holder j / q, its owner
+            std::vector<size_t> flat_of(b[k].n);
+            size_t pos = 0;
+            for (int i = 0; i < b[k].npieces; i++) {
+                if (b[k].pieces[i].pos != pos) { ok = 0; snprintf(why, sizeof(why), "layer %d: pieces not end to end", l); }
+                for (size_t e = 0; e < b[k].pieces[i].len; e++) { flat_of[pos + e] = b[k].pieces[i].flat + e; covered[b[k].pieces[i].flat + e]++; }
+                pos += b[k].pieces[i].len;
+            }
+            if (pos != b[k].n || b[k].q * (size_t)W < b[k].n || W * b[k].q > W * ((zero_layer_elems(&c) + W - 1) / W)) {
+                ok = 0; snprintf(why, sizeof(why), "layer %d: bucket size %zu, q %zu", l, b[k].n, b[k].q);
+            }
+            std::vector<std::vector<ZeroRun>> runs(W);
+            for (int r = 0; r < W; r++) {
+                runs[r].resize(zero_bucket_runs(&b[k], W, r, S, NULL));
+                zero_bucket_runs(&b[k], W, r, S, runs[r].data());
+            }
+            for (int r = 0; r < W && ok; r++) {
+                for (const ZeroRun &run : runs[r]) {
+                    for (size_t e = 0; e < run.len && ok; e++) {
+                        const size_t j = run.pos + e, f = run.flat + e;
+                        const int holder = (int)(j / b[k].q), owner = (int)(f / S);
+                        const int want_holder = run.kind == ZERO_RECV ? run.peer : r, want_owner = run.kind == ZERO_SEND ? run.peer : r;
+                        if (j >= b[k].n || flat_of[j] != f || holder != want_holder || owner != want_owner) {
+                            ok = 0;
+                            snprintf(why, sizeof(why), "layer %d rank %d: run kind %d pos %zu flat %zu: holder %d owner %d", l, r,
+                                     run.kind, j, f, holder, owner);
+                        }
+                        if (run.kind != ZERO_SEND) { arrived[f]++; }  // at r, its owner (checked above)
+                    }
+                }
+                // the sends of r to s and the receives of s from r: the same runs in the same order
+                for (int s2 = 0; s2 < W && ok; s2++) {
+                    if (s2 == r) { continue; }
+                    std::vector<ZeroRun> snd, rcv;
+                    for (const ZeroRun &run : runs[r]) { if (run.kind == ZERO_SEND && run.peer == s2) { snd.push_back(run); } }
+                    for (const ZeroRun &run : runs[s2]) { if (run.kind == ZERO_RECV && run.peer == r) { rcv.push_back(run); } }
+                    if (snd.size() != rcv.size()) { ok = 0; snprintf(why, sizeof(why), "layer %d: %d -> %d unpaired", l, r, s2); }
+                    for (size_t i = 0; ok && i < snd.size(); i++) {
+                        if (snd[i].len != rcv[i].len || snd[i].flat != rcv[i].flat || snd[i].pos != rcv[i].pos) {
+                            ok = 0; snprintf(why, sizeof(why), "layer %d: %d -> %d pair %zu differs", l, r, s2, i);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (size_t f = 0; f < P && ok; f++) {
+        if (covered[f] != 1) { ok = 0; snprintf(why, sizeof(why), "parameter %zu in %d buckets", f, covered[f]); }
+        if (arrived[f] != 1) { ok = 0; snprintf(why, sizeof(why), "parameter %zu arrives %d times at its owner", f, arrived[f]); }
+    }
+    char title[128];
+    snprintf(title, sizeof(title), "%s on %d rank(s): %zu parameters, shards of %zu", name, W, P, S);
+    check_true(title, ok, why);
+}
+
+static void test_zero_layout(void) {
+    printf("ZeRO-1 reduce-scatter layout (llmc/zero.cuh)\n");
+    const int ranks[] = {1, 2, 3, 5, 8};
+    for (int W : ranks) {
+        test_zero_layout_for("L2:C64:H1:T32:V128", GPT2Config{32, 128, 128, 2, 1, 64}, W);
+        test_zero_layout_for("L3:C128:H2:T64:V1000", GPT2Config{64, 1000, 1024, 3, 2, 128}, W);
+    }
+    test_zero_layout_for("L4:C256:H4:T128:V5000", GPT2Config{128, 5000, 5120, 4, 4, 256}, 8);
+}
+
 int main(void) {
     printf("host_logic_test (CPU only)\n");
     test_encoder_plan();
@@ -255,6 +371,8 @@ int main(void) {
                    layernorm_backward_warps(12288) == 1 && layernorm_backward_warps(12296) == 0,
                "");
     test_printed_maxima();
+    test_gpu_peak();
+    test_zero_layout();
     if (wb_failures) {
         printf("host_logic_test: %d check(s) FAILED\n", wb_failures);
         return 1;

@@ -5,23 +5,28 @@
 # semantics; a simulator error (race, bounds, deadlock) fails the run.
 # It checks the orchestration a GPU run would otherwise be the first to exercise:
 #  1. per-step train and val losses agree with the fp32 CPU trainer from the same init and data
-#     (bf16 tolerance), with -r 0/1/2 and with -w 0;
-#  2. determinism (a second run is bitwise identical) and resume from a checkpoint (bitwise);
+#     (bf16 tolerance), with -r 0/1/2, with -w 0 and with each -ge (GELU in cuBLASLt's epilogue or not);
+#  2. determinism (a second run is bitwise identical) and resume from a checkpoint (bitwise); NCCL
+#     on a 1-rank communicator (the simulator's NCCL, sim/nccl.h), -z 0 and -z 1, with the
+#     stream-order debug mode LLMC_DEBUG_STREAMS=1, is bitwise the plain run, and each of the four
+#     event waits between the streams left out (the dropwait build) makes it differ;
 #  3. MPI, host-staged (-pb mpi), 2 ranks: equals 1 rank with 2 micro-steps (bf16 tolerance); a
 #     frozen rank ends the job within -pt with the line of comm.h's deadline;
 #     ZeRO-1: equals -z 0, writes a state file per rank, resumes bitwise on 2 ranks and re-shards
-#     onto 1 rank;
+#     onto 1 rank; -pb nccl on 2 simulated GPUs is bitwise -pb mpi, with -z 0 and with ZeRO-1's
+#     reduce-scatter layout (and the debug mode on);
 #  4. the AddressSanitizer build on short runs (single process -r 0 and -r 2, 2 ranks ZeRO-1);
-#  5. test_gpt2cu against a PyTorch fixture (the tolerances the GPU run uses);
-#  6. bad launches: unsupported head size, -pb mpi without mpirun, several ranks without NCCL,
-#     -at cudnn (and test_gpt2cu's LLMC_ATTENTION=cudnn) in a build without cuDNN;
+#  5. test_gpt2cu against a PyTorch fixture (the tolerances the GPU run uses), -ge 2 and -ge 0;
+#  6. bad launches: unsupported head size, a padded vocabulary not a multiple of 8, -pb mpi without
+#     mpirun, several ranks without NCCL or on one GPU with NCCL, -at cudnn (and test_gpt2cu's
+#     LLMC_ATTENTION=cudnn) in a build without cuDNN, bad LLMC_DEBUG_STREAMS and LLMC_GELU_FUSION;
 #  7. the memory plan (--plan) equals the simulator's allocator peak, byte for byte (-r 0/1/2, -w 0,
 #     ZeRO-1 on 2 ranks); -b auto on a device of SIM_DEVICE_MEMORY bytes picks the B whose measured
 #     peak fits the budget while B+1's does not, and on 2 ranks the smaller device decides; the
 #     phase times come from the events (adding up to at most the step's time) and NVTX ranges nest.
 # usage: dev/test/test_cuda_sim.sh [build/cuda_sim]   (make test-cuda-trainer-sim builds it there)
 SIMT=$(realpath "${1:-build/cuda_sim}")
-SIM="$SIMT/train_gpt2cu" ASAN="$SIMT/train_gpt2cu_asan" TEST="$SIMT/test_gpt2cu"
+SIM="$SIMT/train_gpt2cu" ASAN="$SIMT/train_gpt2cu_asan" TEST="$SIMT/test_gpt2cu" DROP="$SIMT/train_gpt2cu_dropwait"
 source "$(dirname "$0")/lib.sh" test_cuda_sim ./train_gpt2  # TRAINER (the CPU one), PY, ROOT, TMP (cwd), MPIRUN
 CPU=$TRAINER
 export ASAN_OPTIONS=detect_leaks=0  # MPI and the fiber stacks keep memory to the end on purpose
@@ -63,6 +68,11 @@ joined sim_r2 sim_w0
 bg sim2 "$SIM" "${ARGS[@]}" -o sim2
 bg ck "$SIM" "${ARGS[@]}" -o ck -n 2
 joined sim2 ck
+# -ge: 0 our GELU kernels (sigmoid form, fast exp), 1 cuBLASLt's epilogue (tanh form, here in fp64)
+# in the forward only, 2 (the default, sim) in both
+bg sim_ge0 "$SIM" "${ARGS[@]}" -ge 0 -o sim_ge0
+bg sim_ge1 "$SIM" "${ARGS[@]}" -ge 1 -o sim_ge1
+joined sim_ge0 sim_ge1
 # gradient norms: measured 1.2e-3 at most over these steps (bf16 gradients, drifting runs)
 compare_logs sim/main.log cpu/main.log trl=2e-3 tel=2e-3 norm=3e-3 || bad "simulated CUDA vs CPU"
 for r in 0 2; do
@@ -70,6 +80,10 @@ for r in 0 2; do
 done
 echo " -w 0 (bf16 parameters, no master weights) vs CPU:"
 compare_logs sim_w0/main.log cpu/main.log trl=3e-3 || bad "-w 0 vs CPU"
+for g in 0 1; do
+    echo " -ge $g vs CPU:"; compare_logs sim_ge$g/main.log cpu/main.log trl=2e-3 norm=3e-3 || bad "-ge $g vs CPU"
+done
+grep -q "GELU -ge 0" sim_ge0.txt || bad "-ge 0 not in the banner"
 grep -q "gradient reduction: none (one process)" sim.txt || bad "no device/backend line on stdout"
 
 # ---- 2. determinism and resume
@@ -81,6 +95,28 @@ grep -q "resumed from checkpoint 2" ck_resume.txt || bad "resume did not start f
 steplines sim.txt | tail -2 > full_tail.txt; steplines ck_resume.txt > resumed.txt
 if cmp -s full_tail.txt resumed.txt; then echo "  steps 3-4 after resume are bitwise equal"; else
     bad "resumed steps differ from the uninterrupted run"; diff full_tail.txt resumed.txt | head -6; fi
+
+# NCCL on 1 rank changes no value, so only the events between the NCCL stream and the compute stream
+# could make it differ from the plain run (sim2): sim/streams.h runs the two streams' queued work
+# interleaved, and LLMC_DEBUG_STREAMS=1 changes the data under the NCCL stream for a while
+echo " NCCL on 1 rank (LLMC_FORCE_NCCL=1), the stream-order debug mode on:"
+export LLMC_FORCE_NCCL=1
+LLMC_DEBUG_STREAMS=1 bg nccl_z0 "$SIM" "${ARGS[@]}" -o nccl_z0
+LLMC_DEBUG_STREAMS=1 bg nccl_z1 "$SIM" "${ARGS[@]}" -z 1 -o nccl_z1
+joined nccl_z0 nccl_z1
+for z in 0 1; do compare_logs nccl_z$z/main.log sim2/main.log trl=0 norm=0 || bad "NCCL on 1 rank, -z $z, differs from the plain run"; done
+grep -q "gradient reduction: nccl (stream priority -5, LLMC_DEBUG_STREAMS=1)" nccl_z0.txt \
+    || bad "the NCCL stream's priority (-5, the simulated device's highest) or the debug mode not in the banner"
+# a build that leaves out one wait (LLMC_TEST_DROP_WAIT, llmc/zero.cuh): the debug mode must show it
+for w in 1 2 3 4; do
+    LLMC_TEST_DROP_WAIT=$w LLMC_DEBUG_STREAMS=1 bg drop$w "$DROP" "${ARGS[@]}" -z 1 -o drop$w
+    [ $((w % 2)) -eq 0 ] && joined drop$((w - 1)) drop$w
+done
+for w in 1 2 3 4; do
+    if compare_logs drop$w/main.log sim2/main.log trl=0 norm=0 > /dev/null; then bad "wait $w left out, yet the run is bitwise the plain one"
+    else ok "wait $w left out: the run differs from the plain one"; fi
+done
+unset LLMC_FORCE_NCCL
 
 # ---- 3. MPI, host-staged, and ZeRO-1
 if have_mpi "$SIM"; then
@@ -102,8 +138,18 @@ if have_mpi "$SIM"; then
     # steps 3-4 resumed on 1 rank (appended to the copied log; the later line wins) vs 2 ranks
     echo " ZeRO-1 checkpoint of 2 ranks resumed on 1:"
     compare_logs z1b/main.log z1/main.log trl=1e-3 --last 2 || bad "re-sharded resume"
+    # NCCL on 2 simulated GPUs (sim/nccl.h over MPI): each sum is the one -pb mpi's host reduction makes
+    # (2 bf16 values added in fp32, rounded once), so the runs are bitwise equal, with ZeRO-1's
+    # reduce-scatter layout too (and the stream-order debug mode on)
+    NCCL2=("${MPIRUN[@]}" -x SIM_DEVICES=2 -np 2)
+    run nc2 "${NCCL2[@]}" "$SIM" "${ARGS[@]}" -pb nccl -o nc2
+    run nc2z "${NCCL2[@]}" -x LLMC_DEBUG_STREAMS=1 "$SIM" "${ARGS[@]}" -pb nccl -z 1 -o nc2z
+    echo " -pb nccl vs -pb mpi, 2 ranks:"; compare_logs nc2/main.log np2/main.log trl=0 norm=0 || bad "-pb nccl differs from -pb mpi"
+    echo " -pb nccl -z 1 vs -pb mpi -z 1:"; compare_logs nc2z/main.log z1/main.log trl=0 norm=0 || bad "NCCL ZeRO-1 differs from MPI ZeRO-1"
+    grep -q "gradient reduction: nccl (stream priority -5, LLMC_DEBUG_STREAMS=1), ZeRO-1" nc2z.txt || bad "nc2z: no NCCL ZeRO-1 banner"
     ERROR_LINES=2 expect_error "2 ranks with -pb nccl in a build without NCCL (each rank says so)" "use the host-staged backend -pb mpi" \
-        "${MPIRUN[@]}" -np 2 "$SIM" "${ARGS[@]}" -pb nccl
+        "${MPIRUN[@]}" -np 2 "$ASAN" "${ARGS[@]}" -pb nccl
+    expect_error "2 ranks with -pb nccl on one simulated GPU" "use the same GPU.*-pb mpi" "${MPIRUN[@]}" -np 2 "$SIM" "${ARGS[@]}" -pb nccl
     # the deadline of comm.h in -pb mpi's own collectives: rank 1 freezes as step 3 begins
     expect_error "-pb mpi -z 1, rank 1 frozen (SIGSTOP)" "step 3 (.*): MPI_[A-Za-z_()]* of [0-9]* bytes did not complete within -pt 3 s; no answer from rank(s) 1 " \
         timeout -s KILL 60 "${MPIRUN[@]}" -np 2 -x LLMC_FAULT=step:3:stop:1 "$SIM" "${ARGS[@]}" -pb mpi -z 1 -pt 3
@@ -133,10 +179,23 @@ $PY "$ROOT/train_gpt2.py" --model L2:C128:H2:T32:V128 --seed 3 --write-model fx.
     --debug-state fx_state.bin --trajectory fx_traj.txt --steps 6 > fx.txt 2>&1 || { bad "fixture"; tail -3 fx.txt; }
 "$TEST" fx.bin fx_state.bin fx_traj.txt > test.txt 2>&1 || bad "test_gpt2cu failed"
 grep -E "FAIL|test_gpt2cu:|determinism|checkpoint" test.txt | sed 's/^/  /'
+LLMC_GELU_FUSION=0 "$TEST" fx.bin fx_state.bin fx_traj.txt > test_ge0.txt 2>&1 || bad "test_gpt2cu with -ge 0 (LLMC_GELU_FUSION=0) failed"
+grep -E "FAIL|test_gpt2cu:" test_ge0.txt | sed 's/^/  -ge 0: /'
 
 # ---- 6. bad launches
 echo "6. bad input:"
 expect_error "head size 32" "fused attention supports head sizes 64 and 128" "$SIM" "${ARGS[@]}" -e L2:C64:H2:T32:V128
+# a model file (no CRC, as llm.c writes them) whose padded vocabulary 132 is no multiple of 8
+"$PY" -c 'import numpy as np
+C, L, T, V, Vp = 64, 2, 32, 130, 132
+h = np.zeros(256, np.int32); h[:8] = [20240326, 3, T, V, L, 1, C, Vp]
+P = Vp * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
+with open("vp132.bin", "wb") as f: h.tofile(f); np.full(P, 0.01, np.float32).tofile(f)'
+expect_error "a padded vocabulary of 132" "padded vocabulary Vp = 132.*multiple of 8" "$SIM" "${ARGS[@]}" -e vp132.bin
+expect_error "LLMC_DEBUG_STREAMS=yes" "LLMC_DEBUG_STREAMS=yes: expected 0 or 1" \
+    env LLMC_FORCE_NCCL=1 LLMC_DEBUG_STREAMS=yes "$SIM" "${ARGS[@]}"
+expect_error "LLMC_GELU_FUSION=3 for test_gpt2cu" "LLMC_GELU_FUSION=3: expected 0, 1 or 2" \
+    env LLMC_GELU_FUSION=3 "$TEST" fx.bin fx_state.bin fx_traj.txt
 expect_error "-pb mpi under torchrun variables" "pb mpi reduces gradients with MPI" \
     env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 "$SIM" "${ARGS[@]}" -pb mpi
 # the simulator, like any build without cuDNN, says how to build with it
@@ -186,7 +245,9 @@ import json, sys
 steps = [o for o in map(json.loads, open(sys.argv[1])) if o["event"] == "step"]
 assert len(steps) == 2, steps
 for o in steps:
-    ph = [o[k + "_ms"] for k in ("data", "forward", "backward", "comm", "optimizer")]
+    # the update runs on the stream after the host has ended the step (the simulator's streams, as a
+    # GPU's, run queued work later), so only the phases before it lie inside the step's wall time
+    ph = [o[k + "_ms"] for k in ("data", "forward", "backward", "comm")]
     assert o["forward_ms"] > 0 and o["backward_ms"] > 0 and o["optimizer_ms"] > 0, o
     assert sum(ph) <= o["ms"] * 1.001 + 0.01, o
 log = [l.split() for l in open(sys.argv[2])]

@@ -3,31 +3,38 @@
 # benchmarks the CUDA trainer, and leaves every log and a summary in $OUT (default ./gpu_out).
 # dev/gpu/PLAN.md lists the device calls (each at most 10 minutes) that run it in pieces:
 #
-#   dev/test/test_gpu.sh env build test multi     bring-up (the build starts llm.c's in the background)
-#   dev/test/test_gpu.sh bench d48                ours vs llm.c, where the time goes, d48
-#   dev/test/test_gpu.sh sanitize kernels profile compute-sanitizer, the workbenches, Nsight Compute
+#   dev/test/test_gpu.sh env build test kernels   call 1: bring-up (the build starts llm.c's in the background)
+#   dev/test/test_gpu.sh bench d48                call 2: ours vs llm.c, -ge 0 vs 2, where the time goes, d48
+#   dev/test/test_gpu.sh sanitize multi memory profile   call 3: compute-sanitizer, the multi-process paths, the
+#                                                 memory plan, Nsight Compute
 # A part that needs binaries builds them if they are missing (a fresh machine).
 #
 # Parts (each step has its own time limit; TEST_GPU_BUDGET seconds, default 570, bounds the whole
 # call: steps that no longer fit are reported as SKIP instead of being cut off; the summary is
 # appended to $OUT/summary.txt as the steps finish, the logs packed into $OUT/test_gpu_logs.tgz):
-#   env      GPU, driver, nvcc, python/torch, ncu, compute-sanitizer, where NCCL, cuDNN and MPI come from
-#   build    train_gpt2cu, test_gpt2cu, build/bench_layers (sm_90a), train_gpt2 (CPU), a sm_80-only
-#            build to check the "no kernel image for this GPU" message; llm.c's train_gpt2cu
-#            (dev/bench/build_llmc.sh) in the background, waited for at the end of the call
-#   test     fixtures (train_gpt2.py); test_gpt2cu on L2:C128:H2 and d12; GPU vs CPU trainer over
+#   env      GPU, driver, nvcc, python/torch, ncu (and whether it may read the GPU's counters),
+#            compute-sanitizer, where NCCL, cuDNN and MPI come from
+#   build    train_gpt2cu, test_gpt2cu, build/bench_layers (sm_90a), the test build that can leave
+#            out an event wait (build/drop_wait), train_gpt2 (CPU), a sm_80-only build (make
+#            build/arch_80/train_gpt2cu) to check the "no kernel image for this GPU" message; llm.c's
+#            train_gpt2cu (dev/bench/build_llmc.sh) in the background, waited for at the end of the call
+#   test     fixtures (train_gpt2.py); test_gpt2cu on L2:C128:H2 and d12 (also with -ge 0, our GELU
+#            kernels instead of cuBLASLt's epilogue); GPU vs CPU trainer over
 #            20 steps (dev/test/test_gpu_vs_cpu.sh); two separate processes give bitwise-equal runs;
 #            a resume from a checkpoint is bitwise equal to the uninterrupted run; bad input (no GPU
 #            visible, too large a batch, wrong architecture)
-#   multi    NCCL on a 1-rank communicator (LLMC_FORCE_NCCL=1, -z 0 and -z 1) equals the plain run;
-#            torchrun --nproc_per_node=1; with MPI: mpirun -np 2 -pb mpi on the one GPU equals one
-#            process with 2x accumulation (10 steps, validation, checkpoints), -z 1 equals -z 0, the
-#            -z 1 checkpoint resumes on 2 ranks (bitwise) and on 1 process, -pb nccl with 2 ranks on
-#            one GPU stops with a message naming -pb mpi, and a rank killed with SIGKILL mid-step
-#            makes the job end with an error instead of hanging
-#   bench    dev/bench/bench_gpu.sh d12 attention layers: ours and llm.c at d12, B=16/32/64, ours with
-#            -at cudnn at B=64; where the time of
-#            a step goes; per-layer backward; a 1-rank NCCL all-reduce of one layer
+#   multi    NCCL on a 1-rank communicator (LLMC_FORCE_NCCL=1, -z 0 and -z 1) equals the plain run,
+#            also with the stream-order debug mode (LLMC_DEBUG_STREAMS=1), and differs from it when
+#            the test build leaves out any one of the four event waits between the NCCL and the
+#            compute stream (LLMC_TEST_DROP_WAIT=1..4); torchrun --nproc_per_node=1; with MPI:
+#            mpirun -np 2 -pb mpi on the one GPU equals one process with 2x accumulation (10 steps,
+#            validation, checkpoints), -z 1 equals -z 0, the -z 1 checkpoint resumes on 2 ranks
+#            (bitwise) and on 1 process, -pb nccl with 2 ranks on one GPU stops with a message naming
+#            -pb mpi, and a rank killed with SIGKILL mid-step makes the job end with an error instead
+#            of hanging
+#   bench    dev/bench/bench_gpu.sh d12 attention gelu layers: ours and llm.c at d12, B=16/32/64, ours
+#            with -at cudnn and with -ge 0 at B=64; where the time of a step goes; per-layer
+#            backward; a 1-rank NCCL all-reduce of one layer
 #   d48      dev/bench/bench_gpu.sh d48: GPT-2 1.5B at T=1024, the largest B that fits (-r 1, -r 2),
 #            llm.c at the same B, per-layer backward
 #   memory   the memory plan against the GPU (issue 38): d12 -b 16 and d48 -b auto -r 2 at T=1024, 2
@@ -35,10 +42,12 @@
 #            run allocated after its CUDA context (the rest is cuBLAS's and NCCL's own, under 1 GiB);
 #            -b auto must not run out of memory; the phase line and metrics.jsonl's phase times
 #   sanitize compute-sanitizer memcheck and racecheck on test_gpt2cu (tiny fixture) and on the
-#            attention workbench: zero reports
+#            attention workbench: zero reports; racecheck of test_gpt2cu checks our kernels only
+#            (cuBLASLt's are excluded by name: slow to instrument, and not ours to fix)
 #   kernels  dev/cuda/run_all.sh (every kernel workbench)
 #   profile  Nsight Compute (ncu --clock-control none) over one d12 step: every kernel's duration,
-#            throughput and occupancy, summarized per kernel
+#            throughput and occupancy, summarized per kernel (a refusal says whether counters are
+#            restricted to administrators, as env found)
 #
 # Without network: NCCL and cuDNN come from the CUDA toolkit or from PyTorch's nvidia-nccl-cu13 and
 # nvidia-cudnn-cu13 wheels (the Makefile finds them under site-packages and says where); MPI from
@@ -168,6 +177,16 @@ MULTI_VOCAB=${MULTI_VOCAB:-50257}
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 tool() { command -v "$1" || ls /usr/local/cuda/bin/"$1" /opt/nvidia/nsight-compute/*/"$1" 2> /dev/null | head -1; }
 NCU=$(tool ncu) SANITIZER=$(tool compute-sanitizer)
+# ncu needs the GPU's performance counters: the driver gives them to administrators only when its
+# RmProfilingAdminOnly parameter is 1 (ERR_NVGPUCTRPERM otherwise)
+ncu_access() {
+    local only
+    only=$(sed -n 's/^RmProfilingAdminOnly: *//p' /proc/driver/nvidia/params 2> /dev/null)
+    if [ -z "$only" ]; then echo "unknown (no /proc/driver/nvidia/params)"
+    elif [ "$only" = 0 ]; then echo "open to every user (RmProfilingAdminOnly: 0)"
+    elif [ "$(id -u)" = 0 ]; then echo "administrators only (RmProfilingAdminOnly: 1), and this is root: allowed"
+    else echo "administrators only (RmProfilingAdminOnly: 1) and this is uid $(id -u): ncu fails with ERR_NVGPUCTRPERM; run as root, or load the driver with NVreg_RestrictProfilingToAdminUsers=0"; fi
+}
 
 if has_part env; then
     note "python: $PY | $LIBS_NOTE | $MPI_NOTE"
@@ -176,12 +195,13 @@ if has_part env; then
     for t in $NCU $SANITIZER; do versions+=" '$t' --version;"; done
     step env 60 "nvidia-smi; rc=\$?; $NVCC --version; $PY -c 'import torch; print(\"torch\", torch.__version__, torch.version.cuda, torch.cuda.is_available())'; uname -a; head -2 /etc/os-release; nproc; free -g; df -h .; $versions ldconfig -p | grep -E 'libnvidia-ml|libcuda.so'; exit \$rc"
     grep -m1 -E "NVIDIA H|NVIDIA A|Tesla" "$WORK/logs/env.log" | sed 's/^/        /' | tee -a "$SUMMARY"
+    note "        ncu counters: $(ncu_access)"
 fi
 
 # the parts that run binaries build them first when they are missing or stale (a fresh machine)
 if ! has_part build && { has_part test || has_part multi || has_part memory || has_part sanitize || has_part profile; }; then
-    if ! make --no-print-directory -q train_gpt2cu test_gpt2cu build/bench_layers $MAKEVARS_STR > /dev/null 2>&1 \
-       || [ ! -x train_gpt2 ] || [ ! -x build/gpu_test/sm80/train_gpt2cu ]; then
+    if ! make --no-print-directory -q train_gpt2cu test_gpt2cu build/bench_layers build/drop_wait/train_gpt2cu $MAKEVARS_STR > /dev/null 2>&1 \
+       || [ ! -x train_gpt2 ] || [ ! -x build/arch_80/train_gpt2cu ]; then
         PARTS+=(build)
     fi
 fi
@@ -190,8 +210,8 @@ if has_part build; then
     # llm.c's train_gpt2cu (the benchmark peer) and the sm_80-only trainer (bad_arch) build on other
     # cores meanwhile
     bg_step build_llmc 480 "bash dev/bench/build_llmc.sh"
-    bg_step build_sm80_only 300 "mkdir -p build/gpu_test/sm80 && $NVCC -O3 --use_fast_math -std=c++17 -gencode arch=compute_80,code=sm_80 -DLLMC_CUDA_ARCHS='\"80\"' train_gpt2.cu -o build/gpu_test/sm80/train_gpt2cu -lcublas -lcublasLt"
-    step build 420 "make --no-print-directory -j $JOBS train_gpt2cu test_gpt2cu build/bench_layers $MAKEVARS_STR"
+    bg_step build_sm80_only 300 "make --no-print-directory build/arch_80/train_gpt2cu $MAKEVARS_STR"
+    step build 420 "make --no-print-directory -j $JOBS train_gpt2cu test_gpt2cu build/bench_layers build/drop_wait/train_gpt2cu $MAKEVARS_STR"
     grep -E "^(nvcc|NCCL|cuDNN|MPI/CUDA):" "$WORK/logs/build.log" | sed 's/^/        /' | tee -a "$SUMMARY"
     # the CPU trainer for the GPU-vs-CPU comparison (one process: no MPI needed)
     step build_cpu 180 "make --no-print-directory -j $JOBS train_gpt2 NO_MPI=1 PYTHON=$PY"
@@ -248,7 +268,10 @@ if has_part test; then
     # the same with cuDNN's attention (-at cudnn; fails with a message in a build without cuDNN)
     step test_gpt2cu_tiny_cudnn 180 "LLMC_ATTENTION=cudnn ./test_gpt2cu dev/test/fixtures/tiny64.bin dev/test/fixtures/tiny64_state.bin dev/test/fixtures/tiny64_traj.txt"
     step test_gpt2cu_d12_cudnn 240 "LLMC_ATTENTION=cudnn ./test_gpt2cu dev/test/fixtures/d12.bin dev/test/fixtures/d12_state.bin dev/test/fixtures/d12_traj.txt"
-    grep -hE "FAIL|test_gpt2cu|determinism|checkpoint" "$WORK"/logs/test_gpt2cu_{tiny,d12,tiny_cudnn,d12_cudnn}.log \
+    # -ge 0: our GELU kernels instead of cuBLASLt's epilogue, against the same PyTorch reference
+    step test_gpt2cu_tiny_ge0 180 "LLMC_GELU_FUSION=0 ./test_gpt2cu dev/test/fixtures/tiny64.bin dev/test/fixtures/tiny64_state.bin dev/test/fixtures/tiny64_traj.txt"
+    step test_gpt2cu_d12_ge0 240 "LLMC_GELU_FUSION=0 ./test_gpt2cu dev/test/fixtures/d12.bin dev/test/fixtures/d12_state.bin dev/test/fixtures/d12_traj.txt"
+    grep -hE "FAIL|test_gpt2cu|determinism|checkpoint" "$WORK"/logs/test_gpt2cu_{tiny,d12,tiny_cudnn,d12_cudnn,tiny_ge0,d12_ge0}.log \
         2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
     step gpu_vs_cpu 300 "bash dev/test/test_gpu_vs_cpu.sh ./train_gpt2cu ./train_gpt2"
     grep -E "^  (trl|tel|norm):" "$WORK/logs/gpu_vs_cpu.log" | sed 's/^/        /' | tee -a "$SUMMARY"
@@ -261,7 +284,7 @@ if has_part test; then
     step bad_no_gpu 60 "CUDA_VISIBLE_DEVICES= ./train_gpt2cu -i $WORK/small.bin -e d12 > $WORK/nogpu.txt 2>&1; rc=\$?; cat $WORK/nogpu.txt; [ \$rc -ne 0 ] && grep -q 'no CUDA GPU is visible' $WORK/nogpu.txt"
     step bad_too_large 60 "./train_gpt2cu -i $WORK/small.bin -e d48 -b 512 -t 1024 -x 1 > $WORK/big.txt 2>&1; rc=\$?; cat $WORK/big.txt; [ \$rc -ne 0 ] && grep -q 'GiB of GPU memory' $WORK/big.txt && grep -q -- '-r 2' $WORK/big.txt"
     bg_wait build_sm80_only
-    step bad_arch 60 "build/gpu_test/sm80/train_gpt2cu -i $WORK/small.bin -e d12 > $WORK/arch.txt 2>&1; rc=\$?; cat $WORK/arch.txt; [ \$rc -ne 0 ] && grep -q 'no machine code for GPU' $WORK/arch.txt"
+    step bad_arch 60 "build/arch_80/train_gpt2cu -i $WORK/small.bin -e d12 > $WORK/arch.txt 2>&1; rc=\$?; cat $WORK/arch.txt; [ \$rc -ne 0 ] && grep -q 'no machine code for GPU' $WORK/arch.txt"
 fi
 
 if has_part multi; then
@@ -270,6 +293,11 @@ if has_part multi; then
     step single_accum2 120 "./train_gpt2cu $A -d $MULTI_D -b 2 -o $D/accum2"
     step nccl_1rank 120 "LLMC_FORCE_NCCL=1 ./train_gpt2cu $A -d $MULTI_D -o $D/nccl1 && compare_logs $D/nccl1/main.log $D/single/main.log trl=0 norm=0"
     step nccl_1rank_zero1 120 "LLMC_FORCE_NCCL=1 ./train_gpt2cu $A -d $MULTI_D -z 1 -o $D/nccl1z && compare_logs $D/nccl1z/main.log $D/single/main.log trl=0 norm=0"
+    # the stream-order debug mode (LLMC_DEBUG_STREAMS=1: the NCCL stream flips the signs of what it
+    # reduces or gathers, waits 2 ms, flips them back) changes nothing while the events are right...
+    step nccl_debug_streams 180 "for z in 0 1; do LLMC_FORCE_NCCL=1 LLMC_DEBUG_STREAMS=1 ./train_gpt2cu $A -d $MULTI_D -z \$z -o $D/nccldbg\$z && compare_logs $D/nccldbg\$z/main.log $D/single/main.log trl=0 norm=0 || exit 1; done"
+    # ...and shows each of the four waits between the two streams when a test build leaves it out
+    step nccl_dropped_waits 240 "for w in 1 2 3 4; do LLMC_FORCE_NCCL=1 LLMC_DEBUG_STREAMS=1 LLMC_TEST_DROP_WAIT=\$w build/drop_wait/train_gpt2cu $A -d $MULTI_D -z 1 -o $D/ncclmiss\$w > $D/ncclmiss\$w.txt 2>&1 || { echo \"wait \$w left out: exit \$?\"; tail -3 $D/ncclmiss\$w.txt; exit 1; }; if compare_logs $D/ncclmiss\$w/main.log $D/single/main.log trl=0 norm=0 > /dev/null; then echo \"wait \$w left out, yet the run is bitwise the plain one\"; exit 1; fi; echo \"wait \$w left out: the run differs, as it must\"; done"
     # torchrun (torch.distributed.run): --no-python in torch 2.x, --no_python in 1.x
     NOPY=--no-python
     "$PY" -m torch.distributed.run --help 2>/dev/null | grep -q -- "--no-python" || NOPY=--no_python
@@ -306,7 +334,7 @@ fi
 # the benchmark (dev/bench/bench_gpu.sh builds what it needs; make reads NCCL_HOME, ... from the
 # environment); its summary goes into summary.txt, its TSV rows to $OUT
 if has_part bench; then
-    step bench 540 "$MAKEVARS_STR BENCH_OUT=$WORK/bench bash dev/bench/bench_gpu.sh d12 attention layers"
+    step bench 540 "$MAKEVARS_STR BENCH_OUT=$WORK/bench bash dev/bench/bench_gpu.sh d12 attention gelu layers"
 fi
 if has_part d48; then
     step d48 540 "$MAKEVARS_STR BENCH_OUT=$WORK/bench bash dev/bench/bench_gpu.sh d48"
@@ -327,7 +355,11 @@ if has_part sanitize; then
             for prog in test_gpt2cu attention; do
                 cmd="./test_gpt2cu dev/test/fixtures/tiny64.bin dev/test/fixtures/tiny64_state.bin dev/test/fixtures/tiny64_traj.txt"
                 [ $prog = attention ] && cmd="build/cuda/attention --no-timing"
-                step "sanitize_${t}_$prog" 240 "'$SANITIZER' --tool $t --error-exitcode 99 --print-limit 20 $cmd"
+                # racecheck on test_gpt2cu: our kernels only; cuBLASLt's (nvjet, xmma, cutlass, gemm/gemv,
+                # split-K reductions) are slow to instrument and not ours to fix; memcheck checks all
+                filter=""
+                [ $t = racecheck ] && [ $prog = test_gpt2cu ] && filter="--kernel-name-exclude 'regex=nvjet|xmma|cutlass|gemm|gemv|splitK|cublas'"
+                step "sanitize_${t}_$prog" 240 "'$SANITIZER' --tool $t $filter --error-exitcode 99 --print-limit 20 $cmd"
                 grep -hE "ERROR SUMMARY|RACECHECK SUMMARY" "$WORK/logs/sanitize_${t}_$prog.log" 2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
             done
         done
@@ -347,6 +379,9 @@ if has_part profile; then
     if [ -n "$NCU" ]; then
         [ -f "$WORK/small.bin" ] || $PY dev/bench/make_random_shard.py "$WORK/small.bin" 300000 3 > /dev/null
         step profile_ncu 420 "'$NCU' --clock-control none --target-processes all --launch-skip 600 --launch-count 400 --section SpeedOfLight --section LaunchStats --section Occupancy --print-summary per-kernel --export $WORK/ncu_d12 --force-overwrite ./train_gpt2cu -i $WORK/small.bin -e d12 -b 16 -t 1024 -x 4 -v 0 -s 0"
+        if grep -q "ERR_NVGPUCTRPERM" "$WORK/logs/profile_ncu.log" 2> /dev/null; then
+            note "        ncu was refused the GPU's counters; env found: $(ncu_access)"
+        fi
         if [ -f "$WORK/ncu_d12.ncu-rep" ] && [ "$(stat -c %s "$WORK/ncu_d12.ncu-rep")" -lt 15000000 ]; then
             cp "$WORK/ncu_d12.ncu-rep" "$OUTDIR/"
         fi

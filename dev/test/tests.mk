@@ -8,7 +8,7 @@ SHARED_DATA ?= ../shared/data
 SKIP_OR_FAIL = bash -c '. dev/test/lib.sh --tools && skip_or_fail "$$@"' skip_or_fail
 NVCC_HINT = install the CUDA toolkit 12 or 13 (https://developer.nvidia.com/cuda-downloads) or put nvcc on PATH
 
-TEST_TARGETS = test-model test-loader test-bad-input test-generate test-bootstrap test-mpi test-resume test-checkpoints test-hang test-multihost test-run-state \
+TEST_TARGETS = test-model test-loader test-init test-bad-input test-generate test-bootstrap test-mpi test-resume test-checkpoints test-hang test-multihost test-run-state \
                test-plan test-tensorboard test-hellaswag test-torch-ddp test-tokenizer test-data test-export test-plot test-bench-tools test-books-smoke test-finetune \
                test-cuda-build test-cuda-host test-cuda-sim test-attention-sim test-cuda-trainer-sim \
                test-fuzz test-sanitize
@@ -57,6 +57,17 @@ dev/test/test_dataloader: dev/test/test_dataloader.c $(CPU_HEADERS)
 
 test-loader: dev/test/test_dataloader
 	./dev/test/test_dataloader
+
+# the random init: bitwise the same on 1 and 2 OpenMP threads, and train_gpt2.py's twin of it
+dev/test/test_init: dev/test/test_init.c $(CPU_HEADERS)
+	$(CC) $(CFLAGS) $< -o $@ -lm
+
+test-init: dev/test/test_init
+ifeq ($(findstring -fopenmp,$(CFLAGS)),)
+	@$(SKIP_OR_FAIL) test-init OpenMP "apt-get install libgomp1 (gcc's OpenMP), then make clean && make"
+else
+	PYTHON=$(PYTHON) bash dev/test/test_init.sh dev/test/test_init
+endif
 
 test-bad-input: train_gpt2 export_hf
 	PYTHON=$(PYTHON) bash dev/test/test_bad_input.sh
@@ -276,6 +287,11 @@ endif
 
 bench-gpu:
 	bash dev/bench/bench_gpu.sh
+
+# what the watchdog's polling adds to a host wait, on the CPU (dev/bench/RESULTS.md, "Watchdog polling")
+build/bench_poll: dev/bench/bench_poll.c llmc/utils.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $< -o $@ -lpthread
 
 # ours vs tiktoken on the 98 MB book corpus (dev/bench/RESULTS.md, "Tokenizer")
 bench-tokenizer: gpt2_tokenize

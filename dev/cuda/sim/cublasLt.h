@@ -259,22 +259,10 @@ static inline double sim_lt_get(const void *base, const SimLtLayout *L, int b, u
     return __bfloat162float(*p);
 }
 
-static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void *alpha, const void *A,
-                                            cublasLtMatrixLayout_t Al, const void *B, cublasLtMatrixLayout_t Bl,
-                                            const void *beta, const void *C, cublasLtMatrixLayout_t Cl, void *D,
-                                            cublasLtMatrixLayout_t Dl, const cublasLtMatmulAlgo_t *algo, void *workspace,
-                                            size_t workspace_bytes, cudaStream_t) {
-    if (h == NULL) { return CUBLAS_STATUS_NOT_INITIALIZED; }
-    uint64_t m, n, k;
-    const char *problem = sim_lt_shape(d, Al, Bl, Cl, Dl, &m, &n, &k);
-    if (problem) { return sim_lt_fail(problem); }
-    if (algo == NULL || algo->data[4] != 0x51u) { return sim_lt_fail("algo not from cublasLtMatmulAlgoGetHeuristic"); }
-    const void *ptrs[4] = {A, B, C, D};
-    for (int i = 0; i < 4; i++) {
-        if ((uintptr_t)ptrs[i] % algo->data[i] != 0) { return sim_lt_fail("a matrix pointer is less aligned than the algo assumes"); }
-    }
-    if (workspace == NULL && workspace_bytes > 0) { return sim_lt_fail("workspace size without a workspace"); }
-    const float a = *(const float *)alpha, bt = *(const float *)beta;
+// D = epilogue(alpha op(A) op(B) + beta C) of the shapes sim_lt_shape checked
+static inline void sim_lt_product(const SimLtDesc *d, float a, const void *A, const SimLtLayout *Al, const void *B,
+                                  const SimLtLayout *Bl, float bt, const void *C, const SimLtLayout *Cl, void *D,
+                                  const SimLtLayout *Dl, uint64_t m, uint64_t n, uint64_t k) {
     const uint32_t e = d->epilogue;
     for (int b = 0; b < Dl->batch; b++) {
         for (uint64_t j = 0; j < n; j++) {
@@ -302,6 +290,28 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
             }
         }
     }
+}
+
+static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void *alpha, const void *A,
+                                            cublasLtMatrixLayout_t Al, const void *B, cublasLtMatrixLayout_t Bl,
+                                            const void *beta, const void *C, cublasLtMatrixLayout_t Cl, void *D,
+                                            cublasLtMatrixLayout_t Dl, const cublasLtMatmulAlgo_t *algo, void *workspace,
+                                            size_t workspace_bytes, cudaStream_t stream) {
+    if (h == NULL) { return CUBLAS_STATUS_NOT_INITIALIZED; }
+    uint64_t m, n, k;
+    const char *problem = sim_lt_shape(d, Al, Bl, Cl, Dl, &m, &n, &k);
+    if (problem) { return sim_lt_fail(problem); }
+    if (algo == NULL || algo->data[4] != 0x51u) { return sim_lt_fail("algo not from cublasLtMatmulAlgoGetHeuristic"); }
+    const void *ptrs[4] = {A, B, C, D};
+    for (int i = 0; i < 4; i++) {
+        if ((uintptr_t)ptrs[i] % algo->data[i] != 0) { return sim_lt_fail("a matrix pointer is less aligned than the algo assumes"); }
+    }
+    if (workspace == NULL && workspace_bytes > 0) { return sim_lt_fail("workspace size without a workspace"); }
+    // the product runs in stream order (sim/streams.h): it keeps copies of what it reads from the host
+    const float a = *(const float *)alpha, bt = *(const float *)beta;
+    sim::enqueue(stream, [=, dd = *d, Al = *Al, Bl = *Bl, Cl = *Cl, Dl = *Dl]() {
+        sim_lt_product(&dd, a, A, &Al, B, &Bl, bt, C, &Cl, D, &Dl, m, n, k);
+    });
     return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -30,6 +30,7 @@ static inline float __bfloat162float(__nv_bfloat16 b) {
     memcpy(&f, &u, 4);
     return f;
 }
+static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 b) { return b.__x; }
 static inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short s) {
     __nv_bfloat16 b;
     b.__x = s;

@@ -4,7 +4,13 @@
  * the workbenches of dev/cuda and the trainer run on the CPU, on the fibers of engine.h. See
  * dev/cuda/README.md, "Host simulator".
  *
- * - Launches run synchronously, so streams and events only order what is already in order.
+ * - Streams and events (sim/streams.h): stream 0 runs its work at once; a created stream queues its
+ *   work until the host waits for it, and the queued work of several streams then interleaves, so a
+ *   missing event wait between two streams shows in the results. Copies follow CUDA's rules: from
+ *   pageable host memory the source is read when the copy is issued, into pageable host memory the
+ *   call returns once the copy is done; to and from pinned memory (cudaMallocHost) they are queued.
+ *   SIM_DEVICES=<n> (default 1) simulates n devices, each with its own PCI bus id (several ranks
+ *   with NCCL need one each).
  * - Launch checks: block size 1..1024 threads, grid limits, dynamic shared memory above 48 KiB only
  *   after cudaFuncSetAttribute(MaxDynamicSharedMemorySize), at most 227 KiB (an H100's opt-in).
  * - Device memory is host memory (aligned to 256 bytes, filled with 0xff: NaN in fp32 and bf16), so
@@ -35,6 +41,7 @@
 #include <map>
 
 #include "engine.h"
+#include "streams.h"
 
 #define __global__
 #define __device__
@@ -74,11 +81,12 @@ typedef enum {
     cudaErrorInvalidResourceHandle = 400,
     cudaErrorNotReady = 600,
 } cudaError_t;
-typedef struct SimStream *cudaStream_t;
-typedef struct SimEvent *cudaEvent_t;
+typedef SimStream *cudaStream_t;
+typedef SimEvent *cudaEvent_t;
+typedef void (*cudaHostFn_t)(void *userData);
 enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
-enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+enum cudaDeviceAttr { cudaDevAttrClockRate = 13, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
 typedef enum { CUDA_R_32F = 0, CUDA_R_16BF = 14 } cudaDataType_t;
 typedef cudaDataType_t cudaDataType;
 #define cudaEventDisableTiming 2
@@ -98,7 +106,27 @@ static const int MAX_DYNAMIC_SMEM = 227 * 1024;
 static cudaError_t last_error = cudaSuccess;
 static std::map<const void *, int> max_dynamic_smem;  // kernel -> cudaFuncAttributeMaxDynamicSharedMemorySize
 static std::map<uintptr_t, size_t> device_allocs;     // base -> bytes of every live cudaMalloc / cudaMallocHost
-static std::map<uintptr_t, bool> pinned;              // base -> true for a cudaMallocHost block
+static std::map<uintptr_t, size_t> pinned_allocs;     // the cudaMallocHost ones
+static int devices_from_env(void) {
+    const char *e = getenv("SIM_DEVICES");
+    const int n = e ? atoi(e) : 1;
+    return n >= 1 && n <= 64 ? n : 1;
+}
+static const int num_devices = devices_from_env();
+static int current_device = 0;
+// is p inside a cudaMallocHost allocation?
+static inline bool is_pinned(const void *p) {
+    auto it = pinned_allocs.upper_bound((uintptr_t)p);
+    if (it == pinned_allocs.begin()) { return false; }
+    --it;
+    return (uintptr_t)p < it->first + (it->second > 0 ? it->second : 1);
+}
+static inline bool is_device(const void *p) {
+    auto it = device_allocs.upper_bound((uintptr_t)p);
+    if (it == device_allocs.begin()) { return false; }
+    --it;
+    return (uintptr_t)p < it->first + (it->second > 0 ? it->second : 1) && !is_pinned(p);
+}
 
 // the bytes of each kind in use (256-byte blocks) and their peaks; the device's size
 struct MemoryCount {
@@ -117,19 +145,7 @@ static inline size_t device_size(void) {
     if (*end != '\0' || v == 0) { fprintf(stderr, "sim: SIM_DEVICE_MEMORY='%s' is not a number of bytes\n", e); exit(1); }
     return (size_t)v;
 }
-
-static inline double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
 }  // namespace sim
-
-struct SimEvent {
-    bool timing;    // not created with cudaEventDisableTiming
-    bool recorded;
-    double ms;      // host time of the last record
-};
 
 static inline const char *cudaGetErrorName(cudaError_t e) {
     switch (e) {
@@ -148,9 +164,13 @@ static inline cudaError_t cudaGetLastError(void) {
     sim::last_error = cudaSuccess;
     return e;
 }
-static inline cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
-static inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
-static inline cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
+static inline cudaError_t cudaGetDeviceCount(int *n) { *n = sim::num_devices; return cudaSuccess; }
+static inline cudaError_t cudaSetDevice(int d) {
+    if (d < 0 || d >= sim::num_devices) { return cudaErrorInvalidValue; }
+    sim::current_device = d;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaGetDevice(int *d) { *d = sim::current_device; return cudaSuccess; }
 static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
     memset(p, 0, sizeof(*p));
     snprintf(p->name, sizeof(p->name), "host simulator");
@@ -160,8 +180,8 @@ static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
     p->totalGlobalMem = (size_t)16 << 30;
     return cudaSuccess;
 }
-static inline cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr, int) {
-    *value = sim::MAX_DYNAMIC_SMEM;
+static inline cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int) {
+    *value = attr == cudaDevAttrClockRate ? 1000000 : sim::MAX_DYNAMIC_SMEM;  // clock in kHz
     return cudaSuccess;
 }
 static inline cudaError_t cudaDeviceGetPCIBusId(char *bus, int len, int device) {
@@ -173,7 +193,7 @@ static inline cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes
     *free_bytes = *total_bytes > sim::memory.device ? *total_bytes - sim::memory.device : 0;
     return cudaSuccess;
 }
-static inline cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+static inline cudaError_t cudaDeviceSynchronize(void) { sim::drain(); return cudaSuccess; }
 namespace sim {
 static inline cudaError_t allocate(void **p, size_t bytes, bool host) {
     const size_t rounded = bytes > 0 ? (bytes + 255) / 256 * 256 : 256;
@@ -182,7 +202,7 @@ static inline cudaError_t allocate(void **p, size_t bytes, bool host) {
     if (*p == NULL) { return cudaErrorMemoryAllocation; }
     memset(*p, 0xff, rounded);  // device memory is not zeroed: make that visible
     device_allocs[(uintptr_t)*p] = bytes;
-    pinned[(uintptr_t)*p] = host;
+    if (host) { pinned_allocs[(uintptr_t)*p] = bytes; }
     size_t &now = host ? memory.host : memory.device, &peak = host ? memory.host_peak : memory.device_peak;
     now += rounded;
     if (now > peak) { peak = now; }
@@ -191,44 +211,100 @@ static inline cudaError_t allocate(void **p, size_t bytes, bool host) {
 }  // namespace sim
 static inline cudaError_t cudaMalloc(void **p, size_t bytes) { return sim::allocate(p, bytes, false); }
 static inline cudaError_t cudaMallocHost(void **p, size_t bytes) { return sim::allocate(p, bytes, true); }
+// frees wait for the device, as cudaFree does
 static inline cudaError_t cudaFree(void *p) {
+    sim::drain();
     auto it = sim::device_allocs.find((uintptr_t)p);
     if (it != sim::device_allocs.end()) {
         const size_t rounded = it->second > 0 ? (it->second + 255) / 256 * 256 : 256;
-        (sim::pinned[(uintptr_t)p] ? sim::memory.host : sim::memory.device) -= rounded;
+        (sim::pinned_allocs.count((uintptr_t)p) ? sim::memory.host : sim::memory.device) -= rounded;
         sim::device_allocs.erase(it);
-        sim::pinned.erase((uintptr_t)p);
+        sim::pinned_allocs.erase((uintptr_t)p);
     }
     free(p);
     return cudaSuccess;
 }
 static inline cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
-static inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) { memmove(d, s, n); return cudaSuccess; }
-static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t = 0) {
-    return cudaMemcpy(d, s, n, k);
+static inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) {
+    sim::drain();
+    memmove(d, s, n);
+    return cudaSuccess;
 }
-static inline cudaError_t cudaMemset(void *d, int v, size_t n) { memset(d, v, n); return cudaSuccess; }
-static inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t = 0) { return cudaMemset(d, v, n); }
-static inline cudaError_t cudaStreamCreate(cudaStream_t *s) { *s = (cudaStream_t)malloc(1); return cudaSuccess; }
-static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int) { return cudaStreamCreate(s); }
-static inline cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return cudaSuccess; }
-static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-static inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) { return cudaSuccess; }
+static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t stream = 0) {
+    if (stream != NULL && !sim::is_device(d) && !sim::is_pinned(d)) {
+        // into pageable host memory: returns once the copy is done
+        sim::stream_sync(stream);
+        memmove(d, s, n);
+    } else if (stream != NULL && !sim::is_device(s) && !sim::is_pinned(s)) {
+        // from pageable host memory: the source is read now (CUDA stages it before returning)
+        std::vector<char> copy((const char *)s, (const char *)s + n);
+        sim::enqueue(stream, [d, copy]() { memcpy(d, copy.data(), copy.size()); });
+    } else {
+        sim::enqueue(stream, [d, s, n]() { memmove(d, s, n); });
+    }
+    return cudaSuccess;
+}
+static inline cudaError_t cudaMemset(void *d, int v, size_t n) {
+    sim::drain();
+    memset(d, v, n);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t stream = 0) {
+    sim::enqueue(stream, [d, v, n]() { memset(d, v, n); });
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int flags, int priority) {
+    *s = new SimStream();
+    (*s)->flags = flags;
+    (*s)->priority = priority;
+    sim::streams.push_back(*s);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags) {
+    return cudaStreamCreateWithPriority(s, flags, 0);
+}
+static inline cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithPriority(s, 0, 0); }
+// an H100's range: 0 (least, the default) to -5 (greatest)
+static inline cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
+    if (least) { *least = 0; }
+    if (greatest) { *greatest = -5; }
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamGetPriority(cudaStream_t s, int *priority) {
+    *priority = s ? s->priority : 0;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    sim::stream_sync(s);
+    for (size_t i = 0; i < sim::streams.size(); i++) {
+        if (sim::streams[i] == s) { sim::streams.erase(sim::streams.begin() + (long)i); break; }
+    }
+    sim::stream_turn = 0;
+    delete s;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { sim::stream_sync(s); return cudaSuccess; }
+static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) { sim::wait_event(s, e); return cudaSuccess; }
+static inline cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data) {
+    sim::enqueue(s, [fn, data]() { fn(data); }, SimStream::HOST);
+    return cudaSuccess;
+}
 static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) {
-    *e = new SimEvent{(flags & cudaEventDisableTiming) == 0, false, 0.0};
+    *e = new SimEvent();
+    (*e)->timing = (flags & cudaEventDisableTiming) == 0;
     return cudaSuccess;
 }
 static inline cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
-static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
-static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = 0) {
-    e->recorded = true;
-    e->ms = sim::now_ms();
-    return cudaSuccess;
-}
-static inline cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
-static inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+// queued records and waits may still name the event: destroying it waits for the device
+static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { sim::drain(); delete e; return cudaSuccess; }
+static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0) { sim::record(e, s); return cudaSuccess; }
+// the host's poll of an event runs the queued work up to it: never cudaErrorNotReady
+static inline cudaError_t cudaEventQuery(cudaEvent_t e) { sim::event_sync(e); return cudaSuccess; }
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) { sim::event_sync(e); return cudaSuccess; }
+// as a GPU's: an event made without timing or never reached is an error, one still queued not ready
 static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
-    if (!start->timing || !end->timing || !start->recorded || !end->recorded) { return cudaErrorInvalidResourceHandle; }
+    if (!start->timing || !end->timing || start->reached == 0 || end->reached == 0) { return cudaErrorInvalidResourceHandle; }
+    if (start->reached < start->recorded || end->reached < end->recorded) { return cudaErrorNotReady; }
     *ms = (float)(end->ms - start->ms);
     return cudaSuccess;
 }
@@ -251,7 +327,7 @@ static inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, const voi
 
 namespace sim {
 template <auto K, class... Args>
-static void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t, Args... args) {
+static void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args... args) {
     const long nthreads = (long)block.x * block.y * block.z;
     if (nthreads < 1 || nthreads > 1024 || grid.x < 1 || grid.y < 1 || grid.z < 1 || grid.y > 65535 || grid.z > 65535 ||
         grid.x > 2147483647u) {
@@ -265,8 +341,10 @@ static void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t, Args... arg
             return;
         }
     }
-    body = [=]() { K(args...); };
-    run_grid(name_of<K>(), grid, block, smem);
+    enqueue(stream, [=]() {
+        body = [=]() { K(args...); };
+        run_grid(name_of<K>(), grid, block, smem);
+    });
 }
 }  // namespace sim
 
