@@ -874,7 +874,7 @@ def checkpoint_save(a, d, dist, st, cfg, flat_params, m, v):
     set64(h, 25, st.guard.total_skipped)
     h[30:36] = [cfg.block_size, cfg.vocab_size, cfg.padded_vocab_size, cfg.n_layer, cfg.n_head, cfg.n_embd]
     h[27] = st.max_steps
-    h[28], h[29] = st.data_skip, st.rollbacks
+    h[36], h[37] = st.data_skip, st.rollbacks
     h[251] = crc_int32(zlib.crc32(guard))
     h[252] = CRC_TAG
     h[253], h[254] = crc_int32(zlib.crc32(sections[0])), crc_int32(zlib.crc32(sections[1]))  # h[255]: no master
@@ -1010,7 +1010,7 @@ def checkpoint_resume(a, dist, cfg, st):
         if dist.allreduce([1.0 if err else 0.0], "max")[0] == 0.0:
             h = ck["header"]
             st.step, st.opt_steps, st.sample_rng = int(h[10]), int(h[11]), get64(h, 20) & U64
-            st.data_skip, st.rollbacks = int(h[28]), int(h[29])
+            st.data_skip, st.rollbacks = int(h[36]), int(h[37])
             g = st.guard
             g.count, g.head, g.consecutive, g.total_skipped = int(h[22]), int(h[23]), int(h[24]), get64(h, 25)
             g.loss_hist[:], g.norm_hist[:] = ck["guard"][:GUARD_WINDOW], ck["guard"][GUARD_WINDOW:]

@@ -17,8 +17,8 @@
  *     [18..19] seed  [20..21] sampling RNG state  [22] guard count  [23] guard head
  *     [24] guard consecutive skips  [25..26] guard total skips (int64)
  *     [27] the run's step count (-x, the LR schedule's length; 0 in files written before it was kept)
- *     [28] steps of data skipped by rollbacks  [29] rollbacks so far (both 0 in older files)
  *     [30..35] model config: maxT V Vp L NH C
+ *     [36] steps of data skipped by rollbacks  [37] rollbacks so far (both 0 in older files)
  *     [250] CRC-32 of the header (read with [250] as 0)  [251] CRC-32 of the guard history
  *     [252] CRC_TAG (model_io.h)  [253] CRC-32 of m  [254] of v  [255] of master
  *   payload: m[count], v[count], master[count] (if [4]), guard loss history[100], norm history[100]
@@ -122,7 +122,7 @@ static inline const char *state_header_problem(const int *h) {
     if (h[22] < 0 || h[22] > GUARD_WINDOW) { return "guard history count [22]"; }
     if (h[23] < 0 || h[23] >= GUARD_WINDOW) { return "guard history position [23]"; }
     if (h[24] < 0 || h[24] > step || hdr_get64(h, 25) < 0 || hdr_get64(h, 25) > step) { return "guard skip counts [24..26]"; }
-    if (h[28] < 0 || h[28] > 1000000000 || h[29] < 0 || h[29] > 1000) { return "rollback fields [28..29]"; }
+    if (h[36] < 0 || h[36] > 1000000000 || h[37] < 0 || h[37] > 1000) { return "rollback fields [36..37]"; }
     return NULL;
 }
 
@@ -422,7 +422,7 @@ static inline int ckpt_write_state(CkptWriter *w, const char *path, float *buf[3
     h[22] = st->guard.count; h[23] = st->guard.head; h[24] = st->guard.consecutive;
     hdr_set64(h, 25, st->guard.total_skipped);
     h[27] = st->max_steps;
-    h[28] = st->data_skip; h[29] = st->rollbacks;
+    h[36] = st->data_skip; h[37] = st->rollbacks;
     const GPT2Config *cf = &b->config;
     h[30] = cf->max_seq_len; h[31] = cf->vocab_size; h[32] = cf->padded_vocab_size;
     h[33] = cf->num_layers; h[34] = cf->num_heads; h[35] = cf->channels;
@@ -709,8 +709,8 @@ static inline void checkpoint_load(const char *dir, int step, Backend *b, TrainS
     st->guard.consecutive = h[24];
     st->guard.total_skipped = hdr_get64(h, 25);
     st->max_steps = h[27];
-    st->data_skip = h[28];
-    st->rollbacks = h[29];
+    st->data_skip = h[36];
+    st->rollbacks = h[37];
     ckpt_path(path, sizeof(path), dir, "state", step, 0);
     FILE *fp = fopenCheck(path, "rb");
     long long fn = hdr_get64(h, 16);
