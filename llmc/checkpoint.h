@@ -114,8 +114,8 @@ static inline void state_file_write(const char *path, Backend *b, const Comm *c,
     h[252] = CRC_TAG;
 
     AtomicFile af;
-    atomic_open(&af, path);
-    fwriteCheck(h, sizeof(int), HEADER_INTS, af.fp);
+    atomic_open_for(&af, path, "-o");
+    atomic_write_at(&af, 0, h, sizeof(h));
     int nsec = b->has_master ? 3 : 2;
     size_t chunk = n < CKPT_CHUNK ? (n > 0 ? n : 1) : CKPT_CHUNK;
     float *buf[3];
@@ -126,18 +126,17 @@ static inline void state_file_write(const char *path, Backend *b, const Comm *c,
         b->get_opt_state(b, lo + off, m, buf[0], buf[1], b->has_master ? buf[2] : NULL);
         for (int s = 0; s < nsec; s++) {
             // section s starts after the header and s sections of n floats
-            fseekCheck(af.fp, HEADER_BYTES + (long)((s * n + off) * sizeof(float)), SEEK_SET);
-            fwriteCheck(buf[s], sizeof(float), m, af.fp);
+            atomic_write_at(&af, HEADER_BYTES + (long long)((s * n + off) * sizeof(float)), buf[s], m * sizeof(float));
             crc[s] = crc32_update(crc[s], buf[s], m * sizeof(float));
         }
         if (off + m >= n / 2) { ckpt_fault("state", st->step); }
     }
     for (int s = 0; s < 3; s++) { free(buf[s]); }
-    fseekCheck(af.fp, HEADER_BYTES + (long)(nsec * n * sizeof(float)), SEEK_SET);
+    long long guard_at = HEADER_BYTES + (long long)(nsec * n * sizeof(float));
     uint32_t gcrc = crc32_update(0, st->guard.loss_hist, sizeof(st->guard.loss_hist));
     gcrc = crc32_update(gcrc, st->guard.norm_hist, sizeof(st->guard.norm_hist));
-    fwriteCheck(st->guard.loss_hist, sizeof(float), GUARD_WINDOW, af.fp);
-    fwriteCheck(st->guard.norm_hist, sizeof(float), GUARD_WINDOW, af.fp);
+    atomic_write_at(&af, guard_at, st->guard.loss_hist, sizeof(st->guard.loss_hist));
+    atomic_write_at(&af, guard_at + (long long)sizeof(st->guard.loss_hist), st->guard.norm_hist, sizeof(st->guard.norm_hist));
     h[251] = (int)gcrc; h[253] = (int)crc[0]; h[254] = (int)crc[1]; h[255] = (int)crc[2];
     h[250] = (int)header_crc(h, HEADER_INTS, 250);
     atomic_patch(&af, 0, h, sizeof(h));
@@ -165,12 +164,14 @@ static inline const char *state_header_problem(const int *h) {
 
 // read a state file's header and check it (checksum, ranges, size); 0 if fine, else 1 with the reason in err
 static inline int state_file_header(const char *path, int h[HEADER_INTS], char *err, size_t errlen) {
-    if (!file_exists(path)) { snprintf(err, errlen, "state file '%s' is missing", path); return 1; }
-    long long size = file_size_bytes(path);
-    if (size < HEADER_BYTES) { snprintf(err, errlen, "state file '%s' is truncated (%lld bytes)", path, size); return 1; }
-    FILE *fp = fopenCheck(path, "rb");
-    freadCheck(h, sizeof(int), HEADER_INTS, fp);
-    fcloseCheck(fp);
+    FILE *fp;
+    long long size;
+    char why[512];
+    int e = open_regular(path, &fp, &size, why, sizeof(why));
+    if (e != 0) { snprintf(err, errlen, "state file '%s' %s", path, e == ENOENT ? "is missing" : why); return 1; }
+    int got = size >= HEADER_BYTES && fread(h, sizeof(int), HEADER_INTS, fp) == HEADER_INTS;
+    fclose(fp);
+    if (!got) { snprintf(err, errlen, "state file '%s' is truncated (%lld bytes)", path, size); return 1; }
     if (h[0] != STATE_MAGIC || h[1] != STATE_VERSION) {
         snprintf(err, errlen, "'%s' is not a version %d state file of this trainer (magic %d version %d)", path,
                  STATE_VERSION, h[0], h[1]);
@@ -198,7 +199,7 @@ static inline int state_file_header(const char *path, int h[HEADER_INTS], char *
 static inline int state_file_verify(const char *path, const int h[HEADER_INTS]) {
     long long n = hdr_get64(h, 16);
     int nsec = h[4] ? 3 : 2;
-    FILE *fp = fopenCheck(path, "rb");
+    FILE *fp = fopen_regular(path, "state file", NULL);
     fseekCheck(fp, HEADER_BYTES, SEEK_SET);
     long long chunk = n < (long long)CKPT_CHUNK ? n : (long long)CKPT_CHUNK;
     if (chunk < 2 * GUARD_WINDOW) { chunk = 2 * GUARD_WINDOW; }  // the buffer also takes the guard history
@@ -239,7 +240,7 @@ static inline void checkpoint_save(const char *dir, Backend *b, Comm *c, const T
         ckpt_fault("done", st->step);
         ckpt_path(path, sizeof(path), dir, "DONE", st->step, -1);
         AtomicFile af;
-        atomic_open(&af, path);
+        atomic_open_for(&af, path, "-o");
         char text[256];
         int len = snprintf(text, sizeof(text), "step %d\nworld_size %d\n", st->step, c->world_size);
         atomic_write(&af, text, (size_t)len, 0);
@@ -293,10 +294,10 @@ static inline int checkpoint_list(const char *dir, int **steps_out) {
 // the world size that the DONE marker of `step` records, or -1 if the marker is missing or is not
 // exactly "step <step>\nworld_size <1..99999>\n"
 static inline int read_done_world_size(const char *dir, int step) {
-    char path[4096], text[64];
+    char path[4096], text[64], why[512];
     ckpt_path(path, sizeof(path), dir, "DONE", step, -1);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) { return -1; }
+    FILE *fp;
+    if (open_regular(path, &fp, NULL, why, sizeof(why)) != 0) { return -1; }  // a FIFO named DONE_ must not block
     size_t len = fread(text, 1, sizeof(text) - 1, fp);
     fclose(fp);
     text[len] = '\0';
@@ -417,7 +418,7 @@ static inline void checkpoint_load(const char *dir, int step, Backend *b, TrainS
             size_t s0 = a > flo ? a : flo, s1 = z < flo + fn ? z : flo + fn;
             if (s0 >= s1) { continue; }
             ckpt_path(path, sizeof(path), dir, "state", step, r);
-            FILE *fp = fopenCheck(path, "rb");
+            FILE *fp = fopen_regular(path, "state file", NULL);
             for (int s = 0; s < (file_master ? 3 : 2); s++) {
                 fseekCheck(fp, HEADER_BYTES + (long)((s * fn + (s0 - flo)) * sizeof(float)), SEEK_SET);
                 freadCheck(buf[s] + (s0 - a), sizeof(float), s1 - s0, fp);
@@ -437,7 +438,7 @@ static inline void checkpoint_load(const char *dir, int step, Backend *b, TrainS
     st->guard.total_skipped = hdr_get64(h, 25);
     st->max_steps = h[27];
     ckpt_path(path, sizeof(path), dir, "state", step, 0);
-    FILE *fp = fopenCheck(path, "rb");
+    FILE *fp = fopen_regular(path, "state file", NULL);
     long long fn = hdr_get64(h, 16);
     fseekCheck(fp, HEADER_BYTES + (long)((h[4] ? 3 : 2) * fn * (long long)sizeof(float)), SEEK_SET);
     freadCheck(st->guard.loss_hist, sizeof(float), GUARD_WINDOW, fp);

@@ -52,7 +52,8 @@ static inline int train_resolve_model(TrainArgs *a, GPT2Config *config) {
     int from_file = 0;
     if (!gpt2_parse_descriptor(a->model, config)) {
         ModelFileInfo info;
-        model_file_info(a->model, &info);
+        char err[2048];
+        if (model_file_probe(a->model, &info, err, sizeof(err))) { llmc_die("-e: %s", err); }
         *config = info.config;
         from_file = 1;
     }
@@ -306,7 +307,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     logger_init(&lg, have_out ? a->output_dir : NULL, rank, resumed);
     Tokenizer tok;
     memset(&tok, 0, sizeof(tok));
-    if (rank == 0 && a->sample_every > 0) { tokenizer_init(&tok, a->tokenizer); }
+    if (rank == 0 && a->sample_every > 0) { tokenizer_init(&tok, a->tokenizer, "-tk"); }
 
     if (rank == 0) {
         printf("trainer %s | %d process(es) (%s) | model %s\n", b->name, W, c->launcher, a->model);

@@ -54,11 +54,13 @@ static inline void llmc_vprint(FILE *f, const char *kind, const char *fmt, va_li
 
 #if defined(__GNUC__)
 #define LLMC_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define LLMC_NORETURN __attribute__((noreturn))
 #else
 #define LLMC_PRINTF(a, b)
+#define LLMC_NORETURN
 #endif
 
-static void llmc_die(const char *fmt, ...) LLMC_PRINTF(1, 2) __attribute__((noreturn));
+static void llmc_die(const char *fmt, ...) LLMC_PRINTF(1, 2) LLMC_NORETURN;
 static void llmc_die(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -160,6 +162,62 @@ static inline int dir_exists(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// ----------------------------------------------------------------------------
+// input files: only a regular file is read. A FIFO blocks open() (and every read) until some
+// writer comes, a folder opens and then fails on read with a message that names neither it nor
+// the flag, a device never ends. So a path is opened without blocking and checked on the open
+// descriptor (no window between a check and the open) before a byte is read.
+
+// opens `path` for reading if it is a regular file: 0, *fp set (and *size when size != NULL); else
+// errno (ENOENT: it does not exist; EINVAL: it is not a regular file) with why it failed in `why`,
+// a phrase that follows the path ("does not exist", "is a folder, not a file", ...)
+static inline int open_regular(const char *path, FILE **fp, long long *size, char *why, size_t why_n) {
+    *fp = NULL;
+    if (size) { *size = -1; }
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        snprintf(why, why_n, e == ENOENT ? "does not exist" : "cannot be opened: %s", strerror(e));
+        return e;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        snprintf(why, why_n, "cannot be read: %s", strerror(e));
+        close(fd);
+        return e;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(why, why_n, "%s", S_ISDIR(st.st_mode) ? "is a folder, not a file"
+                 : S_ISFIFO(st.st_mode) ? "is a FIFO (named pipe), not a regular file"
+                 : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "is a device, not a regular file"
+                 : "is not a regular file");
+        close(fd);
+        return EINVAL;
+    }
+    int flags = fcntl(fd, F_GETFL);  // reads of a regular file never block; clear the flag anyway
+    if (flags != -1) { fcntl(fd, F_SETFL, flags & ~O_NONBLOCK); }
+    *fp = fdopen(fd, "rb");
+    if (*fp == NULL) {
+        snprintf(why, why_n, "cannot be opened: %s", strerror(errno));
+        close(fd);
+        return EIO;
+    }
+    if (size) { *size = (long long)st.st_size; }
+    return 0;
+}
+
+// the same, or die naming the file and what it is for: "<what> '<path>' <why>", e.g. what =
+// "-tk decode table" or "encoder.json (--bpe-dir)"
+static inline FILE *fopen_regular(const char *path, const char *what, long long *size) {
+    FILE *fp;
+    char why[512];
+    if (open_regular(path, &fp, size, why, sizeof(why)) != 0) {
+        llmc_die("%s '%s' %s; give the path of the file itself", what, path, why);
+    }
+    return fp;
+}
+
 // size of a file in bytes, or -1 if it cannot be stat'ed
 static inline long long file_size_bytes(const char *path) {
     struct stat st;
@@ -232,42 +290,61 @@ static inline uint32_t crc32_update(uint32_t crc, const void *data, size_t len) 
 
 // ----------------------------------------------------------------------------
 // crash-safe output: write "<path>.tmp.<pid>", then fsync + rename over <path>.
-// A reader never sees a half-written file under the final name.
+// A reader never sees a half-written file under the final name. A write that fails (a full
+// disk, mostly) removes the temporary file and dies naming the file and the flag that chose it.
 
 typedef struct {
     FILE *fp;
     char final_path[4096];
     char tmp_path[4160];
+    const char *flag;   // the flag that named the file or its folder ("-o"), for messages; NULL: none
     uint32_t crc;       // CRC-32 of everything passed to atomic_write()
     long long bytes;    // bytes written so far
 } AtomicFile;
 
-static inline void atomic_open(AtomicFile *af, const char *path) {
-    if (strlen(path) >= sizeof(af->final_path)) { llmc_die("path too long: %s", path); }
-    strcpy(af->final_path, path);
-    snprintf(af->tmp_path, sizeof(af->tmp_path), "%s.tmp.%d", path, (int)getpid());
-    af->fp = fopen(af->tmp_path, "wb");
-    if (af->fp == NULL) {
-        llmc_die("cannot create '%s': %s (does the output directory exist and is it writable?)",
-                 af->tmp_path, strerror(errno));
-    }
-    af->crc = 0;
-    af->bytes = 0;
+static void atomic_fail(AtomicFile *af, const char *what) LLMC_NORETURN;
+static void atomic_fail(AtomicFile *af, const char *what) {
+    int e = errno;
+    if (af->fp) { fclose(af->fp); af->fp = NULL; }
+    unlink(af->tmp_path);  // what was written is useless now, and it takes the space another file needs
+    llmc_die("%s%s%s '%s' failed: %s%s; free space there or choose another %s", af->flag ? af->flag : "",
+             af->flag ? ": " : "", what, af->final_path, strerror(e), e == ENOSPC || e == EDQUOT ? " (the disk is full)" : "",
+             af->flag ? af->flag : "output");
 }
 
-// write bytes; include them in the checksum if checksum != 0
+static inline void atomic_open_for(AtomicFile *af, const char *path, const char *flag) {
+    if (strlen(path) >= sizeof(af->final_path)) { llmc_die("%s%spath too long: %s", flag ? flag : "", flag ? ": " : "", path); }
+    strcpy(af->final_path, path);
+    snprintf(af->tmp_path, sizeof(af->tmp_path), "%s.tmp.%d", path, (int)getpid());
+    af->flag = flag;
+    af->crc = 0;
+    af->bytes = 0;
+    af->fp = fopen(af->tmp_path, "wb");
+    if (af->fp == NULL) {
+        llmc_die("%s%scannot create '%s': %s (does the output directory exist and is it writable?)", flag ? flag : "",
+                 flag ? ": " : "", af->tmp_path, strerror(errno));
+    }
+}
+static inline void atomic_open(AtomicFile *af, const char *path) { atomic_open_for(af, path, NULL); }
+
+// bytes at an absolute offset of the file (the sections of a state file; a header patched in last)
+static inline void atomic_write_at(AtomicFile *af, long long offset, const void *data, size_t size) {
+    if (fseeko(af->fp, (off_t)offset, SEEK_SET) != 0) { atomic_fail(af, "seeking in"); }
+    if (size > 0 && fwrite(data, 1, size, af->fp) != size) { atomic_fail(af, "writing"); }
+}
+
+// write bytes at the end; include them in the checksum if checksum != 0
 static inline void atomic_write(AtomicFile *af, const void *data, size_t size, int checksum) {
     if (size == 0) { return; }
-    fwriteCheck(data, 1, size, af->fp);
+    if (fwrite(data, 1, size, af->fp) != size) { atomic_fail(af, "writing"); }
     if (checksum) { af->crc = crc32_update(af->crc, data, size); }
     af->bytes += (long long)size;
 }
 
 // overwrite bytes at an absolute offset (used to patch a header once the checksum is known)
 static inline void atomic_patch(AtomicFile *af, long offset, const void *data, size_t size) {
-    fseekCheck(af->fp, offset, SEEK_SET);
-    fwriteCheck(data, 1, size, af->fp);
-    fseekCheck(af->fp, 0, SEEK_END);
+    atomic_write_at(af, offset, data, size);
+    if (fseeko(af->fp, 0, SEEK_END) != 0) { atomic_fail(af, "seeking in"); }
 }
 
 static inline void fsync_dir_of(const char *path) {
@@ -279,11 +356,12 @@ static inline void fsync_dir_of(const char *path) {
     if (fd >= 0) { fsync(fd); close(fd); }
 }
 
+// a buffered write fails at the latest in fflush or fsync (ENOSPC): both checked before the rename
 static inline void atomic_commit(AtomicFile *af) {
-    if (fflush(af->fp) != 0) { llmc_die("flushing '%s' failed: %s", af->tmp_path, strerror(errno)); }
-    if (fsync(fileno(af->fp)) != 0) { llmc_die("fsync of '%s' failed: %s", af->tmp_path, strerror(errno)); }
-    fcloseCheck(af->fp);
+    if (fflush(af->fp) != 0 || fsync(fileno(af->fp)) != 0) { atomic_fail(af, "writing"); }
+    FILE *fp = af->fp;
     af->fp = NULL;
+    if (fclose(fp) != 0) { atomic_fail(af, "closing"); }
     if (rename(af->tmp_path, af->final_path) != 0) {
         llmc_die("renaming '%s' to '%s' failed: %s", af->tmp_path, af->final_path, strerror(errno));
     }

@@ -125,8 +125,9 @@ static void remove_partial_outputs(void) {
     }
 }
 
-static void output_open(AtomicFile *af, const char *path) {
-    atomic_open(af, path);
+// flag: the flag that named the output (-o, -O, -p, -w), for messages
+static void output_open(AtomicFile *af, const char *path, const char *flag) {
+    atomic_open_for(af, path, flag);
     for (int i = 0; i < MAX_OPEN_OUTPUTS; i++) {
         if (open_outputs[i] == NULL) { open_outputs[i] = af; return; }
     }
@@ -159,6 +160,7 @@ typedef struct {
     // naming: a fixed path, or PREFIX_%06d / PREFIX_{val,train}_%06d
     const char *path;
     const char *prefix;
+    const char *flag;        // the flag that named path or prefix
     long long shard_tokens;  // tokens per shard (prefix mode)
     int val_shards;          // the first val_shards shards are named _val_
     int index;               // current shard
@@ -188,7 +190,7 @@ static void shard_flush(ShardWriter *w) {
 
 static void shard_open(ShardWriter *w) {
     shard_name(w, w->name, sizeof(w->name));
-    output_open(&w->af, w->name);
+    output_open(&w->af, w->name, w->flag);
     int32_t header[256];
     memset(header, 0, sizeof(header));
     header[0] = SHARD_MAGIC;
@@ -338,11 +340,9 @@ static int source_open_next(Source *src) {
     if (src->next_path >= src->npaths) { return 0; }
     src->path = src->paths[src->next_path++];
     if (strcmp(src->path, "-") == 0) {
-        src->fp = stdin;
+        src->fp = stdin;  // the one documented pipe
     } else {
-        src->fp = fopen(src->path, "rb");
-        if (src->fp == NULL) { llmc_die("cannot open input '%s': %s", src->path, strerror(errno)); }
-        if (!file_exists(src->path)) { llmc_die("input '%s' is not a regular file", src->path); }
+        src->fp = fopen_regular(src->path, "input", NULL);
         if (src->range_lo > 0) { fseekCheck(src->fp, (long)src->range_lo, SEEK_SET); }
     }
     src->file_read = 0;
@@ -695,7 +695,7 @@ static Format parse_format(const char *s) {
 // character split point: the byte offset where character floor(chars * frac) starts, as Python's
 // text[:int(len(text) * frac)] (characters = UTF-8 lead bytes, i.e. code points for valid UTF-8)
 static long long split_offset(const char *path, double frac, long long *nchars_out, long long *k_out) {
-    FILE *f = fopenCheck(path, "rb");
+    FILE *f = fopen_regular(path, "-i input", NULL);
     unsigned char *buf = (unsigned char *)mallocCheck(1 << 20);
     long long nchars = 0;
     size_t got;
@@ -729,8 +729,9 @@ static void mode_encode(const Args *a) {
     if (a->val_output) { check_output_dir(a->val_output, "-O"); }
     int is_stdin = strcmp(a->input, "-") == 0;
     if (!is_stdin) {
-        if (!file_exists(a->input)) { llmc_die("-i %s: no such file", a->input); }
-        if (file_size_bytes(a->input) == 0) { llmc_die("-i %s: the file is empty; there is nothing to tokenize", a->input); }
+        long long size;
+        fclose(fopen_regular(a->input, "-i input", &size));
+        if (size == 0) { llmc_die("-i %s: the file is empty; there is nothing to tokenize", a->input); }
     } else if (a->split > 0) {
         llmc_die("-f needs a file (-i -, stdin, cannot be read twice)");
     }
@@ -764,6 +765,7 @@ static void mode_encode(const Args *a) {
         ShardWriter w;
         memset(&w, 0, sizeof(w));
         w.path = parts[i].out;
+        w.flag = i == 0 ? "-o" : "-O";
         pipeline_run(&p, &src, &w, 0);
         if (src.bytes_in == 0) { llmc_die("-i %s: no input (empty stdin?); there is nothing to tokenize", a->input); }
         shard_close(&w);
@@ -797,8 +799,8 @@ static void mode_prepare(const Args *a, char **inputs, int ninputs) {
     }
     if (a->val_shards < 0) { llmc_die("-V %d: must be 0 or more", a->val_shards); }
     check_output_dir(a->prefix, "-p");
-    for (int i = 0; i < ninputs; i++) {
-        if (strcmp(inputs[i], "-") != 0 && !file_exists(inputs[i])) { llmc_die("input '%s': no such file", inputs[i]); }
+    for (int i = 0; i < ninputs; i++) {  // every input is checked before the first shard is written
+        if (strcmp(inputs[i], "-") != 0) { fclose(fopen_regular(inputs[i], "input", NULL)); }
     }
     double t0 = llmc_wall_seconds();
     Pipeline p;
@@ -808,6 +810,7 @@ static void mode_prepare(const Args *a, char **inputs, int ninputs) {
     ShardWriter w;
     memset(&w, 0, sizeof(w));
     w.prefix = a->prefix;
+    w.flag = "-p";
     w.shard_tokens = a->shard_tokens;
     w.val_shards = a->val_shards;
     pipeline_run(&p, &src, &w, 1);
@@ -840,8 +843,14 @@ static void mode_table(const Args *a) {
     bpe_load(&b, a->encoder, a->merges);
     const unsigned char **toks = (const unsigned char **)mallocCheck((size_t)b.vocab_size * sizeof(*toks));
     size_t len;
-    for (int i = 0; i < b.vocab_size; i++) { toks[i] = bpe_token_bytes(&b, (uint32_t)i, &len); }
-    tokenizer_write(a->table_out, (uint32_t)b.vocab_size, (uint32_t)b.eot_token, toks, b.tok_len);
+    for (int i = 0; i < b.vocab_size; i++) {
+        toks[i] = bpe_token_bytes(&b, (uint32_t)i, &len);
+        if (len > 255) {  // a BPE token may be longer than the table's uint8 length can say
+            llmc_die("-w %s: token %d of -e %s is %zu bytes long, but the decode table (llm.c's format) stores at "
+                     "most 255 bytes per token; this tokenizer cannot have one", a->table_out, i, a->encoder, len);
+        }
+    }
+    tokenizer_write(a->table_out, "-w", (uint32_t)b.vocab_size, (uint32_t)b.eot_token, toks, b.tok_len);
     printf("wrote %s: %d tokens, EOT %d\n", a->table_out, b.vocab_size, b.eot_token);
     free(toks);
     bpe_free(&b);
@@ -850,13 +859,13 @@ static void mode_table(const Args *a) {
 static void mode_decode(const Args *a) {
     if (a->input == NULL || a->output == NULL) { llmc_die("decode mode needs -i shard.bin and -o text.txt (see -h)"); }
     check_output_dir(a->output, "-o");
-    if (!file_exists(a->table_in)) {
+    if (access(a->table_in, F_OK) != 0) {  // decoding needs the table (tokenizer_init only warns)
         llmc_die("-t %s: tokenizer file not found; make it with: %s", a->table_in, TOKENIZER_HOWTO);
     }
     Tokenizer tok;
-    tokenizer_init(&tok, a->table_in);
-    FILE *f = fopen(a->input, "rb");
-    if (f == NULL) { llmc_die("cannot open -i %s: %s", a->input, strerror(errno)); }
+    tokenizer_init(&tok, a->table_in, "-t");
+    long long size;
+    FILE *f = fopen_regular(a->input, "-i token shard", &size);
     int32_t header[256];
     if (fread(header, sizeof(int32_t), 256, f) != 256) { llmc_die("-i %s: too short for a token shard header", a->input); }
     if (header[0] != SHARD_MAGIC || header[1] != SHARD_VERSION) {
@@ -864,13 +873,12 @@ static void mode_decode(const Args *a) {
                  header[1], SHARD_MAGIC, SHARD_VERSION);
     }
     long long count = header[2];
-    long long size = file_size_bytes(a->input);
     if (count < 0 || size != 1024 + 2 * count) {
         llmc_die("-i %s: header says %lld tokens, so %lld bytes, but the file has %lld (truncated?)", a->input, count,
                  1024 + 2 * count, size);
     }
     AtomicFile out;
-    output_open(&out, a->output);
+    output_open(&out, a->output, "-o");
     uint16_t buf[16384];
     long long done = 0;
     while (done < count) {
@@ -899,12 +907,12 @@ static void mode_decode(const Args *a) {
 // the eval file a->output from the HellaSwag jsonl a->hellaswag, encoded by wk
 static void hellaswag_convert(const Args *a, BPEWorker *wk) {
     char *paths[1] = {(char *)a->hellaswag};
-    if (!file_exists(a->hellaswag)) { llmc_die("-H %s: no such file", a->hellaswag); }
+    fclose(fopen_regular(a->hellaswag, "-H HellaSwag file", NULL));  // checked before the output is created
     Source src;
     source_init(&src, FMT_JSONL, paths, 1, a->max_span);
     if (!source_open_next(&src)) { llmc_die("internal error opening %s", a->hellaswag); }
     AtomicFile out;
-    output_open(&out, a->output);
+    output_open(&out, a->output, "-o");
     int32_t header[256];
     memset(header, 0, sizeof(header));
     atomic_write(&out, header, sizeof(header), 0);

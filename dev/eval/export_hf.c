@@ -58,11 +58,11 @@ static void *reallocCheck(void *p, size_t size) {
     return q;
 }
 
-static char *read_whole_file(const char *path, size_t *len) {
-    long long size = file_size_bytes(path);
-    if (size < 0) { llmc_die("cannot stat '%s': %s", path, strerror(errno)); }
+// what: the file's role and flag, for messages ("config.json (-i)")
+static char *read_whole_file(const char *path, const char *what, size_t *len) {
+    long long size;
+    FILE *fp = fopen_regular(path, what, &size);
     char *buf = (char *)mallocCheck((size_t)size + 1);
-    FILE *fp = fopenCheck(path, "rb");
     if (size > 0 && fread(buf, 1, (size_t)size, fp) != (size_t)size) {
         llmc_die("reading '%s' failed (%lld bytes expected)", path, size);
     }
@@ -413,7 +413,7 @@ static void write_safetensors(const char *path, const ExportTensor *ts, int n, i
     while ((8 + h.len) % 8 != 0) { sb_printf(&h, " "); }
     uint64_t header_len = (uint64_t)h.len;
     AtomicFile af;
-    atomic_open(&af, path);
+    atomic_open_for(&af, path, "-o");
     atomic_write(&af, &header_len, 8, 0);
     atomic_write(&af, h.buf, h.len, 0);
     void *row_buf = mallocCheck((size_t)max_cols * 4);
@@ -425,16 +425,16 @@ static void write_safetensors(const char *path, const ExportTensor *ts, int n, i
 
 static void write_text_file(const char *path, const char *text) {
     AtomicFile af;
-    atomic_open(&af, path);
+    atomic_open_for(&af, path, "-o");
     atomic_write(&af, text, strlen(text), 0);
     atomic_commit(&af);
 }
 
 static void copy_file(const char *src, const char *dst) {
     size_t len;
-    char *data = read_whole_file(src, &len);
+    char *data = read_whole_file(src, "--tokenizer file", &len);
     AtomicFile af;
-    atomic_open(&af, dst);
+    atomic_open_for(&af, dst, "-o");
     atomic_write(&af, data, len, 0);
     atomic_commit(&af);
     free(data);
@@ -463,9 +463,12 @@ static void export_to_hf(const char *in_path, const char *out_dir, int out_dtype
         for (int i = 0; i < 2; i++) {
             char src[4352];
             path_join(src, sizeof(src), tok_dir, need[i]);
-            if (!file_exists(src)) {
-                llmc_die("--tokenizer: '%s' not found; pass the folder with OpenAI's GPT-2 encoder.json and vocab.bpe", src);
+            FILE *fp;
+            char why[512];
+            if (open_regular(src, &fp, NULL, why, sizeof(why)) != 0) {
+                llmc_die("--tokenizer: '%s' %s; pass the folder with OpenAI's GPT-2 encoder.json and vocab.bpe", src, why);
             }
+            fclose(fp);
         }
     }
 
@@ -633,12 +636,11 @@ static int st_cmp_begin(const void *a, const void *b) {
 // overlap no other tensor's
 static void st_open(StFile *sf, const char *path) {
     sf->path = path;
-    sf->file_size = file_size_bytes(path);
+    FILE *fp = fopen_regular(path, "safetensors file (-i)", &sf->file_size);
     if (sf->file_size < 8) {
         llmc_die("safetensors file '%s' is %lld bytes, shorter than the 8-byte header length (truncated?)", path,
                  sf->file_size);
     }
-    FILE *fp = fopenCheck(path, "rb");
     uint64_t n;
     freadCheck(&n, 8, 1, fp);
     if (n < 2 || n > (uint64_t)ST_MAX_HEADER) {
@@ -754,7 +756,7 @@ static void st_read_fp32(const StFile *sf, const StTensor *t, float *dst, long l
     }
     size_t bytes = (size_t)(t->end - t->begin);
     unsigned char *buf = (unsigned char *)mallocCheck(bytes);
-    FILE *fp = fopenCheck(sf->path, "rb");
+    FILE *fp = fopen_regular(sf->path, "safetensors file (-i)", NULL);
     if (fseeko(fp, (off_t)t->begin, SEEK_SET) != 0 || fread(buf, 1, bytes, fp) != bytes) {
         llmc_die("reading tensor '%s' from '%s' failed (file changed or truncated while reading?)", t->name, sf->path);
     }
@@ -846,7 +848,7 @@ static void import_from_hf(const char *in_path, const char *out_path, int out_ve
     if (S_ISDIR(st.st_mode)) {
         path_join(st_path, sizeof(st_path), in_path, "model.safetensors");
         path_join(cfg_path, sizeof(cfg_path), in_path, "config.json");
-        if (!file_exists(st_path)) {
+        if (access(st_path, F_OK) != 0) {
             char idx[4400];
             path_join(idx, sizeof(idx), in_path, "model.safetensors.index.json");
             llmc_die("'%s' not found%s", st_path, file_exists(idx) ?
@@ -890,10 +892,10 @@ static void import_from_hf(const char *in_path, const char *out_path, int out_ve
 
     long long NH = 0;
     JsonValue cfg = {0};
-    int have_cfg = file_exists(cfg_path);
+    int have_cfg = access(cfg_path, F_OK) == 0;  // one that is there but no file is an error, not "absent"
     if (have_cfg) {
         size_t len;
-        char *text = read_whole_file(cfg_path, &len);
+        char *text = read_whole_file(cfg_path, "config.json (-i)", &len);
         char err[256];
         if (!json_parse(text, len, &cfg, err, sizeof(err)) || cfg.type != JSON_OBJECT) {
             llmc_die("'%s' is not a JSON object: %s", cfg_path, cfg.type == JSON_OBJECT ? "" : err);
