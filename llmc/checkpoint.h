@@ -33,6 +33,7 @@
 #define LLMC_CHECKPOINT_H
 
 #include <dirent.h>
+#include <limits.h>
 #include <signal.h>
 #include "backend.h"
 #include "comm.h"
@@ -66,15 +67,28 @@ static inline void ckpt_path(char *out, size_t n, const char *dir, const char *k
 }
 
 /*
- * Fault injection for the crash tests: LLMC_FAULT=<where>:<step> kills this process with SIGKILL
- * in the middle of writing checkpoint <step>. where: state (every rank, once at least half of its
- * state file is written, before it is renamed), done (rank 0, after every file but the marker).
+ * Fault injection for the tests: LLMC_FAULT=<where>:<step>. where: state (every rank, once at
+ * least half of its state file for checkpoint <step> is written, before it is renamed) and done
+ * (rank 0, after every file of checkpoint <step> but the marker) kill the process with SIGKILL;
+ * start (step 0) stops it with SIGSTOP at the end of start-up (train_loop.h), for a test to signal.
+ * Any other value is an error, so a typo cannot make a crash test pass without its crash.
  */
-static inline void ckpt_fault(const char *where, int step) {
+static inline int fault_due(const char *where, int step) {
     const char *f = getenv("LLMC_FAULT");
-    if (f == NULL) { return; }
+    if (f == NULL || f[0] == '\0') { return 0; }
+    const char *colon = strchr(f, ':');
+    char *end = NULL;
+    long at = colon ? strtol(colon + 1, &end, 10) : -1;
+    int known = colon && (!strncmp(f, "state:", 6) || !strncmp(f, "done:", 5) || !strncmp(f, "start:", 6));
+    if (!known || end == colon + 1 || *end != '\0' || at < 0 || at > INT_MAX) {
+        llmc_die("LLMC_FAULT=%s: expected state:<step>, done:<step> or start:0 (a test hook; unset it)", f);
+    }
     size_t n = strlen(where);
-    if (strncmp(f, where, n) == 0 && f[n] == ':' && atoi(f + n + 1) == step) {
+    return strncmp(f, where, n) == 0 && f[n] == ':' && at == step;
+}
+
+static inline void ckpt_fault(const char *where, int step) {
+    if (fault_due(where, step)) {
         fflush(NULL);
         raise(SIGKILL);
     }

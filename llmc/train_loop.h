@@ -233,7 +233,6 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     const int B = a->B, T = a->T, V = b->config.vocab_size;
     const long long N = a->total_batch / T;  // windows per optimizer step
     const int have_out = a->output_dir[0] != '\0';
-    signals_install();
 
     // ---- data
     DataLoader train, val;
@@ -330,6 +329,12 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     int timed_steps = 0;
     const int first_step = st.step;
     EventTime eval_time = {0.0, 0}, sample_time = {0.0, 0};
+
+    // Start-up ends here. Until now SIGTERM/SIGINT end the process (nothing is written that a
+    // resume needs, and a start-up that waits, on a slow disk or a stuck rank, must stay killable);
+    // from here they stop the run after its step, with a checkpoint.
+    if (fault_due("start", 0)) { fflush(NULL); raise(SIGSTOP); }
+    signals_install();
 
     for (int s = st.step;; s++) {
         int last = s == M;
