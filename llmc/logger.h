@@ -18,17 +18,40 @@
  * evaluation: {"event":"eval","step":50,"tokens":102400,"val_loss":5.83,"hellaswag":0.2871,"ms":1204.3}
  * (hellaswag only with -h 1). loss, lr, norm, val_loss and hellaswag are written with the digits
  * main.log has, so they parse to the same values; a non-finite loss or norm is null.
+ *
+ * A log that cannot be written (a full disk) does not stop the run: the first failed write of
+ * each file is a warning naming it, that file is written no more (what is there stays a clean
+ * prefix), and the end of the run says again which file misses the events from which step on.
  */
 #ifndef LLMC_LOGGER_H
 #define LLMC_LOGGER_H
 
+#include <limits.h>
 #include <math.h>
 #include "utils.h"
 
 typedef struct {
-    FILE *fp;       // main.log; NULL: logging off (no -o, or not rank 0)
-    FILE *metrics;  // metrics.jsonl, open when fp is
+    FILE *fp;       // main.log; NULL: logging off (no -o, or not rank 0), or its writes failed
+    FILE *metrics;  // metrics.jsonl; NULL as fp
+    char path[2][4096];   // main.log, metrics.jsonl
+    int lost_from[2];     // the step from which a file misses events (its first failed write); -1: none
+    char lost_why[2][128];
 } Logger;
+
+// open a log for writing; a name in -o that is not a regular file (a FIFO, whose open would wait
+// for a reader; a folder) is an error
+static inline FILE *logger_open(const char *path, int append) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        const char *why = fd < 0 ? strerror(errno) : "it is not a regular file";
+        if (fd >= 0) { close(fd); }
+        llmc_die("-o: cannot write the log '%s': %s; remove what is there or choose another -o", path, why);
+    }
+    FILE *f = fdopen(fd, append ? "a" : "w");
+    if (f == NULL) { llmc_die("-o: cannot write the log '%s': %s", path, strerror(errno)); }
+    return f;
+}
 
 // one optimizer step, as the step line prints it
 typedef struct {
@@ -41,14 +64,26 @@ typedef struct {
 } StepRecord;
 
 static inline void logger_init(Logger *lg, const char *dir, int rank, int append) {
-    lg->fp = NULL;
-    lg->metrics = NULL;
+    memset(lg, 0, sizeof(*lg));
+    lg->lost_from[0] = lg->lost_from[1] = -1;
     if (rank != 0 || dir == NULL || dir[0] == '\0') { return; }
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/main.log", dir);
-    lg->fp = fopenCheck(path, append ? "a" : "w");
-    snprintf(path, sizeof(path), "%s/metrics.jsonl", dir);
-    lg->metrics = fopenCheck(path, append ? "a" : "w");
+    snprintf(lg->path[0], sizeof(lg->path[0]), "%s/main.log", dir);
+    snprintf(lg->path[1], sizeof(lg->path[1]), "%s/metrics.jsonl", dir);
+    lg->fp = logger_open(lg->path[0], append);
+    lg->metrics = logger_open(lg->path[1], append);
+}
+
+// after the writes of one event to log `which` (0 main.log, 1 metrics.jsonl): a failed write warns
+// once and ends that log
+static inline void logger_check(Logger *lg, int which, int step) {
+    FILE **f = which == 0 ? &lg->fp : &lg->metrics;
+    if (*f == NULL || (fflush(*f) == 0 && !ferror(*f))) { return; }
+    snprintf(lg->lost_why[which], sizeof(lg->lost_why[which]), "%s", strerror(errno ? errno : EIO));
+    lg->lost_from[which] = step;
+    llmc_warn("writing '%s' failed at step %d (%s): it gets no more events; training goes on (free space on the "
+              "disk of -o to keep logs)", lg->path[which], step, lg->lost_why[which]);
+    fclose(*f);
+    *f = NULL;
 }
 
 // a JSON number with printf format fmt, or null when v is NaN/Inf (JSON has neither)
@@ -69,11 +104,13 @@ static inline void jsonl_string(FILE *f, const char *key, const char *s) {
 }
 
 static inline void logger_step(Logger *lg, const StepRecord *r) {
-    if (lg->fp == NULL) { return; }
-    fprintf(lg->fp, "s:%d trl:%.9g lr:%.6g norm:%.6g tok:%lld\n", r->step, r->loss, r->lr, r->norm, r->tokens);
-    if (r->skip) { fprintf(lg->fp, "s:%d skip:%s\n", r->step, r->skip); }
-    fflush(lg->fp);
+    if (lg->fp) {
+        fprintf(lg->fp, "s:%d trl:%.9g lr:%.6g norm:%.6g tok:%lld\n", r->step, r->loss, r->lr, r->norm, r->tokens);
+        if (r->skip) { fprintf(lg->fp, "s:%d skip:%s\n", r->step, r->skip); }
+        logger_check(lg, 0, r->step);
+    }
     FILE *f = lg->metrics;
+    if (f == NULL) { return; }
     fprintf(f, "{\"event\":\"step\",\"step\":%d,\"tokens\":%lld", r->step, r->tokens);
     jsonl_number(f, "loss", "%.9g", r->loss);
     jsonl_number(f, "lr", "%.6g", r->lr);
@@ -83,27 +120,41 @@ static inline void logger_step(Logger *lg, const StepRecord *r) {
     if (r->mfu_pct >= 0) { jsonl_number(f, "mfu_pct", "%.2f", r->mfu_pct); }
     if (r->skip) { jsonl_string(f, "skipped", r->skip); }
     fputs("}\n", f);
-    fflush(f);
+    logger_check(lg, 1, r->step);
 }
 
 // one evaluation after `step` steps: val loss, and HellaSwag acc_norm when hellaswag >= 0
 static inline void logger_eval(Logger *lg, int step, long long tokens, float val_loss, float hellaswag, double ms) {
-    if (lg->fp == NULL) { return; }
-    fprintf(lg->fp, "s:%d tel:%.9g\n", step, val_loss);
-    if (hellaswag >= 0) { fprintf(lg->fp, "s:%d hsw:%.6f\n", step, hellaswag); }
-    fflush(lg->fp);
+    if (lg->fp) {
+        fprintf(lg->fp, "s:%d tel:%.9g\n", step, val_loss);
+        if (hellaswag >= 0) { fprintf(lg->fp, "s:%d hsw:%.6f\n", step, hellaswag); }
+        logger_check(lg, 0, step);
+    }
     FILE *f = lg->metrics;
+    if (f == NULL) { return; }
     fprintf(f, "{\"event\":\"eval\",\"step\":%d,\"tokens\":%lld", step, tokens);
     jsonl_number(f, "val_loss", "%.9g", val_loss);
     if (hellaswag >= 0) { jsonl_number(f, "hellaswag", "%.6f", hellaswag); }
     jsonl_number(f, "ms", "%.3f", ms);
     fputs("}\n", f);
-    fflush(f);
+    logger_check(lg, 1, step);
 }
 
+// close the logs; a log that lost events is named again, last, where the user looks
 static inline void logger_free(Logger *lg) {
-    if (lg->fp) { fclose(lg->fp); }
-    if (lg->metrics) { fclose(lg->metrics); }
+    for (int which = 0; which < 2; which++) {
+        FILE *f = which == 0 ? lg->fp : lg->metrics;
+        if (f && fclose(f) != 0 && lg->lost_from[which] < 0) {
+            snprintf(lg->lost_why[which], sizeof(lg->lost_why[which]), "%s", strerror(errno));
+            lg->lost_from[which] = INT_MAX;  // only the last events, at the final flush
+        }
+        if (lg->lost_from[which] == INT_MAX) {
+            llmc_warn("'%s' is incomplete: its last events were not written (%s)", lg->path[which], lg->lost_why[which]);
+        } else if (lg->lost_from[which] >= 0) {
+            llmc_warn("'%s' is incomplete: the events from step %d on were not written (%s)", lg->path[which],
+                      lg->lost_from[which], lg->lost_why[which]);
+        }
+    }
     lg->fp = NULL;
     lg->metrics = NULL;
 }
