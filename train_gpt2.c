@@ -547,6 +547,13 @@ typedef struct {
     Comm *comm;
 } GPT2;
 
+// floats of the activations for (B, T), in closed form (the sum of gpt2_alloc_activations' sizes):
+// the attention matrices L*B*NH*T*T, per layer 16 C + 4 per position, 12 C + Vp + 3 outside
+static double gpt2_activation_floats(const GPT2Config *c, int B, int T) {
+    double L = c->num_layers, C = c->channels, BT = (double)B * T;
+    return L * B * c->num_heads * (double)T * T + BT * (L * (16.0 * C + 4.0) + 12.0 * C + c->padded_vocab_size + 3.0);
+}
+
 static void gpt2_alloc_activations(GPT2 *m, int B, int T) {
     size_t L = m->config.num_layers, C = m->config.channels, NH = m->config.num_heads, Vp = m->config.padded_vocab_size;
     size_t BT = (size_t)B * T;
@@ -561,6 +568,10 @@ static void gpt2_alloc_activations(GPT2 *m, int B, int T) {
     int n = sizeof(sizes) / sizeof(sizes[0]);
     size_t total = 0;
     for (int i = 0; i < n; i++) { total += sizes[i]; }
+    if ((double)total != gpt2_activation_floats(&m->config, B, T)) {  // the memory check counted what is allocated
+        llmc_die("internal error: activations take %zu floats, gpt2_activation_floats says %.0f", total,
+                 gpt2_activation_floats(&m->config, B, T));
+    }
     m->acts_memory = (float *)mallocCheck(total * sizeof(float));
     float *p = m->acts_memory;
     for (int i = 0; i < n; i++) { *ptrs[i] = p; p += sizes[i]; }
@@ -570,8 +581,16 @@ static void gpt2_alloc_activations(GPT2 *m, int B, int T) {
     m->inputs_copy = (int *)mallocCheck(BT * sizeof(int));
 }
 
-// allocate parameters, gradients, optimizer state and activations; params are uninitialised
+// allocate parameters, gradients, optimizer state and activations; params are uninitialised.
+// Their size is checked against the machine's memory first (in double: -b and -t can make the
+// attention matrices' count overflow 64 bits), so a too large -b or -t is one line, not a crash.
 void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T) {
+    double need = 4.0 * (4.0 * (double)gpt2_num_params(config) + gpt2_activation_floats(config, B, T));
+    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (have > 0 && need > have) {
+        llmc_die("-b %d -t %d: the model and its activations need %.1f GiB, more than this machine's %.1f GiB of "
+                 "memory; use a smaller -b or -t", B, T, need / 1073741824.0, have / 1073741824.0);
+    }
     memset(m, 0, sizeof(*m));
     m->config = *config;
     gpt2_param_sizes(m->param_sizes, config);

@@ -490,6 +490,64 @@ static inline int checkpoint_resume(const char *dir, Backend *b, Comm *c, TrainS
     return loaded;
 }
 
+// is `name` a checkpoint's file: DONE_%08d, model_%08d.bin or state_%08d_%05d.bin, or a temporary
+// file a killed writer left of one (<name>.tmp.<pid>)?
+static inline int ckpt_is_file(const char *name) {
+    size_t n = strlen(name);
+    const char *tmp = strstr(name, ".tmp.");
+    if (tmp) { n = (size_t)(tmp - name); }
+    if (n == 13 && !strncmp(name, "DONE_", 5)) { return ckpt_digits(name + 5, name + 13) >= 0; }
+    if (n == 18 && !strncmp(name, "model_", 6) && !strncmp(name + 14, ".bin", 4)) { return ckpt_digits(name + 6, name + 14) >= 0; }
+    return n == 24 && !strncmp(name, "state_", 6) && name[14] == '_' && !strncmp(name + 20, ".bin", 4) &&
+           ckpt_digits(name + 6, name + 14) >= 0 && ckpt_digits(name + 15, name + 20) >= 0;
+}
+
+/*
+ * A new run (no -y 1) in an -o that holds checkpoints would write its own among them, and a later
+ * -y 1 would resume whichever is newest, maybe the old run's. So it is refused with the three ways
+ * out, unless start_over (--start-over 1): then the old checkpoints, main.log and metrics.jsonl move
+ * to <dir>/old_run_<N>/ (the first free N) and the run starts in an empty place. Rank 0, before
+ * any rank writes.
+ */
+static inline void checkpoint_claim_dir(const char *dir, int start_over) {
+    int *steps;
+    int ndone = checkpoint_list(dir, &steps);
+    int newest = ndone > 0 ? steps[0] : -1;
+    free(steps);
+    int nfiles = 0;
+    DIR *d = opendir(dir);
+    if (d == NULL) { llmc_die("-o %s: cannot list the folder: %s", dir, strerror(errno)); }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) { nfiles += ckpt_is_file(e->d_name); }
+    closedir(d);
+    if (nfiles == 0) { return; }
+    if (!start_over) {
+        char newest_text[64] = "";
+        if (newest >= 0) { snprintf(newest_text, sizeof(newest_text), ", the newest complete one of step %d", newest); }
+        llmc_die("-o %s holds the checkpoints of another run (%d file(s)%s); continue that run with -y 1, keep it "
+                 "with another -o, or pass --start-over 1 to move it into %s/old_run_<N>/ and start anew here",
+                 dir, nfiles, newest_text, dir);
+    }
+    char old[4096], from[4608], to[8704];
+    for (int k = 1;; k++) {
+        snprintf(old, sizeof(old), "%s/old_run_%d", dir, k);
+        if (mkdir(old, 0755) == 0) { break; }
+        if (errno != EEXIST) { llmc_die("--start-over: cannot create '%s': %s", old, strerror(errno)); }
+    }
+    d = opendir(dir);
+    if (d == NULL) { llmc_die("-o %s: cannot list the folder: %s", dir, strerror(errno)); }
+    while ((e = readdir(d)) != NULL) {
+        if (!ckpt_is_file(e->d_name) && strcmp(e->d_name, "main.log") && strcmp(e->d_name, "metrics.jsonl")) { continue; }
+        snprintf(from, sizeof(from), "%s/%s", dir, e->d_name);
+        snprintf(to, sizeof(to), "%s/%s", old, e->d_name);
+        if (rename(from, to) != 0) { llmc_die("--start-over: moving '%s' to '%s' failed: %s", from, to, strerror(errno)); }
+    }
+    closedir(d);
+    fsync_dir_of(old);  // the renames are entries of dir, old's folder
+    printf("--start-over: the earlier run in %s (%d checkpoint file(s), its logs) moved to %s\n", dir, nfiles, old);
+    fflush(stdout);
+}
+
 // remove temporary files left by a killed writer (call on rank 0 before any rank writes)
 static inline void checkpoint_clean_tmp(const char *dir) {
     DIR *d = opendir(dir);

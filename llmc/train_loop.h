@@ -65,6 +65,10 @@ static inline int train_resolve_model(TrainArgs *a, GPT2Config *config) {
         llmc_die("-t %d is larger than the model's max_seq_len %d (-e %s); use -t %d or less", a->T,
                  config->max_seq_len, a->model, config->max_seq_len);
     }
+    if ((long long)a->B * a->T > INT_MAX) {  // the matmuls' row count (BLAS, cuBLAS) is an int
+        llmc_die("-b %d -t %d: B*T = %lld positions per micro-batch, more than the 2^31-1 a matmul takes; use a smaller -b",
+                 a->B, a->T, (long long)a->B * a->T);
+    }
     return from_file;
 }
 
@@ -261,7 +265,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     // ---- output dir, resume
     if (have_out && rank == 0) {
         make_dirs(a->output_dir);
-        if (a->resume) { checkpoint_clean_tmp(a->output_dir); }
+        if (a->resume) { checkpoint_clean_tmp(a->output_dir); } else { checkpoint_claim_dir(a->output_dir, a->start_over); }
     }
     c->barrier(c);
     TrainState st;
