@@ -109,6 +109,17 @@ static void usage(FILE *f) {
 "Bytes that are not valid UTF-8 each become their single-byte token (lossless; a warning counts them).\n");
 }
 
+// a bad flag or value: one line naming it (the usage is -h's)
+static void bad_flag(const char *fmt, ...) LLMC_PRINTF(1, 2) LLMC_NORETURN;
+static void bad_flag(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    llmc_die("%s (see -h)", msg);
+}
+
 // ----------------------------------------------------------------------------
 // output files: partly written files are removed if we die
 
@@ -688,8 +699,7 @@ static Format parse_format(const char *s) {
     if (strcmp(s, "doc") == 0) { return FMT_DOC; }
     if (strcmp(s, "sep") == 0) { return FMT_SEP; }
     if (strcmp(s, "jsonl") == 0) { return FMT_JSONL; }
-    llmc_die("-x %s: unknown input format; use doc, sep or jsonl", s);
-    return FMT_DOC;
+    bad_flag("-x %s: unknown input format; use doc, sep or jsonl", s);
 }
 
 // character split point: the byte offset where character floor(chars * frac) starts, as Python's
@@ -780,24 +790,24 @@ static void mode_encode(const Args *a) {
     pipeline_free(&p);
 }
 
-static long long parse_count(const char *s, const char *flag) {
+// a whole number in lo..hi, with an optional suffix K or M (what: the value's meaning, for messages)
+static long long parse_count(const char *s, const char *flag, const char *what, long long lo, long long hi) {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (end == s || errno) { llmc_die("%s %s: expected a number", flag, s); }
+    if (end == s || errno) { bad_flag("%s %s: expected a number", flag, s); }
     if (*end == 'K' || *end == 'k') { v *= 1e3; end++; }
     else if (*end == 'M' || *end == 'm') { v *= 1e6; end++; }
-    if (*end != '\0' || v != (double)(long long)v) { llmc_die("%s %s: expected a whole number (suffix K or M allowed)", flag, s); }
+    // the range before the conversion: a double outside long long's range does not convert (UB)
+    if (*end != '\0' || !(v >= (double)lo && v <= (double)hi) || v != (double)(long long)v) {
+        bad_flag("%s %s: %s must be a whole number in %lld..%lld (suffix K or M allowed)", flag, s, what, lo, hi);
+    }
     return (long long)v;
 }
 
 static void mode_prepare(const Args *a, char **inputs, int ninputs) {
     if (ninputs == 0) { llmc_die("-p %s: no input files given (they follow the flags; '-' reads stdin)", a->prefix); }
     Format fmt = parse_format(a->format);
-    if (a->shard_tokens < 1 || a->shard_tokens > INT32_MAX) {
-        llmc_die("-S %lld: tokens per shard must be 1..%d (the header holds an int32 count)", a->shard_tokens, INT32_MAX);
-    }
-    if (a->val_shards < 0) { llmc_die("-V %d: must be 0 or more", a->val_shards); }
     check_output_dir(a->prefix, "-p");
     for (int i = 0; i < ninputs; i++) {  // every input is checked before the first shard is written
         if (strcmp(inputs[i], "-") != 0) { fclose(fopen_regular(inputs[i], "input", NULL)); }
@@ -1061,13 +1071,27 @@ static void mode_hellaswag(const Args *a) {
 
 // ----------------------------------------------------------------------------
 
+// the flags each mode reads (-n, the thread count, is accepted by all): a flag that the chosen mode
+// does not read is an error, not ignored
+static const char *mode_flags(const Args *a, const char **mode) {
+    if (a->decode) { *mode = "decoding (-d)"; return "dtion"; }
+    if (a->table_out) { *mode = "writing the decode table (-w)"; return "emwn"; }
+    if (a->hellaswag) { *mode = "converting HellaSwag (-H)"; return "emHobn"; }
+    if (a->prefix) { *mode = "prepare mode (-p)"; return "emxpSVnb"; }
+    *mode = "encoding (-i/-o)";
+    return "emioOfnb";
+}
+
 int main(int argc, char **argv) {
     llmc_abort_hook = remove_partial_outputs;
     Args a;
     args_defaults(&a);
     int c;
+    char given[64] = "";  // the flags on the command line, in order
     opterr = 0;  // we print our own messages
     while ((c = getopt(argc, argv, ":e:m:i:o:O:f:dt:w:p:x:S:V:H:n:b:h")) != -1) {
+        size_t ng = strlen(given);
+        if (c != ':' && c != '?' && !strchr(given, c) && ng + 1 < sizeof(given)) { given[ng] = (char)c; given[ng + 1] = '\0'; }
         switch (c) {
             case 'e': a.encoder = optarg; break;
             case 'm': a.merges = optarg; break;
@@ -1077,7 +1101,7 @@ int main(int argc, char **argv) {
             case 'f': {
                 char *end;
                 a.split = strtod(optarg, &end);
-                if (*end != '\0' || !(a.split > 0.0 && a.split < 1.0)) { usage(stderr); llmc_die("-f %s: the train fraction must be between 0 and 1", optarg); }
+                if (*end != '\0' || !(a.split > 0.0 && a.split < 1.0)) { bad_flag("-f %s: the train fraction must be between 0 and 1", optarg); }
                 break;
             }
             case 'd': a.decode = 1; break;
@@ -1085,34 +1109,29 @@ int main(int argc, char **argv) {
             case 'w': a.table_out = optarg; break;
             case 'p': a.prefix = optarg; break;
             case 'x': a.format = optarg; break;
-            case 'S': a.shard_tokens = parse_count(optarg, "-S"); break;
-            case 'V': a.val_shards = (int)parse_count(optarg, "-V"); break;
+            // -S: a shard's header holds an int32 count; -n threads; -b MiB
+            case 'S': a.shard_tokens = parse_count(optarg, "-S", "tokens per shard", 1, INT32_MAX); break;
+            case 'V': a.val_shards = (int)parse_count(optarg, "-V", "the number of validation shards", 0, INT32_MAX); break;
             case 'H': a.hellaswag = optarg; break;
-            case 'n': {
-                long long v = parse_count(optarg, "-n");
-                if (v < 1 || v > 1024) { usage(stderr); llmc_die("-n %s: threads must be 1..1024", optarg); }
-                a.threads = (int)v;
-                break;
-            }
-            case 'b': {
-                long long v = parse_count(optarg, "-b");
-                if (v < 1 || v > 65536) { usage(stderr); llmc_die("-b %s: MiB must be 1..65536", optarg); }
-                a.max_span = v << 20;
-                break;
-            }
+            case 'n': a.threads = (int)parse_count(optarg, "-n", "threads", 1, 1024); break;
+            case 'b': a.max_span = parse_count(optarg, "-b", "MiB", 1, 65536) << 20; break;
             case 'h': usage(stdout); return 0;
-            case ':': usage(stderr); llmc_die("flag -%c needs a value", optopt); break;
-            default: usage(stderr); llmc_die("unknown flag -%c", optopt); break;
+            case ':': bad_flag("flag -%c needs a value", optopt);
+            default: bad_flag("unknown flag -%c", optopt);
         }
     }
     int modes = (a.decode != 0) + (a.table_out != NULL) + (a.prefix != NULL) + (a.hellaswag != NULL);
-    if (modes > 1) { usage(stderr); llmc_die("choose one of -d, -w, -p, -H"); }
-    if (a.prefix == NULL && optind < argc) { usage(stderr); llmc_die("unexpected argument '%s' (inputs without -i are for -p)", argv[optind]); }
+    if (modes > 1) { bad_flag("choose one of -d, -w, -p, -H"); }
+    if (a.prefix == NULL && optind < argc) { bad_flag("unexpected argument '%s' (inputs without -i are for -p)", argv[optind]); }
+    if (modes == 0 && !a.input && !a.output) { bad_flag("nothing to do: give -i/-o, -p, -d, -w or -H"); }
+    const char *mode, *reads = mode_flags(&a, &mode);
+    for (const char *f = given; *f; f++) {
+        if (!strchr(reads, *f)) { bad_flag("-%c does not apply to %s; drop it", *f, mode); }
+    }
     if (a.decode) { mode_decode(&a); }
     else if (a.table_out) { mode_table(&a); }
     else if (a.hellaswag) { mode_hellaswag(&a); }
     else if (a.prefix) { mode_prepare(&a, argv + optind, argc - optind); }
-    else if (a.input || a.output) { mode_encode(&a); }
-    else { usage(stderr); llmc_die("nothing to do: give -i/-o, -p, -d, -w or -H"); }
+    else { mode_encode(&a); }
     return 0;
 }

@@ -45,11 +45,11 @@ static void usage(FILE *f) {
         "  -h, --help       this text\n");
 }
 
+// a bad flag: one line naming it (the usage is --help's)
 static void bad_flag(const char *fmt, const char *what) {
-    usage(stderr);
     char msg[512];
     snprintf(msg, sizeof(msg), fmt, what);
-    llmc_die("%s", msg);
+    llmc_die("%s (see --help)", msg);
 }
 
 static void *reallocCheck(void *p, size_t size) {
@@ -864,6 +864,10 @@ static void import_from_hf(const char *in_path, const char *out_path, int out_ve
             snprintf(cfg_path, sizeof(cfg_path), "config.json");
         }
     }
+    struct stat ost;
+    if (stat(out_path, &ost) == 0 && !S_ISREG(ost.st_mode)) {
+        llmc_die("-o '%s' exists and is not a file; choose another -o", out_path);
+    }
     if (file_exists(out_path) && !force) {
         llmc_die("output '%s' already exists; choose another -o or pass --force to replace it", out_path);
     }
@@ -913,14 +917,19 @@ static void import_from_hf(const char *in_path, const char *out_path, int out_ve
                      act->type == JSON_STRING ? act->string : "(not a string)");
         }
         const JsonValue *flag = json_get(&cfg, "scale_attn_by_inverse_layer_idx");
-        if (flag && flag->type == JSON_BOOL && flag->boolean) {
-            llmc_die("'%s' sets scale_attn_by_inverse_layer_idx; our attention does not scale by layer", cfg_path);
+        if (flag && (flag->type != JSON_BOOL || flag->boolean)) {
+            llmc_die("'%s' sets scale_attn_by_inverse_layer_idx (to something other than false); our attention does "
+                     "not scale by layer", cfg_path);
         }
         flag = json_get(&cfg, "scale_attn_weights");
-        if (flag && flag->type == JSON_BOOL && !flag->boolean) {
-            llmc_die("'%s' sets scale_attn_weights false; our attention scales by 1/sqrt(head size)", cfg_path);
+        if (flag && (flag->type != JSON_BOOL || !flag->boolean)) {
+            llmc_die("'%s' sets scale_attn_weights to something other than true; our attention scales by 1/sqrt(head size)",
+                     cfg_path);
         }
         const JsonValue *eps = json_get(&cfg, "layer_norm_epsilon");
+        if (eps && eps->type != JSON_NUMBER && eps->type != JSON_NULL) {
+            llmc_die("'%s': \"layer_norm_epsilon\" is not a number", cfg_path);
+        }
         if (eps && eps->type == JSON_NUMBER && fabs(eps->number - 1e-5) > 1e-12) {
             llmc_warn("'%s' has layer_norm_epsilon %g; our LayerNorm uses 1e-5, results will differ slightly",
                       cfg_path, eps->number);
@@ -931,7 +940,9 @@ static void import_from_hf(const char *in_path, const char *out_path, int out_ve
         if (config_int(&cfg, "vocab_size", cfg_path, &x)) { config_check(cfg_path, "vocab_size", x, V, st_path, "wte rows"); }
         if (config_int(&cfg, "n_positions", cfg_path, &x)) { config_check(cfg_path, "n_positions", x, maxT, st_path, "wpe rows"); }
         if (config_int(&cfg, "n_inner", cfg_path, &x)) { config_check(cfg_path, "n_inner", x, 4 * C, st_path, "4 * n_embd"); }
-        config_int(&cfg, "n_head", cfg_path, &NH);
+        if (config_int(&cfg, "n_head", cfg_path, &NH) && NH <= 0) {
+            llmc_die("'%s' has n_head %lld; the number of heads must be positive", cfg_path, NH);
+        }
         json_free(&cfg);
     }
     if (n_head_flag > 0) {
@@ -1074,7 +1085,7 @@ int main(int argc, char **argv) {
             }
             continue;
         }
-        bad_flag("unknown flag '%s' (see the usage above)", a);
+        bad_flag("unknown flag '%s'", a);
     }
     if (!in || !out) { bad_flag("%s", "both -i (input) and -o (output) are required"); }
     if (to_bin && tok_dir) { bad_flag("%s", "--tokenizer applies to export (.bin -> folder), not to --to-bin"); }
