@@ -125,6 +125,7 @@ static void bad_flag(const char *fmt, ...) {
 
 #define MAX_OPEN_OUTPUTS 4
 static AtomicFile *open_outputs[MAX_OPEN_OUTPUTS];
+static void (*next_abort_hook)(void);  // the hook main found set (a fuzz harness's), run after ours
 
 static void remove_partial_outputs(void) {
     for (int i = 0; i < MAX_OPEN_OUTPUTS; i++) {
@@ -133,7 +134,9 @@ static void remove_partial_outputs(void) {
             open_outputs[i]->fp = NULL;
             unlink(open_outputs[i]->tmp_path);
         }
+        open_outputs[i] = NULL;
     }
+    if (next_abort_hook) { next_abort_hook(); }
 }
 
 // flag: the flag that named the output (-o, -O, -p, -w), for messages
@@ -1083,6 +1086,7 @@ static const char *mode_flags(const Args *a, const char **mode) {
 }
 
 int main(int argc, char **argv) {
+    if (llmc_abort_hook != remove_partial_outputs) { next_abort_hook = llmc_abort_hook; }
     llmc_abort_hook = remove_partial_outputs;
     Args a;
     args_defaults(&a);
