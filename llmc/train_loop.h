@@ -264,6 +264,10 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
 
     // ---- output dir, resume
     if (have_out && rank == 0) {
+        struct stat out_st;
+        if (stat(a->output_dir, &out_st) == 0 && !S_ISDIR(out_st.st_mode)) {
+            llmc_die("-o %s exists and is not a folder; choose another -o", a->output_dir);
+        }
         make_dirs(a->output_dir);
         if (a->resume) { checkpoint_clean_tmp(a->output_dir); } else { checkpoint_claim_dir(a->output_dir, a->start_over); }
     }
@@ -310,7 +314,13 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     logger_init(&lg, have_out ? a->output_dir : NULL, rank, resumed);
     Tokenizer tok;
     memset(&tok, 0, sizeof(tok));
-    if (rank == 0 && a->sample_every > 0) { tokenizer_init(&tok, a->tokenizer, "-tk"); }
+    if (rank == 0 && a->sample_every > 0) {
+        tokenizer_init(&tok, a->tokenizer, "-tk");
+        if (tok.init_ok && (int)tok.vocab_size < V) {  // samples would print ids it cannot decode
+            llmc_die("-tk %s has %u tokens, fewer than the model's %d (-e %s): it is another tokenizer's decode table; "
+                     "give this model's, or -s 0 for no samples", a->tokenizer, tok.vocab_size, V, a->model);
+        }
+    }
 
     if (rank == 0) {
         printf("trainer %s | %d process(es) (%s) | model %s\n", b->name, W, c->launcher, a->model);

@@ -51,6 +51,8 @@ h = np.zeros(256, dtype="<i4"); h[:4] = [20240328, 2, 1 << 24, 0]
 open(f"{d}/tok_count.bin", "wb").write(h.tobytes() + b"\x01a" * 10)
 h[:4] = [20240328, 2, 50257, 50256]
 open(f"{d}/table.bin", "wb").write(h.tobytes() + b"\x01a" * 50257)
+h[:4] = [20240328, 2, 10, 9]  # another tokenizer's: fewer tokens than the model's 50257
+open(f"{d}/table10.bin", "wb").write(h.tobytes() + b"\x01a" * 10)
 # a safetensors header whose shape would overflow the element count
 import json
 hdr = json.dumps({"transformer.wte.weight": {"dtype": "F32", "shape": [2**40, 2**40, 2**40], "data_offsets": [0, 4]}}).encode()
@@ -104,6 +106,8 @@ expect "B*T past an int"       "B\*T = 3000000000 positions" -- -i "$TMP/good.bi
 expect "memory past the machine" "-b 1000000 -t 64: the model and its activations need" -- -i "$TMP/good.bin" "${BASE[@]}" -b 1000000 -t 64
 expect "--start-over with -y 1" "--start-over 1 .* excludes -y 1" -- -i "$TMP/good.bin" "${BASE[@]}" -o "$TMP/so" -y 1 --start-over 1
 expect_error "bad LLMC_FAULT" "LLMC_FAULT=state:x: expected" env LLMC_FAULT=state:x "$TRAINER" -i "$TMP/good.bin" "${BASE[@]}"
+expect "a smaller model's decode table" "-tk .*table10.bin has 10 tokens, fewer than the model's 50257" -- -i "$TMP/good.bin" "${BASE[@]}" -s 1 -tk "$TMP/table10.bin"
+expect "-o a file"             "-o .*good.bin exists and is not a folder" -- -i "$TMP/good.bin" "${BASE[@]}" -o "$TMP/good.bin"
 
 # issue 35: special files where a file is read. A FIFO blocked the reader forever (and SIGTERM did
 # not end it); a folder in a shard glob gave a message without its name. timeout: a regression
