@@ -46,6 +46,7 @@ def evalfile(name, count, ctx):
 evalfile("hs_count.bin", 2**31 - 1, [5, 6])
 evalfile("hs_token.bin", 1, [5, 65535])
 evalfile("hs_empty.bin", 1, [])
+evalfile("hs_ok.bin", 1, [5, 6])
 # a decode table that claims more tokens than its bytes can hold; a good one (every token "a")
 h = np.zeros(256, dtype="<i4"); h[:4] = [20240328, 2, 1 << 24, 0]
 open(f"{d}/tok_count.bin", "wb").write(h.tobytes() + b"\x01a" * 10)
@@ -99,8 +100,8 @@ expect "hellaswag token"       "token id 65535"     -- "${HS[@]}" -hf "$TMP/hs_t
 expect "hellaswag empty ctx"   "empty context"      -- "${HS[@]}" -hf "$TMP/hs_empty.bin"
 expect "tokenizer count"       "tok_count.bin' claims 16777216 tokens" -- -i "$TMP/good.bin" "${BASE[@]}" -s 1 -tk "$TMP/tok_count.bin"
 # issue 35: values that make a result meaningless (-m 0 logged "val loss -nan", -hm 0 "HellaSwag 0/0")
-expect "-m 0"                  "-m 0 validates on no batches" -- -i "$TMP/good.bin" "${BASE[@]}" -v 1 -m 0
-expect "-hm 0"                 "-hm 0 evaluates no examples" -- "${HS[@]}" -hf "$TMP/hs_token.bin" -hm 0
+expect "-m 0"                  "-m 0 validates on no batches" -- -i "$TMP/good.bin" -j "$TMP/good.bin" "${BASE[@]}" -v 1 -m 0
+expect "-hm 0"                 "-hm 0 evaluates no examples" -- "${HS[@]}" -hf "$TMP/hs_ok.bin" -hm 0
 expect "-d 0"                  "-d 0: the total batch is -1" -- -i "$TMP/good.bin" "${BASE[@]}" -d 0
 expect "B*T past an int"       "B\*T = 3000000000 positions" -- -i "$TMP/good.bin" -e L1:C32:H2:T1000000 -b 3000 -t 1000000
 expect "memory past the machine" "-b 1000000 -t 64: the model and its activations need" -- -i "$TMP/good.bin" "${BASE[@]}" -b 1000000 -t 64
