@@ -43,6 +43,7 @@ test-tokenizer: books_corpus, hellaswag"
 CHROOT="${FRESH_ROOT:-$(mktemp -d /var/tmp/fresh_machine.XXXXXX)}"
 LOGS="$CHROOT.logs"
 mkdir -p "$CHROOT" "$LOGS"
+chmod 755 "$CHROOT"  # the new root's / (mktemp -d makes it 0700: the unprivileged user could not run a shell)
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 note() { echo "$*" | tee -a "$LOGS/summary.txt"; }
