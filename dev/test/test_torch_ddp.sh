@@ -118,7 +118,7 @@ cross_resume train_gpt2_np2_to_torch_np1 c2 $PY "$TORCH_TRAINER" "${ARGS[@]}" -b
 cross_resume torch_np2_to_train_gpt2_np1 p2 "$TRAINER" "${ARGS[@]}" -b 4
 # issue 35: a FIFO as the newest DONE marker blocked -y 1; it is an unreadable marker, skipped
 cp -r c1 fifo_done && rm fifo_done/DONE_00000012 && mkfifo fifo_done/DONE_00000012
-if timeout -k 10 300 $PY "$TORCH_TRAINER" "${ARGS[@]}" -o fifo_done -y 1 > fifo_done.out 2>&1 &&
+if timeout -k 10 60 $PY "$TORCH_TRAINER" "${ARGS[@]}" -x 7 -o fifo_done -y 1 > fifo_done.out 2>&1 &&
    grep -q "resumed from checkpoint 6" fifo_done.out; then
     ok "train_gpt2.py -y 1 past a FIFO named DONE_00000012: resumed from checkpoint 6"
 else
