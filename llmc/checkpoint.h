@@ -490,24 +490,26 @@ static inline int checkpoint_resume(const char *dir, Backend *b, Comm *c, TrainS
     return loaded;
 }
 
-// is `name` a checkpoint's file: DONE_%08d, model_%08d.bin or state_%08d_%05d.bin, or a temporary
-// file a killed writer left of one (<name>.tmp.<pid>)?
-static inline int ckpt_is_file(const char *name) {
+// 1 if `name` is a checkpoint's file (DONE_%08d, model_%08d.bin, state_%08d_%05d.bin), 2 if it is
+// a temporary file a killed writer left of one (<name>.tmp.<pid>: never read), else 0
+static inline int ckpt_file_kind(const char *name) {
     size_t n = strlen(name);
     const char *tmp = strstr(name, ".tmp.");
     if (tmp) { n = (size_t)(tmp - name); }
-    if (n == 13 && !strncmp(name, "DONE_", 5)) { return ckpt_digits(name + 5, name + 13) >= 0; }
-    if (n == 18 && !strncmp(name, "model_", 6) && !strncmp(name + 14, ".bin", 4)) { return ckpt_digits(name + 6, name + 14) >= 0; }
-    return n == 24 && !strncmp(name, "state_", 6) && name[14] == '_' && !strncmp(name + 20, ".bin", 4) &&
-           ckpt_digits(name + 6, name + 14) >= 0 && ckpt_digits(name + 15, name + 20) >= 0;
+    int is = (n == 13 && !strncmp(name, "DONE_", 5) && ckpt_digits(name + 5, name + 13) >= 0) ||
+             (n == 18 && !strncmp(name, "model_", 6) && !strncmp(name + 14, ".bin", 4) && ckpt_digits(name + 6, name + 14) >= 0) ||
+             (n == 24 && !strncmp(name, "state_", 6) && name[14] == '_' && !strncmp(name + 20, ".bin", 4) &&
+              ckpt_digits(name + 6, name + 14) >= 0 && ckpt_digits(name + 15, name + 20) >= 0);
+    return is ? (tmp ? 2 : 1) : 0;
 }
 
 /*
  * A new run (no -y 1) in an -o that holds checkpoints would write its own among them, and a later
  * -y 1 would resume whichever is newest, maybe the old run's. So it is refused with the three ways
- * out, unless start_over (--start-over 1): then the old checkpoints, main.log and metrics.jsonl move
- * to <dir>/old_run_<N>/ (the first free N) and the run starts in an empty place. Rank 0, before
- * any rank writes.
+ * out, unless start_over (--start-over 1): then the old checkpoints (and leftovers of killed
+ * writers, which alone do not make the refusal), main.log and metrics.jsonl move to
+ * <dir>/old_run_<N>/ (the first free N) and the run starts in an empty place. Rank 0, before any
+ * rank writes.
  */
 static inline void checkpoint_claim_dir(const char *dir, int start_over) {
     int *steps;
@@ -518,7 +520,7 @@ static inline void checkpoint_claim_dir(const char *dir, int start_over) {
     DIR *d = opendir(dir);
     if (d == NULL) { llmc_die("-o %s: cannot list the folder: %s", dir, strerror(errno)); }
     struct dirent *e;
-    while ((e = readdir(d)) != NULL) { nfiles += ckpt_is_file(e->d_name); }
+    while ((e = readdir(d)) != NULL) { nfiles += ckpt_file_kind(e->d_name) == 1; }
     closedir(d);
     if (nfiles == 0) { return; }
     if (!start_over) {
@@ -537,7 +539,7 @@ static inline void checkpoint_claim_dir(const char *dir, int start_over) {
     d = opendir(dir);
     if (d == NULL) { llmc_die("-o %s: cannot list the folder: %s", dir, strerror(errno)); }
     while ((e = readdir(d)) != NULL) {
-        if (!ckpt_is_file(e->d_name) && strcmp(e->d_name, "main.log") && strcmp(e->d_name, "metrics.jsonl")) { continue; }
+        if (!ckpt_file_kind(e->d_name) && strcmp(e->d_name, "main.log") && strcmp(e->d_name, "metrics.jsonl")) { continue; }
         snprintf(from, sizeof(from), "%s/%s", dir, e->d_name);
         snprintf(to, sizeof(to), "%s/%s", old, e->d_name);
         if (rename(from, to) != 0) { llmc_die("--start-over: moving '%s' to '%s' failed: %s", from, to, strerror(errno)); }

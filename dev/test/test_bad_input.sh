@@ -199,6 +199,9 @@ else
 fi
 "$TRAINER" "${CK[@]}" -x 2 -y 1 -o "$TMP/again" > "$TMP/out" 2>&1 && grep -q "resumed from checkpoint 1 " "$TMP/out" \
     && ok "-y 1 afterwards resumes the new run (checkpoint 1), not the old run's 2" || { bad "-y 1 after --start-over"; cat "$TMP/out"; }
+mkdir "$TMP/leftover" && : > "$TMP/leftover/model_00000005.bin.tmp.4242"  # a killed writer's, never read
+"$TRAINER" "${CK[@]}" -x 1 -n 1 -o "$TMP/leftover" > "$TMP/out" 2>&1 && [ -f "$TMP/leftover/DONE_00000001" ] \
+    && ok "a killed writer's temporary file alone is no old run: the new run starts" || { bad "a leftover .tmp. file refused a new run"; cat "$TMP/out"; }
 
 # issue 35: a signal during start-up ends the process (the handler that defers it to the end of a
 # step is installed when training starts; before, a start-up blocked on a FIFO ignored timeout's
