@@ -78,8 +78,11 @@ TRAINER=$(realpath "${2:-./train_gpt2}")
 TMP=$(mktemp -d "/tmp/$TEST_NAME.XXXXXX")
 LLMC_MOUNTS=()
 # kill what the test left running (a killed run's mpirun, a backgrounded trainer), unmount what it
-# mounted (small_disk), then clean up
-trap 'pkill -9 -f "$TMP" 2>/dev/null || true; for m in "${LLMC_MOUNTS[@]}"; do umount -l "$m" 2>/dev/null; done; rm -rf "$TMP"' EXIT
+# mounted (small_disk), then clean up. Only in the test's own shell: a subshell killed right after
+# its fork (a watchdog "( sleep 30; kill ... ) &" killed at once) can run this trap before bash
+# resets it, and removed the running test's TMP under it.
+trap 'if [ "$BASHPID" = "$$" ]; then pkill -9 -f "$TMP" 2>/dev/null || true
+      for m in "${LLMC_MOUNTS[@]}"; do umount -l "$m" 2>/dev/null; done; rm -rf "$TMP"; fi' EXIT
 # one thread per process: the tests run several ranks on two cores
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 fail=0
