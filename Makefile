@@ -129,7 +129,8 @@ CUDNN_FRONTEND_VERSION ?= 1.32.0
 ifeq ($(NVCC),)
   $(info nvcc:     not found (install the CUDA toolkit or put nvcc on PATH); CUDA targets are not built)
 else
-  $(info nvcc:     found ($(NVCC), CUDA $(shell $(NVCC) --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'); CUDA_ARCHS="$(CUDA_ARCHS)"))
+  NVCC_VERSION := $(shell $(NVCC) --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+  $(info nvcc:     found ($(NVCC), CUDA $(NVCC_VERSION); CUDA_ARCHS="$(CUDA_ARCHS)"))
   # cuDNN and NCCL: from CUDNN_HOME / NCCL_HOME if given, else the CUDA toolkit, the system, or
   # PyTorch's pip wheels (nvidia-cudnn-cu13, nvidia-nccl-cu13: nvidia/cudnn, nvidia/nccl in the
   # site-packages of $(PYTHON) or python3). The wheels hold only versioned libraries (libcudnn.so.9,
@@ -200,22 +201,41 @@ else
 endif
 
 # ---------------------------------------------------------------------------------------------
+# Feature stamps: build/features/<feature> holds what the probes above found for that feature (the
+# flags it adds, or nothing). A stamp is rewritten only when that changes, and each binary depends
+# on the stamps of the features it is built with, so a plain make rebuilds exactly those binaries
+# when a feature appears or goes (MPI installed after the first build, NO_MPI=1, ...). The stamps
+# are written while the Makefile is read, so make -n and make -q see a change too.
+FEATURE_DIR := build/features
+feature_stamp = $(shell mkdir -p $(FEATURE_DIR) && f=$(FEATURE_DIR)/$(1) && printf '%s\n' '$(strip $(subst ',,$(2)))' > $$f.new && \
+                  { cmp -s $$f.new $$f && rm -f $$f.new || mv -f $$f.new $$f; } && echo $$f)
+STAMP_OPENMP := $(call feature_stamp,openmp,$(filter -fopenmp,$(CFLAGS)))
+STAMP_OPENBLAS := $(call feature_stamp,openblas,$(CPU_BLAS) $(LDLIBS_CPU))
+STAMP_MPI := $(call feature_stamp,mpi,$(MPI_CFLAGS) $(MPI_LDLIBS) | CUDA: $(if $(filter -DUSE_MPI,$(NVCC_FLAGS)),$(MPI_INCDIRS) $(MPI_LIBDIRS)))
+STAMP_PCRE2 := $(call feature_stamp,pcre2,$(GEN_FLAGS) $(GEN_LDLIBS))
+STAMP_NVCC := $(call feature_stamp,nvcc,$(NVCC) $(NVCC_VERSION))
+STAMP_NCCL := $(call feature_stamp,nccl,$(if $(filter -DMULTI_GPU,$(NVCC_FLAGS)),$(NCCL)))
+STAMP_CUDNN := $(call feature_stamp,cudnn,$(if $(USE_CUDNN),$(CUDNN) $(NVRTC) $(CUDNN_FRONTEND_INC)))
+CPU_STAMPS := $(STAMP_OPENMP) $(STAMP_OPENBLAS) $(STAMP_MPI)
+CUDA_STAMPS := $(STAMP_NVCC) $(STAMP_NCCL) $(STAMP_CUDNN) $(STAMP_MPI)
+
+# ---------------------------------------------------------------------------------------------
 # the products: trainers, tools, model tests
 
 CPU_HEADERS = $(wildcard llmc/*.h)
 CUDA_HEADERS = $(wildcard llmc/*.h llmc/*.cuh)
 TARGETS = train_gpt2 test_gpt2 export_hf
 
-train_gpt2: train_gpt2.c $(CPU_HEADERS)
+train_gpt2: train_gpt2.c $(CPU_HEADERS) $(CPU_STAMPS) $(STAMP_PCRE2)
 	$(CC) $(CFLAGS) $(CPU_BLAS) $(MPI_CFLAGS) $(GEN_FLAGS) $< -o $@ $(LDLIBS_CPU) $(MPI_LDLIBS) $(GEN_LDLIBS)
 
-test_gpt2: test_gpt2.c train_gpt2.c $(CPU_HEADERS) dev/test/model_test.h
+test_gpt2: test_gpt2.c train_gpt2.c $(CPU_HEADERS) dev/test/model_test.h $(CPU_STAMPS)
 	$(CC) $(CFLAGS) $(CPU_BLAS) $(MPI_CFLAGS) $< -o $@ $(LDLIBS_CPU) $(MPI_LDLIBS)
 
 # gpt2_tokenize: GPT-2 BPE encoder/decoder and dataset preparer (dev/data/README.md); needs PCRE2
 ifeq ($(PCRE2_OK),1)
 TARGETS += gpt2_tokenize
-gpt2_tokenize: dev/data/gpt2_tokenize.c llmc/bpe.h llmc/tokenizer.h llmc/utils.h
+gpt2_tokenize: dev/data/gpt2_tokenize.c llmc/bpe.h llmc/tokenizer.h llmc/utils.h $(STAMP_OPENMP) $(STAMP_PCRE2)
 	$(CC) $(CFLAGS) $(PCRE2_CFLAGS) $< -o $@ $(PCRE2_LDLIBS)
 else
 gpt2_tokenize:
@@ -223,21 +243,21 @@ gpt2_tokenize:
 endif
 
 # export_hf: model .bin <-> Hugging Face GPT2LMHeadModel folder (dev/eval/README.md); plain C
-export_hf: dev/eval/export_hf.c $(CPU_HEADERS)
+export_hf: dev/eval/export_hf.c $(CPU_HEADERS) $(STAMP_OPENMP)
 	$(CC) $(CFLAGS) $< -o $@ -lm
 
 ifneq ($(NVCC),)
 TARGETS += train_gpt2cu test_gpt2cu
 CUDNN_DEP := $(if $(USE_CUDNN),$(CUDNN_OBJ))
-train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS) $(CUDNN_DEP)
+train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS) $(CUDNN_DEP) $(CUDA_STAMPS) $(STAMP_PCRE2)
 	$(NVCC) $(NVCC_FLAGS) $(GEN_FLAGS) $< -o $@ $(NVCC_LDLIBS) $(GEN_LDLIBS)
 
-test_gpt2cu: test_gpt2.cu train_gpt2.cu $(CUDA_HEADERS) dev/test/model_test.h $(CUDNN_DEP)
+test_gpt2cu: test_gpt2.cu train_gpt2.cu $(CUDA_HEADERS) dev/test/model_test.h $(CUDNN_DEP) $(CUDA_STAMPS)
 	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LDLIBS)
 
 # the minimal variant (single GPU, no cuDNN: what NO_MULTI_GPU=1 NO_CUDNN=1 builds), compiled by the
 # tests so that neither configuration's #ifdefs can rot
-build/cuda_single/train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
+build/cuda_single/train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS) $(STAMP_NVCC) $(STAMP_PCRE2)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_BASE_FLAGS) $(GEN_FLAGS) $< -o $@ $(NVCC_BASE_LDLIBS) $(GEN_LDLIBS)
 
@@ -254,13 +274,13 @@ build/drop_wait/train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
 	$(NVCC) $(filter-out -DUSE_CUDNN,$(NVCC_FLAGS)) -DLLMC_TEST_DROP_WAIT $< -o $@ $(filter-out $(CUDNN_OBJ),$(NVCC_LDLIBS))
 
 # per-layer backward time and a 1-rank NCCL all-reduce of a layer's gradients (dev/bench/bench_gpu.sh)
-build/bench_layers: dev/bench/bench_layers.cu train_gpt2.cu $(CUDA_HEADERS) $(CUDNN_DEP)
+build/bench_layers: dev/bench/bench_layers.cu train_gpt2.cu $(CUDA_HEADERS) $(CUDNN_DEP) $(CUDA_STAMPS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_FLAGS) -I. $< -o $@ $(NVCC_LDLIBS)
 
 # host code only, about 70 s of CPU (the frontend is a large header library; its JSON serialization,
 # which nothing here uses, is left out: about 110 s with it)
-$(CUDNN_OBJ): llmc/cudnn_att.cpp llmc/cudnn_att.h
+$(CUDNN_OBJ): llmc/cudnn_att.cpp llmc/cudnn_att.h $(STAMP_NVCC) $(STAMP_CUDNN)
 	@mkdir -p $(@D)
 	$(NVCC) -O2 -std=c++17 -Xcompiler -Wall -DCUDNN_FRONTEND_SKIP_JSON_LIB -isystem $(CUDNN_FRONTEND_INC) -I$(firstword $(CUDNN))/include -c $< -o $@
 else

@@ -623,6 +623,13 @@ static void gpt2_alloc_activations(GPT2 *m, int B, int T) {
 // allocate parameters, gradients, optimizer state and activations; params are uninitialised.
 // planner (NULL: no check): stops with the plan's figures when they exceed the RAM available
 void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, const Planner *planner) {
+    // -b and -t can make the attention matrices' count overflow 64 bits, and the plan's sums with it:
+    // bounded in double first, so that an absurd -b or -t is one line, not a crash
+    const double att_bytes = 4.0 * config->num_layers * B * config->num_heads * (double)T * T;
+    if (att_bytes > 1e18) {
+        llmc_die("-b %d -t %d: the attention matrices alone would take %.3g GiB; use a smaller -b or -t", B, T,
+                 att_bytes / PLAN_GiB);
+    }
     if (planner && planner->dev.known) {
         MemPlan p;
         memset(&p, 0, sizeof(p));

@@ -1055,10 +1055,14 @@ void gpt2_make_backend(Backend *b, GPT2 *m, int T, double peak_flops) {
  */
 static GradReduceKind setup_processes(Comm *c, const TrainArgs *a, int device, void *nccl) {
     (void)device; (void)nccl;
-#ifdef MULTI_GPU
     // LLMC_FORCE_NCCL=1: the NCCL path (communicator, per-layer reductions, ZeRO-1 collectives) even
     // for one process, on a 1-rank communicator: how that path is exercised on a one-GPU machine
+    // (builds with NCCL). Any value but 0 or 1 is a mistake, in every build.
     const char *force = getenv("LLMC_FORCE_NCCL");
+    if (force && force[0] && strcmp(force, "0") && strcmp(force, "1")) {
+        llmc_die("LLMC_FORCE_NCCL=%s: expected 0 or 1 (a test hook; unset it)", force);
+    }
+#ifdef MULTI_GPU
     if (c->world_size == 1 && force && !strcmp(force, "1") && strcmp(a->backend, "mpi")) {
         nccl_init((NcclContext *)nccl, c, a->comm_timeout);
         return GRAD_REDUCE_NCCL;

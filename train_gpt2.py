@@ -895,9 +895,12 @@ def checkpoint_list(d):
 
 
 def done_world_size(d, step):
+    path = ckpt_path(d, "DONE", step)
+    if not os.path.isfile(path):  # a FIFO named DONE_ would block the read
+        return -1
     try:
-        m = re.match(r"step (\d+)\nworld_size (\d+)", open(ckpt_path(d, "DONE", step)).read())
-    except OSError:
+        m = re.match(r"step (\d+)\nworld_size (\d+)", open(path).read())
+    except (OSError, UnicodeDecodeError):
         return -1
     return int(m.group(2)) if m and int(m.group(1)) == step else -1
 

@@ -66,6 +66,9 @@
     X(INT, ckpt_async, "", "ckpt-async", "<0|1>", 1, 0, 1,                                                             \
       "write checkpoints while training goes on, from a copy in host memory\n"                                         \
       "(synchronously where the copy does not fit; 0 = always synchronously)")                                         \
+    X(INT, start_over, "", "start-over", "<0|1>", 0, 0, 1,                                                             \
+      "a new run where -o holds another run's checkpoints (refused without -y 1 or\n"                                   \
+      "this): they and its logs move to <dir>/old_run_<N>/ first")                                                      \
     X(SECTION, _guards, "", "", "", 0, 0, 0, "numeric guards (a step with a NaN/Inf loss or gradient norm is always skipped)") \
     X(F32, guard_z_loss, "sl", "guard-loss-z", "<float>", 0.0, 0.0, 1e6,                                                \
       "skip a step whose loss z-score over the last 100 steps exceeds this; 0 = off")                                  \
@@ -369,6 +372,13 @@ static inline void args_parse(TrainArgs *a, int argc, char **argv) {
     if (a->tensorboard && a->output_dir[0] == '\0') {
         args_fail("-tb 1 writes the TensorBoard events into the output directory: add -o <dir>");
     }
+    if (a->start_over && (a->resume || a->output_dir[0] == '\0')) {
+        args_fail("--start-over 1 starts a new run in -o <dir> in place of the one there; it needs -o and excludes -y 1");
+    }
+    // values whose result would mean nothing (a loss or an accuracy over no data)
+    if (a->val_batches == 0) { args_fail("-m 0 validates on no batches; give -m N >= 1, -1 for all, or -v 0 for no validation"); }
+    if (a->hellaswag_max == 0) { args_fail("-hm 0 evaluates no examples; give -hm N >= 1, -1 for all, or -h 0 for no HellaSwag"); }
+    if (a->total_batch == 0) { args_fail("-d 0: the total batch is -1 (= B*T*ranks) or a multiple of B*T*ranks tokens"); }
 }
 
 /*

@@ -416,13 +416,14 @@ static inline uint32_t bpe_strmap_find(const BPE *b, const BpeStrMap *m, const u
 }
 
 static inline unsigned char *bpe_read_file(const char *path, size_t *n, const char *what) {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL || !file_exists(path)) {
-        llmc_die("cannot open %s '%s': %s (download it from "
+    FILE *f;
+    long long size;
+    char why[512];
+    if (open_regular(path, &f, &size, why, sizeof(why)) != 0) {
+        llmc_die("cannot open %s '%s': it %s (download it from "
                  "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/%s or pass the right path)",
-                 what, path, f == NULL ? strerror(errno) : "not a regular file", what);
+                 what, path, why, what);
     }
-    long long size = file_size_bytes(path);
     unsigned char *buf = (unsigned char *)mallocCheck((size_t)size + 1);
     if (size > 0 && fread(buf, 1, (size_t)size, f) != (size_t)size) {
         llmc_die("reading %s '%s' failed: %s", what, path, strerror(errno));

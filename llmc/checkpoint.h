@@ -34,6 +34,7 @@
 #define LLMC_CHECKPOINT_H
 
 #include <dirent.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include "args.h"
@@ -71,23 +72,51 @@ static inline void ckpt_path(char *out, size_t n, const char *dir, const char *k
 }
 
 /*
- * Fault injection for the crash, hang and disk tests: LLMC_FAULT is a comma-separated list of
- * <where>:<step> (SIGKILL this process there) and <where>:<step>:stop:<rank> (freeze rank <rank>
- * there with SIGSTOP: a hung rank, or a pause in which a test changes the disk). where: state
- * (every rank, in the middle of writing its state file of checkpoint <step>: once half of the
- * first section, m, is written), done (rank 0, after every file of checkpoint <step> but the marker), step (every
- * rank, as training step <step> of the step line begins).
+ * Fault injection for the tests: LLMC_FAULT is a comma-separated list of <where>:<step>, each
+ * killing the process with SIGKILL at that point, or with :stop:<rank> added freezing rank <rank>
+ * there with SIGSTOP (a hung rank, or a pause in which a test changes the disk). where: state (every
+ * rank, in the middle of writing its state file of checkpoint <step>: once half of its first
+ * section, m, is written), done (rank 0, after every file of checkpoint <step> but the marker),
+ * step (every rank, as training step <step> of the step line begins), start (step 0: the end of
+ * start-up, where it always freezes, for a test to signal it; train_loop.h). Any other value is an
+ * error, so a typo cannot make a crash test pass without its crash.
  */
-static inline void ckpt_fault(const char *where, int step) {
+#define FAULT_KILL 1
+#define FAULT_STOP 2
+// what LLMC_FAULT asks of this rank at point `where` of `step`: 0 nothing, FAULT_KILL or FAULT_STOP
+static inline int fault_due(const char *where, int step) {
     const char *f = getenv("LLMC_FAULT");
-    if (f == NULL) { return; }
-    const size_t n = strlen(where);
-    for (const char *spec = f; spec != NULL; spec = strchr(spec, ','), spec = spec ? spec + 1 : NULL) {
-        if (strncmp(spec, where, n) != 0 || spec[n] != ':' || atoi(spec + n + 1) != step) { continue; }
-        const char *action = spec + n + 1 + strspn(spec + n + 1, "0123456789");
+    if (f == NULL || f[0] == '\0') { return 0; }
+    int due = 0;
+    for (const char *spec = f; spec != NULL;) {
+        const char *next = strchr(spec, ',');
+        const size_t len = next ? (size_t)(next - spec) : strlen(spec);
+        char buf[64], *end = NULL;
+        snprintf(buf, sizeof(buf), "%.*s", (int)(len < sizeof(buf) ? len : sizeof(buf) - 1), spec);
+        char *colon = strchr(buf, ':');
+        long at = colon ? strtol(colon + 1, &end, 10) : -1, rank = -1;
+        if (end && !strncmp(end, ":stop:", 6)) { rank = strtol(end + 6, &end, 10); }
+        const int known = colon && (!strncmp(buf, "state:", 6) || !strncmp(buf, "done:", 5) || !strncmp(buf, "step:", 5) ||
+                                    !strncmp(buf, "start:", 6));
+        if (len >= sizeof(buf) || !known || end == colon + 1 || *end != '\0' || at < 0 || at > INT_MAX) {
+            llmc_die("LLMC_FAULT=%s: expected a list of state:<step>, done:<step> or step:<step>, each with :stop:<rank> "
+                     "to freeze that rank instead, or start:0 (a test hook; unset it)", f);
+        }
+        const size_t n = strlen(where);
+        if (!strncmp(buf, where, n) && buf[n] == ':' && at == step) {
+            if (!strcmp(where, "start") || rank == llmc_rank) { due = FAULT_STOP; }
+            else if (rank < 0) { due = FAULT_KILL; }
+        }
+        spec = next ? next + 1 : NULL;
+    }
+    return due;
+}
+
+static inline void ckpt_fault(const char *where, int step) {
+    const int due = fault_due(where, step);
+    if (due) {
         fflush(NULL);
-        if (*action == '\0' || *action == ',') { raise(SIGKILL); }
-        if (strncmp(action, ":stop:", 6) == 0 && atoi(action + 6) == llmc_rank) { raise(SIGSTOP); }
+        raise(due == FAULT_KILL ? SIGKILL : SIGSTOP);
     }
 }
 
@@ -128,12 +157,14 @@ static inline const char *state_header_problem(const int *h) {
 
 // read a state file's header and check it (checksum, ranges, size); 0 if fine, else 1 with the reason in err
 static inline int state_file_header(const char *path, int h[HEADER_INTS], char *err, size_t errlen) {
-    if (!file_exists(path)) { snprintf(err, errlen, "state file '%s' is missing", path); return 1; }
-    long long size = file_size_bytes(path);
-    if (size < HEADER_BYTES) { snprintf(err, errlen, "state file '%s' is truncated (%lld bytes)", path, size); return 1; }
-    FILE *fp = fopenCheck(path, "rb");
-    freadCheck(h, sizeof(int), HEADER_INTS, fp);
-    fcloseCheck(fp);
+    FILE *fp;
+    long long size;
+    char why[512];
+    int e = open_regular(path, &fp, &size, why, sizeof(why));
+    if (e != 0) { snprintf(err, errlen, "state file '%s' %s", path, e == ENOENT ? "is missing" : why); return 1; }
+    int got = size >= HEADER_BYTES && fread(h, sizeof(int), HEADER_INTS, fp) == HEADER_INTS;
+    fclose(fp);
+    if (!got) { snprintf(err, errlen, "state file '%s' is truncated (%lld bytes)", path, size); return 1; }
     if (h[0] != STATE_MAGIC || h[1] != STATE_VERSION) {
         snprintf(err, errlen, "'%s' is not a version %d state file of this trainer (magic %d version %d)", path,
                  STATE_VERSION, h[0], h[1]);
@@ -161,7 +192,7 @@ static inline int state_file_header(const char *path, int h[HEADER_INTS], char *
 static inline int state_file_verify(const char *path, const int h[HEADER_INTS]) {
     long long n = hdr_get64(h, 16);
     int nsec = h[4] ? 3 : 2;
-    FILE *fp = fopenCheck(path, "rb");
+    FILE *fp = fopen_regular(path, "state file", NULL);
     fseekCheck(fp, HEADER_BYTES, SEEK_SET);
     long long chunk = n < (long long)CKPT_CHUNK ? n : (long long)CKPT_CHUNK;
     if (chunk < 2 * GUARD_WINDOW) { chunk = 2 * GUARD_WINDOW; }  // the buffer also takes the guard history
@@ -228,10 +259,10 @@ static inline int checkpoint_list(const char *dir, int **steps_out) {
 // the world size that the DONE marker of `step` records, or -1 if the marker is missing or is not
 // exactly "step <step>\nworld_size <1..99999>\n"
 static inline int read_done_world_size(const char *dir, int step) {
-    char path[4096], text[64];
+    char path[4096], text[64], why[512];
     ckpt_path(path, sizeof(path), dir, "DONE", step, -1);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) { return -1; }
+    FILE *fp;
+    if (open_regular(path, &fp, NULL, why, sizeof(why)) != 0) { return -1; }  // a FIFO named DONE_ must not block
     size_t len = fread(text, 1, sizeof(text) - 1, fp);
     fclose(fp);
     text[len] = '\0';
@@ -310,6 +341,7 @@ typedef struct {
     double snapshot_s, write_s;
     int failures;             // failed checkpoints in a row
     int newest;               // the newest complete checkpoint (-1: none)
+    int last_begun;           // the step of the last checkpoint begun (-1: none)
 } CkptWriter;
 
 // host bytes of the snapshot: rank 0's parameters, and the optimizer slice
@@ -348,6 +380,7 @@ static inline void ckpt_writer_init(CkptWriter *w, const char *dir, Backend *b, 
     w->rank = c->rank;
     w->world_size = c->world_size;
     w->newest = newest;
+    w->last_begun = -1;
     ckpt_save_range(b, c, &w->lo, &w->n);
     if (async && dir && dir[0]) {
         long long avail = host_mem_available();
@@ -396,7 +429,7 @@ static inline int ckpt_write_model(CkptWriter *w, const char *path, void *buf) {
     int header[HEADER_INTS];
     model_header_fill(header, &b->config, b->model_version);
     AtomicFile af;
-    if (atomic_open_soft(&af, path, w->err, sizeof(w->err))) { return -1; }
+    if (atomic_open_soft(&af, path, "-o", w->err, sizeof(w->err))) { return -1; }
     atomic_write(&af, header, sizeof(header), 0);
     size_t elem = b->model_version == MODEL_VERSION_BF16 ? 2 : sizeof(float);
     for (size_t off = 0; off < b->num_params && !af.failed; off += CKPT_CHUNK) {
@@ -429,7 +462,7 @@ static inline int ckpt_write_state(CkptWriter *w, const char *path, float *buf[3
     h[252] = CRC_TAG;
 
     AtomicFile af;
-    if (atomic_open_soft(&af, path, w->err, sizeof(w->err))) { return -1; }
+    if (atomic_open_soft(&af, path, "-o", w->err, sizeof(w->err))) { return -1; }
     const int nsec = b->has_master ? 3 : 2;
     uint32_t crc[3] = {0, 0, 0};
     for (size_t off = 0; off < n && !af.failed; off += CKPT_CHUNK) {
@@ -437,7 +470,7 @@ static inline int ckpt_write_state(CkptWriter *w, const char *path, float *buf[3
         const float *sec[3];
         ckpt_opt_chunk(w, off, m, buf, sec);
         for (int s = 0; s < nsec; s++) {  // section s starts after the header and s sections of n floats
-            atomic_write_at(&af, HEADER_BYTES + (long)((s * n + off) * sizeof(float)), sec[s], m * sizeof(float));
+            atomic_write_at(&af, HEADER_BYTES + (long long)((s * n + off) * sizeof(float)), sec[s], m * sizeof(float));
             crc[s] = crc32_update(crc[s], sec[s], m * sizeof(float));
             if (s == 0 && off + m >= n / 2) { ckpt_fault("state", st->step); }
         }
@@ -445,9 +478,9 @@ static inline int ckpt_write_state(CkptWriter *w, const char *path, float *buf[3
     if (n == 0) { ckpt_fault("state", st->step); }
     uint32_t gcrc = crc32_update(0, st->guard.loss_hist, sizeof(st->guard.loss_hist));
     gcrc = crc32_update(gcrc, st->guard.norm_hist, sizeof(st->guard.norm_hist));
-    const long tail = HEADER_BYTES + (long)(nsec * n * sizeof(float));
+    const long long tail = HEADER_BYTES + (long long)(nsec * n * sizeof(float));
     atomic_write_at(&af, tail, st->guard.loss_hist, sizeof(st->guard.loss_hist));
-    atomic_write_at(&af, tail + (long)sizeof(st->guard.loss_hist), st->guard.norm_hist, sizeof(st->guard.norm_hist));
+    atomic_write_at(&af, tail + (long long)sizeof(st->guard.loss_hist), st->guard.norm_hist, sizeof(st->guard.norm_hist));
     h[251] = (int)gcrc; h[253] = (int)crc[0]; h[254] = (int)crc[1]; h[255] = (int)crc[2];
     h[250] = (int)header_crc(h, HEADER_INTS, 250);
     atomic_write_at(&af, 0, h, sizeof(h));
@@ -501,6 +534,7 @@ static inline void checkpoint_settle(CkptWriter *w, Comm *c, int keep);
 static inline void checkpoint_begin(CkptWriter *w, Comm *c, const TrainState *st, int keep) {
     if (w->in_flight) { checkpoint_settle(w, c, keep); }
     w->st = *st;
+    w->last_begun = st->step;
     w->in_flight = 1;
     w->failed = 0;
     w->err[0] = '\0';
@@ -541,7 +575,7 @@ static inline void checkpoint_complete(CkptWriter *w, Comm *c, int any_failed, i
         AtomicFile af;
         char text[64];
         int len = snprintf(text, sizeof(text), "step %d\nworld_size %d\n", step, c->world_size);
-        if (atomic_open_soft(&af, path, w->err, sizeof(w->err)) == 0) { atomic_write(&af, text, (size_t)len, 0); }
+        if (atomic_open_soft(&af, path, "-o", w->err, sizeof(w->err)) == 0) { atomic_write(&af, text, (size_t)len, 0); }
         if (atomic_commit(&af) != 0) {
             w->failed = 1;  // only rank 0 knows; it deletes the whole checkpoint below
         } else {
@@ -594,6 +628,24 @@ static inline void checkpoint_settle(CkptWriter *w, Comm *c, int keep) {
     int failed = w->failed;
     c->allreduce_max_i32(c, &failed, 1);
     checkpoint_complete(w, c, failed, keep);
+}
+
+/*
+ * After the last settle: a run's last checkpoint (at its end, or at a stop) that failed ends the
+ * run non-zero with what went wrong (an earlier failure only warned: the next checkpoint could make
+ * up for it, this one nothing will). Every rank; rank 0 says it.
+ */
+static inline void checkpoint_require_last(CkptWriter *w, Comm *c, int step) {
+    if (w->dir[0] == '\0' || w->last_begun != step || w->newest == step) { return; }
+    if (c->rank == 0) {
+        char newest[64] = "no complete checkpoint exists";
+        if (w->newest >= 0) { snprintf(newest, sizeof(newest), "checkpoint %d is the newest complete one", w->newest); }
+        llmc_die("checkpoint %d, this run's last, could not be written: %s; %s; free space there or choose another -o, "
+                 "and run again with -y 1", step, w->failed ? w->err : "another rank's file failed (its warning says how)",
+                 newest);
+    }
+    c->barrier(c);  // rank 0's abort takes everyone down
+    exit(EXIT_FAILURE);
 }
 
 // a checkpoint written now, synchronously, straight from the backend (tests and tools)
@@ -690,7 +742,7 @@ static inline void checkpoint_load(const char *dir, int step, Backend *b, TrainS
             size_t s0 = a > flo ? a : flo, s1 = z < flo + fn ? z : flo + fn;
             if (s0 >= s1) { continue; }
             ckpt_path(path, sizeof(path), dir, "state", step, r);
-            FILE *fp = fopenCheck(path, "rb");
+            FILE *fp = fopen_regular(path, "state file", NULL);
             for (int s = 0; s < (file_master ? 3 : 2); s++) {
                 fseekCheck(fp, HEADER_BYTES + (long)((s * fn + (s0 - flo)) * sizeof(float)), SEEK_SET);
                 freadCheck(buf[s] + (s0 - a), sizeof(float), s1 - s0, fp);
@@ -712,7 +764,7 @@ static inline void checkpoint_load(const char *dir, int step, Backend *b, TrainS
     st->data_skip = h[36];
     st->rollbacks = h[37];
     ckpt_path(path, sizeof(path), dir, "state", step, 0);
-    FILE *fp = fopenCheck(path, "rb");
+    FILE *fp = fopen_regular(path, "state file", NULL);
     long long fn = hdr_get64(h, 16);
     fseekCheck(fp, HEADER_BYTES + (long)((h[4] ? 3 : 2) * fn * (long long)sizeof(float)), SEEK_SET);
     freadCheck(st->guard.loss_hist, sizeof(float), GUARD_WINDOW, fp);
@@ -748,6 +800,66 @@ static inline int checkpoint_resume(const char *dir, Backend *b, Comm *c, TrainS
     }
     free(steps);
     return loaded;
+}
+
+// 1 if `name` is a checkpoint's file (DONE_%08d, model_%08d.bin, state_%08d_%05d.bin), 2 if it is
+// a temporary file a killed writer left of one (<name>.tmp.<pid>: never read), else 0
+static inline int ckpt_file_kind(const char *name) {
+    size_t n = strlen(name);
+    const char *tmp = strstr(name, ".tmp.");
+    if (tmp) { n = (size_t)(tmp - name); }
+    int is = (n == 13 && !strncmp(name, "DONE_", 5) && ckpt_digits(name + 5, name + 13) >= 0) ||
+             (n == 18 && !strncmp(name, "model_", 6) && !strncmp(name + 14, ".bin", 4) && ckpt_digits(name + 6, name + 14) >= 0) ||
+             (n == 24 && !strncmp(name, "state_", 6) && name[14] == '_' && !strncmp(name + 20, ".bin", 4) &&
+              ckpt_digits(name + 6, name + 14) >= 0 && ckpt_digits(name + 15, name + 20) >= 0);
+    return is ? (tmp ? 2 : 1) : 0;
+}
+
+/*
+ * A new run (no -y 1) in an -o that holds checkpoints would write its own among them, and a later
+ * -y 1 would resume whichever is newest, maybe the old run's. So it is refused with the three ways
+ * out, unless start_over (--start-over 1): then the old checkpoints (and leftovers of killed
+ * writers, which alone do not make the refusal), main.log and metrics.jsonl move to
+ * <dir>/old_run_<N>/ (the first free N) and the run starts in an empty place. Rank 0, before any
+ * rank writes.
+ */
+static inline void checkpoint_claim_dir(const char *dir, int start_over) {
+    int *steps;
+    int ndone = checkpoint_list(dir, &steps);
+    int newest = ndone > 0 ? steps[0] : -1;
+    free(steps);
+    int nfiles = 0;
+    DIR *d = opendir(dir);
+    if (d == NULL) { llmc_die("-o %s: cannot list the folder: %s", dir, strerror(errno)); }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) { nfiles += ckpt_file_kind(e->d_name) == 1; }
+    closedir(d);
+    if (nfiles == 0) { return; }
+    if (!start_over) {
+        char newest_text[64] = "";
+        if (newest >= 0) { snprintf(newest_text, sizeof(newest_text), ", the newest complete one of step %d", newest); }
+        llmc_die("-o %s holds the checkpoints of another run (%d file(s)%s); continue that run with -y 1, keep it "
+                 "with another -o, or pass --start-over 1 to move it into %s/old_run_<N>/ and start anew here",
+                 dir, nfiles, newest_text, dir);
+    }
+    char old[4096], from[4608], to[8704];
+    for (int k = 1;; k++) {
+        snprintf(old, sizeof(old), "%s/old_run_%d", dir, k);
+        if (mkdir(old, 0755) == 0) { break; }
+        if (errno != EEXIST) { llmc_die("--start-over: cannot create '%s': %s", old, strerror(errno)); }
+    }
+    d = opendir(dir);
+    if (d == NULL) { llmc_die("-o %s: cannot list the folder: %s", dir, strerror(errno)); }
+    while ((e = readdir(d)) != NULL) {
+        if (!ckpt_file_kind(e->d_name) && strcmp(e->d_name, "main.log") && strcmp(e->d_name, "metrics.jsonl")) { continue; }
+        snprintf(from, sizeof(from), "%s/%s", dir, e->d_name);
+        snprintf(to, sizeof(to), "%s/%s", old, e->d_name);
+        if (rename(from, to) != 0) { llmc_die("--start-over: moving '%s' to '%s' failed: %s", from, to, strerror(errno)); }
+    }
+    closedir(d);
+    fsync_dir_of(old);  // the renames are entries of dir, old's folder
+    printf("--start-over: the earlier run in %s (%d checkpoint file(s), its logs) moved to %s\n", dir, nfiles, old);
+    fflush(stdout);
 }
 
 // remove temporary files left by a killed writer (call on rank 0 before any rank writes)

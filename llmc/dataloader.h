@@ -61,17 +61,23 @@ typedef struct {
     long long *window_perm;    // (max windows per shard)
 } DataLoader;
 
-// one shard: header checks, then the mapping
+// one shard: header checks, then the mapping (of the descriptor the checks read: what is mapped is
+// what was checked)
 static inline void shard_open(DataLoader *dl, int i, const char *flag) {
     const char *path = dl->paths[i];
-    long long size = file_size_bytes(path);
+    FILE *fp;
+    long long size;
+    char why[512];
+    if (open_regular(path, &fp, &size, why, sizeof(why)) != 0) {
+        llmc_die("%s %s: '%s' %s; the glob must match token shards only (%s)", flag, dl->glob_pattern, path, why, SHARD_HINT);
+    }
     if (size < HEADER_BYTES_SHARD) {
         llmc_die("%s: shard '%s' is %lld bytes, smaller than its 1024-byte header (truncated?); %s", flag, path, size, SHARD_HINT);
     }
     int header[HEADER_BYTES_SHARD / 4];
-    FILE *fp = fopenCheck(path, "rb");
-    freadCheck(header, sizeof(header), 1, fp);
-    fcloseCheck(fp);
+    if (fread(header, sizeof(header), 1, fp) != 1) {
+        llmc_die("%s: reading the header of shard '%s' failed: %s", flag, path, feof(fp) ? "it is shorter now" : strerror(errno));
+    }
     if (header[0] != SHARD_MAGIC) {
         llmc_die("%s: '%s' is not a token shard (magic %d, expected %d); %s", flag, path, header[0], SHARD_MAGIC, SHARD_HINT);
     }
@@ -84,11 +90,10 @@ static inline void shard_open(DataLoader *dl, int i, const char *flag) {
         llmc_die("%s: shard '%s' is %lld bytes but its header says %lld tokens (%lld bytes): %s; %s", flag, path,
                  size, ntok, expected, size < expected ? "truncated" : "trailing bytes", SHARD_HINT);
     }
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) { llmc_die("%s: cannot open shard '%s': %s", flag, path, strerror(errno)); }
-    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) { llmc_die("%s: cannot map shard '%s': %s", flag, path, strerror(errno)); }
+    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fileno(fp), 0);
+    int map_errno = errno;
+    fclose(fp);
+    if (map == MAP_FAILED) { llmc_die("%s: cannot map shard '%s': %s", flag, path, strerror(map_errno)); }
     dl->maps[i] = map;
     dl->map_bytes[i] = (size_t)size;
     dl->tokens[i] = (const uint16_t *)((const char *)map + HEADER_BYTES_SHARD);

@@ -125,9 +125,16 @@ static inline int generate_run(const TrainArgs *a, Backend *b) {
     char enc_path[4096], merges_path[4096];
     snprintf(enc_path, sizeof(enc_path), "%s/encoder.json", a->bpe_dir);
     snprintf(merges_path, sizeof(merges_path), "%s/vocab.bpe", a->bpe_dir);
-    if (access(enc_path, R_OK) != 0 || access(merges_path, R_OK) != 0) {
-        llmc_die("--prompt needs GPT-2's encoder.json and vocab.bpe in '%s' (--bpe-dir); unpack the copies this project "
-                 "ships with: bash dev/data/tinyshakespeare.sh, or pass --bpe-dir <dir>", a->bpe_dir);
+    const char *paths[2] = {enc_path, merges_path};
+    for (int i = 0; i < 2; i++) {  // checked here to name the flag; bpe_load reads them
+        FILE *f;
+        char why[512];
+        if (open_regular(paths[i], &f, NULL, why, sizeof(why)) != 0) {
+            llmc_die("--prompt needs GPT-2's encoder.json and vocab.bpe in --bpe-dir '%s', but '%s' %s; unpack the "
+                     "copies this project ships with: bash dev/data/tinyshakespeare.sh, or pass --bpe-dir <dir>",
+                     a->bpe_dir, paths[i], why);
+        }
+        fclose(f);
     }
     BPE bpe;
     bpe_load(&bpe, enc_path, merges_path);

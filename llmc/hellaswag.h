@@ -42,12 +42,14 @@ typedef struct {
 } EvalSet;
 
 static inline void evalset_load(EvalSet *es, const char *path, int vocab_size) {
-    if (!file_exists(path)) { llmc_die("HellaSwag file '%s' not found (-hf); %s", path, EVAL_HINT); }
-    long long size = file_size_bytes(path);
+    FILE *fp;
+    long long size;
+    char why[512];
+    int e = open_regular(path, &fp, &size, why, sizeof(why));
+    if (e != 0) { llmc_die("HellaSwag file '%s' %s (-hf); %s", path, e == ENOENT ? "not found" : why, EVAL_HINT); }
     if (size < 1024 || (size - 1024) % 2 != 0) {
         llmc_die("HellaSwag file '%s' is %lld bytes: truncated or not an eval file; %s", path, size, EVAL_HINT);
     }
-    FILE *fp = fopenCheck(path, "rb");
     int h[256];
     freadCheck(h, sizeof(int), 256, fp);
     if (h[0] != EVAL_MAGIC) { llmc_die("'%s' is not an eval file (magic %d, expected %d); %s", path, h[0], EVAL_MAGIC, EVAL_HINT); }

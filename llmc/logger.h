@@ -28,20 +28,46 @@
  * With -tb 1, the same values go to a TensorBoard events file (llmc/tensorboard.h), keyed by
  * main.log's s: train/loss, train/lr, train/grad_norm, train/tokens_per_s, train/mfu_pct (where
  * known), train/skipped (1 for a skipped step, else 0), phase/<phase>_ms, val/loss, val/hellaswag.
+ *
+ * A log that cannot be written (a full disk) does not stop the run: the first failed write of
+ * each file (main.log, metrics.jsonl, the events file) is a warning naming it, that file is
+ * written no more (what is there stays a clean prefix), and the end of the run says again which
+ * file misses the events from which step on.
  */
 #ifndef LLMC_LOGGER_H
 #define LLMC_LOGGER_H
 
+#include <limits.h>
 #include <math.h>
 #include "phase.h"
 #include "tensorboard.h"
 #include "utils.h"
 
+enum { LOG_MAIN, LOG_METRICS, LOG_TB, NUM_LOGS };
+
 typedef struct {
-    FILE *fp;       // main.log; NULL: logging off (no -o, or not rank 0)
-    FILE *metrics;  // metrics.jsonl, open when fp is
-    TbWriter tb;    // events.out.tfevents.*, with -tb 1
+    FILE *fp;       // main.log; NULL: logging off (no -o, or not rank 0), or its writes failed
+    FILE *metrics;  // metrics.jsonl; NULL as fp
+    TbWriter tb;    // events.out.tfevents.*, with -tb 1; its fp NULL as fp
+    char path[NUM_LOGS][4096];
+    int lost_from[NUM_LOGS];  // the step from which a file misses events (its first failed write); -1: none
+    char lost_why[NUM_LOGS][128];
 } Logger;
+
+// open a log for writing; a name in -o that is not a regular file (a FIFO, whose open would wait
+// for a reader; a folder) is an error
+static inline FILE *logger_open(const char *path, int append) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        const char *why = fd < 0 ? strerror(errno) : "it is not a regular file";
+        if (fd >= 0) { close(fd); }
+        llmc_die("-o: cannot write the log '%s': %s; remove what is there or choose another -o", path, why);
+    }
+    FILE *f = fdopen(fd, append ? "a" : "w");
+    if (f == NULL) { llmc_die("-o: cannot write the log '%s': %s", path, strerror(errno)); }
+    return f;
+}
 
 // one optimizer step, as the step line prints it
 typedef struct {
@@ -57,20 +83,39 @@ typedef struct {
 // resume_step >= 0: a resumed run (appends; the TensorBoard file says where it resumed)
 static inline void logger_init(Logger *lg, const char *dir, int rank, int append, int tensorboard, long long resume_step) {
     memset(lg, 0, sizeof(*lg));
+    for (int i = 0; i < NUM_LOGS; i++) { lg->lost_from[i] = -1; }
     if (rank != 0 || dir == NULL || dir[0] == '\0') { return; }
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/main.log", dir);
-    lg->fp = fopenCheck(path, append ? "a" : "w");
-    snprintf(path, sizeof(path), "%s/metrics.jsonl", dir);
-    lg->metrics = fopenCheck(path, append ? "a" : "w");
-    if (tensorboard) { tb_open(&lg->tb, dir, resume_step); }
+    snprintf(lg->path[LOG_MAIN], sizeof(lg->path[LOG_MAIN]), "%s/main.log", dir);
+    snprintf(lg->path[LOG_METRICS], sizeof(lg->path[LOG_METRICS]), "%s/metrics.jsonl", dir);
+    lg->fp = logger_open(lg->path[LOG_MAIN], append);
+    lg->metrics = logger_open(lg->path[LOG_METRICS], append);
+    if (tensorboard) {
+        tb_open(&lg->tb, dir, resume_step);
+        snprintf(lg->path[LOG_TB], sizeof(lg->path[LOG_TB]), "%s", lg->tb.path);
+    }
+}
+
+static inline FILE **logger_file(Logger *lg, int which) {
+    return which == LOG_MAIN ? &lg->fp : which == LOG_METRICS ? &lg->metrics : &lg->tb.fp;
+}
+
+// after the writes of one event to log `which`: a failed write warns once and ends that log
+static inline void logger_check(Logger *lg, int which, int step) {
+    FILE **f = logger_file(lg, which);
+    if (*f == NULL || (fflush(*f) == 0 && !ferror(*f))) { return; }
+    snprintf(lg->lost_why[which], sizeof(lg->lost_why[which]), "%s", strerror(errno ? errno : EIO));
+    lg->lost_from[which] = step;
+    llmc_warn("writing '%s' failed at step %d (%s): it gets no more events; training goes on (free space on the "
+              "disk of -o to keep logs)", lg->path[which], step, lg->lost_why[which]);
+    fclose(*f);
+    *f = NULL;
 }
 
 // a header line of main.log: "# <text>"
 static inline void logger_note(Logger *lg, const char *text) {
     if (lg->fp == NULL || text[0] == '\0') { return; }
     fprintf(lg->fp, "# %s\n", text);
-    fflush(lg->fp);
+    logger_check(lg, LOG_MAIN, 0);
 }
 
 // a JSON number with printf format fmt, or null when v is NaN/Inf (JSON has neither)
@@ -91,26 +136,29 @@ static inline void jsonl_string(FILE *f, const char *key, const char *s) {
 }
 
 static inline void logger_step(Logger *lg, const StepRecord *r) {
-    if (lg->fp == NULL) { return; }
-    fprintf(lg->fp, "s:%d trl:%.9g lr:%.6g norm:%.6g tok:%lld\n", r->step, r->loss, r->lr, r->norm, r->tokens);
-    if (r->skip) { fprintf(lg->fp, "s:%d skip:%s\n", r->step, r->skip); }
-    fflush(lg->fp);
-    FILE *f = lg->metrics;
-    fprintf(f, "{\"event\":\"step\",\"step\":%d,\"tokens\":%lld", r->step, r->tokens);
-    jsonl_number(f, "loss", "%.9g", r->loss);
-    jsonl_number(f, "lr", "%.6g", r->lr);
-    jsonl_number(f, "norm", "%.6g", r->norm);
-    jsonl_number(f, "ms", "%.3f", r->ms);
-    jsonl_number(f, "tok_per_s", "%.1f", r->tok_per_s);
-    if (r->mfu_pct >= 0) { jsonl_number(f, "mfu_pct", "%.2f", r->mfu_pct); }
-    if (r->skip) { jsonl_string(f, "skipped", r->skip); }
-    char key[32];
-    for (int i = 0; i < NUM_PHASES; i++) {
-        snprintf(key, sizeof(key), "%s_ms", phase_name[i]);
-        jsonl_number(f, key, "%.3f", r->phase_ms[i]);
+    if (lg->fp) {
+        fprintf(lg->fp, "s:%d trl:%.9g lr:%.6g norm:%.6g tok:%lld\n", r->step, r->loss, r->lr, r->norm, r->tokens);
+        if (r->skip) { fprintf(lg->fp, "s:%d skip:%s\n", r->step, r->skip); }
+        logger_check(lg, LOG_MAIN, r->step);
     }
-    fputs("}\n", f);
-    fflush(f);
+    FILE *f = lg->metrics;
+    if (f) {
+        fprintf(f, "{\"event\":\"step\",\"step\":%d,\"tokens\":%lld", r->step, r->tokens);
+        jsonl_number(f, "loss", "%.9g", r->loss);
+        jsonl_number(f, "lr", "%.6g", r->lr);
+        jsonl_number(f, "norm", "%.6g", r->norm);
+        jsonl_number(f, "ms", "%.3f", r->ms);
+        jsonl_number(f, "tok_per_s", "%.1f", r->tok_per_s);
+        if (r->mfu_pct >= 0) { jsonl_number(f, "mfu_pct", "%.2f", r->mfu_pct); }
+        if (r->skip) { jsonl_string(f, "skipped", r->skip); }
+        char key[32];
+        for (int i = 0; i < NUM_PHASES; i++) {
+            snprintf(key, sizeof(key), "%s_ms", phase_name[i]);
+            jsonl_number(f, key, "%.3f", r->phase_ms[i]);
+        }
+        fputs("}\n", f);
+        logger_check(lg, LOG_METRICS, r->step);
+    }
     if (lg->tb.fp) {
         static const char *const phase_tag[NUM_PHASES] = {"phase/data_ms", "phase/forward_ms", "phase/backward_ms",
                                                           "phase/comm_ms", "phase/optimizer_ms", "phase/eval_ms"};
@@ -120,43 +168,66 @@ static inline void logger_step(Logger *lg, const StepRecord *r) {
         if (r->mfu_pct >= 0) { tags[n] = "train/mfu_pct"; v[n++] = (float)r->mfu_pct; }
         for (int i = 0; i < NUM_PHASES; i++) { tags[n] = phase_tag[i]; v[n++] = (float)r->phase_ms[i]; }
         tb_scalars(&lg->tb, r->step, tags, v, n);
+        logger_check(lg, LOG_TB, r->step);
     }
 }
 
 // one evaluation after `step` steps: val loss, and HellaSwag acc_norm when hellaswag >= 0
 static inline void logger_eval(Logger *lg, int step, long long tokens, float val_loss, float hellaswag, double ms) {
-    if (lg->fp == NULL) { return; }
-    fprintf(lg->fp, "s:%d tel:%.9g\n", step, val_loss);
-    if (hellaswag >= 0) { fprintf(lg->fp, "s:%d hsw:%.6f\n", step, hellaswag); }
-    fflush(lg->fp);
+    if (lg->fp) {
+        fprintf(lg->fp, "s:%d tel:%.9g\n", step, val_loss);
+        if (hellaswag >= 0) { fprintf(lg->fp, "s:%d hsw:%.6f\n", step, hellaswag); }
+        logger_check(lg, LOG_MAIN, step);
+    }
     FILE *f = lg->metrics;
-    fprintf(f, "{\"event\":\"eval\",\"step\":%d,\"tokens\":%lld", step, tokens);
-    jsonl_number(f, "val_loss", "%.9g", val_loss);
-    if (hellaswag >= 0) { jsonl_number(f, "hellaswag", "%.6f", hellaswag); }
-    jsonl_number(f, "ms", "%.3f", ms);
-    fputs("}\n", f);
-    fflush(f);
-    const char *tags[2] = {"val/loss", "val/hellaswag"};
-    const float v[2] = {val_loss, hellaswag};
-    tb_scalars(&lg->tb, step, tags, v, hellaswag >= 0 ? 2 : 1);
+    if (f) {
+        fprintf(f, "{\"event\":\"eval\",\"step\":%d,\"tokens\":%lld", step, tokens);
+        jsonl_number(f, "val_loss", "%.9g", val_loss);
+        if (hellaswag >= 0) { jsonl_number(f, "hellaswag", "%.6f", hellaswag); }
+        jsonl_number(f, "ms", "%.3f", ms);
+        fputs("}\n", f);
+        logger_check(lg, LOG_METRICS, step);
+    }
+    if (lg->tb.fp) {
+        const char *tags[2] = {"val/loss", "val/hellaswag"};
+        const float v[2] = {val_loss, hellaswag};
+        tb_scalars(&lg->tb, step, tags, v, hellaswag >= 0 ? 2 : 1);
+        logger_check(lg, LOG_TB, step);
+    }
 }
 
 // a rollback at `step` (steps completed) to checkpoint `to`; the data of `skipped` steps is passed over
 static inline void logger_rollback(Logger *lg, int step, int to, int skipped) {
-    if (lg->fp == NULL) { return; }
-    fprintf(lg->fp, "s:%d rollback:%d data_skipped:%d\n", step, to, skipped);
-    fflush(lg->fp);
-    fprintf(lg->metrics, "{\"event\":\"rollback\",\"step\":%d,\"to\":%d,\"data_skipped\":%d}\n", step, to, skipped);
-    fflush(lg->metrics);
-    tb_session_start(&lg->tb, to);  // the steps from the checkpoint on are logged again
+    if (lg->fp) {
+        fprintf(lg->fp, "s:%d rollback:%d data_skipped:%d\n", step, to, skipped);
+        logger_check(lg, LOG_MAIN, step);
+    }
+    if (lg->metrics) {
+        fprintf(lg->metrics, "{\"event\":\"rollback\",\"step\":%d,\"to\":%d,\"data_skipped\":%d}\n", step, to, skipped);
+        logger_check(lg, LOG_METRICS, step);
+    }
+    if (lg->tb.fp) {
+        tb_session_start(&lg->tb, to);  // the steps from the checkpoint on are logged again
+        logger_check(lg, LOG_TB, step);
+    }
 }
 
+// close the logs; a log that lost events is named again, last, where the user looks
 static inline void logger_free(Logger *lg) {
-    if (lg->fp) { fclose(lg->fp); }
-    if (lg->metrics) { fclose(lg->metrics); }
-    tb_close(&lg->tb);
-    lg->fp = NULL;
-    lg->metrics = NULL;
+    for (int which = 0; which < NUM_LOGS; which++) {
+        FILE **f = logger_file(lg, which);
+        if (*f && fclose(*f) != 0 && lg->lost_from[which] < 0) {
+            snprintf(lg->lost_why[which], sizeof(lg->lost_why[which]), "%s", strerror(errno));
+            lg->lost_from[which] = INT_MAX;  // only the last events, at the final flush
+        }
+        *f = NULL;
+        if (lg->lost_from[which] == INT_MAX) {
+            llmc_warn("'%s' is incomplete: its last events were not written (%s)", lg->path[which], lg->lost_why[which]);
+        } else if (lg->lost_from[which] >= 0) {
+            llmc_warn("'%s' is incomplete: the events from step %d on were not written (%s)", lg->path[which],
+                      lg->lost_from[which], lg->lost_why[which]);
+        }
+    }
 }
 
 #endif  // LLMC_LOGGER_H

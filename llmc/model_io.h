@@ -218,19 +218,22 @@ typedef struct {
 
 // read and validate the header and the file size; returns 0, or 1 with the problem in err
 static inline int model_file_probe(const char *path, ModelFileInfo *info, char *err, size_t errlen) {
-    if (!file_exists(path)) {
-        snprintf(err, errlen, "model file '%s' not found (-e takes a .bin file or a descriptor such as d12 or L2:C64:H4)", path);
-        return 1;
-    }
-    long long size = file_size_bytes(path);
-    if (size < HEADER_BYTES) {
-        snprintf(err, errlen, "model file '%s' is %lld bytes, smaller than its 1024-byte header (truncated?)", path, size);
+    FILE *fp;
+    long long size;
+    char why[512];
+    int e = open_regular(path, &fp, &size, why, sizeof(why));
+    if (e != 0) {
+        snprintf(err, errlen, "model file '%s' %s%s", path, e == ENOENT ? "not found" : why,
+                 e == ENOENT ? " (-e takes a .bin file or a descriptor such as d12 or L2:C64:H4)" : "");
         return 1;
     }
     int header[HEADER_INTS];
-    FILE *fp = fopenCheck(path, "rb");
-    freadCheck(header, sizeof(int), HEADER_INTS, fp);
-    fcloseCheck(fp);
+    int got = size >= HEADER_BYTES && fread(header, sizeof(int), HEADER_INTS, fp) == HEADER_INTS;
+    fclose(fp);
+    if (!got) {
+        snprintf(err, errlen, "model file '%s' is %lld bytes, smaller than its 1024-byte header (truncated?)", path, size);
+        return 1;
+    }
     if (header[0] != MODEL_MAGIC) {
         snprintf(err, errlen, "'%s' is not a GPT-2 model file (magic %d, expected %d); %s", path, header[0], MODEL_MAGIC, MODEL_FILE_HINT);
         return 1;
@@ -278,7 +281,7 @@ static inline void model_file_info(const char *path, ModelFileInfo *info) {
 // recompute the payload CRC; 0 if it matches the header (or the file carries none), else 1
 static inline int model_file_verify(const char *path, const ModelFileInfo *info) {
     if (!info->has_crc) { return 0; }
-    FILE *fp = fopenCheck(path, "rb");
+    FILE *fp = fopen_regular(path, "model file", NULL);
     fseekCheck(fp, HEADER_BYTES, SEEK_SET);
     size_t total = info->num_params * (info->version == MODEL_VERSION_FP32 ? 4 : 2);
     const size_t chunk = total < ((size_t)1 << 22) ? (total > 0 ? total : 1) : ((size_t)1 << 22);
@@ -315,7 +318,7 @@ static inline void model_file_require_config(const char *path, const ModelFileIn
 // load all parameters, converting to fp32 (dst_bf16 == NULL) and/or bf16 (dst_fp32 == NULL);
 // either pointer may be NULL. Verifies the CRC when the file has one.
 static inline void model_file_load(const char *path, const ModelFileInfo *info, float *dst_fp32, uint16_t *dst_bf16) {
-    FILE *fp = fopenCheck(path, "rb");
+    FILE *fp = fopen_regular(path, "model file", NULL);
     fseekCheck(fp, HEADER_BYTES, SEEK_SET);
     const size_t chunk = info->num_params < ((size_t)1 << 20) ? info->num_params : ((size_t)1 << 20);  // elements per read
     size_t elem = info->version == MODEL_VERSION_FP32 ? 4 : 2;
@@ -363,12 +366,13 @@ static inline void model_header_seal(AtomicFile *af, int header[HEADER_INTS]) {
     atomic_patch(af, 0, header, HEADER_INTS * sizeof(int));
 }
 
+// Model files are written under -o: the trainers' checkpoints, export_hf --to-bin's output.
 // write a model file atomically from fp32 params: version 3 as is, version 5 rounded to bf16 (RNE)
 static inline void model_file_write_fp32(const char *path, const GPT2Config *c, const float *params, int version) {
     int header[HEADER_INTS];
     model_header_fill(header, c, version);
     AtomicFile af;
-    atomic_open(&af, path);
+    atomic_open_for(&af, path, "-o");
     atomic_write(&af, header, sizeof(header), 0);
     size_t n = gpt2_num_params(c);
     if (version == MODEL_VERSION_FP32) {

@@ -2,6 +2,8 @@
  * Preemption: SIGTERM or SIGINT asks the run to stop cleanly. The training loop checks the flag
  * once per step (all ranks agree through a max-reduction), finishes the step, writes a
  * checkpoint and exits 0 with a line that says how to resume. A second signal exits at once.
+ * The handler is installed when training starts (train_loop.h): during start-up nothing checks
+ * the flag, so there a signal keeps its default action and ends the process.
  */
 #ifndef LLMC_SIGNALS_H
 #define LLMC_SIGNALS_H

@@ -16,7 +16,7 @@
  *   EventAccumulator) then drop what the interrupted run logged from that step on, so the last value
  *   of a step wins, as in main.log.
  * Every record goes out with one fwrite and a flush, so an interrupted run leaves whole records and
- * at most a partial last one, which readers skip.
+ * at most a partial last one, which readers skip. A failed write ends the file (llmc/logger.h).
  */
 #ifndef LLMC_TENSORBOARD_H
 #define LLMC_TENSORBOARD_H
@@ -117,8 +117,8 @@ static inline void tb_write_record(TbWriter *w, const PbBuf *e) {
     memcpy(rec + 12, e->b, e->n);
     c = tb_masked_crc(e->b, e->n);
     for (int i = 0; i < 4; i++) { rec[12 + e->n + i] = (unsigned char)(c >> (8 * i)); }
-    fwriteCheck(rec, 1, 16 + e->n, w->fp);
-    if (fflush(w->fp) != 0) { llmc_die("writing %s failed: %s (disk full?)", w->path, strerror(errno)); }
+    // a failed write (a full disk) shows in the stream's error state: the logger checks it (logger.h)
+    if (fwrite(rec, 1, 16 + e->n, w->fp) == 16 + e->n) { fflush(w->fp); }
 }
 
 // a SessionLog START at `step`: readers drop the values logged before it for steps from `step` on
@@ -185,11 +185,6 @@ static inline void tb_scalars(TbWriter *w, long long step, const char *const *ta
     tb_event_head(&e, step);
     pb_message(&e, 5, &summary);
     tb_write_record(w, &e);
-}
-
-static inline void tb_close(TbWriter *w) {
-    if (w->fp) { fcloseCheck(w->fp); }
-    w->fp = NULL;
 }
 
 #endif  // LLMC_TENSORBOARD_H

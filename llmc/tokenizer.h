@@ -31,14 +31,20 @@ typedef struct {
     uint8_t *token_length;  // [vocab_size] bytes of each token (a token may hold a 0x00 byte)
 } Tokenizer;
 
-static void tokenizer_init(Tokenizer *t, const char *filename) {
+// flag: the flag that named the file (-tk, -t), for messages. A missing file is a warning (the
+// caller prints ids); any other file that is not a readable table is an error.
+static void tokenizer_init(Tokenizer *t, const char *filename, const char *flag) {
     memset(t, 0, sizeof(*t));
-    FILE *f = fopen(filename, "rb");
-    if (f == NULL) {
-        llmc_warn("tokenizer file '%s' not found (%s); samples print token ids. Make it with: %s",
-                  filename, strerror(errno), TOKENIZER_HOWTO);
+    FILE *f;
+    long long size;
+    char why[512];
+    int err = open_regular(filename, &f, &size, why, sizeof(why));
+    if (err == ENOENT) {
+        llmc_warn("tokenizer file %s '%s' not found; samples print token ids. Make it with: %s", flag, filename,
+                  TOKENIZER_HOWTO);
         return;
     }
+    if (err != 0) { llmc_die("tokenizer file %s '%s' %s; give the path of a decode table, made by: %s", flag, filename, why, TOKENIZER_HOWTO); }
     uint32_t header[256];
     if (fread(header, sizeof(uint32_t), 256, f) != 256) {
         llmc_die("tokenizer file '%s' is truncated (no complete 1024-byte header); remake it with: %s",
@@ -56,7 +62,6 @@ static void tokenizer_init(Tokenizer *t, const char *filename) {
     }
     // every token takes at least 2 bytes (a length and one byte): V is checked against the file
     // before the table is allocated
-    long long size = file_size_bytes(filename);
     if (V == 0 || V > (1u << 24) || (long long)V > (size - 1024) / 2) {
         llmc_die("tokenizer file '%s' claims %u tokens, which its %lld bytes cannot hold; remake it with: %s",
                  filename, V, size, TOKENIZER_HOWTO);
@@ -128,13 +133,18 @@ static void safe_printf(const char *piece) {
     fputs(piece, stdout);
 }
 
-// write a decode table; tokens[i] holds lengths[i] bytes (1..255 each)
-static void tokenizer_write(const char *filename, uint32_t vocab_size, uint32_t eot_token,
+// write a decode table (flag: the flag that named the file, for messages); tokens[i] holds
+// lengths[i] bytes, which the format stores in 1..255 (checked before anything is written)
+static void tokenizer_write(const char *filename, const char *flag, uint32_t vocab_size, uint32_t eot_token,
                             const unsigned char *const *tokens, const uint32_t *lengths) {
-    if (eot_token >= vocab_size) { llmc_die("tokenizer_write: EOT %u is not below vocab size %u", eot_token, vocab_size); }
+    if (eot_token >= vocab_size) {
+        llmc_die("%s %s: EOT id %u is not below the vocab size %u; a decode table cannot be written", flag, filename,
+                 eot_token, vocab_size);
+    }
     for (uint32_t i = 0; i < vocab_size; i++) {
         if (lengths[i] == 0 || lengths[i] > 255) {
-            llmc_die("tokenizer_write: token %u has %u bytes; the .bin format stores 1..255", i, lengths[i]);
+            llmc_die("%s %s: token %u has %u bytes, but the decode table stores 1..255 bytes per token (llm.c's "
+                     "format); this tokenizer's tables cannot be written", flag, filename, i, lengths[i]);
         }
     }
     uint32_t header[256];
@@ -144,7 +154,7 @@ static void tokenizer_write(const char *filename, uint32_t vocab_size, uint32_t 
     header[2] = vocab_size;
     header[3] = eot_token;
     AtomicFile af;
-    atomic_open(&af, filename);
+    atomic_open_for(&af, filename, flag);
     atomic_write(&af, header, sizeof(header), 0);
     for (uint32_t i = 0; i < vocab_size; i++) {
         unsigned char len = (unsigned char)lengths[i];

@@ -54,7 +54,8 @@ static inline int train_resolve_model(TrainArgs *a, GPT2Config *config) {
     int from_file = 0;
     if (!gpt2_parse_descriptor(a->model, config)) {
         ModelFileInfo info;
-        model_file_info(a->model, &info);
+        char err[2048];
+        if (model_file_probe(a->model, &info, err, sizeof(err))) { llmc_die("-e: %s", err); }
         *config = info.config;
         from_file = 1;
     }
@@ -65,6 +66,10 @@ static inline int train_resolve_model(TrainArgs *a, GPT2Config *config) {
     if (a->T > config->max_seq_len) {
         llmc_die("-t %d is larger than the model's max_seq_len %d (-e %s); use -t %d or less", a->T,
                  config->max_seq_len, a->model, config->max_seq_len);
+    }
+    if ((long long)a->B * a->T > INT_MAX) {  // the matmuls' row count (BLAS, cuBLAS) is an int
+        llmc_die("-b %d -t %d: B*T = %lld positions per micro-batch, more than the 2^31-1 a matmul takes; use a smaller -b",
+                 a->B, a->T, (long long)a->B * a->T);
     }
     return from_file;
 }
@@ -300,7 +305,6 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     const int B = a->B, T = a->T, V = b->config.vocab_size;
     const long long N = a->total_batch / T;  // windows per optimizer step
     const int have_out = a->output_dir[0] != '\0';
-    signals_install();
 
     // ---- data
     DataLoader train, val;
@@ -335,8 +339,12 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
 
     // ---- output dir, resume
     if (have_out && rank == 0) {
+        struct stat out_st;
+        if (stat(a->output_dir, &out_st) == 0 && !S_ISDIR(out_st.st_mode)) {
+            llmc_die("-o %s exists and is not a folder; choose another -o", a->output_dir);
+        }
         make_dirs(a->output_dir);
-        if (a->resume) { checkpoint_clean_tmp(a->output_dir); }
+        if (a->resume) { checkpoint_clean_tmp(a->output_dir); } else { checkpoint_claim_dir(a->output_dir, a->start_over); }
     }
     c->barrier(c);
     flight_arm(have_out ? a->output_dir : NULL);  // from here a fatal error or signal writes the flight record
@@ -387,7 +395,13 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     ckpt_writer_init(&ckw, have_out ? a->output_dir : NULL, b, c, a->ckpt_async, resumed ? st.step : -1);
     Tokenizer tok;
     memset(&tok, 0, sizeof(tok));
-    if (rank == 0 && a->sample_every > 0) { tokenizer_init(&tok, a->tokenizer); }
+    if (rank == 0 && a->sample_every > 0) {
+        tokenizer_init(&tok, a->tokenizer, "-tk");
+        if (tok.init_ok && (int)tok.vocab_size < V) {  // samples would print ids it cannot decode
+            llmc_die("-tk %s has %u tokens, fewer than the model's %d (-e %s): it is another tokenizer's decode table; "
+                     "give this model's, or -s 0 for no samples", a->tokenizer, tok.vocab_size, V, a->model);
+        }
+    }
 
     if (rank == 0) {
         printf("trainer %s | %d process(es) (%s) | model %s\n", b->name, W, c->launcher, a->model);
@@ -413,6 +427,12 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     PhaseWindow phases;
     memset(&phases, 0, sizeof(phases));
     double eval_ms = 0.0;  // evaluations, samples and checkpoints since the last step record
+
+    // Start-up ends here. Until now SIGTERM/SIGINT end the process (nothing is written that a
+    // resume needs, and a start-up that waits, on a slow disk or a stuck rank, must stay killable);
+    // from here they stop the run after its step, with a checkpoint.
+    if (fault_due("start", 0)) { fflush(NULL); raise(SIGSTOP); }
+    signals_install();
 
     for (int s = st.step;; s++) {
         int last = s == M;
@@ -539,10 +559,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
                 if (have_out && ckw.newest == st.step) {
                     printf("stopped by a signal after step %d; checkpoint %d is in %s; to resume, run the same command with -y 1\n",
                            st.step, st.step, a->output_dir);
-                } else if (have_out) {
-                    printf("stopped by a signal after step %d; its checkpoint could not be written (see the warning); to "
-                           "resume from the newest complete one, run the same command with -y 1\n", st.step);
-                } else {
+                } else if (!have_out) {
                     printf("stopped by a signal after step %d; nothing was saved (no -o); next time pass -o <dir> to be able to resume\n",
                            st.step);
                 }
@@ -553,6 +570,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
     }
     flight_where(st.step, 0, "the last checkpoint");
     checkpoint_settle(&ckw, c, a->checkpoint_keep);
+    checkpoint_require_last(&ckw, c, st.step);
     ckpt_writer_free(&ckw);
     if (rank == 0 && timed_steps > 0) {
         printf("total average iteration time: %.3f ms\n", timed / timed_steps * 1000.0);

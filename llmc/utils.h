@@ -58,11 +58,13 @@ static inline void llmc_vprint(FILE *f, const char *kind, const char *fmt, va_li
 
 #if defined(__GNUC__)
 #define LLMC_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define LLMC_NORETURN __attribute__((noreturn))
 #else
 #define LLMC_PRINTF(a, b)
+#define LLMC_NORETURN
 #endif
 
-static void llmc_die(const char *fmt, ...) LLMC_PRINTF(1, 2) __attribute__((noreturn));
+static void llmc_die(const char *fmt, ...) LLMC_PRINTF(1, 2) LLMC_NORETURN;
 static void llmc_die(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -175,6 +177,62 @@ static inline int dir_exists(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// ----------------------------------------------------------------------------
+// input files: only a regular file is read. A FIFO blocks open() (and every read) until some
+// writer comes, a folder opens and then fails on read with a message that names neither it nor
+// the flag, a device never ends. So a path is opened without blocking and checked on the open
+// descriptor (no window between a check and the open) before a byte is read.
+
+// opens `path` for reading if it is a regular file: 0, *fp set (and *size when size != NULL); else
+// errno (ENOENT: it does not exist; EINVAL: it is not a regular file) with why it failed in `why`,
+// a phrase that follows the path ("does not exist", "is a folder, not a file", ...)
+static inline int open_regular(const char *path, FILE **fp, long long *size, char *why, size_t why_n) {
+    *fp = NULL;
+    if (size) { *size = -1; }
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        snprintf(why, why_n, e == ENOENT ? "does not exist" : "cannot be opened: %s", strerror(e));
+        return e;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        snprintf(why, why_n, "cannot be read: %s", strerror(e));
+        close(fd);
+        return e;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(why, why_n, "%s", S_ISDIR(st.st_mode) ? "is a folder, not a file"
+                 : S_ISFIFO(st.st_mode) ? "is a FIFO (named pipe), not a regular file"
+                 : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "is a device, not a regular file"
+                 : "is not a regular file");
+        close(fd);
+        return EINVAL;
+    }
+    int flags = fcntl(fd, F_GETFL);  // reads of a regular file never block; clear the flag anyway
+    if (flags != -1) { fcntl(fd, F_SETFL, flags & ~O_NONBLOCK); }
+    *fp = fdopen(fd, "rb");
+    if (*fp == NULL) {
+        snprintf(why, why_n, "cannot be opened: %s", strerror(errno));
+        close(fd);
+        return EIO;
+    }
+    if (size) { *size = (long long)st.st_size; }
+    return 0;
+}
+
+// the same, or die naming the file and what it is for: "<what> '<path>' <why>", e.g. what =
+// "-tk decode table" or "encoder.json (--bpe-dir)"
+static inline FILE *fopen_regular(const char *path, const char *what, long long *size) {
+    FILE *fp;
+    char why[512];
+    if (open_regular(path, &fp, size, why, sizeof(why)) != 0) {
+        llmc_die("%s '%s' %s; give the path of the file itself", what, path, why);
+    }
+    return fp;
+}
+
 // size of a file in bytes, or -1 if it cannot be stat'ed
 static inline long long file_size_bytes(const char *path) {
     struct stat st;
@@ -247,16 +305,17 @@ static inline uint32_t crc32_update(uint32_t crc, const void *data, size_t len) 
 
 // ----------------------------------------------------------------------------
 // crash-safe output: write "<path>.tmp.<pid>", then fsync + rename over <path>.
-// A reader never sees a half-written file under the final name.
-// A failure (a full disk, a read-only directory, an I/O error) names the file and dies, or, for a
-// file opened with atomic_open_soft, is recorded in the caller's buffer: the later calls do
-// nothing and atomic_commit removes the temporary and returns -1 (a checkpoint written while
-// training goes on must not end the run).
+// A reader never sees a half-written file under the final name. A write that fails (a full disk,
+// a read-only directory, an I/O error) removes the temporary file (it takes the space another file
+// needs) and dies naming the file and the flag that chose it; or, for a file opened with
+// atomic_open_soft, the message goes to the caller's buffer, the later calls do nothing and
+// atomic_commit returns -1 (a checkpoint written while training goes on must not end the run).
 
 typedef struct {
     FILE *fp;
     char final_path[4096];
     char tmp_path[4160];
+    const char *flag;   // the flag that named the file or its folder ("-o"), for messages; NULL: none
     uint32_t crc;       // CRC-32 of everything passed to atomic_write()
     long long bytes;    // bytes written so far
     char *err;          // soft mode: the first failure's message goes here; NULL: a failure dies
@@ -264,52 +323,69 @@ typedef struct {
     int failed;
 } AtomicFile;
 
-static void atomic_fail(AtomicFile *af, const char *what, int error) {
+static void atomic_fail(AtomicFile *af, const char *what) {
+    int e = errno;
+    if (af->fp) { fclose(af->fp); af->fp = NULL; }
+    unlink(af->tmp_path);
+    char msg[4400];
+    snprintf(msg, sizeof(msg), "%s%s%s '%s' failed: %s%s", af->flag ? af->flag : "", af->flag ? ": " : "", what,
+             af->final_path, strerror(e), e == ENOSPC || e == EDQUOT ? " (the disk is full)" : "");
     if (af->err == NULL) {
-        llmc_die("%s '%s' failed: %s (disk full, or the directory not writable?)", what, af->tmp_path, strerror(error));
+        llmc_die("%s; free space there or choose another %s", msg, af->flag ? af->flag : "output");
     }
-    if (!af->failed) { snprintf(af->err, af->errlen, "%s '%s' failed: %s", what, af->tmp_path, strerror(error)); }
+    if (!af->failed) { snprintf(af->err, af->errlen, "%s", msg); }
     af->failed = 1;
 }
 
-// opens the temporary; returns 0, or -1 after a failure (soft mode only)
-static inline int atomic_open_soft(AtomicFile *af, const char *path, char *err, size_t errlen) {
+// opens the temporary; 0, or -1 after a failure (soft mode; with err NULL a failure dies)
+static inline int atomic_open_soft(AtomicFile *af, const char *path, const char *flag, char *err, size_t errlen) {
     memset(af, 0, sizeof(*af));
+    af->flag = flag;
     af->err = err;
     af->errlen = errlen;
     if (strlen(path) >= sizeof(af->final_path)) {
-        if (err == NULL) { llmc_die("path too long: %s", path); }
-        snprintf(err, errlen, "path too long: %s", path);
+        if (err == NULL) { llmc_die("%s%spath too long: %s", flag ? flag : "", flag ? ": " : "", path); }
+        snprintf(err, errlen, "%s%spath too long: %s", flag ? flag : "", flag ? ": " : "", path);
         af->failed = 1;
         return -1;
     }
     strcpy(af->final_path, path);
     snprintf(af->tmp_path, sizeof(af->tmp_path), "%s.tmp.%d", path, (int)getpid());
     af->fp = fopen(af->tmp_path, "wb");
-    if (af->fp == NULL) { atomic_fail(af, "creating", errno); return -1; }
+    if (af->fp == NULL) {
+        if (err == NULL) {
+            llmc_die("%s%scannot create '%s': %s (does the output directory exist and is it writable?)", flag ? flag : "",
+                     flag ? ": " : "", af->tmp_path, strerror(errno));
+        }
+        atomic_fail(af, "creating");
+        return -1;
+    }
     return 0;
 }
+static inline void atomic_open_for(AtomicFile *af, const char *path, const char *flag) {
+    atomic_open_soft(af, path, flag, NULL, 0);
+}
+static inline void atomic_open(AtomicFile *af, const char *path) { atomic_open_for(af, path, NULL); }
 
-static inline void atomic_open(AtomicFile *af, const char *path) { atomic_open_soft(af, path, NULL, 0); }
+// bytes at an absolute offset of the file (the sections of a state file; a header patched in last)
+static inline void atomic_write_at(AtomicFile *af, long long offset, const void *data, size_t size) {
+    if (af->failed) { return; }
+    if (fseeko(af->fp, (off_t)offset, SEEK_SET) != 0) { atomic_fail(af, "seeking in"); return; }
+    if (size > 0 && fwrite(data, 1, size, af->fp) != size) { atomic_fail(af, "writing"); }
+}
 
-// write bytes; include them in the checksum if checksum != 0
+// write bytes at the end; include them in the checksum if checksum != 0
 static inline void atomic_write(AtomicFile *af, const void *data, size_t size, int checksum) {
     if (size == 0 || af->failed) { return; }
-    if (fwrite(data, 1, size, af->fp) != size) { atomic_fail(af, "writing", errno); return; }
+    if (fwrite(data, 1, size, af->fp) != size) { atomic_fail(af, "writing"); return; }
     if (checksum) { af->crc = crc32_update(af->crc, data, size); }
     af->bytes += (long long)size;
 }
 
-// write bytes at an absolute offset (not checksummed), e.g. a header once its checksums are known
-static inline void atomic_write_at(AtomicFile *af, long offset, const void *data, size_t size) {
-    if (af->failed) { return; }
-    if (fseek(af->fp, offset, SEEK_SET) != 0 || fwrite(data, 1, size, af->fp) != size) { atomic_fail(af, "writing", errno); }
-}
-
-// overwrite bytes at an absolute offset, then continue at the end (patching a header)
-static inline void atomic_patch(AtomicFile *af, long offset, const void *data, size_t size) {
+// overwrite bytes at an absolute offset (used to patch a header once the checksum is known)
+static inline void atomic_patch(AtomicFile *af, long long offset, const void *data, size_t size) {
     atomic_write_at(af, offset, data, size);
-    if (!af->failed && fseek(af->fp, 0, SEEK_END) != 0) { atomic_fail(af, "writing", errno); }
+    if (!af->failed && fseeko(af->fp, 0, SEEK_END) != 0) { atomic_fail(af, "seeking in"); }
 }
 
 static inline void fsync_dir_of(const char *path) {
@@ -321,20 +397,15 @@ static inline void fsync_dir_of(const char *path) {
     if (fd >= 0) { fsync(fd); close(fd); }
 }
 
-// flush, fsync, rename the temporary over the final name; 0, or -1 after a failure (soft mode
-// only; the temporary is removed)
+// a buffered write fails at the latest in fflush or fsync (ENOSPC): both checked before the rename;
+// 0, or -1 after a failure (soft mode)
 static inline int atomic_commit(AtomicFile *af) {
-    if (af->fp && !af->failed) {
-        if (fflush(af->fp) != 0) { atomic_fail(af, "writing", errno); }
-        else if (fsync(fileno(af->fp)) != 0) { atomic_fail(af, "syncing", errno); }
-    }
-    if (af->fp && fclose(af->fp) != 0) { atomic_fail(af, "closing", errno); }
+    if (af->failed) { return -1; }
+    if (fflush(af->fp) != 0 || fsync(fileno(af->fp)) != 0) { atomic_fail(af, "writing"); return -1; }
+    FILE *fp = af->fp;
     af->fp = NULL;
-    if (!af->failed && rename(af->tmp_path, af->final_path) != 0) { atomic_fail(af, "renaming", errno); }
-    if (af->failed) {
-        remove(af->tmp_path);
-        return -1;
-    }
+    if (fclose(fp) != 0) { atomic_fail(af, "closing"); return -1; }
+    if (rename(af->tmp_path, af->final_path) != 0) { atomic_fail(af, "renaming the temporary to"); return -1; }
     fsync_dir_of(af->final_path);
     return 0;
 }

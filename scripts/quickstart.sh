@@ -28,19 +28,18 @@ data="${DATA_DIR:-data}/tinyshakespeare"
 out=log_tinyshakespeare
 resume=0
 args=("$@")
-for ((i = 0; i + 1 < ${#args[@]}; i++)); do
-    case "${args[i]}" in -o) out="${args[i + 1]}" ;; -y) resume="${args[i + 1]}" ;; esac
+for ((i = 0; i < ${#args[@]}; i++)); do
+    case "${args[i]}" in
+        -o|--out) out="${args[i + 1]:-}" ;; --out=*) out="${args[i]#*=}" ;;
+        -y|--resume) resume="${args[i + 1]:-}" ;; --resume=*) resume="${args[i]#*=}" ;;
+    esac
 done
-# a new run never mixes with an earlier run's checkpoints (the trainer keeps the highest steps):
-# the earlier run is moved aside, not deleted
-if [ "$resume" != 1 ] && [ "${DRY_RUN:-0}" != 1 ] && ls "$out"/DONE_* >/dev/null 2>&1; then
-    old="$out.$(date +%Y%m%d-%H%M%S)"
-    mv "$out" "$old"
-    echo "quickstart: the earlier run in $out moved to $old (to continue a run instead, pass -y 1)"
-fi
 # -n: a checkpoint every 100 steps and at the end, only the newest kept (-nk 1)
 common=(-i "$data/tiny_shakespeare_train.bin" -j "$data/tiny_shakespeare_val.bin"
         -tk "${TOKENIZER_BIN:-gpt2_tokenizer.bin}" -u 20 -q 0.1 -c 0.1 -n 100 -nk 1 -o "$out")
+# a new run never mixes with an earlier run's checkpoints: the trainer moves the earlier run into
+# $out/old_run_<N>/ (moved aside, not deleted; to continue it instead, pass -y 1)
+[ "$resume" = 1 ] || common+=(--start-over 1)
 
 gpu=0
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then

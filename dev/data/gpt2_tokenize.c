@@ -109,11 +109,23 @@ static void usage(FILE *f) {
 "Bytes that are not valid UTF-8 each become their single-byte token (lossless; a warning counts them).\n");
 }
 
+// a bad flag or value: one line naming it (the usage is -h's)
+static void bad_flag(const char *fmt, ...) LLMC_PRINTF(1, 2) LLMC_NORETURN;
+static void bad_flag(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    llmc_die("%s (see -h)", msg);
+}
+
 // ----------------------------------------------------------------------------
 // output files: partly written files are removed if we die
 
 #define MAX_OPEN_OUTPUTS 4
 static AtomicFile *open_outputs[MAX_OPEN_OUTPUTS];
+static void (*next_abort_hook)(void);  // the hook main found set (a fuzz harness's), run after ours
 
 static void remove_partial_outputs(void) {
     for (int i = 0; i < MAX_OPEN_OUTPUTS; i++) {
@@ -122,11 +134,14 @@ static void remove_partial_outputs(void) {
             open_outputs[i]->fp = NULL;
             unlink(open_outputs[i]->tmp_path);
         }
+        open_outputs[i] = NULL;
     }
+    if (next_abort_hook) { next_abort_hook(); }
 }
 
-static void output_open(AtomicFile *af, const char *path) {
-    atomic_open(af, path);
+// flag: the flag that named the output (-o, -O, -p, -w), for messages
+static void output_open(AtomicFile *af, const char *path, const char *flag) {
+    atomic_open_for(af, path, flag);
     for (int i = 0; i < MAX_OPEN_OUTPUTS; i++) {
         if (open_outputs[i] == NULL) { open_outputs[i] = af; return; }
     }
@@ -159,6 +174,7 @@ typedef struct {
     // naming: a fixed path, or PREFIX_%06d / PREFIX_{val,train}_%06d
     const char *path;
     const char *prefix;
+    const char *flag;        // the flag that named path or prefix
     long long shard_tokens;  // tokens per shard (prefix mode)
     int val_shards;          // the first val_shards shards are named _val_
     int index;               // current shard
@@ -188,7 +204,7 @@ static void shard_flush(ShardWriter *w) {
 
 static void shard_open(ShardWriter *w) {
     shard_name(w, w->name, sizeof(w->name));
-    output_open(&w->af, w->name);
+    output_open(&w->af, w->name, w->flag);
     int32_t header[256];
     memset(header, 0, sizeof(header));
     header[0] = SHARD_MAGIC;
@@ -338,11 +354,9 @@ static int source_open_next(Source *src) {
     if (src->next_path >= src->npaths) { return 0; }
     src->path = src->paths[src->next_path++];
     if (strcmp(src->path, "-") == 0) {
-        src->fp = stdin;
+        src->fp = stdin;  // the one documented pipe
     } else {
-        src->fp = fopen(src->path, "rb");
-        if (src->fp == NULL) { llmc_die("cannot open input '%s': %s", src->path, strerror(errno)); }
-        if (!file_exists(src->path)) { llmc_die("input '%s' is not a regular file", src->path); }
+        src->fp = fopen_regular(src->path, "input", NULL);
         if (src->range_lo > 0) { fseekCheck(src->fp, (long)src->range_lo, SEEK_SET); }
     }
     src->file_read = 0;
@@ -688,14 +702,13 @@ static Format parse_format(const char *s) {
     if (strcmp(s, "doc") == 0) { return FMT_DOC; }
     if (strcmp(s, "sep") == 0) { return FMT_SEP; }
     if (strcmp(s, "jsonl") == 0) { return FMT_JSONL; }
-    llmc_die("-x %s: unknown input format; use doc, sep or jsonl", s);
-    return FMT_DOC;
+    bad_flag("-x %s: unknown input format; use doc, sep or jsonl", s);
 }
 
 // character split point: the byte offset where character floor(chars * frac) starts, as Python's
 // text[:int(len(text) * frac)] (characters = UTF-8 lead bytes, i.e. code points for valid UTF-8)
 static long long split_offset(const char *path, double frac, long long *nchars_out, long long *k_out) {
-    FILE *f = fopenCheck(path, "rb");
+    FILE *f = fopen_regular(path, "-i input", NULL);
     unsigned char *buf = (unsigned char *)mallocCheck(1 << 20);
     long long nchars = 0;
     size_t got;
@@ -729,8 +742,9 @@ static void mode_encode(const Args *a) {
     if (a->val_output) { check_output_dir(a->val_output, "-O"); }
     int is_stdin = strcmp(a->input, "-") == 0;
     if (!is_stdin) {
-        if (!file_exists(a->input)) { llmc_die("-i %s: no such file", a->input); }
-        if (file_size_bytes(a->input) == 0) { llmc_die("-i %s: the file is empty; there is nothing to tokenize", a->input); }
+        long long size;
+        fclose(fopen_regular(a->input, "-i input", &size));
+        if (size == 0) { llmc_die("-i %s: the file is empty; there is nothing to tokenize", a->input); }
     } else if (a->split > 0) {
         llmc_die("-f needs a file (-i -, stdin, cannot be read twice)");
     }
@@ -764,6 +778,7 @@ static void mode_encode(const Args *a) {
         ShardWriter w;
         memset(&w, 0, sizeof(w));
         w.path = parts[i].out;
+        w.flag = i == 0 ? "-o" : "-O";
         pipeline_run(&p, &src, &w, 0);
         if (src.bytes_in == 0) { llmc_die("-i %s: no input (empty stdin?); there is nothing to tokenize", a->input); }
         shard_close(&w);
@@ -778,27 +793,27 @@ static void mode_encode(const Args *a) {
     pipeline_free(&p);
 }
 
-static long long parse_count(const char *s, const char *flag) {
+// a whole number in lo..hi, with an optional suffix K or M (what: the value's meaning, for messages)
+static long long parse_count(const char *s, const char *flag, const char *what, long long lo, long long hi) {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (end == s || errno) { llmc_die("%s %s: expected a number", flag, s); }
+    if (end == s || errno) { bad_flag("%s %s: expected a number", flag, s); }
     if (*end == 'K' || *end == 'k') { v *= 1e3; end++; }
     else if (*end == 'M' || *end == 'm') { v *= 1e6; end++; }
-    if (*end != '\0' || v != (double)(long long)v) { llmc_die("%s %s: expected a whole number (suffix K or M allowed)", flag, s); }
+    // the range before the conversion: a double outside long long's range does not convert (UB)
+    if (*end != '\0' || !(v >= (double)lo && v <= (double)hi) || v != (double)(long long)v) {
+        bad_flag("%s %s: %s must be a whole number in %lld..%lld (suffix K or M allowed)", flag, s, what, lo, hi);
+    }
     return (long long)v;
 }
 
 static void mode_prepare(const Args *a, char **inputs, int ninputs) {
     if (ninputs == 0) { llmc_die("-p %s: no input files given (they follow the flags; '-' reads stdin)", a->prefix); }
     Format fmt = parse_format(a->format);
-    if (a->shard_tokens < 1 || a->shard_tokens > INT32_MAX) {
-        llmc_die("-S %lld: tokens per shard must be 1..%d (the header holds an int32 count)", a->shard_tokens, INT32_MAX);
-    }
-    if (a->val_shards < 0) { llmc_die("-V %d: must be 0 or more", a->val_shards); }
     check_output_dir(a->prefix, "-p");
-    for (int i = 0; i < ninputs; i++) {
-        if (strcmp(inputs[i], "-") != 0 && !file_exists(inputs[i])) { llmc_die("input '%s': no such file", inputs[i]); }
+    for (int i = 0; i < ninputs; i++) {  // every input is checked before the first shard is written
+        if (strcmp(inputs[i], "-") != 0) { fclose(fopen_regular(inputs[i], "input", NULL)); }
     }
     double t0 = llmc_wall_seconds();
     Pipeline p;
@@ -808,6 +823,7 @@ static void mode_prepare(const Args *a, char **inputs, int ninputs) {
     ShardWriter w;
     memset(&w, 0, sizeof(w));
     w.prefix = a->prefix;
+    w.flag = "-p";
     w.shard_tokens = a->shard_tokens;
     w.val_shards = a->val_shards;
     pipeline_run(&p, &src, &w, 1);
@@ -840,8 +856,14 @@ static void mode_table(const Args *a) {
     bpe_load(&b, a->encoder, a->merges);
     const unsigned char **toks = (const unsigned char **)mallocCheck((size_t)b.vocab_size * sizeof(*toks));
     size_t len;
-    for (int i = 0; i < b.vocab_size; i++) { toks[i] = bpe_token_bytes(&b, (uint32_t)i, &len); }
-    tokenizer_write(a->table_out, (uint32_t)b.vocab_size, (uint32_t)b.eot_token, toks, b.tok_len);
+    for (int i = 0; i < b.vocab_size; i++) {
+        toks[i] = bpe_token_bytes(&b, (uint32_t)i, &len);
+        if (len > 255) {  // a BPE token may be longer than the table's uint8 length can say
+            llmc_die("-w %s: token %d of -e %s is %zu bytes long, but the decode table (llm.c's format) stores at "
+                     "most 255 bytes per token; this tokenizer cannot have one", a->table_out, i, a->encoder, len);
+        }
+    }
+    tokenizer_write(a->table_out, "-w", (uint32_t)b.vocab_size, (uint32_t)b.eot_token, toks, b.tok_len);
     printf("wrote %s: %d tokens, EOT %d\n", a->table_out, b.vocab_size, b.eot_token);
     free(toks);
     bpe_free(&b);
@@ -850,13 +872,13 @@ static void mode_table(const Args *a) {
 static void mode_decode(const Args *a) {
     if (a->input == NULL || a->output == NULL) { llmc_die("decode mode needs -i shard.bin and -o text.txt (see -h)"); }
     check_output_dir(a->output, "-o");
-    if (!file_exists(a->table_in)) {
+    if (access(a->table_in, F_OK) != 0) {  // decoding needs the table (tokenizer_init only warns)
         llmc_die("-t %s: tokenizer file not found; make it with: %s", a->table_in, TOKENIZER_HOWTO);
     }
     Tokenizer tok;
-    tokenizer_init(&tok, a->table_in);
-    FILE *f = fopen(a->input, "rb");
-    if (f == NULL) { llmc_die("cannot open -i %s: %s", a->input, strerror(errno)); }
+    tokenizer_init(&tok, a->table_in, "-t");
+    long long size;
+    FILE *f = fopen_regular(a->input, "-i token shard", &size);
     int32_t header[256];
     if (fread(header, sizeof(int32_t), 256, f) != 256) { llmc_die("-i %s: too short for a token shard header", a->input); }
     if (header[0] != SHARD_MAGIC || header[1] != SHARD_VERSION) {
@@ -864,13 +886,12 @@ static void mode_decode(const Args *a) {
                  header[1], SHARD_MAGIC, SHARD_VERSION);
     }
     long long count = header[2];
-    long long size = file_size_bytes(a->input);
     if (count < 0 || size != 1024 + 2 * count) {
         llmc_die("-i %s: header says %lld tokens, so %lld bytes, but the file has %lld (truncated?)", a->input, count,
                  1024 + 2 * count, size);
     }
     AtomicFile out;
-    output_open(&out, a->output);
+    output_open(&out, a->output, "-o");
     uint16_t buf[16384];
     long long done = 0;
     while (done < count) {
@@ -899,12 +920,12 @@ static void mode_decode(const Args *a) {
 // the eval file a->output from the HellaSwag jsonl a->hellaswag, encoded by wk
 static void hellaswag_convert(const Args *a, BPEWorker *wk) {
     char *paths[1] = {(char *)a->hellaswag};
-    if (!file_exists(a->hellaswag)) { llmc_die("-H %s: no such file", a->hellaswag); }
+    fclose(fopen_regular(a->hellaswag, "-H HellaSwag file", NULL));  // checked before the output is created
     Source src;
     source_init(&src, FMT_JSONL, paths, 1, a->max_span);
     if (!source_open_next(&src)) { llmc_die("internal error opening %s", a->hellaswag); }
     AtomicFile out;
-    output_open(&out, a->output);
+    output_open(&out, a->output, "-o");
     int32_t header[256];
     memset(header, 0, sizeof(header));
     atomic_write(&out, header, sizeof(header), 0);
@@ -1053,13 +1074,28 @@ static void mode_hellaswag(const Args *a) {
 
 // ----------------------------------------------------------------------------
 
+// the flags each mode reads (-n, the thread count, is accepted by all): a flag that the chosen mode
+// does not read is an error, not ignored
+static const char *mode_flags(const Args *a, const char **mode) {
+    if (a->decode) { *mode = "decoding (-d)"; return "dtion"; }
+    if (a->table_out) { *mode = "writing the decode table (-w)"; return "emwn"; }
+    if (a->hellaswag) { *mode = "converting HellaSwag (-H)"; return "emHobn"; }
+    if (a->prefix) { *mode = "prepare mode (-p)"; return "emxpSVnb"; }
+    *mode = "encoding (-i/-o)";
+    return "emioOfnb";
+}
+
 int main(int argc, char **argv) {
+    if (llmc_abort_hook != remove_partial_outputs) { next_abort_hook = llmc_abort_hook; }
     llmc_abort_hook = remove_partial_outputs;
     Args a;
     args_defaults(&a);
     int c;
+    char given[64] = "";  // the flags on the command line, in order
     opterr = 0;  // we print our own messages
     while ((c = getopt(argc, argv, ":e:m:i:o:O:f:dt:w:p:x:S:V:H:n:b:h")) != -1) {
+        size_t ng = strlen(given);
+        if (c != ':' && c != '?' && !strchr(given, c) && ng + 1 < sizeof(given)) { given[ng] = (char)c; given[ng + 1] = '\0'; }
         switch (c) {
             case 'e': a.encoder = optarg; break;
             case 'm': a.merges = optarg; break;
@@ -1069,7 +1105,7 @@ int main(int argc, char **argv) {
             case 'f': {
                 char *end;
                 a.split = strtod(optarg, &end);
-                if (*end != '\0' || !(a.split > 0.0 && a.split < 1.0)) { usage(stderr); llmc_die("-f %s: the train fraction must be between 0 and 1", optarg); }
+                if (*end != '\0' || !(a.split > 0.0 && a.split < 1.0)) { bad_flag("-f %s: the train fraction must be between 0 and 1", optarg); }
                 break;
             }
             case 'd': a.decode = 1; break;
@@ -1077,34 +1113,29 @@ int main(int argc, char **argv) {
             case 'w': a.table_out = optarg; break;
             case 'p': a.prefix = optarg; break;
             case 'x': a.format = optarg; break;
-            case 'S': a.shard_tokens = parse_count(optarg, "-S"); break;
-            case 'V': a.val_shards = (int)parse_count(optarg, "-V"); break;
+            // -S: a shard's header holds an int32 count; -n threads; -b MiB
+            case 'S': a.shard_tokens = parse_count(optarg, "-S", "tokens per shard", 1, INT32_MAX); break;
+            case 'V': a.val_shards = (int)parse_count(optarg, "-V", "the number of validation shards", 0, INT32_MAX); break;
             case 'H': a.hellaswag = optarg; break;
-            case 'n': {
-                long long v = parse_count(optarg, "-n");
-                if (v < 1 || v > 1024) { usage(stderr); llmc_die("-n %s: threads must be 1..1024", optarg); }
-                a.threads = (int)v;
-                break;
-            }
-            case 'b': {
-                long long v = parse_count(optarg, "-b");
-                if (v < 1 || v > 65536) { usage(stderr); llmc_die("-b %s: MiB must be 1..65536", optarg); }
-                a.max_span = v << 20;
-                break;
-            }
+            case 'n': a.threads = (int)parse_count(optarg, "-n", "threads", 1, 1024); break;
+            case 'b': a.max_span = parse_count(optarg, "-b", "MiB", 1, 65536) << 20; break;
             case 'h': usage(stdout); return 0;
-            case ':': usage(stderr); llmc_die("flag -%c needs a value", optopt); break;
-            default: usage(stderr); llmc_die("unknown flag -%c", optopt); break;
+            case ':': bad_flag("flag -%c needs a value", optopt);
+            default: bad_flag("unknown flag -%c", optopt);
         }
     }
     int modes = (a.decode != 0) + (a.table_out != NULL) + (a.prefix != NULL) + (a.hellaswag != NULL);
-    if (modes > 1) { usage(stderr); llmc_die("choose one of -d, -w, -p, -H"); }
-    if (a.prefix == NULL && optind < argc) { usage(stderr); llmc_die("unexpected argument '%s' (inputs without -i are for -p)", argv[optind]); }
+    if (modes > 1) { bad_flag("choose one of -d, -w, -p, -H"); }
+    if (a.prefix == NULL && optind < argc) { bad_flag("unexpected argument '%s' (inputs without -i are for -p)", argv[optind]); }
+    if (modes == 0 && !a.input && !a.output) { bad_flag("nothing to do: give -i/-o, -p, -d, -w or -H"); }
+    const char *mode, *reads = mode_flags(&a, &mode);
+    for (const char *f = given; *f; f++) {
+        if (!strchr(reads, *f)) { bad_flag("-%c does not apply to %s; drop it", *f, mode); }
+    }
     if (a.decode) { mode_decode(&a); }
     else if (a.table_out) { mode_table(&a); }
     else if (a.hellaswag) { mode_hellaswag(&a); }
     else if (a.prefix) { mode_prepare(&a, argv + optind, argc - optind); }
-    else if (a.input || a.output) { mode_encode(&a); }
-    else { usage(stderr); llmc_die("nothing to do: give -i/-o, -p, -d, -w or -H"); }
+    else { mode_encode(&a); }
     return 0;
 }

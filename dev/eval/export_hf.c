@@ -45,11 +45,11 @@ static void usage(FILE *f) {
         "  -h, --help       this text\n");
 }
 
+// a bad flag: one line naming it (the usage is --help's)
 static void bad_flag(const char *fmt, const char *what) {
-    usage(stderr);
     char msg[512];
     snprintf(msg, sizeof(msg), fmt, what);
-    llmc_die("%s", msg);
+    llmc_die("%s (see --help)", msg);
 }
 
 static void *reallocCheck(void *p, size_t size) {
@@ -58,11 +58,11 @@ static void *reallocCheck(void *p, size_t size) {
     return q;
 }
 
-static char *read_whole_file(const char *path, size_t *len) {
-    long long size = file_size_bytes(path);
-    if (size < 0) { llmc_die("cannot stat '%s': %s", path, strerror(errno)); }
+// what: the file's role and flag, for messages ("config.json (-i)")
+static char *read_whole_file(const char *path, const char *what, size_t *len) {
+    long long size;
+    FILE *fp = fopen_regular(path, what, &size);
     char *buf = (char *)mallocCheck((size_t)size + 1);
-    FILE *fp = fopenCheck(path, "rb");
     if (size > 0 && fread(buf, 1, (size_t)size, fp) != (size_t)size) {
         llmc_die("reading '%s' failed (%lld bytes expected)", path, size);
     }
@@ -413,7 +413,7 @@ static void write_safetensors(const char *path, const ExportTensor *ts, int n, i
     while ((8 + h.len) % 8 != 0) { sb_printf(&h, " "); }
     uint64_t header_len = (uint64_t)h.len;
     AtomicFile af;
-    atomic_open(&af, path);
+    atomic_open_for(&af, path, "-o");
     atomic_write(&af, &header_len, 8, 0);
     atomic_write(&af, h.buf, h.len, 0);
     void *row_buf = mallocCheck((size_t)max_cols * 4);
@@ -425,16 +425,16 @@ static void write_safetensors(const char *path, const ExportTensor *ts, int n, i
 
 static void write_text_file(const char *path, const char *text) {
     AtomicFile af;
-    atomic_open(&af, path);
+    atomic_open_for(&af, path, "-o");
     atomic_write(&af, text, strlen(text), 0);
     atomic_commit(&af);
 }
 
 static void copy_file(const char *src, const char *dst) {
     size_t len;
-    char *data = read_whole_file(src, &len);
+    char *data = read_whole_file(src, "--tokenizer file", &len);
     AtomicFile af;
-    atomic_open(&af, dst);
+    atomic_open_for(&af, dst, "-o");
     atomic_write(&af, data, len, 0);
     atomic_commit(&af);
     free(data);
@@ -463,9 +463,12 @@ static void export_to_hf(const char *in_path, const char *out_dir, int out_dtype
         for (int i = 0; i < 2; i++) {
             char src[4352];
             path_join(src, sizeof(src), tok_dir, need[i]);
-            if (!file_exists(src)) {
-                llmc_die("--tokenizer: '%s' not found; pass the folder with OpenAI's GPT-2 encoder.json and vocab.bpe", src);
+            FILE *fp;
+            char why[512];
+            if (open_regular(src, &fp, NULL, why, sizeof(why)) != 0) {
+                llmc_die("--tokenizer: '%s' %s; pass the folder with OpenAI's GPT-2 encoder.json and vocab.bpe", src, why);
             }
+            fclose(fp);
         }
     }
 
@@ -633,12 +636,11 @@ static int st_cmp_begin(const void *a, const void *b) {
 // overlap no other tensor's
 static void st_open(StFile *sf, const char *path) {
     sf->path = path;
-    sf->file_size = file_size_bytes(path);
+    FILE *fp = fopen_regular(path, "safetensors file (-i)", &sf->file_size);
     if (sf->file_size < 8) {
         llmc_die("safetensors file '%s' is %lld bytes, shorter than the 8-byte header length (truncated?)", path,
                  sf->file_size);
     }
-    FILE *fp = fopenCheck(path, "rb");
     uint64_t n;
     freadCheck(&n, 8, 1, fp);
     if (n < 2 || n > (uint64_t)ST_MAX_HEADER) {
@@ -754,7 +756,7 @@ static void st_read_fp32(const StFile *sf, const StTensor *t, float *dst, long l
     }
     size_t bytes = (size_t)(t->end - t->begin);
     unsigned char *buf = (unsigned char *)mallocCheck(bytes);
-    FILE *fp = fopenCheck(sf->path, "rb");
+    FILE *fp = fopen_regular(sf->path, "safetensors file (-i)", NULL);
     if (fseeko(fp, (off_t)t->begin, SEEK_SET) != 0 || fread(buf, 1, bytes, fp) != bytes) {
         llmc_die("reading tensor '%s' from '%s' failed (file changed or truncated while reading?)", t->name, sf->path);
     }
@@ -846,7 +848,7 @@ static void import_from_hf(const char *in_path, const char *out_path, int out_ve
     if (S_ISDIR(st.st_mode)) {
         path_join(st_path, sizeof(st_path), in_path, "model.safetensors");
         path_join(cfg_path, sizeof(cfg_path), in_path, "config.json");
-        if (!file_exists(st_path)) {
+        if (access(st_path, F_OK) != 0) {
             char idx[4400];
             path_join(idx, sizeof(idx), in_path, "model.safetensors.index.json");
             llmc_die("'%s' not found%s", st_path, file_exists(idx) ?
@@ -861,6 +863,10 @@ static void import_from_hf(const char *in_path, const char *out_path, int out_ve
         } else {
             snprintf(cfg_path, sizeof(cfg_path), "config.json");
         }
+    }
+    struct stat ost;
+    if (stat(out_path, &ost) == 0 && !S_ISREG(ost.st_mode)) {
+        llmc_die("-o '%s' exists and is not a file; choose another -o", out_path);
     }
     if (file_exists(out_path) && !force) {
         llmc_die("output '%s' already exists; choose another -o or pass --force to replace it", out_path);
@@ -890,10 +896,10 @@ static void import_from_hf(const char *in_path, const char *out_path, int out_ve
 
     long long NH = 0;
     JsonValue cfg = {0};
-    int have_cfg = file_exists(cfg_path);
+    int have_cfg = access(cfg_path, F_OK) == 0;  // one that is there but no file is an error, not "absent"
     if (have_cfg) {
         size_t len;
-        char *text = read_whole_file(cfg_path, &len);
+        char *text = read_whole_file(cfg_path, "config.json (-i)", &len);
         char err[256];
         if (!json_parse(text, len, &cfg, err, sizeof(err)) || cfg.type != JSON_OBJECT) {
             llmc_die("'%s' is not a JSON object: %s", cfg_path, cfg.type == JSON_OBJECT ? "" : err);
@@ -911,14 +917,19 @@ static void import_from_hf(const char *in_path, const char *out_path, int out_ve
                      act->type == JSON_STRING ? act->string : "(not a string)");
         }
         const JsonValue *flag = json_get(&cfg, "scale_attn_by_inverse_layer_idx");
-        if (flag && flag->type == JSON_BOOL && flag->boolean) {
-            llmc_die("'%s' sets scale_attn_by_inverse_layer_idx; our attention does not scale by layer", cfg_path);
+        if (flag && (flag->type != JSON_BOOL || flag->boolean)) {
+            llmc_die("'%s' sets scale_attn_by_inverse_layer_idx (to something other than false); our attention does "
+                     "not scale by layer", cfg_path);
         }
         flag = json_get(&cfg, "scale_attn_weights");
-        if (flag && flag->type == JSON_BOOL && !flag->boolean) {
-            llmc_die("'%s' sets scale_attn_weights false; our attention scales by 1/sqrt(head size)", cfg_path);
+        if (flag && (flag->type != JSON_BOOL || !flag->boolean)) {
+            llmc_die("'%s' sets scale_attn_weights to something other than true; our attention scales by 1/sqrt(head size)",
+                     cfg_path);
         }
         const JsonValue *eps = json_get(&cfg, "layer_norm_epsilon");
+        if (eps && eps->type != JSON_NUMBER && eps->type != JSON_NULL) {
+            llmc_die("'%s': \"layer_norm_epsilon\" is not a number", cfg_path);
+        }
         if (eps && eps->type == JSON_NUMBER && fabs(eps->number - 1e-5) > 1e-12) {
             llmc_warn("'%s' has layer_norm_epsilon %g; our LayerNorm uses 1e-5, results will differ slightly",
                       cfg_path, eps->number);
@@ -929,7 +940,9 @@ static void import_from_hf(const char *in_path, const char *out_path, int out_ve
         if (config_int(&cfg, "vocab_size", cfg_path, &x)) { config_check(cfg_path, "vocab_size", x, V, st_path, "wte rows"); }
         if (config_int(&cfg, "n_positions", cfg_path, &x)) { config_check(cfg_path, "n_positions", x, maxT, st_path, "wpe rows"); }
         if (config_int(&cfg, "n_inner", cfg_path, &x)) { config_check(cfg_path, "n_inner", x, 4 * C, st_path, "4 * n_embd"); }
-        config_int(&cfg, "n_head", cfg_path, &NH);
+        if (config_int(&cfg, "n_head", cfg_path, &NH) && NH <= 0) {
+            llmc_die("'%s' has n_head %lld; the number of heads must be positive", cfg_path, NH);
+        }
         json_free(&cfg);
     }
     if (n_head_flag > 0) {
@@ -1072,7 +1085,7 @@ int main(int argc, char **argv) {
             }
             continue;
         }
-        bad_flag("unknown flag '%s' (see the usage above)", a);
+        bad_flag("unknown flag '%s'", a);
     }
     if (!in || !out) { bad_flag("%s", "both -i (input) and -o (output) are required"); }
     if (to_bin && tok_dir) { bad_flag("%s", "--tokenizer applies to export (.bin -> folder), not to --to-bin"); }

@@ -6,7 +6,7 @@
  * result for most fuzz inputs, not a finding, so fuzz_call() sets llmc_abort_hook (utils.h) to
  * longjmp back instead of exiting. The reader then leaves behind what it held at that moment
  * (allocations, open files, mappings); a real run exits there, a fuzzer runs millions of inputs.
- * So the reader's calls to malloc & co., fopen/fclose, open/close, mmap/munmap and
+ * So the reader's calls to malloc & co., fopen/fdopen/fclose, open/close, mmap/munmap and
  * opendir/closedir are routed (by macros, in this translation unit only) through a ledger that
  * releases whatever a rejected input left. After an input that was accepted, the harness frees
  * the reader's result with the reader's own free function and fuzz_end() reports anything still
@@ -174,6 +174,18 @@ static int fuzz_fclose(FILE *f) {
     fuzz_slot_drop((void **)fuzz_files, f);
     return fclose(f);
 }
+// a descriptor that becomes a FILE (open_regular in utils.h) moves from the descriptor ledger to
+// the file ledger: its fclose closes it
+static FILE *fuzz_fdopen(int fd, const char *mode) {
+    FILE *f = fdopen(fd, mode);
+    if (f) {
+        for (int i = 0; i < FUZZ_MAX_HANDLES; i++) {
+            if (fuzz_fds[i] == fd + 1) { fuzz_fds[i] = 0; }
+        }
+        fuzz_slot_put((void **)fuzz_files, f);
+    }
+    return f;
+}
 static DIR *fuzz_opendir(const char *path) {
     DIR *d = opendir(path);
     if (d) { fuzz_slot_put((void **)fuzz_dirs, d); }
@@ -244,6 +256,7 @@ static void fuzz_release(int report) {
 #define posix_memalign(p, a, n) fuzz_posix_memalign(p, a, n)
 #define fopen(p, m) fuzz_fopen(p, m)
 #define fclose(f) fuzz_fclose(f)
+#define fdopen(fd, m) fuzz_fdopen(fd, m)
 #define opendir(p) fuzz_opendir(p)
 #define closedir(d) fuzz_closedir(d)
 #define open(...) fuzz_open(__VA_ARGS__)

@@ -3,7 +3,8 @@
 // The first byte of the input picks the format, the rest is the input file:
 //   0 doc: the file is one document; 1 sep: documents separated by <|endoftext|> lines;
 //   2 jsonl: one {"text": ...} per line; 3 HellaSwag jsonl (-H), made into an eval file that
-//   llmc/hellaswag.h must then read back.
+//   llmc/hellaswag.h must then read back; 4 a token shard decoded to text (-d) with GPT-2's decode
+//   table, whose output must be the bytes of its tokens.
 // The tokenizer is GPT-2's, from $FUZZ_GPT2_DIR.
 // For 0-2, the items the reader emits are encoded one by one, as the tool does; for every document
 // their tokens must equal the tokens of the whole document (a cut never changes the tokens), and
@@ -90,14 +91,53 @@ static void hellaswag_roundtrip(void *arg) {
     evalset_free(&es);
 }
 
+// -d: what it writes must be the table's bytes of the shard's tokens (the file was accepted, so its
+// header is right: 1024 bytes, then the tokens)
+static char decode_table[600];
+static void decode_shard(void *arg) {
+    InputCase *c = (InputCase *)arg;
+    Args a;
+    args_defaults(&a);
+    char out[600];
+    snprintf(out, sizeof(out), "%s", fuzz_path("decoded.txt"));
+    a.decode = 1;
+    a.input = c->path;
+    a.table_in = decode_table;
+    a.output = out;
+    mode_decode(&a);
+    FILE *f = fopen(out, "rb");
+    size_t pos = 0;
+    for (size_t i = 1024; i + 2 <= c->file_len; i += 2) {
+        uint16_t id;
+        memcpy(&id, c->file + i, 2);
+        size_t len;
+        const unsigned char *want = bpe_token_bytes(worker.bpe, id, &len);
+        unsigned char got[256];
+        if (fread(got, 1, len, f) != len || memcmp(got, want, len) != 0) { fuzz_fail("-d: token %zu decodes wrong", (i - 1024) / 2); }
+        pos += len;
+    }
+    if (fgetc(f) != EOF) { fuzz_fail("-d wrote more than the tokens' %zu bytes", pos); }
+    fclose(f);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0) { return 0; }
-    if (worker.bpe == NULL) { bpe_worker_shared(&worker); }
+    if (worker.bpe == NULL) {
+        bpe_worker_shared(&worker);
+        const BPE *b = worker.bpe;  // the decode table of -d: GPT-2's, made once
+        const unsigned char **toks = (const unsigned char **)malloc((size_t)b->vocab_size * sizeof(*toks));
+        size_t len;
+        for (int i = 0; i < b->vocab_size; i++) { toks[i] = bpe_token_bytes(b, (uint32_t)i, &len); }
+        snprintf(decode_table, sizeof(decode_table), "%s", fuzz_path("gpt2_table.bin"));
+        tokenizer_write(decode_table, "-w", (uint32_t)b->vocab_size, (uint32_t)b->eot_token, toks, b->tok_len);
+        free(toks);
+    }
     InputCase c;
-    c.fmt = (Format)(data[0] % 3);
+    int kind = data[0] % 5;
+    c.fmt = (Format)(kind < 3 ? kind : 0);
     snprintf(c.path, sizeof(c.path), "%s", fuzz_write("input.txt", data + 1, size - 1));
     c.file = data + 1;
     c.file_len = size - 1;
-    if (fuzz_call(data[0] % 4 == 3 ? hellaswag_roundtrip : read_documents, &c)) { fuzz_end(); }
+    if (fuzz_call(kind == 3 ? hellaswag_roundtrip : kind == 4 ? decode_shard : read_documents, &c)) { fuzz_end(); }
     return 0;
 }

@@ -5,7 +5,7 @@
 
 static void load_table(void *arg) {
     Tokenizer t;
-    tokenizer_init(&t, (const char *)arg);
+    tokenizer_init(&t, (const char *)arg, "-tk");
     if (!t.init_ok) { fuzz_fail("an existing table file was not loaded"); }
     if (t.eot_token < 0 || (uint32_t)t.eot_token >= t.vocab_size) { fuzz_fail("EOT %d outside the table", t.eot_token); }
     for (uint32_t i = 0; i < t.vocab_size; i++) {

@@ -8,7 +8,8 @@ set -euo pipefail
 OUT=$1
 PY=${PYTHON:-/usr/bin/python3}
 ROOT=$(pwd)
-rm -rf "$OUT" && mkdir -p "$OUT"/{shard,model,checkpoint,tokenizer,hellaswag,bpe_load,bpe_encode,tokenize,safetensors,args,tiny}
+rm -rf "$OUT" && mkdir -p "$OUT"/{shard,model,checkpoint,tokenizer,hellaswag,bpe_load,bpe_encode,tokenize,safetensors,args,tiny} \
+    "$OUT"/{tokenize_args,export_args,work_files/hf,work_files/tok}
 W=$(mktemp -d /tmp/fuzz_seeds.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 SEP=$'\n--8<--\n'
@@ -59,7 +60,8 @@ cp "$W/ckpt/DONE_00000002" "$OUT/checkpoint/done"
 { cat "$W/hf5/model.safetensors"; printf '%s' "$SEP"; cat "$W/hf5/config.json"; } > "$OUT/safetensors/bf16_config"
 cp "$W/hf/model.safetensors" "$OUT/safetensors/f32_alone"
 
-# the BPE files, texts, the tokenizer tool's formats (first byte: 0 doc, 1 sep, 2 jsonl, 3 HellaSwag)
+# the BPE files, texts, the tokenizer tool's formats (first byte: 0 doc, 1 sep, 2 jsonl, 3 HellaSwag,
+# 4 a shard to decode)
 { cat "$OUT/tiny/encoder.json"; printf '%s' "$SEP"; cat "$OUT/tiny/vocab.bpe"; } > "$OUT/bpe_load/tiny"
 cp "$W/short.txt" "$OUT/bpe_encode/text"
 printf "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80 \xff\xc0\x80 <|endoftext|> 'll 've 123 \xc2\xa0 \t\n\n" > "$OUT/bpe_encode/unicode"
@@ -67,10 +69,33 @@ printf "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80 \xff\xc0\x80 <|end
 { printf '\1'; printf 'one\n<|endoftext|>\ntwo<|endoftext|>\n<|endoftext|>\nthree\n'; } > "$OUT/tokenize/sep"
 { printf '\2'; printf '{"text": "a\\nb \\u00e9\\ud83d\\ude00", "id": [1, {"x": null}]}\n\n{"text": "second"}\n'; } > "$OUT/tokenize/jsonl"
 { printf '\3'; cat "$W/hs.jsonl"; } > "$OUT/tokenize/hellaswag"
+{ printf '\4'; cat "$OUT/shard/text.bin"; } > "$OUT/tokenize/decode"
 
 # command lines (arguments separated by NUL bytes)
 args_seed() { local name=$1; shift; printf '%s\0' "$@" | head -c -1 > "$OUT/args/$name"; }
 args_seed full -e d12 -b 4 -t 1024 -d 8192 -x 10 -k linear -n 5 -o out -y 1
 args_seed small -i train.bin -e L2:C64:H4 -b 2 -t 32 -l 1e-3 -sl 3.5 -pb mpi -hm -1
 args_seed help --help
+
+# the tools' command lines, on the small files their harnesses run in (dev/fuzz/tool_args.h)
+F=$OUT/work_files
+cp "$OUT/tiny/encoder.json" "$F/e.json"; cp "$OUT/tiny/vocab.bpe" "$F/m.bpe"; cp "$OUT/tiny/"* "$F/tok/"
+cp "$OUT/tokenizer/tiny_tokenizer.bin" "$F/t.bin"; cp "$OUT/shard/text.bin" "$F/s.bin"; cp "$W/short.txt" "$F/x.txt"
+printf '{"text": "one"}\n{"text": "two words"}\n' > "$F/j.jsonl"; cp "$W/hs.jsonl" "$F/h.jsonl"
+cp "$OUT/model/ref_v3.bin" "$F/b.bin"; cp "$OUT/model/ref_v5.bin" "$F/5.bin"
+cp "$W/hf/model.safetensors" "$W/hf/config.json" "$F/hf/"; cp "$W/hf/model.safetensors" "$F/st.safetensors"
+tool_seed() { local dir=$1 name=$2; shift 2; printf '%s\0' "$@" | head -c -1 > "$OUT/$dir/$name"; }
+tool_seed tokenize_args encode -e e.json -m m.bpe -i x.txt -o o.bin
+tool_seed tokenize_args split -e e.json -m m.bpe -i x.txt -o a.bin -f 0.5 -O b.bin
+tool_seed tokenize_args prepare -e e.json -m m.bpe -p p -x jsonl -S 10 -V 1 j.jsonl x.txt
+tool_seed tokenize_args decode -d -t t.bin -i s.bin -o o.txt
+tool_seed tokenize_args table -e e.json -m m.bpe -w w.bin
+tool_seed tokenize_args hellaswag -e e.json -m m.bpe -H h.jsonl -o h.bin -n 1
+tool_seed tokenize_args help -h
+tool_seed export_args export -i b.bin -o out
+tool_seed export_args export_v5 -i 5.bin -o out --fp32 --force
+tool_seed export_args import --to-bin -i hf -o r.bin --bf16
+tool_seed export_args bare --to-bin -i st.safetensors -o r.bin --n-head 2
+tool_seed export_args tokenizer -i b.bin -o out --tokenizer tok
+tool_seed export_args help --help
 echo "seeds in $OUT: $(find "$OUT" -type f | wc -l) files"

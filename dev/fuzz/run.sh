@@ -6,12 +6,16 @@
 # (BUILD/findings/<name>/), are named.
 #   bash dev/fuzz/run.sh BUILD SECONDS [PARALLEL] [name...]        (from the repo root)
 set -uo pipefail
-BUILD=$1 SECONDS_EACH=$2 PARALLEL=${3:-2}
+# absolute paths: the command-line harnesses run the tools in their own work folder (tool_args.h)
+BUILD=$(realpath "$1") SECONDS_EACH=$2 PARALLEL=${3:-2}
 shift $(( $# >= 3 ? 3 : $# ))
 NAMES=("$@")
-[ ${#NAMES[@]} -gt 0 ] || NAMES=(shard model checkpoint tokenizer hellaswag bpe_load bpe_encode tokenize safetensors args)
+# default: every harness built in BUILD
+[ ${#NAMES[@]} -gt 0 ] || mapfile -t NAMES < <(cd "$BUILD" && ls fuzz_* | sed 's/^fuzz_//')
 # the encoder harnesses' tokenizer: OpenAI's files (make_seeds.sh unpacks them), or FUZZ_GPT2_DIR
 export FUZZ_GPT2_DIR=$(realpath -m "${FUZZ_GPT2_DIR:-$BUILD/seeds/gpt2}")
+# the command-line harnesses' work files (make_seeds.sh)
+export FUZZ_SEEDS=$(realpath -m "$BUILD/seeds")
 [ -f "$FUZZ_GPT2_DIR/encoder.json" ] && [ -f "$FUZZ_GPT2_DIR/vocab.bpe" ] || {
     echo "error: FUZZ_GPT2_DIR=$FUZZ_GPT2_DIR has no encoder.json and vocab.bpe (unset it to use the seeds' copy)" >&2; exit 1; }
 # a rejected input leaks by design (llmc_die ends a real process): the ledger of dev/fuzz/fuzz.h
@@ -24,7 +28,7 @@ run_one() {
     local name=$1 corpus=$BUILD/corpus/$1 findings=$BUILD/findings/$1
     mkdir -p "$corpus" "$findings"
     local extra=()
-    [ -d "dev/fuzz/corpus/$name" ] && extra+=("dev/fuzz/corpus/$name")
+    [ -d "dev/fuzz/corpus/$name" ] && extra+=("$PWD/dev/fuzz/corpus/$name")
     local tmp
     tmp=$(mktemp -d /dev/shm/llmc_fuzz_run.XXXXXX 2>/dev/null || mktemp -d)
     FUZZ_TMPDIR=$tmp "$BUILD/fuzz_$name" -max_total_time="$SECONDS_EACH" -timeout=20 -rss_limit_mb=2048 -max_len=65536 \

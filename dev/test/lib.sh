@@ -5,7 +5,8 @@
 #                                             process, TRAINER (absolute; default ./train_gpt2),
 #                                             failure bookkeeping: bad <message>, finish;
 #                                             require_mpi <test>, mpi_missing <test>;
-#                                             expect_error <what> <needle> <cmd...>
+#                                             expect_error <what> <needle> <cmd...>;
+#                                             small_disk <dir> <size> (a tmpfs, as root)
 #   source dev/test/lib.sh --tools            the tools only, no directory, no cd (the drivers:
 #                                             test_gpu.sh, fresh_machine.sh, the Makefile)
 # The tools: ROOT (the repo), PY, MPIRUN, MPI_HINT, have_mpi [binary], skip_or_fail <test> <what
@@ -75,8 +76,13 @@ set -u
 TEST_NAME=$1
 TRAINER=$(realpath "${2:-./train_gpt2}")
 TMP=$(mktemp -d "/tmp/$TEST_NAME.XXXXXX")
-# kill what the test left running (a killed run's mpirun, a backgrounded trainer), then clean up
-trap 'pkill -9 -f "$TMP" 2>/dev/null || true; rm -rf "$TMP"' EXIT
+LLMC_MOUNTS=()
+# kill what the test left running (a killed run's mpirun, a backgrounded trainer), unmount what it
+# mounted (small_disk), then clean up. Only in the test's own shell: a subshell killed right after
+# its fork (a watchdog "( sleep 30; kill ... ) &" killed at once) can run this trap before bash
+# resets it, and removed the running test's TMP under it.
+trap 'if [ "$BASHPID" = "$$" ]; then pkill -9 -f "$TMP" 2>/dev/null || true
+      for m in "${LLMC_MOUNTS[@]}"; do umount -l "$m" 2>/dev/null; done; rm -rf "$TMP"; fi' EXIT
 # one thread per process: the tests run several ranks on two cores
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 fail=0
@@ -105,6 +111,13 @@ expect_error() {
     bad "$what: exit status $rc (want 1 or 2), $n line(s) with 'error:' (want 1$([ "$want" -gt 1 ] && echo " to $want"), the first matching '$needle'):"
     tail -n 5 "$TMP/error.txt" | sed 's/^/     /'
     return 1
+}
+# small_disk DIR SIZE: a tmpfs of SIZE (64k, 10m) at DIR, a disk the test can fill; unmounted when
+# the test exits, on every path. Needs root: returns 1 otherwise (skip that part with skip_or_fail).
+small_disk() {
+    mkdir -p "$1"
+    [ "$(id -u)" = 0 ] && mount -t tmpfs -o size="$2" llmc_small_disk "$1" 2>/dev/null || return 1
+    LLMC_MOUNTS+=("$1")
 }
 # mpi_missing TEST: TEST (a test, or one part of it) cannot run for want of MPI (skip_or_fail)
 mpi_missing() { skip_or_fail "$1" "MPI (mpirun, and $TRAINER built with it)" "$MPI_HINT"; }

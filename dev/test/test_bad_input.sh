@@ -46,9 +46,14 @@ def evalfile(name, count, ctx):
 evalfile("hs_count.bin", 2**31 - 1, [5, 6])
 evalfile("hs_token.bin", 1, [5, 65535])
 evalfile("hs_empty.bin", 1, [])
-# a decode table that claims more tokens than its bytes can hold
+evalfile("hs_ok.bin", 1, [5, 6])
+# a decode table that claims more tokens than its bytes can hold; a good one (every token "a")
 h = np.zeros(256, dtype="<i4"); h[:4] = [20240328, 2, 1 << 24, 0]
 open(f"{d}/tok_count.bin", "wb").write(h.tobytes() + b"\x01a" * 10)
+h[:4] = [20240328, 2, 50257, 50256]
+open(f"{d}/table.bin", "wb").write(h.tobytes() + b"\x01a" * 50257)
+h[:4] = [20240328, 2, 10, 9]  # another tokenizer's: fewer tokens than the model's 50257
+open(f"{d}/table10.bin", "wb").write(h.tobytes() + b"\x01a" * 10)
 # a safetensors header whose shape would overflow the element count
 import json
 hdr = json.dumps({"transformer.wte.weight": {"dtype": "F32", "shape": [2**40, 2**40, 2**40], "data_offsets": [0, 4]}}).encode()
@@ -94,6 +99,40 @@ expect "hellaswag count"       "hs_count.bin' says it holds 2147483647 examples"
 expect "hellaswag token"       "token id 65535"     -- "${HS[@]}" -hf "$TMP/hs_token.bin"
 expect "hellaswag empty ctx"   "empty context"      -- "${HS[@]}" -hf "$TMP/hs_empty.bin"
 expect "tokenizer count"       "tok_count.bin' claims 16777216 tokens" -- -i "$TMP/good.bin" "${BASE[@]}" -s 1 -tk "$TMP/tok_count.bin"
+# issue 35: values that make a result meaningless (-m 0 logged "val loss -nan", -hm 0 "HellaSwag 0/0")
+expect "-m 0"                  "-m 0 validates on no batches" -- -i "$TMP/good.bin" -j "$TMP/good.bin" "${BASE[@]}" -v 1 -m 0
+expect "-hm 0"                 "-hm 0 evaluates no examples" -- "${HS[@]}" -hf "$TMP/hs_ok.bin" -hm 0
+expect "-d 0"                  "-d 0: the total batch is -1" -- -i "$TMP/good.bin" "${BASE[@]}" -d 0
+expect "B*T past an int"       "B\*T = 3000000000 positions" -- -i "$TMP/good.bin" -e L1:C32:H2:T1000000 -b 3000 -t 1000000
+expect "memory past the machine" "B=1000000 T=64 needs [0-9.]* GiB of RAM per process" -- -i "$TMP/good.bin" "${BASE[@]}" -b 1000000 -t 64
+expect "-b and -t past 64 bits" "-b 2147 -t 1000000: the attention matrices alone would take" -- -i "$TMP/good.bin" "${BASE[@]}" -e L100:C64:H16:T1000000 -b 2147 -t 1000000
+expect "--start-over with -y 1" "--start-over 1 .* excludes -y 1" -- -i "$TMP/good.bin" "${BASE[@]}" -o "$TMP/so" -y 1 --start-over 1
+expect_error "bad LLMC_FAULT" "LLMC_FAULT=state:x: expected" env LLMC_FAULT=state:x "$TRAINER" -i "$TMP/good.bin" "${BASE[@]}"
+expect "a smaller model's decode table" "-tk .*table10.bin has 10 tokens, fewer than the model's 50257" -- -i "$TMP/good.bin" "${BASE[@]}" -s 1 -tk "$TMP/table10.bin"
+expect "-o a file"             "-o .*good.bin exists and is not a folder" -- -i "$TMP/good.bin" "${BASE[@]}" -o "$TMP/good.bin"
+
+# issue 35: special files where a file is read. A FIFO blocked the reader forever (and SIGTERM did
+# not end it); a folder in a shard glob gave a message without its name. timeout: a regression
+# must fail, not hang the suite.
+mkfifo "$TMP/fifo"
+mkdir -p "$TMP/globdir/shard_dir.bin" "$TMP/bpe_fifo"
+cp "$TMP/good.bin" "$TMP/globdir/shard_a.bin"
+mkfifo "$TMP/bpe_fifo/encoder.json"
+: > "$TMP/bpe_fifo/vocab.bpe"
+special() {  # special <name> <words> <trainer args...>: as expect, bounded in time
+    local name=$1 words=$2
+    shift 2
+    expect_error "$name" "$words" timeout -k 5 30 "$TRAINER" "$@"
+}
+special "FIFO as -tk"           "-tk '.*fifo' is a FIFO" -i "$TMP/good.bin" "${BASE[@]}" -s 1 -tk "$TMP/fifo"
+special "FIFO as -e"            "-e: model file '.*fifo' is a FIFO" -i "$TMP/good.bin" -e "$TMP/fifo" -b 2 -t 32
+special "FIFO as -hf"           "HellaSwag file '.*fifo' is a FIFO" "${HS[@]}" -hf "$TMP/fifo"
+special "FIFO in the -i glob"   "-i .*: '.*fifo' is a FIFO" -i "$TMP/fi*" "${BASE[@]}"
+special "folder in the -i glob" "-i .*globdir/shard_\*.bin: '.*shard_dir.bin' is a folder" -i "$TMP/globdir/shard_*.bin" "${BASE[@]}"
+special "folder as -j"          "-j .*: '.*globdir' is a folder" -i "$TMP/good.bin" -j "$TMP/globdir" -e "$MODEL" -b 2 -t 32 -x 1 -v 1 -s 0
+if ldd "$TRAINER" | grep -q pcre2; then  # built with --prompt
+    special "FIFO as --bpe-dir's encoder.json" "--bpe-dir '.*bpe_fifo', but '.*encoder.json' is a FIFO" -e "$MODEL" --prompt hi --bpe-dir "$TMP/bpe_fifo"
+fi
 
 # the safetensors import (export_hf --to-bin): a shape whose element count overflows
 if [ ! -x "$ROOT/export_hf" ]; then bad "$ROOT/export_hf is not built (make export_hf)"; else
@@ -105,9 +144,9 @@ fi
 # from the previous complete one (README "Checkpoints, resume, preemption")
 CK=(-i "$TMP/good.bin" -e "$MODEL" -b 2 -t 32 -v 0 -s 0 -sh 0)
 "$TRAINER" "${CK[@]}" -x 2 -n 1 -o "$TMP/ck" > /dev/null 2>&1 || bad "checkpoint run failed"
-fallback() {  # fallback <name> <words in the warning>: resume must load checkpoint 1
+fallback() {  # fallback <name> <words in the warning>: resume must load checkpoint 1 (in bounded time)
     local name=$1 words=$2
-    "$TRAINER" "${CK[@]}" -x 3 -y 1 -o "$TMP/ckx" > "$TMP/out" 2> "$TMP/err"; local rc=$?
+    timeout -k 5 60 "$TRAINER" "${CK[@]}" -x 3 -y 1 -o "$TMP/ckx" > "$TMP/out" 2> "$TMP/err"; local rc=$?
     if [ $rc -eq 0 ] && grep -q "warning: skipping checkpoint 2: .*$words" "$TMP/err" && grep -q "resumed from checkpoint 1" "$TMP/out"; then
         ok "$name: $(grep -m1 warning: "$TMP/err")"
     else
@@ -137,9 +176,85 @@ damage DONE_00000002 "b = bytearray(b'step -2\\nworld_size 1\\n')"
 fallback "DONE: negative step" "marker DONE_00000002 .* is unreadable"
 damage DONE_00000002 "b = bytearray(b'step 2\\nworld_size 99999999999\\n')"
 fallback "DONE: world size out of range" "marker DONE_00000002 .* is unreadable"
+rm -rf "$TMP/ckx"; cp -r "$TMP/ck" "$TMP/ckx"; rm "$TMP/ckx/DONE_00000002"; mkfifo "$TMP/ckx/DONE_00000002"
+fallback "DONE: a FIFO (it blocked -y 1)" "marker DONE_00000002 .* is unreadable"
 rm -rf "$TMP/ckx"; cp -r "$TMP/ck" "$TMP/ckx"; : > "$TMP/ckx/DONE_-0000001"
 "$TRAINER" "${CK[@]}" -x 3 -y 1 -o "$TMP/ckx" > "$TMP/out" 2>&1 && grep -q "resumed from checkpoint 2" "$TMP/out" \
     && ok "a marker named DONE_-0000001 is not a checkpoint" || { bad "DONE_-0000001"; cat "$TMP/out"; }
+
+# issue 35: a new run in an old run's -o. Without -y 1 it is refused (it overwrote main.log and
+# mixed its checkpoints with the old ones, so a later -y 1 resumed the old run); --start-over 1
+# moves the old run into old_run_1/ first. The moved files must be the old run's, byte for byte.
+cp -r "$TMP/ck" "$TMP/again"
+cp "$TMP/again/main.log" "$TMP/old_main.log"
+expect_error "a new run where another run's checkpoints are" "-o .*again holds the checkpoints of another run (6 file(s), the newest complete one of step 2); continue that run with -y 1, keep it with another -o, or pass --start-over 1" \
+    "$TRAINER" "${CK[@]}" -x 1 -n 1 -o "$TMP/again"
+cmp -s "$TMP/again/main.log" "$TMP/old_main.log" && ok "the refused run left the old main.log alone" || bad "the refused run changed main.log"
+"$TRAINER" "${CK[@]}" -x 1 -n 1 -o "$TMP/again" --start-over 1 > "$TMP/out" 2>&1 || { bad "--start-over 1 failed"; cat "$TMP/out"; }
+if cmp -s "$TMP/again/old_run_1/main.log" "$TMP/old_main.log" && cmp -s "$TMP/again/old_run_1/model_00000002.bin" "$TMP/ck/model_00000002.bin" &&
+   [ -f "$TMP/again/old_run_1/DONE_00000001" ] && [ ! -e "$TMP/again/DONE_00000002" ] && [ -f "$TMP/again/DONE_00000001" ] &&
+   [ "$(grep -c '^s:' "$TMP/again/main.log")" = 1 ]; then
+    ok "--start-over 1: the old run is in old_run_1/ (main.log, checkpoints 1 and 2), the new one alone in -o"
+else
+    bad "--start-over 1 did not move the old run aside"; ls -R "$TMP/again"; cat "$TMP/out"
+fi
+"$TRAINER" "${CK[@]}" -x 2 -y 1 -o "$TMP/again" > "$TMP/out" 2>&1 && grep -q "resumed from checkpoint 1 " "$TMP/out" \
+    && ok "-y 1 afterwards resumes the new run (checkpoint 1), not the old run's 2" || { bad "-y 1 after --start-over"; cat "$TMP/out"; }
+mkdir "$TMP/leftover" && : > "$TMP/leftover/model_00000005.bin.tmp.4242"  # a killed writer's, never read
+"$TRAINER" "${CK[@]}" -x 1 -n 1 -o "$TMP/leftover" > "$TMP/out" 2>&1 && [ -f "$TMP/leftover/DONE_00000001" ] \
+    && ok "a killed writer's temporary file alone is no old run: the new run starts" || { bad "a leftover .tmp. file refused a new run"; cat "$TMP/out"; }
+
+# issue 35: a signal during start-up ends the process (the handler that defers it to the end of a
+# step is installed when training starts; before, a start-up blocked on a FIFO ignored timeout's
+# TERM). LLMC_FAULT=start:0 stops the trainer at the end of start-up; TERM, then CONT.
+LLMC_FAULT=start:0 "$TRAINER" -i "$TMP/good.bin" "${BASE[@]}" -x 2 -o "$TMP/sig" > "$TMP/out" 2>&1 &
+pid=$!
+for _ in $(seq 300); do [ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" = T ] && break; sleep 0.1; done
+kill -TERM $pid; kill -CONT $pid
+( sleep 30; kill -KILL $pid 2>/dev/null ) & watchdog=$!
+wait $pid; rc=$?
+kill $watchdog 2>/dev/null
+if [ $rc -eq 143 ] && ! grep -q "^step " "$TMP/out" && [ ! -e "$TMP/sig/DONE_00000001" ]; then
+    ok "SIGTERM in start-up ends the trainer (status 143, no step, no checkpoint)"
+else
+    bad "SIGTERM in start-up: status $rc (want 143)"; tail -3 "$TMP/out"
+fi
+
+# issue 35: a full disk. Writes that fail name the file and the flag (-o), and leave no temporary
+# file; logs that cannot be written are a warning (once per file) and a note at the end, and the
+# run goes on. A 10 MB tmpfs: model files of L1:C64 (12.9 MB) do not fit, those of L1:C32 (6.5 MB)
+# do, but not their state file (13 MB); filled up, not even main.log fits.
+if small_disk "$TMP/disk" 10m; then
+    D=$TMP/disk
+    expect_error "full disk: the model file" "-o: writing '$D/m/model_00000001.bin' failed: No space left on device (the disk is full)" \
+        "$TRAINER" -i "$TMP/good.bin" -e L1:C64:H2:T64 -b 2 -t 32 -x 1 -v 0 -s 0 -n 1 -o "$D/m"
+    expect_error "full disk: the state file" "-o: writing '$D/s/state_00000001_00000.bin' failed: No space left" \
+        "$TRAINER" -i "$TMP/good.bin" "${BASE[@]}" -n 1 -o "$D/s"
+    ls "$D"/*/*.tmp.* > /dev/null 2>&1 && bad "a failed write left its temporary file: $(ls "$D"/*/*.tmp.*)" || ok "no temporary file left behind"
+    rm -rf "$D"/m "$D"/s
+    mkdir "$D/log"
+    dd if=/dev/zero of="$D/fill" bs=64k > /dev/null 2>&1
+    "$TRAINER" -i "$TMP/good.bin" "${BASE[@]}" -x 3 -tb 1 -o "$D/log" > "$TMP/out" 2> "$TMP/err"; rc=$?
+    if [ $rc -eq 0 ] && [ "$(grep -c '^step ' "$TMP/out")" = 3 ] && [ ! -s "$D/log/main.log" ] &&
+       [ "$(grep -c "warning: writing '$D/log/main.log' failed at step 0 (No space left on device)" "$TMP/err")" = 1 ] &&
+       [ "$(grep -c "warning: writing '$D/log/metrics.jsonl' failed at step 0" "$TMP/err")" = 1 ] &&
+       [ "$(grep -c "warning: writing '$D/log/events.out.tfevents.[0-9]*.[^ ]*' failed at step 0" "$TMP/err")" = 1 ] &&
+       [ "$(tail -3 "$TMP/err" | grep -c "is incomplete: the events from step 0 on were not written")" = 3 ]; then
+        ok "full disk: the logs (-tb 1 too) warn once each, the run trains its 3 steps and exits 0, the end names all three"
+    else
+        bad "full disk: logs (exit $rc, $(grep -c '^step ' "$TMP/out") steps)"; cat "$TMP/err"
+    fi
+    if [ -x "$ROOT/export_hf" ]; then
+        expect_error "full disk: export_hf" "-o: writing '$D/hf.tmp.[0-9]*/model.safetensors' failed: No space left" \
+            "$ROOT/export_hf" -i "$TMP/model.bin" -o "$D/hf"
+    fi
+    if [ -x "$ROOT/gpt2_tokenize" ]; then
+        expect_error "full disk: gpt2_tokenize -d" "-o: writing '$D/text.txt' failed: No space left" \
+            "$ROOT/gpt2_tokenize" -d -t "$TMP/table.bin" -i "$TMP/good.bin" -o "$D/text.txt"
+    fi
+else
+    skip_or_fail "test-bad-input: full disk" "root (to mount a 10 MB tmpfs)" "run the test as root" || bad "full disk cases not run"
+fi
 
 # a bad flag is one line pointing at --help (not the whole usage); --help goes to stdout, exit 0
 "$TRAINER" -Q 1 2> "$TMP/err" > /dev/null

@@ -134,7 +134,7 @@ else
     bad "the run never froze inside checkpoint 10"
 fi
 wait $pid || bad "the run with a full disk during checkpoint 10 failed (exit $?)"
-want="warning: checkpoint 10 not written: writing 'disk/full/state_00000010_00000.bin.tmp.$pid' failed: No space left on device; checkpoint 5 is the newest complete one; training goes on"
+want="warning: checkpoint 10 not written: -o: writing 'disk/full/state_00000010_00000.bin' failed: No space left on device (the disk is full); checkpoint 5 is the newest complete one; training goes on"
 [ "$(grep -c '^warning: checkpoint' full.out)" -eq 1 ] && grep -qF "$want" full.out && ok "a full disk: ${want:0:150}" \
     || { bad "a full disk: expected one warning: $want"; grep -i 'warning\|error' full.out | head -3; }
 [ -z "$(ls disk/full | grep '_00000010')" ] && ok "a full disk: nothing of checkpoint 10 is left" || bad "files of checkpoint 10 are left: $(ls disk/full | grep 10)"

@@ -202,6 +202,7 @@ expect_error "-pb mpi under torchrun variables" "pb mpi reduces gradients with M
 expect_error "-at cudnn in a build without cuDNN" "make cudnn-frontend" "$SIM" "${ARGS[@]}" -at cudnn
 expect_error "LLMC_ATTENTION=cudnn in a test build without cuDNN" "make cudnn-frontend" \
     env LLMC_ATTENTION=cudnn "$TEST" fx.bin fx_state.bin fx_traj.txt
+expect_error "LLMC_FORCE_NCCL=yes" "LLMC_FORCE_NCCL=yes: expected 0 or 1" env LLMC_FORCE_NCCL=yes "$SIM" "${ARGS[@]}"
 
 # ---- 7. memory plan, -b auto, phase timers
 echo "7. memory plan against the allocator, -b auto, phases:"

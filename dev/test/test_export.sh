@@ -224,6 +224,12 @@ write_st(f"{w}/bad/offsets/model.safetensors", named({"transformer.wte.weight": 
 os.makedirs(f"{w}/bad/config")
 os.system(f"cp {w}/hf32/model.safetensors {w}/bad/config/model.safetensors")
 json.dump(dict(cfg, n_embd=256), open(f"{w}/bad/config/config.json", "w"))
+# issue 35: config.json fields that were silently taken (n_head 0: "no config", head size 64 assumed)
+for name, change in [("nhead0", dict(n_head=0)), ("eps", dict(layer_norm_epsilon="1e-5")),
+                     ("scale", dict(scale_attn_weights="yes"))]:
+    os.makedirs(f"{w}/bad/{name}")
+    os.system(f"cp {w}/hf32/model.safetensors {w}/bad/{name}/model.safetensors")
+    json.dump(dict(cfg, **change), open(f"{w}/bad/{name}/config.json", "w"))
 with open(f"{w}/bad/header.safetensors", "wb") as f:  # says 5000 header bytes, has 100
     f.write(struct.pack("<Q", 5000) + b"{" + b" " * 99)
 with open(f"{w}/bad/short.safetensors", "wb") as f:  # not even the 8-byte length
@@ -279,5 +285,26 @@ expect_error "unknown flag" "--frobnicate" "$EXPORT" -i "$TMP/X.bin" -o "$TMP/o"
 expect_error "missing -o" "-o" "$EXPORT" -i "$TMP/X.bin"
 expect_error "--bf16 with --fp32" "--fp32" "$EXPORT" -i "$TMP/X.bin" -o "$TMP/o" --bf16 --fp32
 "$EXPORT" --help | grep -q -- "--tokenizer" && ok "usage lists the flags" || bad "usage text"
+"$EXPORT" --frobnicate 2> "$TMP/err" > /dev/null; [ "$(wc -l < "$TMP/err")" = 1 ] && ok "a bad flag is one line" || bad "a bad flag printed $(wc -l < "$TMP/err") lines"
+# issue 35: special files where a file is read (bounded in time: a FIFO blocked the reader), and
+# config.json values that were taken silently
+mkfifo "$TMP/fifo"
+mkdir -p "$TMP/bad/fifo_st" "$TMP/bad/fifo_cfg"
+mkfifo "$TMP/bad/fifo_st/model.safetensors" "$TMP/bad/fifo_cfg/config.json"
+cp "$TMP/hf32/model.safetensors" "$TMP/bad/fifo_cfg/"
+T=(timeout -k 5 30 "$EXPORT")
+expect_error "FIFO as the model (-i)" "model file '$TMP/fifo' is a FIFO" "${T[@]}" -i "$TMP/fifo" -o "$TMP/out_fifo"
+expect_error "FIFO as model.safetensors" "safetensors file (-i) '$TMP/bad/fifo_st/model.safetensors' is a FIFO" "${T[@]}" --to-bin -i "$TMP/bad/fifo_st" -o "$TMP/o.bin"
+expect_error "FIFO as config.json" "config.json (-i) '$TMP/bad/fifo_cfg/config.json' is a FIFO" "${T[@]}" --to-bin -i "$TMP/bad/fifo_cfg" -o "$TMP/o.bin"
+mkdir -p "$TMP/bad/dir_cfg/config.json"
+cp "$TMP/hf32/model.safetensors" "$TMP/bad/dir_cfg/"
+expect_error "folder as config.json" "config.json (-i) '$TMP/bad/dir_cfg/config.json' is a folder" "$EXPORT" --to-bin -i "$TMP/bad/dir_cfg" -o "$TMP/o.bin"
+mkdir -p "$TMP/tokfifo"; mkfifo "$TMP/tokfifo/encoder.json"; : > "$TMP/tokfifo/vocab.bpe"
+expect_error "FIFO as --tokenizer's encoder.json" "--tokenizer: '$TMP/tokfifo/encoder.json' is a FIFO" "${T[@]}" -i "$TMP/X.bin" -o "$TMP/out_tf" --tokenizer "$TMP/tokfifo"
+expect_error "config.json with n_head 0" "$TMP/bad/nhead0/config.json' has n_head 0" "$EXPORT" --to-bin -i "$TMP/bad/nhead0" -o "$TMP/o.bin"
+expect_error "config.json epsilon as a string" "layer_norm_epsilon\" is not a number" "$EXPORT" --to-bin -i "$TMP/bad/eps" -o "$TMP/o.bin"
+expect_error "config.json scale_attn_weights not a bool" "scale_attn_weights to something other than true" "$EXPORT" --to-bin -i "$TMP/bad/scale" -o "$TMP/o.bin"
+expect_error "--to-bin -o a folder" "-o '$TMP/hf32' exists and is not a file" "$EXPORT" --to-bin -i "$TMP/hf32" -o "$TMP/hf32"
+[ -e "$TMP/o.bin" ] && bad "a failed conversion left an output file"
 
 finish

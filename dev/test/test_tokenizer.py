@@ -83,8 +83,11 @@ class Ctx:
     pass
 
 
-def run(ctx, args, expect_ok=True, stdin=b""):
-    p = subprocess.run([ctx.tool] + args, capture_output=True, input=stdin)
+def run(ctx, args, expect_ok=True, stdin=b"", timeout=None):
+    try:
+        p = subprocess.run([ctx.tool] + args, capture_output=True, input=stdin, timeout=timeout)
+    except subprocess.TimeoutExpired:  # a reader blocked (a FIFO): a failure, not a hang
+        raise AssertionError(f"gpt2_tokenize {' '.join(args)} did not end within {timeout} s")
     if expect_ok and p.returncode != 0:
         raise AssertionError(f"gpt2_tokenize {' '.join(args)} failed ({p.returncode}):\n{p.stderr.decode(errors='replace')}")
     return p
@@ -432,7 +435,35 @@ def bad_input(ctx):
     del enc_gap["\u0120gazed"]  # id 50255: a gap in the ids
     enc_short = dict(enc_gap)
     enc_short["<|endoftext|>"] = 50255  # contiguous ids, one merge token short
+    # issue 35: special files where a file is read (a FIFO blocked the tool forever), a folder
+    fifo, folder = tmp(ctx, "fifo"), tmp(ctx, "folder")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+        os.mkdir(folder)
+    # a BPE whose merges make a 256-byte token, one byte more than the decode table's length field
+    long_bpe = tmp(ctx, "long_bpe")
+    os.makedirs(long_bpe, exist_ok=True)
+    subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "..", "fuzz", "make_tiny_bpe.py"),
+                    write(ctx, "a300.txt", "a" * 300), long_bpe, "9"], check=True, capture_output=True)
+    long_args = ["-e", os.path.join(long_bpe, "encoder.json"), "-m", os.path.join(long_bpe, "vocab.bpe")]
+    shard = write(ctx, "ok_shard.bin", struct.pack("<256i", 20240520, 1, 2, *([0] * 253)) + struct.pack("<2H", 31, 32))
     cases = [
+        ("FIFO as encoder.json", ["-e", fifo, "-m", good_bpe, "-i", text, "-o", out], "is a FIFO"),
+        ("FIFO as vocab.bpe", ["-e", good_enc, "-m", fifo, "-w", out], "vocab.bpe '" + fifo + "': it is a FIFO"),
+        ("FIFO as -i", enc_args(ctx) + ["-i", fifo, "-o", out], "-i input '" + fifo + "' is a FIFO"),
+        ("folder as -i", enc_args(ctx) + ["-i", folder, "-o", out], "-i input '" + folder + "' is a folder"),
+        ("FIFO as a prepare input", enc_args(ctx) + ["-p", tmp(ctx, "f"), text, fifo], "input '" + fifo + "' is a FIFO"),
+        ("FIFO as -H", enc_args(ctx) + ["-H", fifo, "-o", out], "-H HellaSwag file '" + fifo + "' is a FIFO"),
+        ("decode: FIFO as -i", ["-d", "-t", ctx.table, "-i", fifo, "-o", out], "-i token shard '" + fifo + "' is a FIFO"),
+        ("decode: FIFO as -t", ["-d", "-t", fifo, "-i", shard, "-o", out], "tokenizer file -t '" + fifo + "' is a FIFO"),
+        ("decode: folder as -t", ["-d", "-t", folder, "-i", shard, "-o", out], "is a folder"),
+        ("a token too long for the decode table", long_args + ["-w", out], "-w " + out + ": token 263 of -e"),
+        ("-S past long long", enc_args(ctx) + ["-S", "1e300", "-p", tmp(ctx, "x"), text], "-S 1e300: tokens per shard must be"),
+        ("-S not a number", enc_args(ctx) + ["-S", "nan", "-p", tmp(ctx, "x"), text], "-S nan: tokens per shard must be"),
+        ("-V past an int", enc_args(ctx) + ["-V", "4294967297", "-p", tmp(ctx, "x"), text], "-V 4294967297: the number of validation"),
+        ("-n past 1024", enc_args(ctx) + ["-n", "2K", "-i", text, "-o", out], "-n 2K: threads must be"),
+        ("a flag the mode does not read", enc_args(ctx) + ["-S", "5", "-i", text, "-o", out], "-S does not apply to encoding"),
+        ("-e with -d", enc_args(ctx) + ["-d", "-t", ctx.table, "-i", shard, "-o", out], "-e does not apply to decoding"),
         ("missing encoder.json", ["-e", tmp(ctx, "nope.json"), "-m", good_bpe, "-i", text, "-o", out], "cannot open encoder.json"),
         ("missing vocab.bpe", ["-e", good_enc, "-m", tmp(ctx, "nope.bpe"), "-i", text, "-o", out], "cannot open vocab.bpe"),
         ("truncated JSON", ["-e", write(ctx, "trunc.json", enc_text[:5000]), "-m", good_bpe, "-i", text, "-o", out], "bad JSON"),
@@ -468,7 +499,7 @@ def bad_input(ctx):
     ]
     failures = []
     for name, args, needle in cases:
-        p = run(ctx, args, expect_ok=False)
+        p = run(ctx, args, expect_ok=False, timeout=60)
         err = p.stderr.decode(errors="replace")
         last = [line for line in err.strip().split("\n") if line.startswith("error:")]
         if p.returncode == 0 or not last or needle not in last[-1]:

@@ -8,7 +8,7 @@ SHARED_DATA ?= ../shared/data
 SKIP_OR_FAIL = bash -c '. dev/test/lib.sh --tools && skip_or_fail "$$@"' skip_or_fail
 NVCC_HINT = install the CUDA toolkit 12 or 13 (https://developer.nvidia.com/cuda-downloads) or put nvcc on PATH
 
-TEST_TARGETS = test-model test-loader test-init test-bad-input test-generate test-bootstrap test-mpi test-resume test-checkpoints test-hang test-multihost test-run-state \
+TEST_TARGETS = test-build test-model test-loader test-init test-bad-input test-generate test-bootstrap test-mpi test-resume test-checkpoints test-hang test-multihost test-run-state \
                test-plan test-tensorboard test-hellaswag test-torch-ddp test-tokenizer test-data test-export test-plot test-bench-tools test-books-smoke test-finetune \
                test-cuda-build test-cuda-host test-cuda-sim test-attention-sim test-cuda-trainer-sim \
                test-fuzz test-sanitize
@@ -44,7 +44,7 @@ $(FIXTURES)/tiny64.bin: train_gpt2.py
 # CPU trainer and host code
 
 # the model test against the dependency-free matmul too, so the two builds are held to the same numbers
-test_gpt2_noblas: test_gpt2.c train_gpt2.c $(CPU_HEADERS) dev/test/model_test.h
+test_gpt2_noblas: test_gpt2.c train_gpt2.c $(CPU_HEADERS) dev/test/model_test.h $(STAMP_OPENMP)
 	$(CC) $(CFLAGS) $< -o $@ -lm
 
 test-model: test_gpt2 test_gpt2_noblas fixtures
@@ -52,14 +52,14 @@ test-model: test_gpt2 test_gpt2_noblas fixtures
 	./test_gpt2 $(FIXTURES)/d12.bin $(FIXTURES)/d12_state.bin $(FIXTURES)/d12_traj.txt nockpt
 	./test_gpt2_noblas $(FIXTURES)/tiny.bin $(FIXTURES)/tiny_state.bin $(FIXTURES)/tiny_traj.txt
 
-dev/test/test_dataloader: dev/test/test_dataloader.c $(CPU_HEADERS)
+dev/test/test_dataloader: dev/test/test_dataloader.c $(CPU_HEADERS) $(STAMP_OPENMP)
 	$(CC) $(CFLAGS) $< -o $@ -lm
 
 test-loader: dev/test/test_dataloader
 	./dev/test/test_dataloader
 
 # the random init: bitwise the same on 1 and 2 OpenMP threads, and train_gpt2.py's twin of it
-dev/test/test_init: dev/test/test_init.c $(CPU_HEADERS)
+dev/test/test_init: dev/test/test_init.c $(CPU_HEADERS) $(STAMP_OPENMP)
 	$(CC) $(CFLAGS) $< -o $@ -lm
 
 test-init: dev/test/test_init
@@ -69,7 +69,12 @@ else
 	PYTHON=$(PYTHON) bash dev/test/test_init.sh dev/test/test_init
 endif
 
-test-bad-input: train_gpt2 export_hf
+
+# the build follows the machine's features: a changed set rebuilds, an unchanged one does not
+test-build:
+	bash dev/test/test_build.sh
+
+test-bad-input: train_gpt2 export_hf $(if $(PCRE2_OK),gpt2_tokenize)
 	PYTHON=$(PYTHON) bash dev/test/test_bad_input.sh
 
 # --prompt: greedy text equals the PyTorch reference's; temperature, top-k, seeds; bad input
@@ -77,7 +82,7 @@ test-generate: train_gpt2
 	PYTHON=$(PYTHON) bash dev/test/test_generate.sh
 
 # the TCP bootstrap of the NCCL id (launches without MPI), with real processes on localhost
-dev/test/test_bootstrap: dev/test/test_bootstrap.c llmc/bootstrap.h llmc/utils.h
+dev/test/test_bootstrap: dev/test/test_bootstrap.c llmc/bootstrap.h llmc/utils.h $(STAMP_OPENMP)
 	$(CC) $(CFLAGS) $< -o $@
 
 test-bootstrap: dev/test/test_bootstrap
@@ -92,7 +97,7 @@ test-resume: train_gpt2
 	PYTHON=$(PYTHON) bash dev/test/test_resume.sh
 
 # what a launcher gives each rank (rank discovery, the TCP bootstrap, the data), for launches without MPI
-dev/test/launch_probe: dev/test/launch_probe.c $(CPU_HEADERS)
+dev/test/launch_probe: dev/test/launch_probe.c $(CPU_HEADERS) $(STAMP_OPENMP)
 	$(CC) $(CFLAGS) $< -o $@ -lm
 
 # two hosts in network namespaces (root): OpenMPI with a hostfile, a real SLURM, a lost host, resume
@@ -195,7 +200,7 @@ test-attention-sim:
 	$(MAKE) -C dev/cuda run-attention-sim
 
 test-cuda-trainer-sim: train_gpt2
-	$(MAKE) -C dev/cuda sim-trainer SIM_MPI=$(if $(MPICC),1,0)
+	$(MAKE) -C dev/cuda sim-trainer SIM_MPI=$(if $(MPICC),1,0) SIM_STAMPS=$(abspath $(STAMP_MPI))
 	PYTHON=$(PYTHON) bash dev/test/test_cuda_sim.sh build/cuda_sim
 
 # ---------------------------------------------------------------------------------------------
@@ -204,8 +209,9 @@ test-cuda-trainer-sim: train_gpt2
 
 FUZZ_CC ?= clang
 FUZZ_BUILD := build/fuzz
-FUZZ_NAMES := shard model checkpoint tokenizer hellaswag bpe_load bpe_encode tokenize safetensors args
-FUZZ_PCRE2 := bpe_load bpe_encode tokenize
+FUZZ_NAMES := shard model checkpoint tokenizer hellaswag bpe_load bpe_encode tokenize safetensors args \
+              tokenize_args export_args
+FUZZ_PCRE2 := bpe_load bpe_encode tokenize tokenize_args
 FUZZ_SECONDS ?= 60
 FUZZ_PARALLEL ?= 2
 FUZZ_APT := apt-get install clang libclang-rt-14-dev
@@ -213,9 +219,9 @@ FUZZ_FLAGS := -g -O1 -std=gnu11 -D_GNU_SOURCE -Wall -Wno-unused-function -fsanit
               -fno-sanitize-recover=all
 FUZZ_OK := $(shell printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }' | \
              $(FUZZ_CC) -x c - $(FUZZ_FLAGS) -o /dev/null >/dev/null 2>&1 && echo 1)
-FUZZ_DEPS = dev/fuzz/fuzz.h dev/fuzz/bpe_check.h $(CPU_HEADERS) dev/data/gpt2_tokenize.c dev/eval/export_hf.c
+FUZZ_DEPS = dev/fuzz/fuzz.h dev/fuzz/bpe_check.h dev/fuzz/tool_args.h $(CPU_HEADERS) dev/data/gpt2_tokenize.c dev/eval/export_hf.c
 
-$(FUZZ_BUILD)/fuzz_%: dev/fuzz/fuzz_%.c $(FUZZ_DEPS)
+$(FUZZ_BUILD)/fuzz_%: dev/fuzz/fuzz_%.c $(FUZZ_DEPS) $(STAMP_PCRE2)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $(if $(filter $*,$(FUZZ_PCRE2)),-DFUZZ_WITH_PCRE2 $(PCRE2_CFLAGS)) $< -o $@ -lm \
 	    $(if $(filter $*,$(FUZZ_PCRE2)),$(PCRE2_LDLIBS))
@@ -238,12 +244,12 @@ endif
 # every harness for FUZZ_SECONDS on its corpus, FUZZ_PARALLEL at a time
 fuzz: fuzz-build
 ifeq ($(FUZZ_OK),1)
-	bash dev/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_PARALLEL)
+	bash dev/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_PARALLEL) $(FUZZ_NAMES)
 endif
 
-# CI: about 20 s per harness, two at a time (about 2 minutes)
+# CI: 16 s per harness, two at a time (about 100 s for the 12)
 test-fuzz:
-	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20 FUZZ_PARALLEL=2
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=16 FUZZ_PARALLEL=2
 
 # the trainer, the model test and the loader test built with ASan and UBSan (gcc's runtimes)
 SAN_BUILD := build/sanitize
@@ -251,15 +257,15 @@ SAN_BUILD := build/sanitize
 SAN_FLAGS = $(filter-out -O3,$(CFLAGS)) -O2 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all \
             -Wno-stringop-overflow
 
-$(SAN_BUILD)/train_gpt2: train_gpt2.c $(CPU_HEADERS)
+$(SAN_BUILD)/train_gpt2: train_gpt2.c $(CPU_HEADERS) $(CPU_STAMPS)
 	@mkdir -p $(@D)
 	$(CC) $(SAN_FLAGS) $(CPU_BLAS) $(MPI_CFLAGS) $< -o $@ $(LDLIBS_CPU) $(MPI_LDLIBS)
 
-$(SAN_BUILD)/test_gpt2: test_gpt2.c train_gpt2.c $(CPU_HEADERS) dev/test/model_test.h
+$(SAN_BUILD)/test_gpt2: test_gpt2.c train_gpt2.c $(CPU_HEADERS) dev/test/model_test.h $(CPU_STAMPS)
 	@mkdir -p $(@D)
 	$(CC) $(SAN_FLAGS) $(CPU_BLAS) $(MPI_CFLAGS) $< -o $@ $(LDLIBS_CPU) $(MPI_LDLIBS)
 
-$(SAN_BUILD)/test_dataloader: dev/test/test_dataloader.c $(CPU_HEADERS)
+$(SAN_BUILD)/test_dataloader: dev/test/test_dataloader.c $(CPU_HEADERS) $(STAMP_OPENMP)
 	@mkdir -p $(@D)
 	$(CC) $(SAN_FLAGS) $< -o $@ -lm
 

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The build follows the features the machine has (make test-build): the Makefile writes what its
+# probes found per feature to build/features/<feature>, rewritten only when that changes, and
+# every binary depends on the stamps of its features. So a changed feature set rebuilds those
+# binaries at the next plain make, and an unchanged one rebuilds nothing. Checked in a copy of the
+# sources (this tree's binaries are not touched), built at -O0 to be quick; the independent
+# witness of each rebuild is the binary's linkage (its own NEEDED entries: libgomp, libmpi).
+#   bash dev/test/test_build.sh        (from the repo root)
+source "$(dirname "$0")/lib.sh" test_build
+
+W=$TMP/tree
+mkdir -p "$W/dev/test" "$W/dev/eval" "$W/llmc"
+cp "$ROOT/Makefile" "$ROOT/train_gpt2.c" "$W/"
+cp "$ROOT/dev/test/tests.mk" "$W/dev/test/"
+cp "$ROOT/dev/eval/export_hf.c" "$W/dev/eval/"
+cp "$ROOT"/llmc/*.h "$W/llmc/"
+export CFLAGS=-O0   # the environment's CFLAGS: the Makefile still adds its flags to it
+mk() { make -C "$W" --no-print-directory "$@" > "$TMP/make.log" 2>&1; }
+links() { readelf -d "$W/train_gpt2" | grep NEEDED | grep -q "$1"; }   # links <library>: train_gpt2 needs it itself
+up_to_date() {  # up_to_date <what> <make args...>: make -q says nothing is to be rebuilt
+    local what=$1; shift
+    if mk -q "$@"; then ok "$what"; else bad "$what: make -q $* wants to rebuild"; make -C "$W" -n "$@" | tail -3; fi
+}
+stale() {  # stale <what> <make args...>: make -q says a rebuild is due
+    local what=$1; shift
+    if mk -q "$@"; then bad "$what: make -q $* says up to date"; else ok "$what"; fi
+}
+
+mk train_gpt2 export_hf || { bad "the first build failed"; cat "$TMP/make.log"; finish; }
+up_to_date "an unchanged feature set rebuilds nothing" train_gpt2 export_hf
+[ -z "$(make -C "$W" -n train_gpt2 export_hf 2>/dev/null | grep -E '^(cc|gcc|clang) ')" ] \
+    || bad "make -n lists compile commands for an unchanged feature set"
+
+# OpenMP, which every gcc has: NO_OMP=1 changes the set, the plain make changes it back
+if links libgomp; then
+    stale "OpenMP turned off (NO_OMP=1): train_gpt2 is due" train_gpt2 NO_OMP=1
+    mk train_gpt2 NO_OMP=1 && ! links libgomp && ok "rebuilt without OpenMP (no libgomp)" || bad "NO_OMP=1 build still links libgomp"
+    up_to_date "the same set again rebuilds nothing" train_gpt2 NO_OMP=1
+    mk train_gpt2 && links libgomp && ok "the plain make brings OpenMP back (libgomp)" || bad "OpenMP not back after a plain make"
+else
+    bad "train_gpt2 does not link libgomp: the Makefile found no OpenMP in gcc"
+fi
+
+# MPI appearing after the first build (issue 35: the quick start builds before the tests install
+# OpenMPI): mpicc hidden from PATH is MPI not installed; visible again, the plain make relinks
+if have_mpi "$W/train_gpt2"; then
+    mkdir -p "$TMP/nompi"
+    for f in /usr/bin/*; do case "${f##*/}" in mpicc*|mpicxx*|mpic++*|mpiCC*) ;; *) ln -s "$f" "$TMP/nompi/";; esac; done
+    NOMPI_PATH="$TMP/nompi:/usr/local/sbin:/usr/local/bin:/usr/sbin"
+    PATH=$NOMPI_PATH mk train_gpt2 export_hf
+    ! links libmpi && ok "without mpicc on PATH, train_gpt2 is rebuilt without MPI" || bad "train_gpt2 kept MPI with mpicc gone"
+    PATH=$NOMPI_PATH up_to_date "MPI gone again: nothing more to rebuild" train_gpt2
+    stale "MPI installed (mpicc back on PATH): train_gpt2 is due" train_gpt2
+    up_to_date "... but export_hf, which does not use MPI, is not" export_hf
+    mk train_gpt2 && links libmpi && ok "the plain make links MPI in (libmpi)" || bad "train_gpt2 has no MPI after a plain make"
+else
+    mpi_missing "test-build: the MPI part" || true
+fi
+finish
