@@ -14,22 +14,7 @@ source "$(dirname "$0")/lib.sh" test_run_state "${1:-./train_gpt2}"
 $PY "$ROOT/dev/bench/make_random_shard.py" train.bin 60000 1 512
 $PY "$ROOT/dev/bench/make_random_shard.py" val.bin 240000 2 512
 # a HellaSwag file in llm.c's layout: 8 random examples of 4 endings
-$PY - <<'EOF'
-import numpy as np
-rng = np.random.default_rng(3)
-stream, longest = [], 0
-for i in range(8):
-    ctx = rng.integers(0, 512, 10).tolist()
-    ex = [65535, 0, i, int(rng.integers(0, 4)), 4, len(ctx)] + ctx
-    for _ in range(4):
-        e = rng.integers(0, 512, 5).tolist()
-        ex += [len(e)] + e
-    ex[1] = 2 * len(ex)
-    longest = max(longest, ex[1])
-    stream += ex
-h = np.zeros(256, dtype="<i4"); h[:4] = [20240522, 1, 8, longest]
-open("hs.bin", "wb").write(h.tobytes() + np.array(stream, dtype="<u2").tobytes())
-EOF
+$PY "$ROOT/dev/bench/make_random_hellaswag.py" hs.bin 8 3 512
 # cosine to 0.1*lr over -x steps; val loss on 8 batches, except in the first run (all of them)
 ARGS=(-i train.bin -j val.bin -e L2:C64:H4:T64:V512 -b 4 -t 32 -d 512 -v 4 -m 8 -s 0 -h 1 -hf hs.bin
       -l 1e-3 -u 2 -q 0.1 -n 4 -tk none.bin)

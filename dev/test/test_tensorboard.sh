@@ -11,21 +11,7 @@ if ! $PY -c "import tensorboard" 2> /dev/null; then
 fi
 $PY "$ROOT/dev/bench/make_random_shard.py" train.bin 30000 1 512 > /dev/null
 $PY "$ROOT/dev/bench/make_random_shard.py" val.bin 8000 2 512 > /dev/null
-$PY - <<'EOF'  # a HellaSwag file in llm.c's layout: 4 random examples of 4 endings
-import numpy as np
-rng, stream, longest = np.random.default_rng(5), [], 0
-for i in range(4):
-    ctx = rng.integers(0, 512, 8).tolist()
-    ex = [65535, 0, i, int(rng.integers(0, 4)), 4, len(ctx)] + ctx
-    for _ in range(4):
-        e = rng.integers(0, 512, 4).tolist()
-        ex += [len(e)] + e
-    ex[1] = 2 * len(ex)
-    longest = max(longest, ex[1])
-    stream += ex
-h = np.zeros(256, dtype="<i4"); h[:4] = [20240522, 1, 4, longest]
-open("hs.bin", "wb").write(h.tobytes() + np.array(stream, dtype="<u2").tobytes())
-EOF
+$PY "$ROOT/dev/bench/make_random_hellaswag.py" hs.bin 4 5 512  # 4 random examples of 4 endings
 ARGS=(-i train.bin -j val.bin -e L2:C64:H4:T64:V512 -b 4 -t 32 -d 256 -v 2 -m 2 -s 0 -h 1 -hf hs.bin -l 1e-3 -u 2 -tb 1)
 
 # compare <dir>: the reader's scalars against main.log (the last line of a step wins) and metrics.jsonl

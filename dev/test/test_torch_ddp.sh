@@ -30,19 +30,8 @@ def shard(path, n, seed):
 for i, n in enumerate((20000, 27000, 13000)):  # several shards: shuffling permutes their order too
     shard(f"train_{i}.bin", n, 10 + i)
 shard("val.bin", 4000, 2)
-rng = np.random.default_rng(3)
-stream = []
-for i in range(40):
-    ctx = rng.integers(0, 512, rng.integers(3, 40)).tolist()
-    ex = [65535, 0, i, int(rng.integers(0, 4)), 4, len(ctx)] + ctx
-    for _ in range(4):
-        end = rng.integers(0, 512, rng.integers(1, 10)).tolist()
-        ex += [len(end)] + end
-    ex[1] = 2 * len(ex)
-    stream += ex
-h = np.zeros(256, "<i4"); h[:3] = [20240522, 1, 40]
-open("hs.bin", "wb").write(h.tobytes() + np.array(stream, dtype="<u2").tobytes())
 EOF
+$PY "$ROOT/dev/bench/make_random_hellaswag.py" hs.bin 40 3 512  # 40 random examples of 4 endings
 ARGS=(-i 'train_*.bin' -j val.bin -e L2:C64:H4:T64:V512 -t 32 -d 256 -x 12 -v 6 -m 4 -h 1 -hf hs.bin -s 6 -g 8 -tk none.bin
       -l 3e-3 -u 2 -k cosine -q 0.1 -c 0.1 -sh 1 -n 6)
 B_FOR=(0 4 2)  # -b for 1 and 2 processes: 2 micro-steps per step either way, the same tokens per step
