@@ -165,7 +165,7 @@ static void comm_mpi_fail(Comm *c, const char *op, long long bytes, int noticed_
 
 // wait for a non-blocking collective, bounded by -pt; handle: flight_begin's
 static inline void comm_mpi_wait(Comm *c, MPI_Request *req, const char *op, long long bytes, long long handle) {
-    const double deadline = llmc_wall_seconds() + c->timeout_s;
+    WaitClock clock = wait_clock_start(c->timeout_s);
     long spins = 0;
     flight_wait_begin(op, bytes);
     for (;;) {
@@ -174,7 +174,7 @@ static inline void comm_mpi_wait(Comm *c, MPI_Request *req, const char *op, long
         if (done) { flight_wait_end(); flight_end(handle); return; }
         int from = comm_notice_poll();
         if (from >= 0) { comm_mpi_fail(c, op, bytes, from); }
-        if (llmc_wall_seconds() > deadline) { comm_mpi_fail(c, op, bytes, -1); }
+        if (wait_clock_expired(&clock)) { comm_mpi_fail(c, op, bytes, -1); }
         llmc_poll_pause(&spins);
     }
 }

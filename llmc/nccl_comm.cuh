@@ -126,7 +126,7 @@ static void nccl_abort_hook(void) {
 
 // after an NCCL call: wait (bounded by -pt) until its work is on the stream, or fail
 static inline void nccl_wait_issued(NcclContext *ctx, const char *what) {
-    const double deadline = llmc_wall_seconds() + ctx->timeout_s;
+    WaitClock clock = wait_clock_start(ctx->timeout_s);
     long spins = 0;
     for (;;) {
         ncclResult_t state;
@@ -136,7 +136,7 @@ static inline void nccl_wait_issued(NcclContext *ctx, const char *what) {
             llmc_die("NCCL failed during %s: %s (%s); another rank probably died or failed first", what,
                      ncclGetErrorString(state), ncclGetLastError(ctx->comm));
         }
-        if (llmc_wall_seconds() > deadline) {
+        if (wait_clock_expired(&clock)) {
             llmc_die("NCCL could not start %s within %d s (-pt); another rank probably died or hangs", what, ctx->timeout_s);
         }
         llmc_poll_pause(&spins);
@@ -195,7 +195,7 @@ static inline void gpu_wait_event(cudaEvent_t ev, const char *what) {
 #ifdef MULTI_GPU
     NcclContext *ctx = nccl_active;
     if (ctx != NULL) {
-        const double t0 = llmc_wall_seconds();
+        WaitClock clock = wait_clock_start(ctx->timeout_s);
         long spins = 0;
         for (;;) {
             cudaError_t e = cudaEventQuery(ev);
@@ -207,7 +207,7 @@ static inline void gpu_wait_event(cudaEvent_t ev, const char *what) {
                 llmc_die("NCCL failed while waiting for %s: %s (%s); another rank probably died or failed first", what,
                          ncclGetErrorString(state), ncclGetLastError(ctx->comm));
             }
-            if (llmc_wall_seconds() - t0 > ctx->timeout_s) {
+            if (wait_clock_expired(&clock)) {
                 llmc_die("waited %d s (-pt) for %s on the GPU; a collective did not finish: another rank probably died "
                          "or hangs (raise -pt if a step legitimately takes that long)", ctx->timeout_s, what);
             }

@@ -438,6 +438,30 @@ static inline double llmc_wall_seconds(void) {
 // others. What it adds to the latency of a wait is measured in dev/bench/RESULTS.md ("Watchdog
 // polling"); spinning without the yield first made a 2-rank CPU job whose step is mostly its
 // gradient all-reduce 1.08x the CPU time and 1.04x the wall time (farm-bench, 5 pairs, loaded).
+/*
+ * The clock of a bounded wait (-pt): it counts only the time this process spent polling. A gap of
+ * more than a second between two polls means the process itself was not running (SIGSTOP, Ctrl-Z,
+ * a debugger, a paused VM, an overloaded host); that gap does not count, so a rank that was paused
+ * never blames the others for its own pause, and a whole job paused and continued goes on.
+ */
+typedef struct {
+    double left;  // seconds of waiting still allowed
+    double last;  // wall time of the previous poll
+} WaitClock;
+
+static inline WaitClock wait_clock_start(double seconds) {
+    WaitClock w = {seconds, llmc_wall_seconds()};
+    return w;
+}
+
+// call once per poll: 1 once the wait has used up its time
+static inline int wait_clock_expired(WaitClock *w) {
+    const double now = llmc_wall_seconds(), gap = now - w->last;
+    w->last = now;
+    if (gap < 1.0) { w->left -= gap; }
+    return w->left < 0;
+}
+
 static inline void llmc_poll_pause(long *polls) {
     if (++*polls < 2000) { sched_yield(); } else { usleep(50); }
 }
