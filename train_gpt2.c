@@ -483,13 +483,14 @@ __attribute__((noinline)) static void adamw_chunk(float *restrict params, const 
     }
 }
 
-void adamw_update(float *params, const float *grads, float *m, float *v, size_t n, float lr, float beta1, float beta2,
-                  float eps, float wd, float grad_scale, int t) {
-    float inv_bc1 = 1.0f / (1.0f - powf(beta1, (float)t)), inv_bc2 = 1.0f / (1.0f - powf(beta2, (float)t));
+// AdamW with the settings o (llmc/optimizer.h) on n elements; decay: 1 if weight decay applies
+void adamw_update(float *params, const float *grads, float *m, float *v, size_t n, const OptSettings *o, int decay) {
+    const float beta1 = o->beta1, beta2 = o->beta2;
+    float inv_bc1 = 1.0f / (1.0f - powf(beta1, (float)o->t)), inv_bc2 = 1.0f / (1.0f - powf(beta2, (float)o->t));
     #pragma omp parallel for
     for (size_t i = 0; i < n; i += ELEMENTWISE_CHUNK) {
-        adamw_chunk(params + i, grads + i, m + i, v + i, (int)(n - i < ELEMENTWISE_CHUNK ? n - i : ELEMENTWISE_CHUNK), lr,
-                    beta1, beta2, eps, wd, grad_scale, inv_bc1, inv_bc2);
+        adamw_chunk(params + i, grads + i, m + i, v + i, (int)(n - i < ELEMENTWISE_CHUNK ? n - i : ELEMENTWISE_CHUNK), o->lr,
+                    beta1, beta2, o->eps, decay ? o->weight_decay : 0.0f, o->grad_scale, inv_bc1, inv_bc2);
     }
 }
 
@@ -714,11 +715,11 @@ void gpt2_backward(GPT2 *m, float dloss, int B, int T) {
 }
 
 // AdamW over all tensors; weight decay only on the 2-D ones
-void gpt2_update(GPT2 *m, float lr, float beta1, float beta2, float eps, float wd, float grad_scale, int t) {
+void gpt2_update(GPT2 *m, const OptSettings *o) {
     size_t off = 0;
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
         adamw_update(m->params_memory + off, m->grads_memory + off, m->m_memory + off, m->v_memory + off,
-                     m->param_sizes[i], lr, beta1, beta2, eps, gpt2_param_is_decayed(i) ? wd : 0.0f, grad_scale, t);
+                     m->param_sizes[i], o, gpt2_param_is_decayed(i));
         off += m->param_sizes[i];
     }
 }
@@ -756,11 +757,8 @@ static float cpu_reduce_grads(Backend *b) {
     return gpt2_grad_norm(m);
 }
 
-static void cpu_update(Backend *b, float lr, float beta1, float beta2, float eps, float wd, float grad_scale, int t,
-                       unsigned long long seed) {
-    (void)seed;  // fp32 parameters: no stochastic rounding
-    gpt2_update((GPT2 *)b->self, lr, beta1, beta2, eps, wd, grad_scale, t);
-}
+// fp32 parameters: no stochastic rounding, o->seed is not used
+static void cpu_update(Backend *b, const OptSettings *o) { gpt2_update((GPT2 *)b->self, o); }
 
 static void cpu_forward_losses(Backend *b, const int *inputs, const int *targets, int B, int T, float *losses) {
     GPT2 *m = (GPT2 *)b->self;

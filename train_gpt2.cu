@@ -665,10 +665,9 @@ void gpt2_backward(GPT2 *m, const int *inputs, int B, int T, int last) {
 // ---- update
 
 // AdamW on this rank's optimizer range (weight decay on the 2-D tensors), then ZeRO-1's all-gather
-void gpt2_update(GPT2 *m, float lr, float beta1, float beta2, float eps, float wd, float grad_scale, int t,
-                 unsigned long long seed) {
+void gpt2_update(GPT2 *m, const OptSettings *o) {
     adamw_update(m->params_memory, m->master, m->grads_memory, m->m_memory, m->v_memory, m->red.offset, m->red.count,
-                 &m->decay, lr, beta1, beta2, eps, wd, t, grad_scale, NULL, seed, m->stream);
+                 &m->decay, o, m->stream);
     grad_reduce_gather_params(&m->red, m->params_memory, m->stream);
 }
 
@@ -710,10 +709,7 @@ static float cuda_reduce_grads(Backend *b) {
     return grad_reduce_norm(&m->red, m->grads_memory, m->acts.scratch, m->stream);
 }
 
-static void cuda_update(Backend *b, float lr, float beta1, float beta2, float eps, float wd, float grad_scale, int t,
-                        unsigned long long seed) {
-    gpt2_update((GPT2 *)b->self, lr, beta1, beta2, eps, wd, grad_scale, t, seed);
-}
+static void cuda_update(Backend *b, const OptSettings *o) { gpt2_update((GPT2 *)b->self, o); }
 
 static void cuda_forward_losses(Backend *b, const int *inputs, const int *targets, int B, int T, float *losses) {
     GPT2 *m = (GPT2 *)b->self;
