@@ -904,6 +904,7 @@ int main(int argc, char **argv) {
     TrainSetup run;
     train_start(&run, &argc, &argv);
     const AttentionImpl attention = attention_impl(run.args.attention, "-at");  // before the GPU: a bad -at stops at once
+    if (opt_is_muon(&run.args)) { llmc_die("-opt muon: not in train_gpt2cu yet; use ./train_gpt2 or -opt adamw"); }
 
     const int device = gpu_select_device(&run.comm, (const void *)cast_fp32_to_bf16_kernel, LLMC_CUDA_ARCHS);
 #ifdef MULTI_GPU
