@@ -57,6 +57,7 @@
 #include "llmc/attention.cuh"
 #include "llmc/fused_classifier.cuh"
 #include "llmc/adamw.cuh"
+#include "llmc/muon.cuh"
 #include "llmc/global_norm.cuh"
 #include "llmc/nccl_comm.cuh"
 #include "llmc/zero.cuh"
@@ -160,8 +161,9 @@ typedef struct {
     floatX *params_memory;    // (padded) bf16, file order; the tail past P is ZeRO-1 padding
     floatX *grads_memory;     // (padded)
     float *master;            // (opt count) fp32 master weights of the optimizer range, or NULL (-w 0)
-    float *m_memory;          // (opt count) AdamW first moment
-    float *v_memory;          // (opt count) AdamW second moment
+    float *m_memory;          // (opt count) AdamW first moment, or Muon's momentum for the block matrices
+    float *v_memory;          // (opt count) AdamW second moment (0 for Muon's matrices)
+    void *muon_scratch;       // Newton-Schulz buffers (-opt muon; llmc/muon.cuh), else NULL
     ParameterTensors params;
     ParameterTensors grads;
     ActivationTensors acts;
@@ -243,15 +245,17 @@ static int gpt2_activation_slots(ActSlot *slots, ActivationTensors *a, const GPT
 
 /*
  * Device memory the model needs, before any allocation: parameters and gradients (with ZeRO-1
- * padding), optimizer state of this rank's range, activations, scratch, encoder backward work, and
- * the cuBLASLt workspace, and cuDNN's attention workspace with -at cudnn (which builds its graphs).
+ * padding), optimizer state of this rank's range (with -opt muon also Newton-Schulz's scratch; the
+ * momentum is in m), activations, scratch, encoder backward work, and the cuBLASLt workspace, and
+ * cuDNN's attention workspace with -at cudnn (which builds its graphs).
  */
 static GPT2Memory gpt2_memory(const GPT2Config *c, int B, int T, int recompute, int master, AttentionImpl attention,
-                              size_t padded, size_t opt_count) {
+                              size_t padded, size_t opt_count, int muon) {
     GPT2Memory mem;
     memset(&mem, 0, sizeof(mem));
     mem.model = 2 * round_up_256(padded * sizeof(floatX));
     mem.optimizer = (size_t)(master ? 3 : 2) * round_up_256(opt_count * sizeof(float));
+    if (muon) { mem.optimizer += round_up_256(muon_scratch_bytes(c->channels)); }
     ActSlot slots[32];
     ActivationTensors a;
     const int n = gpt2_activation_slots(slots, &a, c, B, T, recompute);
@@ -281,10 +285,10 @@ static void gpu_malloc(void **p, size_t bytes, const char *what) {
 /*
  * Allocates everything for the maximum B and T after checking that it fits. red: the reduction
  * plan (grad_reduce_plan) that fixes the buffer padding and the optimizer range; nccl: the
- * communicator for the NCCL backend, else NULL. Parameters are left uninitialised.
+ * communicator for the NCCL backend, else NULL; muon: -opt muon. Parameters are left uninitialised.
  */
 void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, int recompute, int master_weights,
-                AttentionImpl attention, const GradReducer *red, void *nccl) {
+                AttentionImpl attention, const GradReducer *red, void *nccl, int muon) {
     memset(m, 0, sizeof(*m));
     m->config = *config;
     const int C = config->channels, NH = config->num_heads;
@@ -304,7 +308,7 @@ void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, int recompute, 
     m->attention = attention;
     m->red = *red;
 
-    GPT2Memory mem = gpt2_memory(config, B, T, recompute, master_weights, attention, red->padded, red->count);
+    GPT2Memory mem = gpt2_memory(config, B, T, recompute, master_weights, attention, red->padded, red->count, muon);
     size_t free_bytes = 0, total_bytes = 0;
     cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
     if (mem.total > free_bytes) {
@@ -331,6 +335,7 @@ void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, int recompute, 
     cudaCheck(cudaMemsetAsync(m->m_memory, 0, opt_bytes, m->stream));
     cudaCheck(cudaMemsetAsync(m->v_memory, 0, opt_bytes, m->stream));
     if (master_weights) { gpu_malloc((void **)&m->master, opt_bytes, "master weights"); }
+    if (muon) { gpu_malloc(&m->muon_scratch, muon_scratch_bytes(C), "Muon's Newton-Schulz scratch"); }
 
     ActSlot slots[32];
     const int n = gpt2_activation_slots(slots, &m->acts, config, B, T, recompute);
@@ -345,7 +350,7 @@ void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, int recompute, 
     m->att_workspace_bytes = attention_workspace_bytes(attention, config, B, T);  // graphs cached: no second build
     if (m->att_workspace_bytes > 0) { gpu_malloc(&m->att_workspace, m->att_workspace_bytes, "cuDNN's attention workspace"); }
     encoder_backward_work_init(&m->enc_work, B, T, C);
-    adamw_decay_table_gpt2(&m->decay, config);
+    adamw_decay_table_gpt2(&m->decay, config, muon);
     grad_reduce_init(&m->red, nccl);
 
     const size_t BT = (size_t)B * T;
@@ -367,6 +372,7 @@ void gpt2_free(GPT2 *m) {
     cudaCheck(cudaFree(m->m_memory));
     cudaCheck(cudaFree(m->v_memory));
     if (m->master) { cudaCheck(cudaFree(m->master)); }
+    if (m->muon_scratch) { cudaCheck(cudaFree(m->muon_scratch)); }
     cudaCheck(cudaFree(m->acts_memory));
     if (m->att_workspace) { cudaCheck(cudaFree(m->att_workspace)); }
     cudaCheck(cudaFreeHost(m->inputs_pinned));
@@ -664,10 +670,30 @@ void gpt2_backward(GPT2 *m, const int *inputs, int B, int T, int last) {
 
 // ---- update
 
-// AdamW on this rank's optimizer range (weight decay on the 2-D tensors), then ZeRO-1's all-gather
+// AdamW on this rank's optimizer range (weight decay on the 2-D tensors; with -opt muon, all but
+// the blocks' matrices), Muon on the matrices in the range (whole ones: muon_zero_shard), then
+// ZeRO-1's all-gather
 void gpt2_update(GPT2 *m, const OptSettings *o) {
     adamw_update(m->params_memory, m->master, m->grads_memory, m->m_memory, m->v_memory, m->red.offset, m->red.count,
                  &m->decay, o, m->stream);
+    if (o->muon) {
+        size_t start = 0;
+        const size_t lo = m->red.offset, hi = m->red.offset + m->red.count;
+        for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+            if (muon_is_matrix_tensor(i)) {
+                int rows, cols;
+                muon_matrix_shape(&m->config, i, &rows, &cols);
+                const size_t n = (size_t)rows * cols, end = start + m->param_sizes[i];
+                const size_t a = lo > start ? lo : start, z = hi < end ? hi : end;  // the held part: whole matrices
+                cudaRequire(z <= a || ((a - start) % n == 0 && (z - start) % n == 0), "range [%zu, %zu) splits a matrix", lo, hi);
+                if (z > a) {
+                    muon_update(m->params_memory, m->grads_memory, m->m_memory + (a - lo), m->master ? m->master + (a - lo) : NULL,
+                                a, rows, cols, (int)((z - a) / n), m->config.channels, o, m->muon_scratch, m->stream);
+                }
+            }
+            start += m->param_sizes[i];
+        }
+    }
     grad_reduce_gather_params(&m->red, m->params_memory, m->stream);
 }
 
@@ -880,9 +906,10 @@ static GradReduceKind setup_processes(Comm *c, const TrainArgs *a, int device, v
 static void gpt2_build_from_args(GPT2 *m, const TrainArgs *a, const GPT2Config *config, GradReduceKind kind, Comm *c,
                                  void *nccl) {
     GradReducer plan;
-    grad_reduce_plan(&plan, kind, c, a->zero_stage, config);
+    const int muon = opt_is_muon(a);
+    grad_reduce_plan(&plan, kind, c, a->zero_stage, muon, config);
     gpt2_build(m, config, a->B, a->T, a->recompute, a->master_weights, attention_impl(a->attention, "-at"), &plan,
-               kind == GRAD_REDUCE_NCCL ? nccl : NULL);
+               kind == GRAD_REDUCE_NCCL ? nccl : NULL, muon);
 }
 
 // the parameters of -e: the file, or the seeded init of the descriptor (the same seed on every
@@ -904,7 +931,6 @@ int main(int argc, char **argv) {
     TrainSetup run;
     train_start(&run, &argc, &argv);
     const AttentionImpl attention = attention_impl(run.args.attention, "-at");  // before the GPU: a bad -at stops at once
-    if (opt_is_muon(&run.args)) { llmc_die("-opt muon: not in train_gpt2cu yet; use ./train_gpt2 or -opt adamw"); }
 
     const int device = gpu_select_device(&run.comm, (const void *)cast_fp32_to_bf16_kernel, LLMC_CUDA_ARCHS);
 #ifdef MULTI_GPU
@@ -927,7 +953,7 @@ int main(int argc, char **argv) {
         cudaCheck(cudaGetDeviceProperties(&prop, device));
         const TrainArgs *a = &run.args;
         GPT2Memory mem = gpt2_memory(&run.config, a->B, a->T, a->recompute, a->master_weights, attention, model.red.padded,
-                                     model.red.count);
+                                     model.red.count, opt_is_muon(a));
         printf("device: %s (sm_%d%d, %d SMs) | gradient reduction: %s%s | recompute -r %d | attention: %s | GPU memory "
                "for the model %.2f GiB (parameters+gradients %.2f, optimizer %.2f, activations %.2f, workspaces %.2f)\n",
                prop.name, prop.major, prop.minor, prop.multiProcessorCount,

@@ -13,6 +13,10 @@
  * and grads buffers are allocated with W*S elements (the tail past P is zero padding), so that
  * the bf16 all-gather of the updated parameters is NCCL's in-place form (rank r sends
  * params + r*S). Without ZeRO every rank holds everything (S = P).
+ * With Muon (-opt muon) a rank must hold whole block matrices: the boundaries move to matrix
+ * edges (muon_zero_shard, llmc/muon.h), the shards are of unequal length, and the collectives
+ * take per-rank counts (NCCL: reduces per piece as always, the gather as one broadcast per rank;
+ * MPI: MPI_Reduce_scatter and MPI_Allgatherv), on unpadded buffers.
  *
  * Backends (-pb):
  *   nccl  The reduction of layer l is launched as soon as its gradients are final, on the last
@@ -39,6 +43,7 @@
 #include "global_norm.cuh"
 #include "model_io.h"
 #include "comm.h"
+#include "muon.h"
 #include "nccl_comm.cuh"
 
 typedef enum { GRAD_REDUCE_NONE = 0, GRAD_REDUCE_NCCL = 1, GRAD_REDUCE_MPI = 2 } GradReduceKind;
@@ -86,6 +91,7 @@ static inline int zero_layer_slices(const GPT2Config *c, int l, size_t off[12], 
 typedef struct {
     GradReduceKind kind;
     int rank, world_size, zero;
+    int uneven;             // ZeRO-1 with Muon: shards of whole matrices (muon_zero_shard), unequal lengths
     GPT2Config config;
     size_t num_params;      // P
     size_t shard;           // S (= P without ZeRO-1)
@@ -105,10 +111,23 @@ typedef struct {
 #endif
     uint16_t *host_bf16;    // MPI: padded bf16, pinned
     float *host_f32;        // MPI: padded fp32
+    int *counts, *displs;   // MPI with uneven shards: every rank's shard length and offset
 } GradReducer;
 
-// sizes only: fills the shard arithmetic so that the model can size its buffers; no allocation
-static inline void grad_reduce_plan(GradReducer *red, GradReduceKind kind, Comm *c, int zero, const GPT2Config *config) {
+// the flat range [*lo, *lo + *cnt) of rank r's shard
+static inline void grad_reduce_rank_range(const GradReducer *red, int r, size_t *lo, size_t *cnt) {
+    if (red->uneven) {
+        muon_zero_shard(&red->config, red->world_size, r, lo, cnt);
+        return;
+    }
+    size_t S, padded;
+    zero_shard(red->num_params, red->world_size, r, red->zero, &S, &padded, lo, cnt);
+}
+
+// sizes only: fills the shard arithmetic so that the model can size its buffers; no allocation.
+// muon: -opt muon (shards of whole block matrices under ZeRO-1)
+static inline void grad_reduce_plan(GradReducer *red, GradReduceKind kind, Comm *c, int zero, int muon,
+                                    const GPT2Config *config) {
     memset(red, 0, sizeof(*red));
     red->kind = kind;  // GRAD_REDUCE_NONE for one process, except NCCL forced onto a 1-rank communicator
     red->rank = c->rank;
@@ -118,6 +137,17 @@ static inline void grad_reduce_plan(GradReducer *red, GradReduceKind kind, Comm 
     red->comm = c;
     red->num_params = gpt2_num_params(config);
     zero_shard(red->num_params, c->world_size, c->rank, zero, &red->shard, &red->padded, &red->offset, &red->count);
+    if (zero && muon && c->world_size > 1) {
+        red->uneven = 1;
+        red->padded = red->num_params;
+        red->shard = 0;  // the longest shard (the MPI count check)
+        for (int r = 0; r < c->world_size; r++) {
+            size_t lo, cnt;
+            grad_reduce_rank_range(red, r, &lo, &cnt);
+            if (cnt > red->shard) { red->shard = cnt; }
+        }
+        grad_reduce_rank_range(red, c->rank, &red->offset, &red->count);
+    }
 }
 
 // allocations; nccl: the communicator for GRAD_REDUCE_NCCL (NULL otherwise)
@@ -147,6 +177,19 @@ static inline void grad_reduce_init(GradReducer *red, void *nccl) {
         }
         cudaCheck(cudaMallocHost((void **)&red->host_bf16, red->padded * sizeof(uint16_t)));
         red->host_f32 = (float *)mallocCheck(red->padded * sizeof(float));
+        if (red->uneven) {
+            red->counts = (int *)mallocCheck((size_t)red->world_size * sizeof(int));
+            red->displs = (int *)mallocCheck((size_t)red->world_size * sizeof(int));
+            for (int r = 0; r < red->world_size; r++) {
+                size_t lo, cnt;
+                grad_reduce_rank_range(red, r, &lo, &cnt);
+                if (lo > (size_t)INT_MAX) {
+                    llmc_die("-pb mpi -z 1 -opt muon: %zu parameters exceed MPI's int offsets; use -pb nccl", red->num_params);
+                }
+                red->counts[r] = (int)cnt;
+                red->displs[r] = (int)lo;
+            }
+        }
 #else
         llmc_die("-pb mpi needs a build with MPI (mpicc found at build time) and a launch by mpirun");
 #endif
@@ -168,6 +211,8 @@ static inline void grad_reduce_free(GradReducer *red) {
 #endif
     if (red->host_bf16) { cudaCheck(cudaFreeHost(red->host_bf16)); }
     free(red->host_f32);
+    free(red->counts);
+    free(red->displs);
 }
 
 #ifdef MULTI_GPU
@@ -186,7 +231,9 @@ static inline void grad_reduce_nccl_slices(GradReducer *red, floatX *grads, int 
         }
         // the piece of the slice each rank owns goes to that rank
         for (int r = 0; r < red->world_size; r++) {
-            size_t lo = red->shard * (size_t)r, hi = lo + red->shard;
+            size_t lo, hi;
+            grad_reduce_rank_range(red, r, &lo, &hi);
+            hi += lo;
             if (lo < off[i]) { lo = off[i]; }
             if (hi > off[i] + len[i]) { hi = off[i] + len[i]; }
             if (lo >= hi) { continue; }
@@ -256,8 +303,13 @@ static inline void grad_reduce_finish(GradReducer *red, floatX *grads, cudaStrea
             cudaCheck(cudaMemcpyAsync(grads, red->host_bf16, P * sizeof(uint16_t), cudaMemcpyHostToDevice, main));
         } else {
             for (size_t i = P; i < red->padded; i++) { red->host_f32[i] = 0.0f; }
-            // in place: the whole array in, this rank's S sums at the start
-            mpiCheck(MPI_Reduce_scatter_block(MPI_IN_PLACE, red->host_f32, (int)red->shard, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+            // in place: the whole array in, this rank's sums at the start
+            if (red->uneven) {
+                mpiCheck(MPI_Reduce_scatter(MPI_IN_PLACE, red->host_f32, red->counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+            } else {
+                mpiCheck(MPI_Reduce_scatter_block(MPI_IN_PLACE, red->host_f32, (int)red->shard, MPI_FLOAT, MPI_SUM,
+                                                  MPI_COMM_WORLD));
+            }
             grad_mpi_f32_to_bf16(red->host_bf16, red->host_f32, red->count);
             if (red->count > 0) {
                 cudaCheck(cudaMemcpyAsync(grads + red->offset, red->host_bf16, red->count * sizeof(uint16_t),
@@ -301,19 +353,34 @@ static inline void grad_reduce_gather_params(GradReducer *red, floatX *params, c
         NcclContext *ctx = red->nccl;
         cudaCheck(cudaEventRecord(red->update_done, main));
         cudaCheck(cudaStreamWaitEvent(ctx->stream, red->update_done, 0));
-        ncclCheck(ncclAllGather(params + red->shard * (size_t)red->rank, params, red->shard, ncclBfloat16, ctx->comm,
-                                ctx->stream));
+        if (red->uneven) {  // shards of unequal length: each rank's shard broadcast from it, in place
+            ncclCheck(ncclGroupStart());
+            for (int r = 0; r < red->world_size; r++) {
+                size_t lo, cnt;
+                grad_reduce_rank_range(red, r, &lo, &cnt);
+                if (cnt > 0) { ncclCheck(ncclBroadcast(params + lo, params + lo, cnt, ncclBfloat16, r, ctx->comm, ctx->stream)); }
+            }
+            ncclCheck(ncclGroupEnd());
+        } else {
+            ncclCheck(ncclAllGather(params + red->shard * (size_t)red->rank, params, red->shard, ncclBfloat16, ctx->comm,
+                                    ctx->stream));
+        }
         nccl_wait_issued(ctx, "the parameter all-gather");
         cudaCheck(cudaEventRecord(red->gathered, ctx->stream));
         cudaCheck(cudaStreamWaitEvent(main, red->gathered, 0));
 #endif
     } else {
 #ifdef USE_MPI
-        const size_t S = red->shard;
-        uint16_t *mine = red->host_bf16 + S * (size_t)red->rank;
-        cudaCheck(cudaMemcpyAsync(mine, params + S * (size_t)red->rank, S * sizeof(uint16_t), cudaMemcpyDeviceToHost, main));
+        const size_t S = red->shard, lo = red->uneven ? red->offset : S * (size_t)red->rank;
+        const size_t mine_n = red->uneven ? red->count : S;
+        cudaCheck(cudaMemcpyAsync(red->host_bf16 + lo, params + lo, mine_n * sizeof(uint16_t), cudaMemcpyDeviceToHost, main));
         cudaCheck(cudaStreamSynchronize(main));
-        mpiCheck(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, red->host_bf16, (int)S, MPI_UINT16_T, MPI_COMM_WORLD));
+        if (red->uneven) {
+            mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, red->host_bf16, red->counts, red->displs,
+                                    MPI_UINT16_T, MPI_COMM_WORLD));
+        } else {
+            mpiCheck(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, red->host_bf16, (int)S, MPI_UINT16_T, MPI_COMM_WORLD));
+        }
         cudaCheck(cudaMemcpyAsync(params, red->host_bf16, red->padded * sizeof(uint16_t), cudaMemcpyHostToDevice, main));
         cudaCheck(cudaStreamSynchronize(main));  // the host buffer is rewritten by the next reduction
 #endif

@@ -55,24 +55,13 @@ static void compare_states(const char *what, void **a, void **b, size_t n) {
 
 static void free_bytes(void **x) { for (int i = 0; i < 4; i++) { free(x[i]); } }
 
-// the bf16 neighbours of f: toward zero (truncation) and the next one away from zero
-static inline void bf16_neighbours(float f, float *lo, float *hi) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof(u));
-    uint32_t t = u & 0xffff0000u;
-    memcpy(lo, &t, sizeof(t));
-    if ((u & 0xffffu) == 0) { *hi = *lo; return; }
-    t += 0x10000u;
-    memcpy(hi, &t, sizeof(t));
-}
-
 int main(void) {
     workbench_init("adamw");
     // GPT-2 124M; under the simulator a one-layer C=64 model with a small vocabulary
     GPT2Config config = WB_SIM ? GPT2Config{32, 300, 384, 1, 4, 64} : GPT2Config{1024, 50257, 50304, 12, 12, 768};
     const size_t n = gpt2_num_params(&config);
     AdamWDecayTable table;
-    adamw_decay_table_gpt2(&table, &config);
+    adamw_decay_table_gpt2(&table, &config, 0);
     printf("%s: %zu parameters, decay table of %d ranges\n", WB_SIM ? "simulator model" : "GPT-2 124M", n, table.count);
     // the settings as the training loop fills them (llmc/optimizer.h), with a clip scale below 1
     OptSettings o;
