@@ -367,6 +367,10 @@ static inline void train_prepare(TrainRun *r) {
         printf("train data: %lld tokens in %d shard(s), %lld steps per epoch%s\n", r->train.total_tokens,
                r->train.num_shards, r->epoch_steps, a->shuffle ? ", shuffled" : "");
         if (r->have_val) { printf("val data: %lld tokens in %d shard(s)\n", r->val.total_tokens, r->val.num_shards); }
+        if (opt_is_muon(a)) {
+            printf("optimizer: muon (-ml %g, momentum %g, %d Newton-Schulz steps) on the blocks' matrices, AdamW (-l %g) "
+                   "on the rest\n", a->muon_lr, a->muon_momentum, a->muon_ns_steps, a->lr);
+        }
         printf("steps: %d (starting at %d)\n", r->M, st->step);
         fflush(stdout);
     }
