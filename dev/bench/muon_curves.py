@@ -8,9 +8,13 @@ AdamW run's final val loss (linear between two evaluations), and a plot.
   python3 dev/bench/muon_curves.py DIR                  the summary (a table for dev/bench/RESULTS.md)
   python3 dev/bench/muon_curves.py DIR -o curves.png    and the plot (needs matplotlib)
   python3 dev/bench/muon_curves.py DIR --best adamw     only the learning rate of the best AdamW run
+  python3 dev/bench/muon_curves.py DIR --step-ms W      also each run's median step time after W steps
+                                                        (metrics.jsonl) and Muon's overhead over AdamW
 """
 import argparse
+import json
 import os
+import statistics
 import re
 import sys
 
@@ -48,6 +52,16 @@ def load_runs(folder):
             if points:
                 runs[name] = dict(opt=m.group(1), lr=m.group(2), points=points, final=points[-1][1])
     return runs
+
+
+def step_ms(folder, warmup):
+    """median ms of the steps after the first `warmup` (metrics.jsonl; the last line of a step wins)"""
+    ms = {}
+    for line in open(os.path.join(folder, "metrics.jsonl")):
+        e = json.loads(line)
+        if e.get("event") == "step" and e["step"] >= warmup:
+            ms[e["step"]] = e["ms"]
+    return statistics.median(ms.values()) if ms else None
 
 
 def best(runs, opt):
@@ -112,6 +126,7 @@ def main():
     ap.add_argument("dir", help="folder of the runs: adamw_<lr>/main.log, muon_<lr>/main.log")
     ap.add_argument("-o", "--out", help="write the plot here (PNG)")
     ap.add_argument("--best", choices=["adamw", "muon"], help="print only the learning rate of that optimizer's best run")
+    ap.add_argument("--step-ms", type=int, metavar="W", help="also the median step time after W steps, and Muon's overhead")
     args = ap.parse_args()
     if not os.path.isdir(args.dir):
         sys.exit(f"error: '{args.dir}' is not a folder of runs")
@@ -125,6 +140,13 @@ def main():
     if not runs:
         sys.exit(f"error: no adamw_<lr>/main.log or muon_<lr>/main.log with a val loss in '{args.dir}'")
     print(summary(runs))
+    if args.step_ms is not None:
+        for name in sorted(runs):
+            runs[name]["ms"] = step_ms(os.path.join(args.dir, name), args.step_ms)
+            print(f"{name}: median {runs[name]['ms']:.1f} ms per step after step {args.step_ms}")
+        a, m = best(runs, "adamw"), best(runs, "muon")
+        if a and m:
+            print(f"Muon's step time over AdamW's: {100.0 * (m['ms'] / a['ms'] - 1.0):+.1f}%")
     if args.out:
         plot(runs, args.out)
         print(f"wrote {args.out}")
