@@ -12,8 +12,8 @@
  *      on the wide orientation (X^T when rows > cols, so that A is the smaller Gram matrix). Each
  *      step maps every singular value s of X to p(s) = a s + b s^3 + c s^5 and keeps the singular
  *      vectors, so X tends to U V^T of U's SVD. These coefficients trade exactness for speed: five
- *      steps bring every singular value s >= 0.002 ||U||_F into the band [0.68, 1.21] (not to 1),
- *      which the post reports works as well as the exact U V^T.
+ *      steps bring every singular value s >= 0.002 ||U||_F into the band [0.68, 1.21] rather than
+ *      to 1, which the post found not to hurt training.
  *   3. W -= lr (scale O + wd W), O the result, wd the decoupled weight decay (-c) as for AdamW.
  * Scaling for non-square shapes: scale = sqrt(max(1, rows / cols)), the rule of Keller Jordan's
  * implementation that modded-nanogpt and nanochat use. O has singular values near 1, so its RMS is

@@ -126,7 +126,7 @@ if have_mpi "$SIM"; then
     cp -r mz1 mz1b; rm -f mz1/DONE_00000004
     run mz1_resume "${MPIRUN[@]}" -np 2 "$SIM" "${ARGS[@]}" "${MUON[@]}" -pb mpi -z 1 -o mz1 -n 2 -y 1
     steplines mz1.txt | tail -2 > mz1_tail.txt; steplines mz1_resume.txt > mz1_resumed.txt
-    if cmp -s mz1_tail.txt mz1_resumed.txt; then echo "  Muon ZeRO-1 resume on 2 ranks: steps 3-4 bitwise equal"; else
+    if [ -s mz1_tail.txt ] && cmp -s mz1_tail.txt mz1_resumed.txt; then echo "  Muon ZeRO-1 resume on 2 ranks: steps 3-4 bitwise equal"; else
         bad "Muon ZeRO-1 resume on 2 ranks differs"; diff mz1_tail.txt mz1_resumed.txt | head -6; fi
     rm -f mz1b/DONE_00000004
     run mz1_on1 "$SIM" "${ARGS[@]}" "${MUON[@]}" -o mz1b -n 2 -y 1
