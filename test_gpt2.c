@@ -6,7 +6,8 @@
  * 1. forward: logits and loss of the debug batch against PyTorch's;
  * 2. backward: all 16 parameter gradients against PyTorch's;
  * 3. training: N AdamW steps (the hyperparameters in the trajectory file's first line) against
- *    PyTorch's loss and gradient norm at every step;
+ *    PyTorch's loss and gradient norm at every step, each step ended by the training loop's own
+ *    train_step_end;
  * 4. checkpoint: train, save (model + state files through llmc/checkpoint.h), keep training;
  *    then load the checkpoint into a fresh model and train the same steps: losses and final
  *    parameters must be bitwise equal.
@@ -95,7 +96,9 @@ int main(int argc, char **argv) {
     Trajectory tr;
     trajectory_read(&tr, traj_path);
     reset_model(&model, model_path);
-    failed |= check_trajectory(&bk, &ds, &tr, 1e-5f, 1e-5f, NULL, NULL);
+    TestTrainer tt;
+    test_trainer_init(&tt, &comm, &ds, &tr);
+    failed |= check_trajectory(&bk, &tt, &ds, &tr, 1e-5f, 1e-5f, NULL, NULL);
 
     // ---- 4. checkpoint save -> load -> continue, bitwise
     if (args.checkpoint) {
@@ -105,7 +108,7 @@ int main(int argc, char **argv) {
         Backend bf;
         gpt2_make_backend(&bf, &fresh, T);
         reset_model(&model, model_path);
-        failed |= check_checkpoint_roundtrip(&comm, &bk, &bf, &ds, tr.lr, tr.wd);
+        failed |= check_checkpoint_roundtrip(&comm, &bk, &bf, &ds, &tr);
         gpt2_free(&fresh);
     }
 

@@ -168,7 +168,9 @@ int main(int argc, char **argv) {
     trajectory_read(&tr, traj_path);
     float *traj_loss = (float *)mallocCheck(tr.steps * sizeof(float)), *traj_norm = (float *)mallocCheck(tr.steps * sizeof(float));
     reset_model(&model, model_path);
-    failed |= check_trajectory(&bk, &ds, &tr, TOL_TRAJ_LOSS, TOL_TRAJ_NORM, traj_loss, traj_norm);
+    TestTrainer tt;
+    test_trainer_init(&tt, &comm, &ds, &tr);
+    failed |= check_trajectory(&bk, &tt, &ds, &tr, TOL_TRAJ_LOSS, TOL_TRAJ_NORM, traj_loss, traj_norm);
     uint32_t crc_run1 = bk.params_crc(&bk);
 
     // ---- 4. determinism: the same steps again (4 and 5 compare bitwise: a deterministic backward only)
@@ -178,10 +180,11 @@ int main(int argc, char **argv) {
                gpt2_attention_describe(&model));
     } else {
         reset_model(&model, model_path);
+        test_trainer_init(&tt, &comm, &ds, &tr);
         int nondet = 0;
         for (int s = 0; s < tr.steps; s++) {
             float norm;
-            float l = backend_step(&bk, ds.x, ds.y, B, T, tr.lr, tr.wd, s + 1, &norm);
+            float l = backend_step(&bk, &tt, &ds, &norm);
             if (memcmp(&l, &traj_loss[s], sizeof(float)) != 0 || memcmp(&norm, &traj_norm[s], sizeof(float)) != 0) {
                 if (nondet < 5) {
                     printf("    rerun step %d: loss %.9g norm %.9g, first run %.9g %.9g\n", s, l, norm, traj_loss[s], traj_norm[s]);
@@ -204,7 +207,7 @@ int main(int argc, char **argv) {
         Backend bf;
         gpt2_make_backend(&bf, &fresh, T, 0.0);
         reset_model(&model, model_path);
-        failed |= check_checkpoint_roundtrip(&comm, &bk, &bf, &ds, tr.lr, tr.wd);
+        failed |= check_checkpoint_roundtrip(&comm, &bk, &bf, &ds, &tr);
         gpt2_free(&fresh);
     }
 

@@ -18,6 +18,7 @@
 #include "llmc/args.h"
 #include "llmc/comm.h"
 #include "llmc/backend.h"
+#include "llmc/muon.h"
 #include "llmc/train_loop.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -514,13 +515,69 @@ __attribute__((noinline)) static void adamw_chunk(float *restrict params, const 
     }
 }
 
-void adamw_update(float *params, const float *grads, float *m, float *v, size_t n, float lr, float beta1, float beta2,
-                  float eps, float wd, float grad_scale, int t) {
-    float inv_bc1 = 1.0f / (1.0f - powf(beta1, (float)t)), inv_bc2 = 1.0f / (1.0f - powf(beta2, (float)t));
+// AdamW with the settings o (llmc/optimizer.h) on n elements; decay: 1 if weight decay applies
+void adamw_update(float *params, const float *grads, float *m, float *v, size_t n, const OptSettings *o, int decay) {
+    const float beta1 = o->beta1, beta2 = o->beta2;
+    float inv_bc1 = 1.0f / (1.0f - powf(beta1, (float)o->t)), inv_bc2 = 1.0f / (1.0f - powf(beta2, (float)o->t));
     #pragma omp parallel for
     for (size_t i = 0; i < n; i += ELEMENTWISE_CHUNK) {
-        adamw_chunk(params + i, grads + i, m + i, v + i, (int)(n - i < ELEMENTWISE_CHUNK ? n - i : ELEMENTWISE_CHUNK), lr,
-                    beta1, beta2, eps, wd, grad_scale, inv_bc1, inv_bc2);
+        adamw_chunk(params + i, grads + i, m + i, v + i, (int)(n - i < ELEMENTWISE_CHUNK ? n - i : ELEMENTWISE_CHUNK), o->lr,
+                    beta1, beta2, o->eps, decay ? o->weight_decay : 0.0f, o->grad_scale, inv_bc1, inv_bc2);
+    }
+}
+
+/*
+ * Muon on one rows x cols matrix (llmc/muon.h has the algorithm and its sources), all in fp32:
+ * p (rows, cols) the parameters, g their gradient, buf the momentum (in the m slot), scratch
+ * muon_scratch_floats(rows, cols) floats. Newton-Schulz runs on the wide orientation X (r, c),
+ * r = min(rows, cols), c = max(rows, cols): X is the normalized update, transposed when rows > cols.
+ */
+static size_t muon_scratch_floats(int rows, int cols) {
+    const size_t r = rows < cols ? rows : cols, c = rows < cols ? cols : rows;
+    return 2 * r * c + 2 * r * r;
+}
+
+void muon_update(float *p, const float *g, float *buf, int rows, int cols, const OptSettings *o, float *scratch) {
+    const int tall = rows > cols, r = tall ? cols : rows, c = tall ? rows : cols;
+    const size_t n = (size_t)rows * cols;
+    const float mu = o->muon_momentum, gs = o->grad_scale;
+    float *X = scratch, *Y = X + n, *A = Y + n, *AA = A + (size_t)r * r;
+    // 1. Nesterov momentum: buf = mu buf + g, U = g + mu buf (into Y, in p's layout)
+    double sumsq = 0.0;
+    #pragma omp parallel for reduction(+ : sumsq)
+    for (size_t i = 0; i < n; i++) {
+        const float gi = g[i] * gs, bi = mu * buf[i] + gi, u = gi + mu * bi;
+        buf[i] = bi;
+        Y[i] = u;
+        sumsq += (double)u * u;
+    }
+    // 2. X = U / (||U||_F + eps), wide
+    const float inv = 1.0f / ((float)sqrt(sumsq) + MUON_NORM_EPS);
+    #pragma omp parallel for
+    for (int i = 0; i < rows; i++) {
+        for (int j = 0; j < cols; j++) {
+            X[tall ? (size_t)j * c + i : (size_t)i * c + j] = Y[(size_t)i * cols + j] * inv;
+        }
+    }
+    // 3. Newton-Schulz: A = X X^T, B = b A + c A A (into A), X = a X + B X
+    for (int k = 0; k < o->muon_ns_steps; k++) {
+        gemm_nt(A, X, X, r, r, c);
+        gemm_nt(AA, A, A, r, r, r);  // A A^T = A A: A is symmetric
+        #pragma omp parallel for
+        for (size_t i = 0; i < (size_t)r * r; i++) { A[i] = MUON_NS_B * A[i] + MUON_NS_C * AA[i]; }
+        gemm_nn(Y, A, X, r, r, c);
+        #pragma omp parallel for
+        for (size_t i = 0; i < n; i++) { X[i] = MUON_NS_A * X[i] + Y[i]; }
+    }
+    // 4. p -= lr (scale O + wd p), O = X in p's layout
+    const float lr = o->muon_lr, scale = muon_scale(rows, cols), wd = o->weight_decay;
+    #pragma omp parallel for
+    for (int i = 0; i < rows; i++) {
+        for (int j = 0; j < cols; j++) {
+            const float oij = X[tall ? (size_t)j * c + i : (size_t)i * c + j];
+            float *pij = p + (size_t)i * cols + j;
+            *pij -= lr * (scale * oij + wd * *pij);
+        }
     }
 }
 
@@ -566,6 +623,7 @@ typedef struct {
     float *grads_memory;
     float *m_memory;
     float *v_memory;
+    float *muon_scratch;  // Newton-Schulz buffers (-opt muon), allocated at the first Muon update
     ParameterTensors params;
     ParameterTensors grads;
     ActivationTensors acts;
@@ -656,7 +714,7 @@ void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, const Planner *
 }
 
 void gpt2_free(GPT2 *m) {
-    free(m->params_memory); free(m->grads_memory); free(m->m_memory); free(m->v_memory);
+    free(m->params_memory); free(m->grads_memory); free(m->m_memory); free(m->v_memory); free(m->muon_scratch);
     free(m->acts_memory); free(m->targets_copy); free(m->inputs_copy);
 }
 
@@ -783,12 +841,26 @@ void gpt2_backward(GPT2 *m, float dloss, int B, int T) {
     encoder_backward(g->wte, g->wpe, a->dresidual, m->inputs_copy, B, T, C);
 }
 
-// AdamW over all tensors; weight decay only on the 2-D ones
-void gpt2_update(GPT2 *m, float lr, float beta1, float beta2, float eps, float wd, float grad_scale, int t) {
+// AdamW over all tensors (weight decay only on the 2-D ones), or with o->muon, Muon on each
+// layer's block matrices and AdamW on the rest
+void gpt2_update(GPT2 *m, const OptSettings *o) {
+    const int L = m->config.num_layers, C = m->config.channels;
+    if (o->muon && m->muon_scratch == NULL) {  // the largest matrix: fcw (4C, C) and fcprojw (C, 4C)
+        m->muon_scratch = (float *)mallocCheck(muon_scratch_floats(4 * C, C) * sizeof(float));
+    }
     size_t off = 0;
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        adamw_update(m->params_memory + off, m->grads_memory + off, m->m_memory + off, m->v_memory + off,
-                     m->param_sizes[i], lr, beta1, beta2, eps, gpt2_param_is_decayed(i) ? wd : 0.0f, grad_scale, t);
+        if (o->muon && muon_is_matrix_tensor(i)) {
+            int rows, cols;
+            muon_matrix_shape(&m->config, i, &rows, &cols);
+            for (int l = 0; l < L; l++) {
+                const size_t k = off + (size_t)l * rows * cols;
+                muon_update(m->params_memory + k, m->grads_memory + k, m->m_memory + k, rows, cols, o, m->muon_scratch);
+            }
+        } else {
+            adamw_update(m->params_memory + off, m->grads_memory + off, m->m_memory + off, m->v_memory + off,
+                         m->param_sizes[i], o, gpt2_param_is_decayed(i));
+        }
         off += m->param_sizes[i];
     }
 }
@@ -842,12 +914,11 @@ static float cpu_reduce_grads(Backend *b) {
     return norm;
 }
 
-static void cpu_update(Backend *b, float lr, float beta1, float beta2, float eps, float wd, float grad_scale, int t,
-                       unsigned long long seed) {
-    (void)seed;  // fp32 parameters: no stochastic rounding
+// fp32 parameters: no stochastic rounding, o->seed is not used
+static void cpu_update(Backend *b, const OptSettings *o) {
     GPT2 *m = (GPT2 *)b->self;
     double t0 = llmc_wall_seconds();
-    gpt2_update(m, lr, beta1, beta2, eps, wd, grad_scale, t);
+    gpt2_update(m, o);
     cpu_phase(m, PHASE_OPTIMIZER, &t0);
 }
 

@@ -57,6 +57,7 @@
 #include "llmc/attention.cuh"
 #include "llmc/fused_classifier.cuh"
 #include "llmc/adamw.cuh"
+#include "llmc/muon.cuh"
 #include "llmc/global_norm.cuh"
 #include "llmc/nccl_comm.cuh"
 #include "llmc/zero.cuh"
@@ -162,8 +163,9 @@ typedef struct {
     floatX *params_memory;    // (padded) bf16, file order; the tail past P is ZeRO-1 padding
     floatX *grads_memory;     // (padded)
     float *master;            // (opt count) fp32 master weights of the optimizer range, or NULL (-w 0)
-    float *m_memory;          // (opt count) AdamW first moment
-    float *v_memory;          // (opt count) AdamW second moment
+    float *m_memory;          // (opt count) AdamW first moment, or Muon's momentum for the block matrices
+    float *v_memory;          // (opt count) AdamW second moment (0 for Muon's matrices)
+    void *muon_scratch;       // Newton-Schulz buffers (-opt muon; llmc/muon.cuh), else NULL
     ParameterTensors params;
     ParameterTensors grads;
     ActivationTensors acts;
@@ -255,14 +257,15 @@ static size_t gpt2_pinned_bytes(const GPT2Config *c, int B, int T) {
 
 /*
  * The memory plan of one rank (llmc/plan.h), before any allocation: everything gpt2_build,
- * cublas_init, grad_reduce_init and nccl_init allocate, on the GPU and pinned or not on the host.
+ * cublas_init, grad_reduce_init and nccl_init allocate, on the GPU and pinned or not on the host
+ * (with -opt muon also Newton-Schulz's scratch; the momentum is in m).
  * padded and opt_count come from the reduction plan (grad_reduce_plan: ZeRO-1 padding and this
  * rank's optimizer range). cuDNN's workspace (-at cudnn) is asked of cuDNN, which needs the GPU;
  * without one (have_gpu 0) the row says it is unknown. a (may be NULL) adds the data loader's row.
  */
 typedef struct {
     GPT2Config config;
-    int T, master, world_size, zero, have_gpu;
+    int T, master, world_size, zero, have_gpu, muon;
     AttentionImpl attention;
     GradReduceKind kind;
     size_t padded, opt_count;
@@ -290,7 +293,8 @@ static void gpt2_plan(void *ctx, int B, int recompute, MemPlan *p) {
         plan_note(p, PLAN_MASTER, "none (-w 0)");
     }
     plan_add(p, PLAN_ADAMW, 1, 2 * cuda_alloc_bytes(cp->opt_count * F));
-    plan_note(p, PLAN_ADAMW, "fp32 m and v, %s", shard);
+    if (cp->muon) { plan_add(p, PLAN_ADAMW, 1, cuda_alloc_bytes(muon_scratch_bytes(c->channels))); }
+    plan_note(p, PLAN_ADAMW, "fp32 m and v, %s%s", shard, cp->muon ? "; Muon's Newton-Schulz scratch" : "");
     ActSlot slots[32];
     ActivationTensors unused;
     const int n = gpt2_activation_slots(slots, &unused, c, B, T, recompute);
@@ -331,7 +335,7 @@ static void gpt2_plan(void *ctx, int B, int recompute, MemPlan *p) {
 // the plan of a model of `config` at T, -w master and -at attention, reduced by red (grad_reduce_plan:
 // the ranks, ZeRO-1's padding and this rank's optimizer range); a: the flags, for the data loader's row
 static void gpt2_plan_of(CudaPlan *cp, const GPT2Config *config, int T, int master, AttentionImpl attention,
-                         const GradReducer *red, int have_gpu, const TrainArgs *a) {
+                         const GradReducer *red, int muon, int have_gpu, const TrainArgs *a) {
     memset(cp, 0, sizeof(*cp));
     cp->config = *config;
     cp->T = T;
@@ -339,6 +343,7 @@ static void gpt2_plan_of(CudaPlan *cp, const GPT2Config *config, int T, int mast
     cp->world_size = red->world_size;
     cp->zero = red->zero;
     cp->have_gpu = have_gpu;
+    cp->muon = muon;
     cp->attention = attention;
     cp->kind = red->kind;
     cp->padded = red->padded;
@@ -366,10 +371,10 @@ static void gpu_malloc(void **p, size_t bytes, const char *what) {
 /*
  * Allocates everything for the maximum B and T after checking that it fits. red: the reduction
  * plan (grad_reduce_plan) that fixes the buffer padding and the optimizer range; nccl: the
- * communicator for the NCCL backend, else NULL. Parameters are left uninitialised.
+ * communicator for the NCCL backend, else NULL; muon: -opt muon. Parameters are left uninitialised.
  */
 void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, int recompute, int master_weights,
-                AttentionImpl attention, const GradReducer *red, void *nccl) {
+                AttentionImpl attention, const GradReducer *red, void *nccl, int muon) {
     memset(m, 0, sizeof(*m));
     m->config = *config;
     const int C = config->channels, NH = config->num_heads;
@@ -398,7 +403,7 @@ void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, int recompute, 
     // the plan counts the cuBLASLt workspace and the NCCL staging, allocated before this check: it
     // asks for up to 33 MiB more than is still needed
     CudaPlan cp;
-    gpt2_plan_of(&cp, config, T, master_weights, attention, red, 1, NULL);
+    gpt2_plan_of(&cp, config, T, master_weights, attention, red, muon, 1, NULL);
     MemPlan plan;
     memset(&plan, 0, sizeof(plan));
     gpt2_plan(&cp, B, recompute, &plan);
@@ -432,6 +437,7 @@ void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, int recompute, 
     cudaCheck(cudaMemsetAsync(m->m_memory, 0, opt_bytes, m->stream));
     cudaCheck(cudaMemsetAsync(m->v_memory, 0, opt_bytes, m->stream));
     if (master_weights) { gpu_malloc((void **)&m->master, opt_bytes, "master weights"); }
+    if (muon) { gpu_malloc(&m->muon_scratch, muon_scratch_bytes(C), "Muon's Newton-Schulz scratch"); }
 
     ActSlot slots[32];
     const int n = gpt2_activation_slots(slots, &m->acts, config, B, T, recompute);
@@ -446,7 +452,7 @@ void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, int recompute, 
     m->att_workspace_bytes = attention_workspace_bytes(attention, config, B, T);  // graphs cached: no second build
     if (m->att_workspace_bytes > 0) { gpu_malloc(&m->att_workspace, m->att_workspace_bytes, "cuDNN's attention workspace"); }
     encoder_backward_work_init(&m->enc_work, B, T, C);
-    adamw_decay_table_gpt2(&m->decay, config);
+    adamw_decay_table_gpt2(&m->decay, config, muon);
     grad_reduce_init(&m->red, nccl);
 
     const size_t BT = (size_t)B * T;
@@ -472,6 +478,7 @@ void gpt2_free(GPT2 *m) {
     cudaCheck(cudaFree(m->m_memory));
     cudaCheck(cudaFree(m->v_memory));
     if (m->master) { cudaCheck(cudaFree(m->master)); }
+    if (m->muon_scratch) { cudaCheck(cudaFree(m->muon_scratch)); }
     cudaCheck(cudaFree(m->acts_memory));
     if (m->att_workspace) { cudaCheck(cudaFree(m->att_workspace)); }
     cudaCheck(cudaFreeHost(m->inputs_pinned));
@@ -788,11 +795,30 @@ void gpt2_backward(GPT2 *m, const int *inputs, int B, int T, int last) {
 
 // ---- update
 
-// AdamW on this rank's optimizer range (weight decay on the 2-D tensors), then ZeRO-1's all-gather
-void gpt2_update(GPT2 *m, float lr, float beta1, float beta2, float eps, float wd, float grad_scale, int t,
-                 unsigned long long seed) {
+// AdamW on this rank's optimizer range (weight decay on the 2-D tensors; with -opt muon, all but
+// the blocks' matrices), Muon on the matrices in the range (whole ones: muon_zero_shard), then
+// ZeRO-1's all-gather
+void gpt2_update(GPT2 *m, const OptSettings *o) {
     adamw_update(m->params_memory, m->master, m->grads_memory, m->m_memory, m->v_memory, m->red.offset, m->red.count,
-                 &m->decay, lr, beta1, beta2, eps, wd, t, grad_scale, NULL, seed, m->stream);
+                 &m->decay, o, m->stream);
+    if (o->muon) {
+        size_t start = 0;
+        const size_t lo = m->red.offset, hi = m->red.offset + m->red.count;
+        for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+            if (muon_is_matrix_tensor(i)) {
+                int rows, cols;
+                muon_matrix_shape(&m->config, i, &rows, &cols);
+                const size_t n = (size_t)rows * cols, end = start + m->param_sizes[i];
+                const size_t a = lo > start ? lo : start, z = hi < end ? hi : end;  // the held part: whole matrices
+                cudaRequire(z <= a || ((a - start) % n == 0 && (z - start) % n == 0), "range [%zu, %zu) splits a matrix", lo, hi);
+                if (z > a) {
+                    muon_update(m->params_memory, m->grads_memory, m->m_memory + (a - lo), m->master ? m->master + (a - lo) : NULL,
+                                a, rows, cols, (int)((z - a) / n), m->config.channels, o, m->muon_scratch, m->stream);
+                }
+            }
+            start += m->param_sizes[i];
+        }
+    }
     grad_reduce_gather_params(&m->red, m->params_memory, m->stream);
 }
 
@@ -880,13 +906,12 @@ static float cuda_reduce_grads(Backend *b) {
     return norm;
 }
 
-static void cuda_update(Backend *b, float lr, float beta1, float beta2, float eps, float wd, float grad_scale, int t,
-                        unsigned long long seed) {
+static void cuda_update(Backend *b, const OptSettings *o) {
     GPT2 *m = (GPT2 *)b->self;
     cudaEvent_t *ev = m->update_ev[m->update_turn];
     nvtxRangePushA("optimizer");
     cudaCheck(cudaEventRecord(ev[0], m->stream));
-    gpt2_update(m, lr, beta1, beta2, eps, wd, grad_scale, t, seed);
+    gpt2_update(m, o);
     cudaCheck(cudaEventRecord(ev[1], m->stream));
     nvtxRangePop();
     m->update_unread[m->update_turn] = 1;
@@ -1113,9 +1138,10 @@ static GradReduceKind setup_processes(Comm *c, const TrainArgs *a, int device, v
 static void gpt2_build_from_args(GPT2 *m, const TrainArgs *a, const GPT2Config *config, GradReduceKind kind, Comm *c,
                                  void *nccl) {
     GradReducer plan;
-    grad_reduce_plan(&plan, kind, c, a->zero_stage, config);
+    const int muon = opt_is_muon(a);
+    grad_reduce_plan(&plan, kind, c, a->zero_stage, muon, config);
     gpt2_build(m, config, a->B, a->T, a->recompute, a->master_weights, attention_impl(a->attention, "-at"), &plan,
-               kind == GRAD_REDUCE_NCCL ? nccl : NULL);
+               kind == GRAD_REDUCE_NCCL ? nccl : NULL, muon);
     m->gelu_fusion = a->gelu_fusion;
 }
 
@@ -1173,9 +1199,10 @@ static int cuda_plan_main(TrainSetup *run, AttentionImpl attention) {
     memset(&ranks, 0, sizeof(ranks));
     ranks.world_size = W;
     GradReducer red;
-    grad_reduce_plan(&red, kind, &ranks, run->args.zero_stage, &run->config);
+    grad_reduce_plan(&red, kind, &ranks, run->args.zero_stage, opt_is_muon(&run->args), &run->config);
     CudaPlan cp;
-    gpt2_plan_of(&cp, &run->config, run->args.T, run->args.master_weights, attention, &red, dev.known, &run->args);
+    gpt2_plan_of(&cp, &run->config, run->args.T, run->args.master_weights, attention, &red, opt_is_muon(&run->args),
+                 dev.known, &run->args);
     Planner planner = {"train_gpt2cu", gpt2_plan, &cp, 3, dev, 0};
     planner.ckpt_snapshot = ckpt_snapshot_plan_bytes(&run->args, gpt2_num_params(&run->config), MODEL_VERSION_BF16,
                                                      run->args.master_weights, W, run->args.zero_stage);
@@ -1207,9 +1234,10 @@ int main(int argc, char **argv) {
     cublas_init();
     if (run.args.B == ARGS_AUTO) {  // after NCCL and cuBLAS: the free memory is what the model can have
         GradReducer red;
-        grad_reduce_plan(&red, kind, &run.comm, run.args.zero_stage, &run.config);
+        grad_reduce_plan(&red, kind, &run.comm, run.args.zero_stage, opt_is_muon(&run.args), &run.config);
         CudaPlan cp;
-        gpt2_plan_of(&cp, &run.config, run.args.T, run.args.master_weights, attention, &red, 1, &run.args);
+        gpt2_plan_of(&cp, &run.config, run.args.T, run.args.master_weights, attention, &red, opt_is_muon(&run.args), 1,
+                     &run.args);
         Planner planner = {"train_gpt2cu", gpt2_plan, &cp, 3, gpu_device_memory(device, 0)};
         plan_auto_batch(&run.args, &run.comm, &planner, run.args.recompute);
     }

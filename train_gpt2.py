@@ -4,7 +4,8 @@ The PyTorch reference for GPT-2: the model the C and CUDA trainers are held agai
 DDP twin.
 
 Training (any single-dash flag, e.g. -i): the flags, defaults, data layout, schedule, clipping,
-AdamW, step line, main.log and checkpoint files of ./train_gpt2 and ./train_gpt2cu (llmc/), so
+AdamW (and Muon with -opt muon), step line, main.log and checkpoint files of ./train_gpt2 and
+./train_gpt2cu (llmc/), so
 that at the same flags the same tokens meet the same step and the losses agree:
   python train_gpt2.py -i "data/books/books_train_*.bin" -j "data/books/books_val_*.bin" -e d12 -b 16 -t 1024
   torchrun --nproc_per_node=8 train_gpt2.py -e d12 -b 16 -t 1024 -d 524288 ...   (DDP, NCCL on GPUs, gloo on CPUs)
@@ -54,6 +55,8 @@ CRC_TAG, CRC_TAG_V1 = 0x43524332, 0x43524331
 PARAM_NAMES = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
                "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
 DECAYED = (0, 1, 4, 6, 10, 12)  # the 2-D tensors: embeddings and matmul weights (model_io.h)
+MUON_TENSORS = (4, 6, 10, 12)  # the blocks' matrices that -opt muon updates: qkvw attprojw fcw fcprojw (llmc/muon.h)
+MUON_NS = (3.4445, -4.7750, 2.0315)  # the quintic Newton-Schulz coefficients (llmc/muon.h)
 EOT = 50256
 U64 = (1 << 64) - 1
 
@@ -359,10 +362,11 @@ def write_debug_state(model, x, y, path):
     print(f"wrote {path} (B={B} T={T} loss {loss.item():.6f})")
 
 
-def make_optimizer(model, lr, weight_decay, device):
+def make_optimizer(model, lr, weight_decay, device, muon=False):
     """(AdamW(0.9, 0.95, eps 1e-8) with weight decay on the 2-D tensors only, whether it is fused):
-    fused on GPUs where torch has it"""
-    decay = [p for p in model.parameters() if p.dim() >= 2]
+    fused on GPUs where torch has it. muon: the blocks' matrices are left out (Muon takes them)"""
+    skip = {id(p) for p in muon_params(model)} if muon else set()
+    decay = [p for p in model.parameters() if p.dim() >= 2 and id(p) not in skip]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     extra = {}
     if device.type == "cuda" and "fused" in inspect.signature(torch.optim.AdamW).parameters:
@@ -371,6 +375,44 @@ def make_optimizer(model, lr, weight_decay, device):
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=lr, betas=(0.9, 0.95), eps=1e-8, **extra)
     return opt, bool(extra)
+
+
+def muon_params(model):
+    """the blocks' matrices that Muon updates, in file order (each layer's matrix on its own)"""
+    return [p for i, group in enumerate(model.file_groups()) if i in MUON_TENSORS for p in group]
+
+
+def newton_schulz(G, steps):
+    """llmc/muon.h: `steps` quintic Newton-Schulz iterations on G / (||G||_F + 1e-7), on the wide
+    orientation; bf16 on a GPU (as train_gpt2cu), fp32 on the CPU (as train_gpt2)"""
+    a, b, c = MUON_NS
+    X = G.bfloat16() if G.is_cuda else G.float()
+    X = X / (X.norm() + 1e-7)
+    tall = X.shape[0] > X.shape[1]
+    if tall:
+        X = X.T
+    for _ in range(steps):
+        A = X @ X.T
+        B = b * A + c * (A @ A)
+        X = a * X + B @ X
+    return X.T if tall else X
+
+
+class Muon:
+    """llmc/muon.h's Muon on the given matrices: Nesterov momentum, Newton-Schulz, the update scaled
+    by sqrt(max(1, rows/cols)), decoupled weight decay. buf: the momentum (the state file's m)."""
+    def __init__(self, params, momentum, ns_steps):
+        self.params, self.momentum, self.ns_steps = params, momentum, ns_steps
+        self.buf = [torch.zeros_like(p) for p in params]
+
+    @torch.no_grad()
+    def step(self, lr, weight_decay):
+        mu = self.momentum
+        for p, buf in zip(self.params, self.buf):
+            buf.mul_(mu).add_(p.grad)
+            O = newton_schulz(p.grad + mu * buf, self.ns_steps).to(p.dtype)
+            scale = math.sqrt(max(1.0, p.shape[0] / p.shape[1]))
+            p.sub_(lr * (scale * O + weight_decay * p))
 
 
 def run_trajectory(model, x, y, steps, lr, wd, path):
@@ -477,6 +519,10 @@ FLAGS = {
     "q": ("final_lr_frac", float, 1.0, 0.0, 1.0, "final learning rate as a fraction of -l"),
     "c": ("weight_decay", float, 0.0, 0.0, 10.0, "weight decay, on 2-D tensors only"),
     "k": ("schedule", str, "cosine", None, None, "schedule: cosine | linear | constant"),
+    "opt": ("optimizer", str, "adamw", None, None, "adamw, or muon: Muon for the blocks' 2-D matrices, AdamW (-l) for the rest"),
+    "ml": ("muon_lr", float, 0.02, 0.0, 10.0, "Muon: peak learning rate of the matrices (-k's schedule)"),
+    "mm": ("muon_momentum", float, 0.95, 0.0, 0.999, "Muon: Nesterov momentum"),
+    "mns": ("muon_ns_steps", int, 5, 1, 100, "Muon: Newton-Schulz iterations"),
     "x": ("max_steps", int, -1, -1, (1 << 31) - 1, "optimizer steps to run; -1 = one epoch of the train data"),
     "v": ("val_every", int, 20, 0, (1 << 31) - 1, "validation loss every N steps"),
     "m": ("val_batches", int, 20, -1, (1 << 31) - 1, "validation batches of B sequences; -1 = all"),
@@ -549,26 +595,30 @@ def parse_train_args(argv, rank):
         fail(f"-k {a.schedule}: unknown schedule (cosine, linear or constant)")
     if a.backend not in ("nccl", "mpi"):
         fail(f"-pb {a.backend}: unknown backend (nccl or mpi)")
+    if a.optimizer not in ("adamw", "muon"):
+        fail(f"-opt {a.optimizer}: expected one of adamw|muon")
     if a.checkpoint_every > 0 and not a.output_dir:
         fail(f"-n {a.checkpoint_every} needs an output directory: add -o <dir>")
     if a.resume and not a.output_dir:
         fail("-y 1 resumes from the checkpoints in -o <dir>; no -o was given")
     # the C trainers keep these as float32: compute with the same values
     a.lr, a.final_lr_frac, a.weight_decay = np.float32(a.lr), np.float32(a.final_lr_frac), np.float32(a.weight_decay)
+    a.muon_lr, a.muon_momentum = np.float32(a.muon_lr), np.float32(a.muon_momentum)
     a.argv = list(argv)
     return a
 
 
-def lr_at(a, step, max_steps):
-    """llmc/schedule.h, in the same float32/float64 arithmetic"""
+def lr_at(a, step, max_steps, peak=None):
+    """llmc/schedule.h, in the same float32/float64 arithmetic; peak: -l by default (Muon's: -ml)"""
+    peak = a.lr if peak is None else peak
     if step < a.warmup:
-        return float(a.lr * np.float32(step + 1) / np.float32(a.warmup))
+        return float(peak * np.float32(step + 1) / np.float32(a.warmup))
     if a.schedule == "constant" or max_steps <= a.warmup:
-        return float(a.lr)
+        return float(peak)
     progress = min(1.0, (step - a.warmup) / (max_steps - a.warmup))
-    min_lr = float(a.lr) * float(a.final_lr_frac)
+    min_lr = float(peak) * float(a.final_lr_frac)
     coeff = 0.5 * (1.0 + math.cos(math.pi * progress)) if a.schedule == "cosine" else 1.0 - progress
-    return float(np.float32(min_lr + coeff * (float(a.lr) - min_lr)))
+    return float(np.float32(min_lr + coeff * (float(peak) - min_lr)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -875,6 +925,7 @@ def checkpoint_save(a, d, dist, st, cfg, flat_params, m, v):
     h[30:36] = [cfg.block_size, cfg.vocab_size, cfg.padded_vocab_size, cfg.n_layer, cfg.n_head, cfg.n_embd]
     h[27] = st.max_steps
     h[36], h[37] = st.data_skip, st.rollbacks
+    h[28] = 1 if a.optimizer == "muon" else 0  # the optimizer (llmc/checkpoint.h)
     h[251] = crc_int32(zlib.crc32(guard))
     h[252] = CRC_TAG
     h[253], h[254] = crc_int32(zlib.crc32(sections[0])), crc_int32(zlib.crc32(sections[1]))  # h[255]: no master
@@ -953,6 +1004,12 @@ def checkpoint_read(a, d, step, cfg):
             die(f"checkpoint '{path}' was written with -t {h[7]} -d {get64(h, 8)} -sh {h[5]} -rs {get64(h, 18) & U64}; "
                 f"this run has -t {a.T} -d {a.total_batch} -sh {a.shuffle} -rs {a.seed}; the data position of a "
                 "resumed run depends on these, so resume with the same values")
+        if h[28] not in (0, 1):
+            return None, f"state file '{path}' has a corrupt header: optimizer [28] is out of range"
+        if h[28] != (a.optimizer == "muon"):
+            die(f"checkpoint '{path}' was written with -opt {('adamw', 'muon')[h[28]]}, this run has -opt {a.optimizer}; "
+                f"the optimizer state of one does not continue the other: resume with -opt {('adamw', 'muon')[h[28]]}, "
+                "or start the new run in another -o")
         if lo != covered:
             return None, (f"state files of checkpoint {step} do not tile the parameters (rank {r} starts at {lo}, "
                           f"expected {covered})")
@@ -1196,23 +1253,36 @@ def resolve_model(a, device):
     return model.to(device)
 
 
-def opt_state_flat(opt, model, key):
-    """AdamW's exp_avg / exp_avg_sq in model-file order, as one float32 numpy array"""
-    return torch.cat([opt.state[p][key].reshape(-1) if p in opt.state and key in opt.state[p]
-                      else torch.zeros(p.numel(), device=p.device) for p in model.file_params()]).float().cpu().numpy()
+def opt_state_flat(opt, model, key, muon=None):
+    """AdamW's exp_avg / exp_avg_sq in model-file order, as one float32 numpy array; with muon, its
+    momentum in exp_avg's place for the matrices (their exp_avg_sq stays 0: llmc/muon.h)"""
+    bufs = {id(p): b for p, b in zip(muon.params, muon.buf)} if muon else {}
+
+    def state(p):
+        if id(p) in bufs:
+            return bufs[id(p)].reshape(-1) if key == "exp_avg" else torch.zeros(p.numel(), device=p.device)
+        if p in opt.state and key in opt.state[p]:
+            return opt.state[p][key].reshape(-1)
+        return torch.zeros(p.numel(), device=p.device)
+    return torch.cat([state(p) for p in model.file_params()]).float().cpu().numpy()
 
 
-def load_opt_state(opt, model, m, v, opt_steps):
-    """set AdamW's moments from flat file-order arrays and its step count to the applied updates"""
+def load_opt_state(opt, model, m, v, opt_steps, muon=None):
+    """set AdamW's moments from flat file-order arrays and its step count to the applied updates;
+    with muon, its momentum from m for the matrices"""
     if opt_steps == 0:
         return
     ids = {id(p): i for i, p in enumerate(p for g in opt.param_groups for p in g["params"])}
+    bufs = {id(p): b for p, b in zip(muon.params, muon.buf)} if muon else {}
     state, off = {}, 0
     for p in model.file_params():
         n = p.numel()
-        state[ids[id(p)]] = {"step": torch.tensor(float(opt_steps)),
-                             "exp_avg": torch.from_numpy(m[off: off + n].copy()).view(p.shape),
-                             "exp_avg_sq": torch.from_numpy(v[off: off + n].copy()).view(p.shape)}
+        if id(p) in bufs:
+            bufs[id(p)].copy_(torch.from_numpy(m[off: off + n].copy()).view(p.shape))
+        else:
+            state[ids[id(p)]] = {"step": torch.tensor(float(opt_steps)),
+                                 "exp_avg": torch.from_numpy(m[off: off + n].copy()).view(p.shape),
+                                 "exp_avg_sq": torch.from_numpy(v[off: off + n].copy()).view(p.shape)}
         off += n
     sd = opt.state_dict()
     sd["state"] = state
@@ -1286,14 +1356,15 @@ def train_main(argv):
                     os.remove(os.path.join(a.output_dir, n))
     dist.barrier()
     st = TrainState(a)
-    opt, fused = make_optimizer(model, float(a.lr), float(a.weight_decay), device)
+    opt, fused = make_optimizer(model, float(a.lr), float(a.weight_decay), device, a.optimizer == "muon")
+    muon = Muon(muon_params(model), float(a.muon_momentum), a.muon_ns_steps) if a.optimizer == "muon" else None
     resumed = False
     if a.resume:
         ck = checkpoint_resume(a, dist, cfg, st)
         resumed = ck is not None
         if resumed:
             model.load_flat(ck["params"])
-            load_opt_state(opt, model, ck["m"], ck["v"], st.opt_steps)
+            load_opt_state(opt, model, ck["m"], ck["v"], st.opt_steps, muon)
             del ck
         if rank == 0:
             print(f"resumed from checkpoint {st.step} in {a.output_dir}" if resumed else
@@ -1340,6 +1411,9 @@ def train_main(argv):
               f"{', shuffled' if a.shuffle else ''}")
         if val:
             print(f"val data: {val.total_tokens} tokens in {len(val.paths)} shard(s)")
+        if muon:
+            print(f"optimizer: muon (-ml {a.muon_lr:g}, momentum {a.muon_momentum:g}, {a.muon_ns_steps} Newton-Schulz steps) "
+                  f"on the blocks' matrices, AdamW (-l {a.lr:g}) on the rest")
         print(f"steps: {M} (starting at {st.step})", flush=True)
 
     params = list(model.parameters())
@@ -1367,7 +1441,7 @@ def train_main(argv):
 
         # ---- one optimizer step: A micro-steps on this rank, W ranks; DDP averages the gradients
         t0 = time.time()
-        opt.zero_grad(set_to_none=True)
+        model.zero_grad(set_to_none=True)  # every parameter: Muon's are not in opt
         loss_sum = torch.zeros((), dtype=torch.float64, device=device)
         for k in range(A):
             rows = torch.from_numpy(train.read(train_window(0 if a.overfit_batch else s + st.data_skip, k, rank, W, B, N), B)).to(device)
@@ -1393,6 +1467,8 @@ def train_main(argv):
             for group in opt.param_groups:
                 group["lr"] = lr
             opt.step()
+            if muon:  # the same schedule, -ml as its peak
+                muon.step(lr_at(a, s, M, a.muon_lr), float(a.weight_decay))
         if cuda:
             torch.cuda.synchronize()
         dt = time.time() - t0
@@ -1429,8 +1505,8 @@ def train_main(argv):
         if a.output_dir and ((a.checkpoint_every > 0 and (st.step % a.checkpoint_every == 0 or st.step == M)) or stopping):
             tc = time.time()
             flat = torch.cat([p.detach().reshape(-1) for p in model.file_params()]).cpu().numpy()
-            checkpoint_save(a, a.output_dir, dist, st, cfg, flat, opt_state_flat(opt, model, "exp_avg"),
-                            opt_state_flat(opt, model, "exp_avg_sq"))
+            checkpoint_save(a, a.output_dir, dist, st, cfg, flat, opt_state_flat(opt, model, "exp_avg", muon),
+                            opt_state_flat(opt, model, "exp_avg_sq", muon))
             if rank == 0:
                 print(f"checkpoint {st.step} written to {a.output_dir} ({time.time() - tc:.2f} s)", flush=True)
         if stopping:

@@ -49,6 +49,11 @@
       "final learning rate as a fraction of -l; 1.0 = constant after warmup")                                          \
     X(F32, weight_decay, "c", "weight-decay", "<float>", 0.0, 0.0, 10.0, "weight decay, on 2-D tensors only")           \
     X(CHOICE, schedule, "k", "schedule", "cosine|linear|constant", "cosine", 0, 0, "learning rate schedule")            \
+    X(CHOICE, optimizer, "opt", "optimizer", "adamw|muon", "adamw", 0, 0,                                              \
+      "adamw, or muon: Muon for the blocks' 2-D matrices, AdamW (-l) for the rest")                     \
+    X(F32, muon_lr, "ml", "muon-lr", "<float>", 0.02, 0.0, 10.0, "Muon: peak learning rate of the matrices (-k's schedule)") \
+    X(F32, muon_momentum, "mm", "muon-momentum", "<float>", 0.95, 0.0, 0.999, "Muon: Nesterov momentum")              \
+    X(INT, muon_ns_steps, "mns", "muon-ns-steps", "<int>", 5, 1, 100, "Muon: Newton-Schulz iterations")               \
     X(INT, max_steps, "x", "steps", "<int>", -1, -1, INT_MAX, "optimizer steps to run; -1 = one epoch of the train data") \
     X(SECTION, _eval, "", "", "", 0, 0, 0, "evaluation, sampling, checkpoints (0 turns a feature off)")                 \
     X(INT, val_every, "v", "val-every", "<int>", 20, 0, INT_MAX, "validation loss every N steps")                       \

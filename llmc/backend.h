@@ -4,7 +4,7 @@
  *
  * The loop owns everything that is the same on both: data, batch arithmetic, schedule, guards,
  * evaluation, sampling, logging, checkpoint files and preemption. The backend owns the model
- * memory, forward, backward, the gradient reduction across ranks and the AdamW update.
+ * memory, forward, backward, the gradient reduction across ranks and the optimizer update.
  *
  * Contract:
  * - Runtime B and T of every call are at most the B and T the backend was built for.
@@ -18,6 +18,7 @@
 
 #include "model_io.h"
 #include "phase.h"
+#include "optimizer.h"
 
 typedef struct Backend {
     void *self;                 // the trainer's model object
@@ -42,11 +43,9 @@ typedef struct Backend {
     // After the last micro-step: finish the gradient reduction across ranks (gradients become
     // the mean over all ranks) and return the global L2 norm of the gradients.
     float (*reduce_grads)(struct Backend *b);
-    // AdamW on the held range (ZeRO: then share the updated parameters). t = 1-based count of
-    // applied updates (bias correction); grad_scale multiplies the gradients (clipping);
-    // seed feeds stochastic rounding where the backend rounds.
-    void (*update)(struct Backend *b, float lr, float beta1, float beta2, float eps, float weight_decay,
-                   float grad_scale, int t, unsigned long long seed);
+    // One optimizer update of the held range with the settings of this step (optimizer.h); with
+    // ZeRO, then share the updated parameters.
+    void (*update)(struct Backend *b, const OptSettings *o);
     // Forward only: per-token losses (B*T floats, host memory) of a batch.
     void (*forward_losses)(struct Backend *b, const int *inputs, const int *targets, int B, int T, float *losses);
     // Forward only, one sequence of length T: softmax probabilities over the V real tokens at

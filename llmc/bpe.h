@@ -448,26 +448,47 @@ static inline void bpe_free(BPE *b) {
     memset(b, 0, sizeof(*b));
 }
 
-// load encoder.json and vocab.bpe; every inconsistency is fatal with the file and the reason
-static inline void bpe_load(BPE *b, const char *encoder_path, const char *merges_path) {
-    memset(b, 0, sizeof(*b));
+// GPT-2's byte map inverted: code point -> byte, -1 for code points the map does not use
+static inline void bpe_cp_to_byte(int cp_to_byte[324]) {
     uint32_t byte_to_cp[256];
-    int cp_to_byte[324];
     bpe_byte_map(byte_to_cp);
     for (int i = 0; i < 324; i++) { cp_to_byte[i] = -1; }
     for (int i = 0; i < 256; i++) { cp_to_byte[byte_to_cp[i]] = i; }
+}
 
-    // --- encoder.json: {"token": id, ...}
+// encoder.json as read: entry i is token ids[i] with bytes all[offs[i] .. offs[i]+lens[i])
+typedef struct {
+    size_t n, cap;
+    long long *ids;
+    uint32_t *offs, *lens;
+    ByteBuf all;
+    long long eot;  // the id of <|endoftext|>, -1 until found
+} BpeEntries;
+
+static inline void bpe_entries_add(BpeEntries *e, long long id, const ByteBuf *raw, const char *path) {
+    if (e->n == e->cap) {
+        e->cap = e->cap ? 2 * e->cap : 65536;
+        e->ids = (long long *)realloc(e->ids, e->cap * sizeof(long long));
+        e->offs = (uint32_t *)realloc(e->offs, e->cap * sizeof(uint32_t));
+        e->lens = (uint32_t *)realloc(e->lens, e->cap * sizeof(uint32_t));
+        if (!e->ids || !e->offs || !e->lens) { llmc_die("out of host memory reading %s", path); }
+    }
+    e->ids[e->n] = id;
+    e->offs[e->n] = (uint32_t)e->all.n;
+    e->lens[e->n] = (uint32_t)raw->n;
+    bytebuf_put(&e->all, raw->data, raw->n);
+    e->n++;
+}
+
+// 1. encoder.json, {"token": id, ...}, into e: each key decoded from the byte map into raw bytes
+static inline void bpe_read_encoder(BpeEntries *e, const char *encoder_path, const int cp_to_byte[324]) {
     size_t jn;
     unsigned char *js = bpe_read_file(encoder_path, &jn, "encoder.json");
     JsonCur j;
     json_init(&j, js, jn);
-    ByteBuf key = {0}, raw = {0}, all = {0};
-    size_t cap = 65536, n = 0;
-    long long *ids = (long long *)mallocCheck(cap * sizeof(long long));
-    uint32_t *offs = (uint32_t *)mallocCheck(cap * sizeof(uint32_t));
-    uint32_t *lens = (uint32_t *)mallocCheck(cap * sizeof(uint32_t));
-    long long eot = -1;
+    ByteBuf key = {0}, raw = {0};
+    memset(e, 0, sizeof(*e));
+    e->eot = -1;
     if (!json_eat(&j, '{')) {
         llmc_die("%s: bad JSON at byte %lld: expected '{' (is this GPT-2's encoder.json?)", encoder_path, json_offset(&j));
     }
@@ -479,28 +500,17 @@ static inline void bpe_load(BPE *b, const char *encoder_path, const char *merges
                 llmc_die("%s: bad JSON at byte %lld (line %ld): %s", encoder_path, json_offset(&j),
                          bpe_line_of(js, (size_t)json_offset(&j)), j.err ? j.err : "expected ':'");
             }
-            if (n == cap) {
-                cap *= 2;
-                ids = (long long *)realloc(ids, cap * sizeof(long long));
-                offs = (uint32_t *)realloc(offs, cap * sizeof(uint32_t));
-                lens = (uint32_t *)realloc(lens, cap * sizeof(uint32_t));
-                if (!ids || !offs || !lens) { llmc_die("out of host memory reading %s", encoder_path); }
-            }
             raw.n = 0;
             if (key.n == 13 && memcmp(key.data, "<|endoftext|>", 13) == 0) {
-                if (eot >= 0) { llmc_die("%s: <|endoftext|> appears twice", encoder_path); }
-                eot = id;
+                if (e->eot >= 0) { llmc_die("%s: <|endoftext|> appears twice", encoder_path); }
+                e->eot = id;
                 bytebuf_put(&raw, key.data, key.n);
             } else if (key.n == 0 || !bpe_unmap(key.data, key.n, cp_to_byte, &raw)) {
                 llmc_die("%s: token \"%.*s\" (id %lld) is not in GPT-2's byte encoding; the file is not a "
                          "GPT-2 byte-level BPE encoder.json", encoder_path, (int)(key.n < 60 ? key.n : 60),
                          (const char *)key.data, id);
             }
-            ids[n] = id;
-            offs[n] = (uint32_t)all.n;
-            lens[n] = (uint32_t)raw.n;
-            bytebuf_put(&all, raw.data, raw.n);
-            n++;
+            bpe_entries_add(e, id, &raw, encoder_path);
             if (json_eat(&j, ',')) { continue; }
             if (json_eat(&j, '}')) { break; }
             llmc_die("%s: bad JSON at byte %lld (line %ld): expected ',' or '}'", encoder_path,
@@ -510,46 +520,134 @@ static inline void bpe_load(BPE *b, const char *encoder_path, const char *merges
     json_ws(&j);
     if (j.p != j.end) { llmc_die("%s: bad JSON: unexpected data after the closing '}' at byte %lld", encoder_path, json_offset(&j)); }
     free(js);
-    if (n == 0) { llmc_die("%s: holds no tokens", encoder_path); }
-    if (n > 65535) { llmc_die("%s: %zu tokens; token shards store ids as uint16, so at most 65535", encoder_path, n); }
-    if (eot < 0) { llmc_die("%s: has no <|endoftext|> entry; this is not GPT-2's encoder.json", encoder_path); }
+    bytebuf_free(&key);
+    bytebuf_free(&raw);
+    if (e->n == 0) { llmc_die("%s: holds no tokens", encoder_path); }
+    if (e->n > 65535) { llmc_die("%s: %zu tokens; token shards store ids as uint16, so at most 65535", encoder_path, e->n); }
+    if (e->eot < 0) { llmc_die("%s: has no <|endoftext|> entry; this is not GPT-2's encoder.json", encoder_path); }
+}
 
-    // ids must be exactly 0..n-1
+// 2. the token table id -> bytes from the entries, whose ids must be exactly 0..n-1 (takes e->all)
+static inline void bpe_set_tokens(BPE *b, BpeEntries *e, const char *encoder_path) {
+    const size_t n = e->n;
     b->vocab_size = (int)n;
-    b->eot_token = (int)eot;
+    b->eot_token = (int)e->eot;
     b->tok_off = (uint32_t *)mallocCheck(n * sizeof(uint32_t));
     b->tok_len = (uint32_t *)mallocCheck(n * sizeof(uint32_t));
     for (size_t i = 0; i < n; i++) { b->tok_len[i] = UINT32_MAX; }
     for (size_t i = 0; i < n; i++) {
-        if (ids[i] < 0 || ids[i] >= (long long)n) {
-            llmc_die("%s: id %lld is out of range; %zu entries need ids 0..%zu", encoder_path, ids[i], n, n - 1);
+        if (e->ids[i] < 0 || e->ids[i] >= (long long)n) {
+            llmc_die("%s: id %lld is out of range; %zu entries need ids 0..%zu", encoder_path, e->ids[i], n, n - 1);
         }
-        if (b->tok_len[ids[i]] != UINT32_MAX) { llmc_die("%s: id %lld is used twice", encoder_path, ids[i]); }
-        b->tok_off[ids[i]] = offs[i];
-        b->tok_len[ids[i]] = lens[i];
+        if (b->tok_len[e->ids[i]] != UINT32_MAX) { llmc_die("%s: id %lld is used twice", encoder_path, e->ids[i]); }
+        b->tok_off[e->ids[i]] = e->offs[i];
+        b->tok_len[e->ids[i]] = e->lens[i];
     }
-    b->tok_bytes = all.data;  // owned by b from here on
-    free(ids); free(offs); free(lens); bytebuf_free(&key);
+    b->tok_bytes = e->all.data;  // owned by b from here on
+    free(e->ids); free(e->offs); free(e->lens);
+}
 
-    // bytes -> id, to check for duplicates and to resolve merges
-    BpeStrMap m;
-    m.mask = 1;
-    while (m.mask < 4 * n) { m.mask <<= 1; }
-    m.slot = (uint32_t *)callocCheck(m.mask, sizeof(uint32_t));
-    m.mask -= 1;
+// 3. bytes -> id (to check for duplicates and to resolve merges), and the token of every single byte
+static inline void bpe_index_tokens(BPE *b, BpeStrMap *m, const char *encoder_path) {
+    const size_t n = (size_t)b->vocab_size;
+    m->mask = 1;
+    while (m->mask < 4 * n) { m->mask <<= 1; }
+    m->slot = (uint32_t *)callocCheck(m->mask, sizeof(uint32_t));
+    m->mask -= 1;
     for (size_t id = 0; id < n; id++) {
         if ((int)id == b->eot_token) { continue; }  // special: never the result of BPE
-        uint32_t prev = bpe_strmap_find(b, &m, b->tok_bytes + b->tok_off[id], b->tok_len[id], (int)id);
+        uint32_t prev = bpe_strmap_find(b, m, b->tok_bytes + b->tok_off[id], b->tok_len[id], (int)id);
         if (prev != BPE_NONE) { llmc_die("%s: ids %u and %zu are the same token", encoder_path, prev, id); }
     }
     for (int c = 0; c < 256; c++) {
         unsigned char byte = (unsigned char)c;
-        uint32_t id = bpe_strmap_find(b, &m, &byte, 1, -1);
+        uint32_t id = bpe_strmap_find(b, m, &byte, 1, -1);
         if (id == BPE_NONE) { llmc_die("%s: has no token for the single byte 0x%02x; not a byte-level BPE", encoder_path, c); }
         b->byte_token[c] = id;
     }
+}
 
-    // --- vocab.bpe: "#version: 0.2" then one merge per line, "left right", in rank order
+// the empty merge table: open addressing at load factor <= 0.5
+static inline void bpe_pairs_init(BPE *b) {
+    size_t pcap = 1;
+    while (pcap < 2 * (size_t)b->vocab_size) { pcap <<= 1; }
+    b->pairs = (BpePair *)mallocCheck(pcap * sizeof(BpePair));
+    for (size_t i = 0; i < pcap; i++) { b->pairs[i].key = UINT64_MAX; }
+    b->pair_mask = (uint32_t)(pcap - 1);
+    b->pair_shift = 64;
+    for (size_t c = pcap; c > 1; c >>= 1) { b->pair_shift--; }
+}
+
+// what reading vocab.bpe needs from line to line
+typedef struct {
+    const char *path, *encoder_path;
+    const unsigned char *text;  // the whole file (for line numbers in messages)
+    const int *cp_to_byte;
+    const BpeStrMap *map;
+    int32_t *created;           // created[id] = rank of the merge that makes token id (bytes: -1)
+    ByteBuf left, right, both;
+} BpeMergeReader;
+
+// the merge on line [pos, line_end) of vocab.bpe ("left right"), with rank `rank`, into the table
+static inline void bpe_add_merge(BPE *b, BpeMergeReader *r, size_t pos, size_t line_end, int rank) {
+    const unsigned char *vs = r->text;
+    const char *merges_path = r->path, *encoder_path = r->encoder_path;
+    const size_t n = (size_t)b->vocab_size;
+    const unsigned char *sp = (const unsigned char *)memchr(vs + pos, ' ', line_end - pos);
+    if (sp == NULL || sp == vs + pos || sp + 1 == vs + line_end ||
+        memchr(sp + 1, ' ', (size_t)(vs + line_end - (sp + 1))) != NULL) {
+        llmc_die("%s line %ld: expected two symbols separated by one space, got \"%.*s\"", merges_path,
+                 bpe_line_of(vs, pos), (int)(line_end - pos < 60 ? line_end - pos : 60), (const char *)(vs + pos));
+    }
+    r->left.n = r->right.n = r->both.n = 0;
+    if (!bpe_unmap(vs + pos, (size_t)(sp - (vs + pos)), r->cp_to_byte, &r->left) ||
+        !bpe_unmap(sp + 1, (size_t)(vs + line_end - (sp + 1)), r->cp_to_byte, &r->right)) {
+        llmc_die("%s line %ld: a symbol is not in GPT-2's byte encoding", merges_path, bpe_line_of(vs, pos));
+    }
+    uint32_t a = bpe_strmap_find(b, r->map, r->left.data, r->left.n, -1);
+    uint32_t c = bpe_strmap_find(b, r->map, r->right.data, r->right.n, -1);
+    bytebuf_put(&r->both, r->left.data, r->left.n);
+    bytebuf_put(&r->both, r->right.data, r->right.n);
+    uint32_t t = bpe_strmap_find(b, r->map, r->both.data, r->both.n, -1);
+    if (a == BPE_NONE || c == BPE_NONE || t == BPE_NONE) {
+        llmc_die("%s line %ld: merge \"%.*s\" uses or makes a token that %s does not have; "
+                 "encoder.json and vocab.bpe must come from the same tokenizer", merges_path,
+                 bpe_line_of(vs, pos), (int)(line_end - pos < 60 ? line_end - pos : 60),
+                 (const char *)(vs + pos), encoder_path);
+    }
+    if (r->created[a] >= rank || r->created[c] >= rank) {
+        llmc_die("%s line %ld: merge uses a symbol before the merge that makes it; the merges are not in rank order",
+                 merges_path, bpe_line_of(vs, pos));
+    }
+    if (t != (uint32_t)(256 + rank)) {
+        llmc_die("%s line %ld: this merge makes token id %u in %s, but GPT-2 numbers merges in file order "
+                 "(expected id %d): the two files disagree on the merge order", merges_path,
+                 bpe_line_of(vs, pos), t, encoder_path, 256 + rank);
+    }
+    if (r->created[t] != INT32_MAX) {
+        llmc_die("%s line %ld: this merge makes a token that an earlier line (or a single byte) already makes",
+                 merges_path, bpe_line_of(vs, pos));
+    }
+    r->created[t] = rank;
+    uint64_t k = ((uint64_t)a << 32) | c;
+    uint32_t slot = (uint32_t)((k * 0x9E3779B97F4A7C15ULL) >> b->pair_shift);
+    while (b->pairs[slot].key != UINT64_MAX) {
+        if (b->pairs[slot].key == k) { llmc_die("%s line %ld: duplicate merge", merges_path, bpe_line_of(vs, pos)); }
+        slot = (slot + 1) & b->pair_mask;
+    }
+    if ((size_t)rank + 1 >= n) {
+        llmc_die("%s: more merges than %s can hold (%zu tokens = 256 bytes + merges + <|endoftext|>)",
+                 merges_path, encoder_path, n);
+    }
+    b->pairs[slot].key = k;
+    b->pairs[slot].rank = (uint32_t)rank;
+    b->pairs[slot].id = t;
+}
+
+// 4. vocab.bpe: "#version: 0.2" then one merge per line, "left right", in rank order
+static inline void bpe_read_merges(BPE *b, const BpeStrMap *m, const char *merges_path, const char *encoder_path,
+                                   const int cp_to_byte[324]) {
+    const size_t n = (size_t)b->vocab_size;
     size_t vn;
     unsigned char *vs = bpe_read_file(merges_path, &vn, "vocab.bpe");
     size_t pos = 0;
@@ -557,18 +655,17 @@ static inline void bpe_load(BPE *b, const char *encoder_path, const char *merges
         while (pos < vn && vs[pos] != '\n') { pos++; }
         pos++;
     }
-    // created[id] = rank of the merge that makes token id (bytes: -1); checks training order
-    int32_t *created = (int32_t *)mallocCheck(n * sizeof(int32_t));
-    for (size_t i = 0; i < n; i++) { created[i] = INT32_MAX; }
-    for (int c = 0; c < 256; c++) { created[b->byte_token[c]] = -1; }
-    size_t pcap = 1;
-    while (pcap < 2 * n) { pcap <<= 1; }  // load factor <= 0.5
-    b->pairs = (BpePair *)mallocCheck(pcap * sizeof(BpePair));
-    for (size_t i = 0; i < pcap; i++) { b->pairs[i].key = UINT64_MAX; }
-    b->pair_mask = (uint32_t)(pcap - 1);
-    b->pair_shift = 64;
-    for (size_t c = pcap; c > 1; c >>= 1) { b->pair_shift--; }
-    ByteBuf left = {0}, right = {0}, both = {0};
+    BpeMergeReader r;
+    memset(&r, 0, sizeof(r));
+    r.path = merges_path;
+    r.encoder_path = encoder_path;
+    r.text = vs;
+    r.cp_to_byte = cp_to_byte;
+    r.map = m;
+    r.created = (int32_t *)mallocCheck(n * sizeof(int32_t));  // checks training order
+    for (size_t i = 0; i < n; i++) { r.created[i] = INT32_MAX; }
+    for (int c = 0; c < 256; c++) { r.created[b->byte_token[c]] = -1; }
+    bpe_pairs_init(b);
     int rank = 0;
     while (pos < vn) {
         size_t eol = pos;
@@ -576,70 +673,22 @@ static inline void bpe_load(BPE *b, const char *encoder_path, const char *merges
         size_t line_end = eol;
         if (line_end > pos && vs[line_end - 1] == '\r') { line_end--; }
         if (line_end == pos) { pos = eol + 1; continue; }  // blank line (the file's final newline)
-        long line = 0;
-        const unsigned char *sp = (const unsigned char *)memchr(vs + pos, ' ', line_end - pos);
-        if (sp == NULL || sp == vs + pos || sp + 1 == vs + line_end ||
-            memchr(sp + 1, ' ', (size_t)(vs + line_end - (sp + 1))) != NULL) {
-            line = bpe_line_of(vs, pos);
-            llmc_die("%s line %ld: expected two symbols separated by one space, got \"%.*s\"", merges_path,
-                     line, (int)(line_end - pos < 60 ? line_end - pos : 60), (const char *)(vs + pos));
-        }
-        left.n = right.n = both.n = 0;
-        if (!bpe_unmap(vs + pos, (size_t)(sp - (vs + pos)), cp_to_byte, &left) ||
-            !bpe_unmap(sp + 1, (size_t)(vs + line_end - (sp + 1)), cp_to_byte, &right)) {
-            llmc_die("%s line %ld: a symbol is not in GPT-2's byte encoding", merges_path, bpe_line_of(vs, pos));
-        }
-        uint32_t a = bpe_strmap_find(b, &m, left.data, left.n, -1);
-        uint32_t c = bpe_strmap_find(b, &m, right.data, right.n, -1);
-        bytebuf_put(&both, left.data, left.n);
-        bytebuf_put(&both, right.data, right.n);
-        uint32_t t = bpe_strmap_find(b, &m, both.data, both.n, -1);
-        if (a == BPE_NONE || c == BPE_NONE || t == BPE_NONE) {
-            llmc_die("%s line %ld: merge \"%.*s\" uses or makes a token that %s does not have; "
-                     "encoder.json and vocab.bpe must come from the same tokenizer", merges_path,
-                     bpe_line_of(vs, pos), (int)(line_end - pos < 60 ? line_end - pos : 60),
-                     (const char *)(vs + pos), encoder_path);
-        }
-        if (created[a] >= rank || created[c] >= rank) {
-            llmc_die("%s line %ld: merge uses a symbol before the merge that makes it; the merges are not in rank order",
-                     merges_path, bpe_line_of(vs, pos));
-        }
-        if (t != (uint32_t)(256 + rank)) {
-            llmc_die("%s line %ld: this merge makes token id %u in %s, but GPT-2 numbers merges in file order "
-                     "(expected id %d): the two files disagree on the merge order", merges_path,
-                     bpe_line_of(vs, pos), t, encoder_path, 256 + rank);
-        }
-        if (created[t] != INT32_MAX) {
-            llmc_die("%s line %ld: this merge makes a token that an earlier line (or a single byte) already makes",
-                     merges_path, bpe_line_of(vs, pos));
-        }
-        created[t] = rank;
-        uint64_t k = ((uint64_t)a << 32) | c;
-        uint32_t slot = (uint32_t)((k * 0x9E3779B97F4A7C15ULL) >> b->pair_shift);
-        while (b->pairs[slot].key != UINT64_MAX) {
-            if (b->pairs[slot].key == k) { llmc_die("%s line %ld: duplicate merge", merges_path, bpe_line_of(vs, pos)); }
-            slot = (slot + 1) & b->pair_mask;
-        }
-        if ((size_t)rank + 1 >= n) {
-            llmc_die("%s: more merges than %s can hold (%zu tokens = 256 bytes + merges + <|endoftext|>)",
-                     merges_path, encoder_path, n);
-        }
-        b->pairs[slot].key = k;
-        b->pairs[slot].rank = (uint32_t)rank;
-        b->pairs[slot].id = t;
+        bpe_add_merge(b, &r, pos, line_end, rank);
         rank++;
         pos = eol + 1;
     }
     b->num_merges = rank;
-    free(vs); free(created); free(m.slot);
-    bytebuf_free(&left); bytebuf_free(&right); bytebuf_free(&both); bytebuf_free(&raw);
+    free(vs); free(r.created);
+    bytebuf_free(&r.left); bytebuf_free(&r.right); bytebuf_free(&r.both);
     if ((size_t)(256 + b->num_merges + 1) != n) {
         llmc_die("%s has %zu tokens but %s has %d merges: a GPT-2 tokenizer has 256 byte tokens + one token "
                  "per merge + <|endoftext|> = %d; the two files do not belong together (or one is truncated)",
                  encoder_path, n, merges_path, b->num_merges, 256 + b->num_merges + 1);
     }
+}
 
-    // --- the pre-tokenizer
+// 5. the pre-tokenizer: GPT-2's pattern, JIT-compiled where PCRE2 can
+static inline void bpe_compile_pattern(BPE *b) {
     int errcode;
     PCRE2_SIZE erroff;
     b->re = pcre2_compile((PCRE2_SPTR)bpe_pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &errcode, &erroff, NULL);
@@ -650,6 +699,21 @@ static inline void bpe_load(BPE *b, const char *encoder_path, const char *merges
                  (size_t)erroff, (const char *)msg);
     }
     b->jit = pcre2_jit_compile(b->re, PCRE2_JIT_COMPLETE) == 0;
+}
+
+// load encoder.json and vocab.bpe; every inconsistency is fatal with the file and the reason
+static inline void bpe_load(BPE *b, const char *encoder_path, const char *merges_path) {
+    memset(b, 0, sizeof(*b));
+    int cp_to_byte[324];
+    bpe_cp_to_byte(cp_to_byte);
+    BpeEntries e;
+    bpe_read_encoder(&e, encoder_path, cp_to_byte);
+    bpe_set_tokens(b, &e, encoder_path);
+    BpeStrMap m;
+    bpe_index_tokens(b, &m, encoder_path);
+    bpe_read_merges(b, &m, merges_path, encoder_path, cp_to_byte);
+    free(m.slot);
+    bpe_compile_pattern(b);
 }
 
 // ----------------------------------------------------------------------------

@@ -17,6 +17,8 @@
  *     [18..19] seed  [20..21] sampling RNG state  [22] guard count  [23] guard head
  *     [24] guard consecutive skips  [25..26] guard total skips (int64)
  *     [27] the run's step count (-x, the LR schedule's length; 0 in files written before it was kept)
+ *     [28] the optimizer: 0 AdamW (and every file written before Muon), 1 Muon (llmc/muon.h: the
+ *          momentum of the block matrices in m, their v 0)
  *     [30..35] model config: maxT V Vp L NH C
  *     [36] steps of data skipped by rollbacks  [37] rollbacks so far (both 0 in older files)
  *     [250] CRC-32 of the header (read with [250] as 0)  [251] CRC-32 of the guard history
@@ -24,7 +26,8 @@
  *   payload: m[count], v[count], master[count] (if [4]), guard loss history[100], norm history[100]
  *   DONE marker: the text "step <N>\nworld_size <W>\n".
  * Every header field and the marker are range-checked on load; a checkpoint that fails a check
- * or a checksum is skipped with a warning naming the file, and the one before it is used.
+ * or a checksum is skipped with a warning naming the file, and the one before it is used. A
+ * checkpoint of the other optimizer (-opt) is refused with an error.
  * The slices of the W state files partition [0, P): rank r holds its ZeRO-1 shard, or without
  * ZeRO the even split [P*r/W, P*(r+1)/W) (so no rank writes what another writes). On resume,
  * each rank reads the parts of whichever old files overlap the range it needs: a run saved on
@@ -54,6 +57,7 @@ typedef struct {
     int max_steps;                   // -x of the run that wrote it (its LR schedule's length); 0: unknown
     int data_skip;                   // steps of data skipped by rollbacks: step s trains on the data of s + data_skip
     int rollbacks;                   // rollbacks so far in this run (-rb)
+    int optimizer;                   // 0 AdamW, 1 Muon (-opt): the meaning of the optimizer state
     Guard guard;
     // settings that define the data stream; a resume must use the same
     int B, T, shuffle;
@@ -152,6 +156,7 @@ static inline const char *state_header_problem(const int *h) {
     if (h[23] < 0 || h[23] >= GUARD_WINDOW) { return "guard history position [23]"; }
     if (h[24] < 0 || h[24] > step || hdr_get64(h, 25) < 0 || hdr_get64(h, 25) > step) { return "guard skip counts [24..26]"; }
     if (h[36] < 0 || h[36] > 1000000000 || h[37] < 0 || h[37] > 1000) { return "rollback fields [36..37]"; }
+    if (h[28] != 0 && h[28] != 1) { return "optimizer [28]"; }
     return NULL;
 }
 
@@ -455,6 +460,7 @@ static inline int ckpt_write_state(CkptWriter *w, const char *path, float *buf[3
     h[22] = st->guard.count; h[23] = st->guard.head; h[24] = st->guard.consecutive;
     hdr_set64(h, 25, st->guard.total_skipped);
     h[27] = st->max_steps;
+    h[28] = st->optimizer;
     h[36] = st->data_skip; h[37] = st->rollbacks;
     const GPT2Config *cf = &b->config;
     h[30] = cf->max_seq_len; h[31] = cf->vocab_size; h[32] = cf->padded_vocab_size;
@@ -694,6 +700,12 @@ static inline int checkpoint_verify(const char *dir, int step, Backend *b, const
                      "-rs %llu; the data position of a resumed run depends on these, so resume with the same values",
                      path, h[7], hdr_get64(h, 8), h[5], (unsigned long long)hdr_get64(h, 18), cur->T, cur->total_batch,
                      cur->shuffle, cur->seed);
+        }
+        if (h[28] != cur->optimizer) {
+            static const char *const names[2] = {"adamw", "muon"};
+            llmc_die("checkpoint '%s' was written with -opt %s, this run has -opt %s; the optimizer state of one does "
+                     "not continue the other: resume with -opt %s, or start the new run in another -o", path,
+                     names[h[28]], names[cur->optimizer], names[h[28]]);
         }
         long long flo = hdr_get64(h, 14), fn = hdr_get64(h, 16);
         if (flo != covered) {

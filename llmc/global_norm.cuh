@@ -1,5 +1,6 @@
 /*
- * The global L2 norm of the gradients and the clipping scale, kept on the device.
+ * The global L2 norm of the gradients (the training loop reads it on the host: the numeric guards,
+ * the step line and the clip scale of llmc/optimizer.h need it there).
  *
  * norm^2 = sum of squares of all bf16 gradients, in fp32, in a fixed order that depends only on
  * the element count and the pointer's alignment (never on the GPU):
@@ -9,7 +10,7 @@
  *            16-byte aligned and n % 8 == 0) or one element otherwise; then block_reduce_sum.
  *   stage 2: one block of 512 threads: thread j sums partials j, j + 512 in order; block_reduce_sum.
  * A non-finite gradient makes norm^2 non-finite (inf^2 = inf, NaN propagates), which is the
- * numeric guard's signal: global_norm_clip_scale then writes NaN, and adamw_update skips.
+ * numeric guard's signal (llmc/guard.h skips the step).
  */
 #ifndef LLMC_GLOBAL_NORM_CUH
 #define LLMC_GLOBAL_NORM_CUH
@@ -54,21 +55,6 @@ global_norm_final_kernel(float *norm2, const float *partials, int count) {
     if (threadIdx.x == 0) { norm2[0] = acc; }
 }
 
-// scale = min(1, max_norm / (norm + 1e-6)) as torch.nn.utils.clip_grad_norm_; 1 when max_norm <= 0
-// (clipping off); NaN when the norm is not finite (skip the step)
-static __global__ void global_norm_clip_scale_kernel(float *scale, const float *norm2, float max_norm) {
-    const float norm = sqrtf(norm2[0]);
-    float s;
-    if (!isfinite(norm)) {
-        s = NAN;
-    } else if (max_norm <= 0.0f) {
-        s = 1.0f;
-    } else {
-        s = fminf(1.0f, max_norm / (norm + 1e-6f));
-    }
-    scale[0] = s;
-}
-
 // ----------------------------------------------------------------------------
 // launchers
 
@@ -88,7 +74,7 @@ static inline size_t global_norm_scratch_bytes(void) { return GLOBAL_NORM_MAX_BL
 /*
  * norm2[0] (one fp32 on the device) = sum of squares of grads (n bf16), overwritten.
  * scratch: global_norm_scratch_bytes() bytes. With ZeRO, call it on the rank's shard and
- * all-reduce norm2 (a sum) before global_norm_clip_scale.
+ * all-reduce norm2 (a sum).
  */
 static inline void global_norm_squared(float *norm2, const floatX *grads, size_t n, float *scratch, cudaStream_t stream) {
     cudaRequire(scratch != NULL && norm2 != NULL, "norm2 and scratch must be given");
@@ -100,12 +86,6 @@ static inline void global_norm_squared(float *norm2, const floatX *grads, size_t
     }
     cudaCheckLaunch();
     global_norm_final_kernel<<<1, GLOBAL_NORM_THREADS, 0, stream>>>(norm2, scratch, blocks);
-    cudaCheckLaunch();
-}
-
-// scale[0] = the clip scale from norm2[0] (both one fp32 on the device), overwritten; see above.
-static inline void global_norm_clip_scale(float *scale, const float *norm2, float max_norm, cudaStream_t stream) {
-    global_norm_clip_scale_kernel<<<1, 1, 0, stream>>>(scale, norm2, max_norm);
     cudaCheckLaunch();
 }
 

@@ -292,53 +292,105 @@ static inline void train_data_free(DataLoader *train, DataLoader *val, EvalSet *
 }
 
 /*
- * Run training (or, with --prompt, generate). Returns the process exit code (0: finished or stopped by a signal with a
- * checkpoint written). Errors exit through llmc_die.
+ * The end of optimizer step s, after this rank's A micro-steps: the gradient reduction across the
+ * ranks, the step's mean loss over all of them, the numeric guards and, unless they skip the step,
+ * the optimizer update (clipped; optimizer.h) as applied update st->opt_steps + 1. train_run and
+ * the model tests (dev/test/model_test.h) both end their steps here.
  */
-static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
-    if (a->prompt[0]) {  // the generate mode: no data, no training
-        if (c->world_size > 1) { llmc_die("--prompt generates in one process; run it without mpirun/torchrun"); }
-        return generate_run(a, b);
-    }
-    const int W = c->world_size, rank = c->rank;
-    const int A = args_grad_accum(a, W);
-    const int B = a->B, T = a->T, V = b->config.vocab_size;
-    const long long N = a->total_batch / T;  // windows per optimizer step
-    const int have_out = a->output_dir[0] != '\0';
+typedef struct {
+    float loss, norm, lr;
+    int skipped;
+    char reason[256];  // why the guards skipped the step
+} StepEnd;
 
-    // ---- data
+static inline void train_step_end(StepEnd *e, Backend *b, Comm *c, const TrainArgs *a, const LRSchedule *sched,
+                                  TrainState *st, int s, int A) {
+    double loss_sum = b->step_loss_sum(b);
+    flight_where(s + 1, A, "the gradient reduction");
+    e->norm = b->reduce_grads(b);
+    flight_where(s + 1, 0, "the loss sum");
+    c->allreduce_sum_f64(c, &loss_sum, 1);
+    e->loss = (float)(loss_sum / ((double)A * c->world_size)) * guard_test_spike((long long)s + st->data_skip + 1);
+    e->lr = lr_at(sched, s);
+    e->skipped = guard_check(&st->guard, e->loss, e->norm, e->reason, sizeof(e->reason));
+    if (!e->skipped) {
+        flight_where(s + 1, 0, "the update");
+        st->opt_steps++;
+        OptSettings o = opt_settings(a, sched, s, e->norm, st->opt_steps);
+        b->update(b, &o);
+    }
+}
+
+// what a training run holds from one of its steps (train_run below) to the next
+typedef struct {
+    TrainArgs *a;
+    Comm *c;
+    Backend *b;
+    int W, rank, A, B, T, V;  // ranks, this rank, micro-steps per step, micro-batch, sequence, vocabulary
+    long long N;              // windows per optimizer step (d / T)
+    int M;                    // optimizer steps of the run
+    long long epoch_steps;
+    int have_out, have_val, resumed;
     DataLoader train, val;
-    dataloader_init(&train, a->train_glob, "-i", T, V, a->shuffle, a->seed);
-    dataloader_require(&train, N, "-i", "one optimizer step (d/T windows)");
-    int have_val = a->val_every > 0;
-    if (a->rollback_after > 0 && (!have_out || a->checkpoint_every <= 0)) {
+    EvalSet hs;
+    TrainState st;            // what a checkpoint carries
+    LRSchedule sched;
+    Logger lg;
+    CkptWriter ckw;           // the checkpoint being written in the background, if any
+    Tokenizer tok;
+    int *inputs, *targets;    // (B, T)
+    float *losses;            // (B, T)
+    float *probs;             // (V) sampling
+    float *sample_scratch;    // (2V)
+    double timed;             // seconds of the timed steps (a process's first step warms up, untimed)
+    int timed_steps, first_step;
+    EventTime eval_time, sample_time;
+    PhaseWindow phases;       // -pe
+    double eval_ms;           // evaluations, samples and checkpoints since the last step record
+} TrainRun;
+
+// the train and val data, the run's length and the HellaSwag set; then every rank must agree
+static inline void train_open_data(TrainRun *r) {
+    const TrainArgs *a = r->a;
+    dataloader_init(&r->train, a->train_glob, "-i", r->T, r->V, a->shuffle, a->seed);
+    dataloader_require(&r->train, r->N, "-i", "one optimizer step (d/T windows)");
+    r->have_val = a->val_every > 0;
+    if (a->rollback_after > 0 && (!r->have_out || a->checkpoint_every <= 0)) {
         llmc_die("-rb %d rolls back to a checkpoint: give the run -o <dir> and -n <steps>", a->rollback_after);
     }
     if (a->rollback_after > a->guard_max_skips) {
         llmc_die("-rb %d is more than -sm %d, which stops the run first; use -rb %d or less, or raise -sm",
                  a->rollback_after, a->guard_max_skips, a->guard_max_skips);
     }
-    if (have_val) {
-        dataloader_init(&val, a->val_glob, "-j", T, V, 0, 0);
-        dataloader_require(&val, 1, "-j", "validation");
+    if (r->have_val) {
+        dataloader_init(&r->val, a->val_glob, "-j", r->T, r->V, 0, 0);
+        dataloader_require(&r->val, 1, "-j", "validation");
     }
-    long long epoch_steps = train.total_windows / N;
-    int M = a->max_steps >= 0 ? a->max_steps : (int)(epoch_steps < INT_MAX ? epoch_steps : INT_MAX);
-    EvalSet hs;
-    memset(&hs, 0, sizeof(hs));
+    r->epoch_steps = r->train.total_windows / r->N;
+    r->M = a->max_steps >= 0 ? a->max_steps : (int)(r->epoch_steps < INT_MAX ? r->epoch_steps : INT_MAX);
+    memset(&r->hs, 0, sizeof(r->hs));
     if (a->hellaswag_eval) {
         if (a->val_every <= 0) { llmc_die("-h 1 evaluates HellaSwag at every validation; set -v > 0"); }
-        evalset_load(&hs, a->hellaswag, V);
+        evalset_load(&r->hs, a->hellaswag, r->V);
     }
 
-    // ---- every rank must run the same thing
+    // every rank must run the same thing
     uint64_t h = args_hash(a);
-    h = dataloader_hash(&train, h);
-    if (have_val) { h = dataloader_hash(&val, h); }
-    comm_check_same(c, h, "flags or data files", "start every rank with the same command line and the same data");
+    h = dataloader_hash(&r->train, h);
+    if (r->have_val) { h = dataloader_hash(&r->val, h); }
+    comm_check_same(r->c, h, "flags or data files", "start every rank with the same command line and the same data");
+}
 
-    // ---- output dir, resume
-    if (have_out && rank == 0) {
+/*
+ * The output dir and, with -y 1, the newest complete checkpoint; then every rank must hold the
+ * same model. Returns 1 when the checkpoint is the run's last step (nothing left to do).
+ */
+static inline int train_restore(TrainRun *r) {
+    const TrainArgs *a = r->a;
+    Comm *c = r->c;
+    Backend *b = r->b;
+    TrainState *st = &r->st;
+    if (r->have_out && r->rank == 0) {
         struct stat out_st;
         if (stat(a->output_dir, &out_st) == 0 && !S_ISDIR(out_st.st_mode)) {
             llmc_die("-o %s exists and is not a folder; choose another -o", a->output_dir);
@@ -347,238 +399,295 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
         if (a->resume) { checkpoint_clean_tmp(a->output_dir); } else { checkpoint_claim_dir(a->output_dir, a->start_over); }
     }
     c->barrier(c);
-    flight_arm(have_out ? a->output_dir : NULL);  // from here a fatal error or signal writes the flight record
-    TrainState st;
-    memset(&st, 0, sizeof(st));
-    st.B = B; st.T = T; st.total_batch = a->total_batch; st.shuffle = a->shuffle; st.seed = a->seed;
-    st.sample_rng = sample_rng_seed(a->seed);
-    guard_init(&st.guard, a->guard_z_loss, a->guard_z_norm, a->guard_max_skips);
-    int resumed = 0;
+    flight_arm(r->have_out ? a->output_dir : NULL);  // from here a fatal error or signal writes the flight record
+    memset(st, 0, sizeof(*st));
+    st->B = r->B; st->T = r->T; st->total_batch = a->total_batch; st->shuffle = a->shuffle; st->seed = a->seed;
+    st->sample_rng = sample_rng_seed(a->seed);
+    st->optimizer = opt_is_muon(a);
+    guard_init(&st->guard, a->guard_z_loss, a->guard_z_norm, a->guard_max_skips);
+    r->resumed = 0;
     if (a->resume) {
         flight_where(0, 0, "resume");
-        resumed = checkpoint_resume(a->output_dir, b, c, &st);
-        if (rank == 0) {
-            if (resumed) { printf("resumed from checkpoint %d in %s\n", st.step, a->output_dir); }
+        r->resumed = checkpoint_resume(a->output_dir, b, c, st);
+        if (r->rank == 0) {
+            if (r->resumed) { printf("resumed from checkpoint %d in %s\n", st->step, a->output_dir); }
             else { printf("no complete checkpoint in %s: starting from scratch\n", a->output_dir); }
             fflush(stdout);  // before any warning on stderr
         }
-        st.guard.z_loss = a->guard_z_loss;
-        st.guard.z_norm = a->guard_z_norm;
-        st.guard.max_consecutive = a->guard_max_skips;
+        st->guard.z_loss = a->guard_z_loss;
+        st->guard.z_norm = a->guard_z_norm;
+        st->guard.max_consecutive = a->guard_max_skips;
     }
-    flight_where(st.step, 0, "the start-up check of the parameters");
+    flight_where(st->step, 0, "the start-up check of the parameters");
     uint32_t crc = b->params_crc(b);
     comm_check_same(c, crc, "model parameters", "every rank must start from the same model");
-    if (rank == 0 && W > 1) { printf("model parameters identical on all %d ranks (crc %08x)\n", W, crc); }
-    if (st.step > M) {
-        llmc_die("checkpoint %d in %s is past the end of this run (-x %d); raise -x to continue", st.step, a->output_dir, M);
+    if (r->rank == 0 && r->W > 1) { printf("model parameters identical on all %d ranks (crc %08x)\n", r->W, crc); }
+    if (st->step > r->M) {
+        llmc_die("checkpoint %d in %s is past the end of this run (-x %d); raise -x to continue", st->step, a->output_dir, r->M);
     }
-    if (resumed && st.step == M) {  // finished: its final evaluation and sample followed this checkpoint
-        if (rank == 0) {
+    if (r->resumed && st->step == r->M) {  // finished: its final evaluation and sample followed this checkpoint
+        if (r->rank == 0) {
             printf("run complete: checkpoint %d in %s is the last step (-x %d); nothing to do (raise -x to train further)\n",
-                   st.step, a->output_dir, M);
+                   st->step, a->output_dir, r->M);
         }
-        train_data_free(&train, have_val ? &val : NULL, a->hellaswag_eval ? &hs : NULL);
-        return 0;
+        return 1;
     }
-    LRSchedule sched;
-    lr_schedule_init(&sched, a->schedule, a->lr, a->warmup, M, a->final_lr_frac);
-    if (resumed && rank == 0 && st.max_steps > 0 && st.max_steps != M) {
-        warn_schedule_change(&sched, st.max_steps, st.step, a->output_dir);
-    }
-    st.max_steps = M;
+    return 0;
+}
 
-    Logger lg;
-    logger_init(&lg, have_out ? a->output_dir : NULL, rank, resumed, a->tensorboard, resumed ? st.step : -1);
-    logger_note(&lg, plan_auto_note);
-    CkptWriter ckw;
-    ckpt_writer_init(&ckw, have_out ? a->output_dir : NULL, b, c, a->ckpt_async, resumed ? st.step : -1);
-    Tokenizer tok;
-    memset(&tok, 0, sizeof(tok));
-    if (rank == 0 && a->sample_every > 0) {
-        tokenizer_init(&tok, a->tokenizer, "-tk");
-        if (tok.init_ok && (int)tok.vocab_size < V) {  // samples would print ids it cannot decode
+// rank 0's banner: the trainer, the model, the batch, the data, the optimizer, the steps
+static inline void train_print_banner(const TrainRun *r) {
+    const TrainArgs *a = r->a;
+    const Backend *b = r->b;
+    printf("trainer %s | %d process(es) (%s) | model %s\n", b->name, r->W, r->c->launcher, a->model);
+    printf("model: L %d | C %d | NH %d | maxT %d | V %d | Vp %d | %zu parameters\n", b->config.num_layers,
+           b->config.channels, b->config.num_heads, b->config.max_seq_len, r->V, b->config.padded_vocab_size,
+           b->num_params);
+    printf("batch: B %d | T %d | ranks %d | grad accum %d | total %lld tokens per step\n", r->B, r->T, r->W, r->A,
+           a->total_batch);
+    printf("train data: %lld tokens in %d shard(s), %lld steps per epoch%s\n", r->train.total_tokens,
+           r->train.num_shards, r->epoch_steps, a->shuffle ? ", shuffled" : "");
+    if (r->have_val) { printf("val data: %lld tokens in %d shard(s)\n", r->val.total_tokens, r->val.num_shards); }
+    if (opt_is_muon(a)) {
+        printf("optimizer: muon (-ml %g, momentum %g, %d Newton-Schulz steps) on the blocks' matrices, AdamW (-l %g) "
+               "on the rest\n", a->muon_lr, a->muon_momentum, a->muon_ns_steps, a->lr);
+    }
+    printf("steps: %d (starting at %d)\n", r->M, r->st.step);
+    fflush(stdout);
+}
+
+// the schedule, the logs, the checkpoint writer, the tokenizer of the samples, the banner, the host buffers
+static inline void train_prepare(TrainRun *r) {
+    const TrainArgs *a = r->a;
+    TrainState *st = &r->st;
+    lr_schedule_init(&r->sched, a->schedule, a->lr, a->warmup, r->M, a->final_lr_frac);
+    if (r->resumed && r->rank == 0 && st->max_steps > 0 && st->max_steps != r->M) {
+        warn_schedule_change(&r->sched, st->max_steps, st->step, a->output_dir);
+    }
+    st->max_steps = r->M;
+
+    const char *dir = r->have_out ? a->output_dir : NULL;
+    logger_init(&r->lg, dir, r->rank, r->resumed, a->tensorboard, r->resumed ? st->step : -1);
+    logger_note(&r->lg, plan_auto_note);
+    ckpt_writer_init(&r->ckw, dir, r->b, r->c, a->ckpt_async, r->resumed ? st->step : -1);
+    memset(&r->tok, 0, sizeof(r->tok));
+    if (r->rank == 0 && a->sample_every > 0) {
+        tokenizer_init(&r->tok, a->tokenizer, "-tk");
+        if (r->tok.init_ok && (int)r->tok.vocab_size < r->V) {  // samples would print ids it cannot decode
             llmc_die("-tk %s has %u tokens, fewer than the model's %d (-e %s): it is another tokenizer's decode table; "
-                     "give this model's, or -s 0 for no samples", a->tokenizer, tok.vocab_size, V, a->model);
+                     "give this model's, or -s 0 for no samples", a->tokenizer, r->tok.vocab_size, r->V, a->model);
         }
     }
+    if (r->rank == 0) { train_print_banner(r); }
 
-    if (rank == 0) {
-        printf("trainer %s | %d process(es) (%s) | model %s\n", b->name, W, c->launcher, a->model);
-        printf("model: L %d | C %d | NH %d | maxT %d | V %d | Vp %d | %zu parameters\n", b->config.num_layers,
-               b->config.channels, b->config.num_heads, b->config.max_seq_len, V, b->config.padded_vocab_size, b->num_params);
-        printf("batch: B %d | T %d | ranks %d | grad accum %d | total %lld tokens per step\n", B, T, W, A, a->total_batch);
-        printf("train data: %lld tokens in %d shard(s), %lld steps per epoch%s\n", train.total_tokens, train.num_shards,
-               epoch_steps, a->shuffle ? ", shuffled" : "");
-        if (have_val) { printf("val data: %lld tokens in %d shard(s)\n", val.total_tokens, val.num_shards); }
-        printf("steps: %d (starting at %d)\n", M, st.step);
+    const size_t BT = (size_t)r->B * r->T;  // train_buffer_bytes counts these five
+    r->inputs = (int *)mallocCheck(BT * sizeof(int));
+    r->targets = (int *)mallocCheck(BT * sizeof(int));
+    r->losses = (float *)mallocCheck(BT * sizeof(float));
+    r->probs = (float *)mallocCheck((size_t)r->V * sizeof(float));
+    r->sample_scratch = (float *)mallocCheck(2 * (size_t)r->V * sizeof(float));
+    r->timed = 0.0;
+    r->timed_steps = 0;
+    r->first_step = st->step;
+    r->eval_time.seconds = r->sample_time.seconds = 0.0;
+    r->eval_time.count = r->sample_time.count = 0;
+    memset(&r->phases, 0, sizeof(r->phases));
+    r->eval_ms = 0.0;
+}
+
+// what runs before step s trains: validation and HellaSwag when due, a sample when due
+static inline void train_evaluate(TrainRun *r, int s) {
+    const TrainArgs *a = r->a;
+    Backend *b = r->b;
+    const int last = s == r->M;
+    const int evaluate = r->have_val && (s % a->val_every == 0 || last);
+    const int sample = r->rank == 0 && a->sample_every > 0 && ((s > 0 && s % a->sample_every == 0) || last);
+    if (!evaluate && !sample) { return; }
+    const double te = llmc_wall_seconds();
+    if (b->range) { b->range("eval", 1); }
+    if (evaluate) {
+        double t0 = llmc_wall_seconds();
+        flight_where(s + 1, 0, last ? "the final validation" : "validation before the step");
+        float vl = train_val_loss(a, r->c, b, &r->val, r->inputs, r->targets, r->losses);
+        flight_where(s + 1, 0, last ? "the final HellaSwag" : "HellaSwag before the step");
+        float hsw = a->hellaswag_eval ? train_hellaswag(a, r->c, b, &r->hs) : -1.0f;
+        double dt = llmc_wall_seconds() - t0;
+        logger_eval(&r->lg, s, (long long)s * a->total_batch, vl, hsw, dt * 1000.0);
+        r->eval_time.seconds += dt;
+        r->eval_time.count++;
+    }
+    if (sample) {
+        double t0 = llmc_wall_seconds();
+        train_sample(a, b, &r->tok, &r->st.sample_rng, r->inputs, r->probs, r->sample_scratch);
+        r->sample_time.seconds += llmc_wall_seconds() - t0;
+        r->sample_time.count++;
+    }
+    if (b->range) { b->range(NULL, 0); }
+    r->eval_ms += (llmc_wall_seconds() - te) * 1000.0;
+}
+
+// rank 0's step line: loss, norm, lr, time, throughput, MFU where known, ETA, SKIPPED
+static inline void train_print_step(const TrainRun *r, const StepEnd *e, double dt, double tps, double mfu) {
+    const int step = r->st.step, M = r->M;
+    // the steps left at the mean step time, plus the evaluations and samples still to come at theirs
+    char eta[32] = "";
+    double left = r->timed_steps > 0 ? r->timed / r->timed_steps * (M - step) : 0.0;
+    left += events_left(step, M, r->have_val ? r->a->val_every : 0) * event_mean(&r->eval_time);
+    left += events_left(step, M, r->a->sample_every) * event_mean(&r->sample_time);
+    if (r->timed_steps > 0) { format_duration(eta, sizeof(eta), left); }
+    printf("step %d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s", step, M, e->loss, e->norm, e->lr,
+           dt * 1000.0, tps);
+    if (mfu >= 0) { printf(" | MFU %.1f%%", mfu); } else if (r->b->peak_flops < 0) { printf(" | MFU n/a"); }
+    printf(" | eta %s%s\n", r->timed_steps > 0 ? eta : "-", e->skipped ? " | SKIPPED" : "");
+    fflush(stdout);
+}
+
+/*
+ * Optimizer step s: A micro-steps on this rank, W ranks; then the step line, the logs, the guards'
+ * verdict. Returns 1 when the guards rolled the run back (-rb): it goes on from r->st.step.
+ */
+static inline int train_step(TrainRun *r, int s) {
+    const TrainArgs *a = r->a;
+    Backend *b = r->b;
+    TrainState *st = &r->st;
+    ckpt_fault("step", s + 1);
+    double t0 = llmc_wall_seconds();
+    double phase_ms[NUM_PHASES] = {0.0};
+    float dloss = 1.0f / ((float)r->B * r->T * r->A * r->W);
+    for (int k = 0; k < r->A; k++) {
+        flight_where(s + 1, k + 1, "forward and backward");
+        const double td = llmc_wall_seconds();
+        if (b->range) { b->range("data", 1); }
+        long long w = dataloader_train_window(a->overfit_batch ? 0 : (long long)s + st->data_skip, k, r->rank, r->W,
+                                              r->B, r->N);
+        dataloader_read(&r->train, w, r->B, r->inputs, r->targets);
+        if (b->range) { b->range(NULL, 0); }
+        phase_ms[PHASE_DATA] += (llmc_wall_seconds() - td) * 1000.0;
+        b->train_micro_step(b, r->inputs, r->targets, r->B, r->T, dloss, k, r->A);
+    }
+    StepEnd e;
+    train_step_end(&e, b, r->c, a, &r->sched, st, s, r->A);
+    double dt = llmc_wall_seconds() - t0;
+    if (s > r->first_step || r->M - r->first_step == 1) { r->timed += dt; r->timed_steps++; }  // the first step warms up
+    st->step = s + 1;
+    double tps = (double)a->total_batch / dt;
+    double mfu = b->peak_flops > 0 ? 100.0 * b->flops_per_token * tps / r->W / b->peak_flops : -1.0;
+    if (r->rank == 0) { train_print_step(r, &e, dt, tps, mfu); }
+    b->step_phases(b, phase_ms);
+    phase_ms[PHASE_EVAL] = r->eval_ms;
+    StepRecord rec = {s, (long long)st->step * a->total_batch, e.loss, e.lr, e.norm, dt * 1000.0, tps, mfu,
+                      e.skipped ? e.reason : NULL, phase_ms};
+    logger_step(&r->lg, &rec);
+    if (r->rank == 0 && a->phase_every > 0) {
+        phase_window_add(&r->phases, phase_ms, dt * 1000.0 + r->eval_ms, st->step);
+        if (st->step % a->phase_every == 0) { phase_window_print(&r->phases); }
+    }
+    r->eval_ms = 0.0;
+    if (!e.skipped) { return 0; }
+    if (r->rank == 0) { llmc_warn("step %d skipped: %s", st->step, e.reason); }
+    if (a->rollback_after > 0 && st->guard.consecutive >= a->rollback_after) {
+        train_rollback(a, r->c, b, &r->ckw, &r->lg, st, e.reason);
+        return 1;
+    }
+    if (st->guard.consecutive >= st->guard.max_consecutive) {
+        checkpoint_settle(&r->ckw, r->c, a->checkpoint_keep);  // the one in flight predates the divergence
+        llmc_die("%d consecutive steps skipped by the numeric guards (last: %s); the run is diverging: lower "
+                 "-l, raise -u, or resume from an earlier checkpoint", st->guard.consecutive, e.reason);
+    }
+    return 0;
+}
+
+/*
+ * After a step: the checkpoint in flight completed, a new one begun when due or when a signal asks
+ * to stop. One all-reduce tells every rank whether any rank got a signal, and whether the
+ * checkpoint being written in the background is done everywhere. Returns 1 to stop the run.
+ */
+static inline int train_checkpoint(TrainRun *r) {
+    const TrainArgs *a = r->a;
+    Comm *c = r->c;
+    TrainState *st = &r->st;
+    int flags[3] = {llmc_stop_signal != 0, 0, 0};
+    checkpoint_flags(&r->ckw, &flags[1], &flags[2]);
+    flight_where(st->step, 0, "the stop-signal agreement after the step");
+    c->allreduce_max_i32(c, flags, 3);
+    const int stop = flags[0];
+    flight_where(st->step, 0, "the checkpoint after the step");
+    if (r->ckw.in_flight && !flags[1]) { checkpoint_complete(&r->ckw, c, flags[2], a->checkpoint_keep); }
+    int want_ckpt = a->checkpoint_every > 0 && (st->step % a->checkpoint_every == 0 || st->step == r->M);
+    if (r->have_out && (want_ckpt || stop)) {
+        double tc = llmc_wall_seconds();
+        if (r->b->range) { r->b->range("checkpoint", 1); }
+        checkpoint_begin(&r->ckw, c, st, a->checkpoint_keep);
+        if (stop) { checkpoint_settle(&r->ckw, c, a->checkpoint_keep); }
+        if (r->b->range) { r->b->range(NULL, 0); }
+        r->eval_ms += (llmc_wall_seconds() - tc) * 1000.0;  // counted with the next step's evaluations
+    }
+    if (stop && r->rank == 0) {
+        if (r->have_out && r->ckw.newest == st->step) {
+            printf("stopped by a signal after step %d; checkpoint %d is in %s; to resume, run the same command with -y 1\n",
+                   st->step, st->step, a->output_dir);
+        } else if (!r->have_out) {
+            printf("stopped by a signal after step %d; nothing was saved (no -o); next time pass -o <dir> to be able to resume\n",
+                   st->step);
+        }
         fflush(stdout);
     }
+    return stop;
+}
 
-    int *inputs = (int *)mallocCheck((size_t)B * T * sizeof(int));  // train_buffer_bytes counts these five
-    int *targets = (int *)mallocCheck((size_t)B * T * sizeof(int));
-    float *losses = (float *)mallocCheck((size_t)B * T * sizeof(float));
-    float *probs = (float *)mallocCheck((size_t)V * sizeof(float));
-    float *sample_scratch = (float *)mallocCheck(2 * (size_t)V * sizeof(float));
-    double timed = 0.0;
-    int timed_steps = 0;
-    const int first_step = st.step;
-    EventTime eval_time = {0.0, 0}, sample_time = {0.0, 0};
-    PhaseWindow phases;
-    memset(&phases, 0, sizeof(phases));
-    double eval_ms = 0.0;  // evaluations, samples and checkpoints since the last step record
+// the last checkpoint completed; the mean step time; the host buffers, the logs and the tokenizer freed
+static inline void train_finish(TrainRun *r) {
+    flight_where(r->st.step, 0, "the last checkpoint");
+    checkpoint_settle(&r->ckw, r->c, r->a->checkpoint_keep);
+    checkpoint_require_last(&r->ckw, r->c, r->st.step);
+    ckpt_writer_free(&r->ckw);
+    if (r->rank == 0 && r->timed_steps > 0) {
+        printf("total average iteration time: %.3f ms\n", r->timed / r->timed_steps * 1000.0);
+    }
+    free(r->inputs); free(r->targets); free(r->losses); free(r->probs); free(r->sample_scratch);
+    logger_free(&r->lg);
+    if (r->tok.init_ok) { tokenizer_free(&r->tok); }
+}
 
-    // Start-up ends here. Until now SIGTERM/SIGINT end the process (nothing is written that a
-    // resume needs, and a start-up that waits, on a slow disk or a stuck rank, must stay killable);
-    // from here they stop the run after its step, with a checkpoint.
-    if (fault_due("start", 0)) { fflush(NULL); raise(SIGSTOP); }
-    signals_install();
+/*
+ * Run training (or, with --prompt, generate). Returns the process exit code (0: finished or stopped by a signal with a
+ * checkpoint written). Errors exit through llmc_die.
+ */
+static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
+    if (a->prompt[0]) {  // the generate mode: no data, no training
+        if (c->world_size > 1) { llmc_die("--prompt generates in one process; run it without mpirun/torchrun"); }
+        return generate_run(a, b);
+    }
+    TrainRun r;
+    memset(&r, 0, sizeof(r));
+    r.a = a; r.c = c; r.b = b;
+    r.W = c->world_size;
+    r.rank = c->rank;
+    r.A = args_grad_accum(a, r.W);
+    r.B = a->B; r.T = a->T; r.V = b->config.vocab_size;
+    r.N = a->total_batch / r.T;
+    r.have_out = a->output_dir[0] != '\0';
 
-    for (int s = st.step;; s++) {
-        int last = s == M;
-        const int evaluate = have_val && (s % a->val_every == 0 || last);
-        const int sample = rank == 0 && a->sample_every > 0 && ((s > 0 && s % a->sample_every == 0) || last);
-        const double te = llmc_wall_seconds();
-        if (b->range && (evaluate || sample)) { b->range("eval", 1); }
-        if (evaluate) {
-            double t0 = llmc_wall_seconds();
-            flight_where(s + 1, 0, last ? "the final validation" : "validation before the step");
-            float vl = train_val_loss(a, c, b, &val, inputs, targets, losses);
-            flight_where(s + 1, 0, last ? "the final HellaSwag" : "HellaSwag before the step");
-            float hsw = a->hellaswag_eval ? train_hellaswag(a, c, b, &hs) : -1.0f;
-            double dt = llmc_wall_seconds() - t0;
-            logger_eval(&lg, s, (long long)s * a->total_batch, vl, hsw, dt * 1000.0);
-            eval_time.seconds += dt;
-            eval_time.count++;
-        }
-        if (sample) {
-            double t0 = llmc_wall_seconds();
-            train_sample(a, b, &tok, &st.sample_rng, inputs, probs, sample_scratch);
-            sample_time.seconds += llmc_wall_seconds() - t0;
-            sample_time.count++;
-        }
-        if (evaluate || sample) {
-            if (b->range) { b->range(NULL, 0); }
-            eval_ms += (llmc_wall_seconds() - te) * 1000.0;
-        }
-        if (last) { break; }
-
-        // ---- one optimizer step: A micro-steps on this rank, W ranks
-        ckpt_fault("step", s + 1);
-        double t0 = llmc_wall_seconds();
-        double phase_ms[NUM_PHASES] = {0.0};
-        float dloss = 1.0f / ((float)B * T * A * W);
-        for (int k = 0; k < A; k++) {
-            flight_where(s + 1, k + 1, "forward and backward");
-            const double td = llmc_wall_seconds();
-            if (b->range) { b->range("data", 1); }
-            long long w = dataloader_train_window(a->overfit_batch ? 0 : (long long)s + st.data_skip, k, rank, W, B, N);
-            dataloader_read(&train, w, B, inputs, targets);
-            if (b->range) { b->range(NULL, 0); }
-            phase_ms[PHASE_DATA] += (llmc_wall_seconds() - td) * 1000.0;
-            b->train_micro_step(b, inputs, targets, B, T, dloss, k, A);
-        }
-        double loss_sum = b->step_loss_sum(b);
-        flight_where(s + 1, A, "the gradient reduction");
-        float norm = b->reduce_grads(b);
-        flight_where(s + 1, 0, "the loss sum");
-        c->allreduce_sum_f64(c, &loss_sum, 1);
-        float loss = (float)(loss_sum / ((double)A * W)) * guard_test_spike((long long)s + st.data_skip + 1);
-        float lr = lr_at(&sched, s);
-        char reason[256];
-        int skip = guard_check(&st.guard, loss, norm, reason, sizeof(reason));
-        if (!skip) {
-            flight_where(s + 1, 0, "the update");
-            st.opt_steps++;
-            float clip = 1.0f / (norm + 1e-6f);  // torch.nn.utils.clip_grad_norm_ with max_norm 1.0
-            b->update(b, lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, clip < 1.0f ? clip : 1.0f, st.opt_steps,
-                      a->seed * 6364136223846793005ULL + (unsigned long long)st.opt_steps);
-        }
-        double dt = llmc_wall_seconds() - t0;
-        if (s > first_step || M - first_step == 1) { timed += dt; timed_steps++; }  // the first step warms up
-        st.step = s + 1;
-        double tps = (double)a->total_batch / dt;
-        double mfu = b->peak_flops > 0 ? 100.0 * b->flops_per_token * tps / W / b->peak_flops : -1.0;
-        if (rank == 0) {
-            // the steps left at the mean step time, plus the evaluations and samples still to come at theirs
-            char eta[32] = "";
-            double left = timed_steps > 0 ? timed / timed_steps * (M - st.step) : 0.0;
-            left += events_left(st.step, M, have_val ? a->val_every : 0) * event_mean(&eval_time);
-            left += events_left(st.step, M, a->sample_every) * event_mean(&sample_time);
-            if (timed_steps > 0) { format_duration(eta, sizeof(eta), left); }
-            printf("step %d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s", st.step, M, loss, norm, lr,
-                   dt * 1000.0, tps);
-            if (mfu >= 0) { printf(" | MFU %.1f%%", mfu); } else if (b->peak_flops < 0) { printf(" | MFU n/a"); }
-            printf(" | eta %s%s\n", timed_steps > 0 ? eta : "-", skip ? " | SKIPPED" : "");
-            fflush(stdout);
-        }
-        b->step_phases(b, phase_ms);
-        phase_ms[PHASE_EVAL] = eval_ms;
-        StepRecord rec = {s, (long long)st.step * a->total_batch, loss, lr, norm, dt * 1000.0, tps, mfu, skip ? reason : NULL,
-                          phase_ms};
-        logger_step(&lg, &rec);
-        if (rank == 0 && a->phase_every > 0) {
-            phase_window_add(&phases, phase_ms, dt * 1000.0 + eval_ms, st.step);
-            if (st.step % a->phase_every == 0) { phase_window_print(&phases); }
-        }
-        eval_ms = 0.0;
-        if (skip) {
-            if (rank == 0) { llmc_warn("step %d skipped: %s", st.step, reason); }
-            if (a->rollback_after > 0 && st.guard.consecutive >= a->rollback_after) {
-                train_rollback(a, c, b, &ckw, &lg, &st, reason);
-                s = st.step - 1;  // the loop goes on from the checkpoint
+    train_open_data(&r);
+    if (!train_restore(&r)) {
+        train_prepare(&r);
+        // Start-up ends here. Until now SIGTERM/SIGINT end the process (nothing is written that a
+        // resume needs, and a start-up that waits, on a slow disk or a stuck rank, must stay
+        // killable); from here they stop the run after its step, with a checkpoint.
+        if (fault_due("start", 0)) { fflush(NULL); raise(SIGSTOP); }
+        signals_install();
+        for (int s = r.st.step;; s++) {
+            train_evaluate(&r, s);
+            if (s == r.M) { break; }
+            if (train_step(&r, s)) {
+                s = r.st.step - 1;  // rolled back: the loop goes on from the checkpoint
                 continue;
             }
-            if (st.guard.consecutive >= st.guard.max_consecutive) {
-                checkpoint_settle(&ckw, c, a->checkpoint_keep);  // the one in flight predates the divergence
-                llmc_die("%d consecutive steps skipped by the numeric guards (last: %s); the run is diverging: lower "
-                         "-l, raise -u, or resume from an earlier checkpoint", st.guard.consecutive, reason);
-            }
+            if (train_checkpoint(&r)) { break; }
         }
-
-        // ---- preemption and checkpoints: one all-reduce tells every rank whether any rank got a
-        // signal, and whether the checkpoint being written in the background is done everywhere
-        int flags[3] = {llmc_stop_signal != 0, 0, 0};
-        checkpoint_flags(&ckw, &flags[1], &flags[2]);
-        flight_where(st.step, 0, "the stop-signal agreement after the step");
-        c->allreduce_max_i32(c, flags, 3);
-        const int stop = flags[0];
-        flight_where(st.step, 0, "the checkpoint after the step");
-        if (ckw.in_flight && !flags[1]) { checkpoint_complete(&ckw, c, flags[2], a->checkpoint_keep); }
-        int want_ckpt = a->checkpoint_every > 0 && (st.step % a->checkpoint_every == 0 || st.step == M);
-        if (have_out && (want_ckpt || stop)) {
-            double tc = llmc_wall_seconds();
-            if (b->range) { b->range("checkpoint", 1); }
-            checkpoint_begin(&ckw, c, &st, a->checkpoint_keep);
-            if (stop) { checkpoint_settle(&ckw, c, a->checkpoint_keep); }
-            if (b->range) { b->range(NULL, 0); }
-            eval_ms += (llmc_wall_seconds() - tc) * 1000.0;  // counted with the next step's evaluations
-        }
-        if (stop) {
-            if (rank == 0) {
-                if (have_out && ckw.newest == st.step) {
-                    printf("stopped by a signal after step %d; checkpoint %d is in %s; to resume, run the same command with -y 1\n",
-                           st.step, st.step, a->output_dir);
-                } else if (!have_out) {
-                    printf("stopped by a signal after step %d; nothing was saved (no -o); next time pass -o <dir> to be able to resume\n",
-                           st.step);
-                }
-                fflush(stdout);
-            }
-            break;
-        }
+        train_finish(&r);
     }
-    flight_where(st.step, 0, "the last checkpoint");
-    checkpoint_settle(&ckw, c, a->checkpoint_keep);
-    checkpoint_require_last(&ckw, c, st.step);
-    ckpt_writer_free(&ckw);
-    if (rank == 0 && timed_steps > 0) {
-        printf("total average iteration time: %.3f ms\n", timed / timed_steps * 1000.0);
-    }
-    free(inputs); free(targets); free(losses); free(probs); free(sample_scratch);
-    logger_free(&lg);
-    if (tok.init_ok) { tokenizer_free(&tok); }
-    train_data_free(&train, have_val ? &val : NULL, a->hellaswag_eval ? &hs : NULL);
+    train_data_free(&r.train, r.have_val ? &r.val : NULL, a->hellaswag_eval ? &r.hs : NULL);
     return 0;
 }
 

@@ -13,6 +13,11 @@
  * and grads buffers are allocated with W*S elements (the tail past P is zero padding), so that
  * the bf16 all-gather of the updated parameters is NCCL's in-place form (rank r sends
  * params + r*S). Without ZeRO every rank holds everything (S = P).
+ * With Muon (-opt muon) a rank must hold whole block matrices: the boundaries move to matrix
+ * edges (muon_zero_shard, llmc/muon.h), the shards are of unequal length, and the collectives
+ * take per-rank counts (NCCL: the same bucketed reduce-scatter, whose sends follow the shard
+ * boundaries, and the gather as one broadcast per rank; MPI: MPI_Reduce_scatter and
+ * MPI_Allgatherv), on unpadded buffers.
  *
  * Backends (-pb):
  *   nccl  The reduction of layer l is launched as soon as its gradients are final, on the last
@@ -46,6 +51,7 @@
 #include "global_norm.cuh"
 #include "model_io.h"
 #include "comm.h"
+#include "muon.h"
 #include "nccl_comm.cuh"
 
 typedef enum { GRAD_REDUCE_NONE = 0, GRAD_REDUCE_NCCL = 1, GRAD_REDUCE_MPI = 2 } GradReduceKind;
@@ -86,6 +92,31 @@ static inline int zero_layer_slices(const GPT2Config *c, int l, size_t off[12], 
         for (int j = 0; j < 4; j++) { off[n] = start[rest[j]]; len[n] = sizes[rest[j]]; n++; }
     }
     return n;
+}
+
+/*
+ * The shard boundaries of W ranks (W + 1 entries): rank s holds [bounds[s], bounds[s + 1]) of the
+ * P parameters; the even shards of zero_shard, or with Muon (muon != 0) whole block matrices
+ * (muon_zero_shard, llmc/muon.h).
+ */
+static inline void zero_bounds(const GPT2Config *c, int W, int muon, size_t *bounds) {
+    const size_t P = gpt2_num_params(c);
+    for (int r = 0; r < W; r++) {
+        size_t S, padded, cnt;
+        if (muon && W > 1) { muon_zero_shard(c, W, r, &bounds[r], &cnt); }
+        else { zero_shard(P, W, r, 1, &S, &padded, &bounds[r], &cnt); }
+    }
+    bounds[W] = P;
+}
+
+// the rank whose shard holds parameter `flat` (the last s with bounds[s] <= flat: empty shards never)
+static inline int zero_owner(const size_t *bounds, int W, size_t flat) {
+    int lo = 0, hi = W - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (bounds[mid] <= flat) { lo = mid; } else { hi = mid - 1; }
+    }
+    return lo;
 }
 
 // ---- ZeRO-1's reduce-scatter layout (the top comment): buckets, and where each sum goes
@@ -149,13 +180,13 @@ static inline int zero_buckets(const GPT2Config *c, int l, int W, ZeroBucket *ou
 }
 
 /*
- * Rank `rank`'s transfers after bucket b's reduce-scatter, with W ranks and shards of S: for every
- * holder p (block p = bucket positions [p*q, (p+1)*q)) and every piece of the bucket, the part of
- * block p that lies in owner s's shard [s*S, (s+1)*S) is one run: sent by p, received by s (a
+ * Rank `rank`'s transfers after bucket b's reduce-scatter, with W ranks and the shards of
+ * zero_bounds: for every holder p (block p = bucket positions [p*q, (p+1)*q)) and every piece of
+ * the bucket, the part of block p that lies in owner s's shard [bounds[s], bounds[s+1]) is one run: sent by p, received by s (a
  * copy when p == s). Runs are enumerated in one global order, so the sends of p to s and the
  * receives of s from p pair up in order. Writes to out when not NULL; returns the count.
  */
-static inline int zero_bucket_runs(const ZeroBucket *b, int W, int rank, size_t S, ZeroRun *out) {
+static inline int zero_bucket_runs(const ZeroBucket *b, int W, int rank, const size_t *bounds, ZeroRun *out) {
     int n = 0;
     for (int p = 0; p < W; p++) {
         const size_t blo = (size_t)p * b->q, bhi = blo + b->q < b->n ? blo + b->q : b->n;
@@ -164,8 +195,8 @@ static inline int zero_bucket_runs(const ZeroBucket *b, int W, int rank, size_t 
             size_t lo = pc->pos > blo ? pc->pos : blo, hi = pc->pos + pc->len < bhi ? pc->pos + pc->len : bhi;
             while (lo < hi) {
                 const size_t flat = pc->flat + (lo - pc->pos);
-                const int s = (int)(flat / S);
-                size_t end = ((size_t)s + 1) * S - pc->flat + pc->pos;  // the bucket position where shard s ends
+                const int s = zero_owner(bounds, W, flat);
+                size_t end = bounds[s + 1] - pc->flat + pc->pos;  // the bucket position where shard s ends
                 if (end > hi) { end = hi; }
                 if (p == rank || s == rank) {
                     if (out) {
@@ -186,6 +217,7 @@ static inline int zero_bucket_runs(const ZeroBucket *b, int W, int rank, size_t 
 typedef struct {
     GradReduceKind kind;
     int rank, world_size, zero;
+    int uneven;             // ZeRO-1 with Muon: shards of whole matrices (muon_zero_shard), unequal lengths
     GPT2Config config;
     size_t num_params;      // P
     size_t shard;           // S (= P without ZeRO-1)
@@ -211,10 +243,23 @@ typedef struct {
 #endif
     uint16_t *host_bf16;    // MPI: padded bf16, pinned
     float *host_f32;        // MPI: padded fp32
+    int *counts, *displs;   // MPI with uneven shards: every rank's shard length and offset
 } GradReducer;
 
-// sizes only: fills the shard arithmetic so that the model can size its buffers; no allocation
-static inline void grad_reduce_plan(GradReducer *red, GradReduceKind kind, Comm *c, int zero, const GPT2Config *config) {
+// the flat range [*lo, *lo + *cnt) of rank r's shard
+static inline void grad_reduce_rank_range(const GradReducer *red, int r, size_t *lo, size_t *cnt) {
+    if (red->uneven) {
+        muon_zero_shard(&red->config, red->world_size, r, lo, cnt);
+        return;
+    }
+    size_t S, padded;
+    zero_shard(red->num_params, red->world_size, r, red->zero, &S, &padded, lo, cnt);
+}
+
+// sizes only: fills the shard arithmetic so that the model can size its buffers; no allocation.
+// muon: -opt muon (shards of whole block matrices under ZeRO-1)
+static inline void grad_reduce_plan(GradReducer *red, GradReduceKind kind, Comm *c, int zero, int muon,
+                                    const GPT2Config *config) {
     memset(red, 0, sizeof(*red));
     red->kind = kind;  // GRAD_REDUCE_NONE for one process, except NCCL forced onto a 1-rank communicator
     red->rank = c->rank;
@@ -227,6 +272,17 @@ static inline void grad_reduce_plan(GradReducer *red, GradReduceKind kind, Comm 
     if (kind == GRAD_REDUCE_NCCL && zero) {
         const size_t W = (size_t)c->world_size;
         red->staging = W * ((zero_layer_elems(config) + W - 1) / W);  // W blocks of the largest bucket's q
+    }
+    if (zero && muon && c->world_size > 1) {
+        red->uneven = 1;
+        red->padded = red->num_params;
+        red->shard = 0;  // the longest shard (the MPI count check)
+        for (int r = 0; r < c->world_size; r++) {
+            size_t lo, cnt;
+            grad_reduce_rank_range(red, r, &lo, &cnt);
+            if (cnt > red->shard) { red->shard = cnt; }
+        }
+        grad_reduce_rank_range(red, c->rank, &red->offset, &red->count);
     }
 }
 
@@ -262,12 +318,15 @@ static inline void grad_reduce_init(GradReducer *red, void *nccl) {
             for (int l = 0; l <= L; l++) { red->first[l + 1] = red->first[l] + zero_buckets(&red->config, l, W, NULL); }
             red->buckets = (ZeroBucket *)mallocCheck((size_t)red->first[L + 1] * sizeof(ZeroBucket));
             for (int l = 0; l <= L; l++) { zero_buckets(&red->config, l, W, red->buckets + red->first[l]); }
+            size_t *bounds = (size_t *)mallocCheck((size_t)(W + 1) * sizeof(size_t));
+            zero_bounds(&red->config, W, red->uneven, bounds);
             for (int i = 0; i < red->first[L + 1]; i++) {
                 ZeroBucket *b = &red->buckets[i];
-                b->nruns = zero_bucket_runs(b, W, red->rank, red->shard, NULL);
+                b->nruns = zero_bucket_runs(b, W, red->rank, bounds, NULL);
                 b->runs = (ZeroRun *)mallocCheck((size_t)(b->nruns > 0 ? b->nruns : 1) * sizeof(ZeroRun));
-                zero_bucket_runs(b, W, red->rank, red->shard, b->runs);
+                zero_bucket_runs(b, W, red->rank, bounds, b->runs);
             }
+            free(bounds);
             cudaCheck(cudaMalloc((void **)&red->staging_buf, red->staging * sizeof(floatX)));
         }
     }
@@ -282,6 +341,19 @@ static inline void grad_reduce_init(GradReducer *red, void *nccl) {
         }
         cudaCheck(cudaMallocHost((void **)&red->host_bf16, red->padded * sizeof(uint16_t)));
         red->host_f32 = (float *)mallocCheck(red->padded * sizeof(float));
+        if (red->uneven) {
+            red->counts = (int *)mallocCheck((size_t)red->world_size * sizeof(int));
+            red->displs = (int *)mallocCheck((size_t)red->world_size * sizeof(int));
+            for (int r = 0; r < red->world_size; r++) {
+                size_t lo, cnt;
+                grad_reduce_rank_range(red, r, &lo, &cnt);
+                if (lo > (size_t)INT_MAX) {
+                    llmc_die("-pb mpi -z 1 -opt muon: %zu parameters exceed MPI's int offsets; use -pb nccl", red->num_params);
+                }
+                red->counts[r] = (int)cnt;
+                red->displs[r] = (int)lo;
+            }
+        }
 #else
         llmc_die("-pb mpi needs a build with MPI (mpicc found at build time) and a launch by mpirun");
 #endif
@@ -310,6 +382,8 @@ static inline void grad_reduce_free(GradReducer *red) {
 #endif
     if (red->host_bf16) { cudaCheck(cudaFreeHost(red->host_bf16)); }
     free(red->host_f32);
+    free(red->counts);
+    free(red->displs);
 }
 
 /*
@@ -448,10 +522,16 @@ static inline void grad_reduce_finish(GradReducer *red, floatX *grads, cudaStrea
             cudaCheck(cudaMemcpyAsync(grads, red->host_bf16, P * sizeof(uint16_t), cudaMemcpyHostToDevice, main));
         } else {
             for (size_t i = P; i < red->padded; i++) { red->host_f32[i] = 0.0f; }
-            // in place: the whole array in, this rank's S sums at the start
-            COMM_MPI_RUN(red->comm, "MPI_Reduce_scatter", red->padded * sizeof(float),
-                         MPI_Ireduce_scatter_block(MPI_IN_PLACE, red->host_f32, (int)red->shard, MPI_FLOAT, MPI_SUM,
-                                                   MPI_COMM_WORLD, &req_));
+            // in place: the whole array in, this rank's sums at the start
+            if (red->uneven) {
+                COMM_MPI_RUN(red->comm, "MPI_Reduce_scatter", red->padded * sizeof(float),
+                             MPI_Ireduce_scatter(MPI_IN_PLACE, red->host_f32, red->counts, MPI_FLOAT, MPI_SUM,
+                                                 MPI_COMM_WORLD, &req_));
+            } else {
+                COMM_MPI_RUN(red->comm, "MPI_Reduce_scatter", red->padded * sizeof(float),
+                             MPI_Ireduce_scatter_block(MPI_IN_PLACE, red->host_f32, (int)red->shard, MPI_FLOAT, MPI_SUM,
+                                                       MPI_COMM_WORLD, &req_));
+            }
             grad_mpi_f32_to_bf16(red->host_bf16, red->host_f32, red->count);
             if (red->count > 0) {
                 cudaCheck(cudaMemcpyAsync(grads + red->offset, red->host_bf16, red->count * sizeof(uint16_t),
@@ -501,23 +581,39 @@ static inline void grad_reduce_gather_params(GradReducer *red, floatX *params, c
         NcclContext *ctx = red->nccl;
         cudaCheck(cudaEventRecord(red->update_done, main));
         stream_wait_event(ctx->stream, red->update_done, 3);
-        const size_t mine = red->shard * (size_t)red->rank;
-        nccl_debug_scramble(ctx, params, &mine, &red->shard, 1);
         red->gather_flight = flight_begin("ncclAllGather(params)", (long long)(red->padded * sizeof(floatX)));
-        ncclCheck(ncclAllGather(params + mine, params, red->shard, ncclBfloat16, ctx->comm, ctx->stream));
+        if (red->uneven) {  // shards of unequal length: each rank's shard broadcast from it, in place
+            ncclCheck(ncclGroupStart());
+            for (int r = 0; r < red->world_size; r++) {
+                size_t lo, cnt;
+                grad_reduce_rank_range(red, r, &lo, &cnt);
+                if (cnt > 0) { ncclCheck(ncclBroadcast(params + lo, params + lo, cnt, ncclBfloat16, r, ctx->comm, ctx->stream)); }
+            }
+            ncclCheck(ncclGroupEnd());
+        } else {
+            const size_t mine = red->shard * (size_t)red->rank;
+            nccl_debug_scramble(ctx, params, &mine, &red->shard, 1);
+            ncclCheck(ncclAllGather(params + mine, params, red->shard, ncclBfloat16, ctx->comm, ctx->stream));
+        }
         nccl_wait_issued(ctx, "the parameter all-gather");
         cudaCheck(cudaEventRecord(red->gathered, ctx->stream));
         stream_wait_event(main, red->gathered, 4);
 #endif
     } else {
 #ifdef USE_MPI
-        const size_t S = red->shard;
-        uint16_t *mine = red->host_bf16 + S * (size_t)red->rank;
-        cudaCheck(cudaMemcpyAsync(mine, params + S * (size_t)red->rank, S * sizeof(uint16_t), cudaMemcpyDeviceToHost, main));
+        const size_t S = red->shard, lo = red->uneven ? red->offset : S * (size_t)red->rank;
+        const size_t mine_n = red->uneven ? red->count : S;
+        cudaCheck(cudaMemcpyAsync(red->host_bf16 + lo, params + lo, mine_n * sizeof(uint16_t), cudaMemcpyDeviceToHost, main));
         cudaCheck(cudaStreamSynchronize(main));
-        COMM_MPI_RUN(red->comm, "MPI_Allgather(bf16)", red->padded * sizeof(uint16_t),
-                     MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, red->host_bf16, (int)S, MPI_UINT16_T,
-                                    MPI_COMM_WORLD, &req_));
+        if (red->uneven) {
+            COMM_MPI_RUN(red->comm, "MPI_Allgatherv(bf16)", red->padded * sizeof(uint16_t),
+                         MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, red->host_bf16, red->counts, red->displs,
+                                         MPI_UINT16_T, MPI_COMM_WORLD, &req_));
+        } else {
+            COMM_MPI_RUN(red->comm, "MPI_Allgather(bf16)", red->padded * sizeof(uint16_t),
+                         MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, red->host_bf16, (int)S, MPI_UINT16_T,
+                                        MPI_COMM_WORLD, &req_));
+        }
         cudaCheck(cudaMemcpyAsync(params, red->host_bf16, red->padded * sizeof(uint16_t), cudaMemcpyHostToDevice, main));
         cudaCheck(cudaStreamSynchronize(main));  // the host buffer is rewritten by the next reduction
 #endif

@@ -16,7 +16,14 @@
 #           per step on 8 GPUs and on 2 nodes, with and without the overlap;
 #   d48     GPT-2 1.5B, T = 1024: ours at the largest B that fits with -r 1 and with -r 2 (the
 #           trainer's memory check decides before allocating, so a B that does not fit costs
-#           seconds), llm.c at ours' -r 1 B (else half of it), and build/bench_layers at that B.
+#           seconds), llm.c at ours' -r 1 B (else half of it), and build/bench_layers at that B;
+#   muon    -opt muon against AdamW on d12, T = 1024, B = 64 (65,536 tokens per step), the same seed,
+#           data order and schedule (MUON_STEPS steps, 30 warmup, cosine to 0.1, -c 0), val loss
+#           every 50 steps: AdamW at -l 6e-4, Muon at -ml 0.02 (-l 6e-4 for the parameters AdamW
+#           keeps). On the book corpus when data/books holds it (carry it: dev/data/books.sh),
+#           else on random tokens, where only the timing means something. dev/bench/muon_curves.py
+#           then prints the final val losses, the tokens Muon needs to reach AdamW's final val loss,
+#           and the step-time overhead of Muon (median ms per step after the warm-up; target < 3%).
 # Each run's GPU memory is sampled by nvidia-smi (the same measure for both trainers).
 # dev/bench/gpu_summary.py then prints every run (ms/step, tok/s, MFU, peak memory), the ratio
 # ours / llm.c per pair and the rows for dev/bench/RESULTS.md, and appends the pairs to
@@ -25,8 +32,9 @@
 # (llmc/gpu_peak.h: 989 TFLOP/s on an H100 SXM or H200): llm.c's FLOP count, which is also the
 # trainer's (llmc/model_io.h); the summary checks that our step lines agree.
 #
-# usage: dev/bench/bench_gpu.sh [d12] [attention] [gelu] [layers] [d48]
+# usage: dev/bench/bench_gpu.sh [d12] [attention] [gelu] [layers] [d48] [muon]
 #   env: BENCH_OUT (build/bench), LLMC_COMMIT (the commit in the rows; default git HEAD), STEPS (40),
+#        MUON_STEPS (300),
 #        WARMUP (10), D12_BS ("16 32 64"), RECOMPUTE (-r of the d12 runs, 1), CUDA_ARCHS (90a),
 #        OURS_ARGS (more flags for our trainer), LLMC_BIN, BENCH_NO_BUILD (see the builds), and what
 #        make reads (NCCL_HOME, PYTHON, ...)
@@ -45,7 +53,7 @@ COMMIT=${LLMC_COMMIT:-$(git rev-parse --short HEAD 2> /dev/null || echo unknown)
 PARTS=("$@")
 [ ${#PARTS[@]} -eq 0 ] && PARTS=(d12 attention gelu layers d48)
 for p in "${PARTS[@]}"; do
-    case $p in d12|attention|gelu|layers|d48) ;; *) bench_error "unknown part '$p' (parts: d12 attention gelu layers d48)";; esac
+    case $p in d12|attention|gelu|layers|d48|muon) ;; *) bench_error "unknown part '$p' (parts: d12 attention gelu layers d48 muon)";; esac
 done
 has() { local p; for p in "${PARTS[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 
@@ -158,6 +166,23 @@ if has d48; then
     fi
     if [ -n "$B1" ]; then layers "$OUTB/layers_d48_b$B1.log" -e d48 -b "$B1" -t 1024 -r 1 -x 3; fi
     B2=$(largest 2 96 80 64 48 32 16); echo "  ours -r 2: ${B2:+B=}${B2:-no B fits (see $OUTB/d48)}"
+fi
+
+if has muon; then
+    MS=${MUON_STEPS:-300}
+    [[ "$MS" =~ ^[1-9][0-9]*$ ]] || bench_error "MUON_STEPS=$MS: expected a number of steps"
+    rm -rf "$OUTB/muon" && mkdir -p "$OUTB/muon"
+    DATA=(-i "$SHARD" -j "$SHARD")
+    if ls data/books/books_train_*.bin > /dev/null 2>&1; then DATA=(-i "data/books/books_train_*.bin" -j "data/books/books_val_*.bin")
+    else echo "  (no data/books: random tokens, only the step times mean something)"; fi
+    MCOMMON=("${DATA[@]}" -e d12 -b 64 -t 1024 -d 65536 -x "$MS" -u 30 -k cosine -q 0.1 -c 0 -v 50 -m 8 -s 0 -rs 1337 -l 6e-4)
+    echo "== -opt muon vs adamw: d12, B=64, T=1024, $MS steps each"
+    for run in adamw_6e-4 muon_0.02; do
+        flags=(); [ "$run" = muon_0.02 ] && flags=(-opt muon -ml 0.02)
+        timeout 540 ./train_gpt2cu "${MCOMMON[@]}" "${flags[@]}" -o "$OUTB/muon/$run" > "$OUTB/muon/$run.out" 2>&1 \
+            || { echo "  $run: exit $?: $(tail -1 "$OUTB/muon/$run.out" | cut -c1-200)"; rc=1; }
+    done
+    $PY dev/bench/muon_curves.py "$OUTB/muon" --step-ms 10 -o "$OUTB/muon/muon_d12.png" || rc=1
 fi
 
 # the summary of the parts run now (d48's runs have 10 steps, 3 of them warm-up)

@@ -13,7 +13,6 @@
  *   params without master weights: within one bf16 ulp of the double reference.
  *   ZeRO-1 shards: two shard updates ([0, s) and [s, total), shard-local m/v/master, s odd and
  *       inside a tensor) give the same bits as one full update.
- *   a NaN or inf device scale skips the step: every buffer unchanged, bitwise.
  *   determinism: a second update from the same state is bitwise identical.
  *   casts: bf16 -> fp32 exact; fp32 -> bf16 equal to the host's round-to-nearest-even.
  *
@@ -56,28 +55,22 @@ static void compare_states(const char *what, void **a, void **b, size_t n) {
 
 static void free_bytes(void **x) { for (int i = 0; i < 4; i++) { free(x[i]); } }
 
-// the bf16 neighbours of f: toward zero (truncation) and the next one away from zero
-static inline void bf16_neighbours(float f, float *lo, float *hi) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof(u));
-    uint32_t t = u & 0xffff0000u;
-    memcpy(lo, &t, sizeof(t));
-    if ((u & 0xffffu) == 0) { *hi = *lo; return; }
-    t += 0x10000u;
-    memcpy(hi, &t, sizeof(t));
-}
-
 int main(void) {
     workbench_init("adamw");
     // GPT-2 124M; under the simulator a one-layer C=64 model with a small vocabulary
     GPT2Config config = WB_SIM ? GPT2Config{32, 300, 384, 1, 4, 64} : GPT2Config{1024, 50257, 50304, 12, 12, 768};
     const size_t n = gpt2_num_params(&config);
     AdamWDecayTable table;
-    adamw_decay_table_gpt2(&table, &config);
+    adamw_decay_table_gpt2(&table, &config, 0);
     printf("%s: %zu parameters, decay table of %d ranges\n", WB_SIM ? "simulator model" : "GPT-2 124M", n, table.count);
-    const float lr = 6e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, wd = 0.1f, host_scale = 0.5f, dev_scale = 0.8f;
-    const int t = 3;
-    const unsigned long long seed = 0x1234567890abcdefull;
+    // the settings as the training loop fills them (llmc/optimizer.h), with a clip scale below 1
+    OptSettings o;
+    memset(&o, 0, sizeof(o));
+    o.lr = 6e-4f; o.beta1 = OPT_BETA1; o.beta2 = OPT_BETA2; o.eps = OPT_EPS; o.weight_decay = 0.1f; o.grad_scale = 0.4f;
+    o.t = 3;
+    o.seed = 0x1234567890abcdefull;
+    const double lr = o.lr, beta1 = o.beta1, beta2 = o.beta2, eps = o.eps, wd = o.weight_decay, scale = o.grad_scale;
+    const int t = o.t;
 
     // the starting state
     float *p0 = host_uniform_bf16(n, -0.1f, 0.1f, 61), *g0 = host_uniform_bf16(n, -1e-2f, 1e-2f, 62);
@@ -108,13 +101,11 @@ int main(void) {
     s.m = (float *)device_alloc(n * sizeof(float));
     s.v = (float *)device_alloc(n * sizeof(float));
     s.master = (float *)device_alloc(n * sizeof(float));
-    float *d_scale = (float *)device_alloc(sizeof(float));
-    cudaCheck(cudaMemcpy(d_scale, &dev_scale, sizeof(float), cudaMemcpyHostToDevice));
 
     // 1. with master weights, against the double reference
     printf("case with fp32 master weights\n");
     state_upload(&s, p0, g0, m0, v0, master0, n);
-    adamw_update(s.params, s.master, s.grads, s.m, s.v, 0, n, &table, lr, beta1, beta2, eps, wd, t, host_scale, d_scale, seed, 0);
+    adamw_update(s.params, s.master, s.grads, s.m, s.v, 0, n, &table, &o, 0);
     float *gm = (float *)mallocCheck(n * sizeof(float)), *gv = (float *)mallocCheck(n * sizeof(float)),
           *gmaster = (float *)mallocCheck(n * sizeof(float)), *gp = (float *)mallocCheck(n * sizeof(float));
     download_f32(gm, s.m, n);
@@ -125,7 +116,7 @@ int main(void) {
           *rp = (float *)mallocCheck(n * sizeof(float));
     const double bc1 = 1.0 - pow(beta1, t), bc2 = 1.0 - pow(beta2, t);
     for (size_t i = 0; i < n; i++) {
-        const double g = (double)g0[i] * host_scale * dev_scale;
+        const double g = (double)g0[i] * scale;
         const double m = beta1 * (double)m0[i] + (1.0 - beta1) * g, v = beta2 * (double)v0[i] + (1.0 - beta2) * g * g;
         rm[i] = (float)m;
         rv[i] = (float)v;
@@ -159,7 +150,7 @@ int main(void) {
     void *a[4], *b[4];
     state_bytes(a, &s, n);
     state_upload(&s, p0, g0, m0, v0, master0, n);
-    adamw_update(s.params, s.master, s.grads, s.m, s.v, 0, n, &table, lr, beta1, beta2, eps, wd, t, host_scale, d_scale, seed, 0);
+    adamw_update(s.params, s.master, s.grads, s.m, s.v, 0, n, &table, &o, 0);
     state_bytes(b, &s, n);
     compare_states("second run", a, b, n);
     free_bytes(b);
@@ -167,39 +158,22 @@ int main(void) {
     // 3. ZeRO-1 shards: [0, split) and [split, n) with shard-local m, v, master
     const size_t split = n / 3 + 5;
     state_upload(&s, p0, g0, m0, v0, master0, n);
-    adamw_update(s.params, s.master, s.grads, s.m, s.v, 0, split, &table, lr, beta1, beta2, eps, wd, t, host_scale, d_scale,
-                 seed, 0);
-    adamw_update(s.params, s.master + split, s.grads, s.m + split, s.v + split, split, n - split, &table, lr, beta1, beta2,
-                 eps, wd, t, host_scale, d_scale, seed, 0);
+    adamw_update(s.params, s.master, s.grads, s.m, s.v, 0, split, &table, &o, 0);
+    adamw_update(s.params, s.master + split, s.grads, s.m + split, s.v + split, split, n - split, &table, &o, 0);
     state_bytes(b, &s, n);
     compare_states("two shards == one full update", a, b, n);
     free_bytes(b);
 
-    // 4. a non-finite device scale skips the step
-    void *start[4];
-    state_upload(&s, p0, g0, m0, v0, master0, n);
-    state_bytes(start, &s, n);
-    const float bad_scales[2] = {NAN, INFINITY};
-    for (int k = 0; k < 2; k++) {
-        cudaCheck(cudaMemcpy(d_scale, &bad_scales[k], sizeof(float), cudaMemcpyHostToDevice));
-        adamw_update(s.params, s.master, s.grads, s.m, s.v, 0, n, &table, lr, beta1, beta2, eps, wd, t, host_scale, d_scale,
-                     seed, 0);
-        state_bytes(b, &s, n);
-        compare_states(k == 0 ? "NaN scale skips the step" : "inf scale skips the step", start, b, n);
-        free_bytes(b);
-    }
-    cudaCheck(cudaMemcpy(d_scale, &dev_scale, sizeof(float), cudaMemcpyHostToDevice));
-
-    // 5. without master weights: params read and written in bf16
+    // 4. without master weights: params read and written in bf16
     printf("case without master weights\n");
     state_upload(&s, p0, g0, m0, v0, NULL, n);
-    adamw_update(s.params, NULL, s.grads, s.m, s.v, 0, n, &table, lr, beta1, beta2, eps, wd, t, host_scale, d_scale, seed, 0);
+    adamw_update(s.params, NULL, s.grads, s.m, s.v, 0, n, &table, &o, 0);
     download_bf16(gp, s.params, n);
     download_f32(gm, s.m, n);
     {
         float *tol = (float *)mallocCheck(n * sizeof(float));
         for (size_t i = 0; i < n; i++) {
-            const double g = (double)g0[i] * host_scale * dev_scale;
+            const double g = (double)g0[i] * scale;
             const double m = beta1 * (double)m0[i] + (1.0 - beta1) * g, v = beta2 * (double)v0[i] + (1.0 - beta2) * g * g;
             rp[i] = (float)(p0[i] - lr * ((m / bc1) / (sqrt(v / bc2) + eps) + (decay[i] ? wd : 0.0) * p0[i]));
             float lo, hi;
@@ -211,7 +185,7 @@ int main(void) {
         free(tol);
     }
 
-    // 6. casts
+    // 5. casts
     printf("case casts\n");
     {
         floatX *d_bf = (floatX *)device_alloc(n * sizeof(floatX));
@@ -230,26 +204,23 @@ int main(void) {
         free(got); free(ref); free(back); free(expect);
     }
 
-    // 7. timing (not under the simulator): per parameter, with master weights: read grad 2, master 4, m 4, v 4; write
+    // 6. timing (not under the simulator): per parameter, with master weights: read grad 2, master 4, m 4, v 4; write
     // master 4, m 4, v 4, param 2 bytes; without: read grad 2, param 2, m 4, v 4; write param 2, m 4, v 4
     if (!WB_SIM) {
         state_upload(&s, p0, g0, m0, v0, master0, n);
         float ms = time_ms([&] {
-            adamw_update(s.params, s.master, s.grads, s.m, s.v, 0, n, &table, lr, beta1, beta2, eps, wd, t, host_scale, d_scale,
-                         seed, 0);
+            adamw_update(s.params, s.master, s.grads, s.m, s.v, 0, n, &table, &o, 0);
         }, 20);
         report_bandwidth("adamw_update, master weights (28 B/param)", ms, 28.0 * n);
         ms = time_ms([&] {
-            adamw_update(s.params, NULL, s.grads, s.m, s.v, 0, n, &table, lr, beta1, beta2, eps, wd, t, host_scale, d_scale,
-                         seed, 0);
+            adamw_update(s.params, NULL, s.grads, s.m, s.v, 0, n, &table, &o, 0);
         }, 20);
         report_bandwidth("adamw_update, bf16 params only (22 B/param)", ms, 22.0 * n);
     }
 
     free_bytes(a);
-    free_bytes(start);
     cudaCheck(cudaFree(s.params)); cudaCheck(cudaFree(s.grads)); cudaCheck(cudaFree(s.m)); cudaCheck(cudaFree(s.v));
-    cudaCheck(cudaFree(s.master)); cudaCheck(cudaFree(d_scale));
+    cudaCheck(cudaFree(s.master));
     free(p0); free(g0); free(m0); free(v0); free(master0); free(decay); free(gm); free(gv); free(gmaster); free(gp);
     free(rm); free(rv); free(rp);
     return workbench_finish("adamw");

@@ -35,6 +35,18 @@ static int wb_failures = 0;
 
 static inline float round_bf16(float f) { return bf16_to_float(float_to_bf16(f)); }
 
+// the bf16 neighbours of f: toward zero (truncation) and the next one away from zero (the two values
+// a stochastic rounding of f may give)
+static inline void bf16_neighbours(float f, float *lo, float *hi) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    uint32_t t = u & 0xffff0000u;
+    memcpy(lo, &t, sizeof(t));
+    if ((u & 0xffffu) == 0) { *hi = *lo; return; }
+    t += 0x10000u;
+    memcpy(hi, &t, sizeof(t));
+}
+
 // ----------------------------------------------------------------------------
 // seeded random numbers (llmc/utils.h's splitmix64): the same data on every run and machine
 

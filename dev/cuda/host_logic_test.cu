@@ -6,7 +6,10 @@
  *     summation order (emulate.h) agrees with double sums;
  *   - the AdamW weight-decay table (llmc/adamw.cuh): GPT-2 tables merge to the expected ranges,
  *     the per-index lookup matches gpt2_param_is_decayed at every tensor's first and last
- *     element, malformed range lists are rejected;
+ *     element (with -opt muon: ADAMW_SKIP on the blocks' matrices), malformed range lists are
+ *     rejected;
+ *   - ZeRO-1 shards with Muon (llmc/muon.h): they tile the parameters, no block matrix is split,
+ *     and each boundary is within half a matrix of the even split's;
  *   - the CPU emulation of the gradient-norm order (emulate.h) agrees with double sums;
  *   - the warps-per-block rule of the LayerNorm backward;
  *   - the checks' running maximum (nan_max.h) keeps a NaN, and check_close's max|diff| shows an
@@ -145,14 +148,15 @@ static void test_encoder_plan(void) {
     free(inp); free(dout); free(dwte); free(dwpe); free(ref_wte); free(ref_wpe); free(acc);
 }
 
-static void test_decay_table_for(const char *name, GPT2Config config, int expected_ranges) {
+static void test_decay_table_for(const char *name, GPT2Config config, int expected_ranges, int muon) {
     AdamWDecayTable table;
-    adamw_decay_table_gpt2(&table, &config);
+    adamw_decay_table_gpt2(&table, &config, muon);
     size_t sizes[NUM_PARAMETER_TENSORS], off = 0;
     gpt2_param_sizes(sizes, &config);
     int ok = table.count == expected_ranges && adamw_decay_table_total(&table) == gpt2_num_params(&config);
     for (int k = 0; ok && k < NUM_PARAMETER_TENSORS; k++) {
-        const int want = gpt2_param_is_decayed(k);
+        const int block_matrix = k == 4 || k == 6 || k == 10 || k == 12;  // qkvw attprojw fcw fcprojw
+        const int want = muon && block_matrix ? ADAMW_SKIP : gpt2_param_is_decayed(k);
         if (adamw_decay_of(table, off) != want || adamw_decay_of(table, off + sizes[k] - 1) != want) { ok = 0; }
         off += sizes[k];
     }
@@ -166,9 +170,12 @@ static void test_decay_table(void) {
     printf("AdamW weight-decay table\n");
     // runs of equal decay in file order: [wte wpe] [ln1w ln1b] [qkvw] [qkvb] [attprojw]
     // [attprojb ln2w ln2b] [fcw] [fcb] [fcprojw] [fcprojb lnfw lnfb]
-    test_decay_table_for("GPT-2 124M (d12)", GPT2Config{1024, 50257, 50304, 12, 12, 768}, 10);
-    test_decay_table_for("tiny (L2:C64:H4:T128)", GPT2Config{128, 50257, 50304, 2, 4, 64}, 10);
-    test_decay_table_for("GPT-2 1.5B (d48)", GPT2Config{1024, 50257, 50304, 48, 25, 1600}, 10);
+    test_decay_table_for("GPT-2 124M (d12)", GPT2Config{1024, 50257, 50304, 12, 12, 768}, 10, 0);
+    test_decay_table_for("tiny (L2:C64:H4:T128)", GPT2Config{128, 50257, 50304, 2, 4, 64}, 10, 0);
+    test_decay_table_for("GPT-2 1.5B (d48)", GPT2Config{1024, 50257, 50304, 48, 25, 1600}, 10, 0);
+    // -opt muon: the same runs, the four matrix tensors ADAMW_SKIP instead of decayed
+    test_decay_table_for("GPT-2 124M (d12), -opt muon", GPT2Config{1024, 50257, 50304, 12, 12, 768}, 10, 1);
+    test_decay_table_for("tiny, -opt muon", GPT2Config{128, 50257, 50304, 2, 4, 64}, 10, 1);
 
     AdamWDecayTable t;
     AdamWRange ok_ranges[3] = {{0, 10, 1}, {10, 5, 0}, {15, 7, 1}};
@@ -185,8 +192,8 @@ static void test_decay_table(void) {
     check_true("a table not starting at 0 rejected", adamw_decay_table_init(&t, late, 1) != NULL, "");
     AdamWRange empty[2] = {{0, 10, 1}, {10, 0, 0}};
     check_true("an empty range rejected", adamw_decay_table_init(&t, empty, 2) != NULL, "");
-    AdamWRange flag[1] = {{0, 10, 2}};
-    check_true("decay other than 0/1 rejected", adamw_decay_table_init(&t, flag, 1) != NULL, "");
+    AdamWRange flag[1] = {{0, 10, 3}};
+    check_true("decay other than 0/1/ADAMW_SKIP rejected", adamw_decay_table_init(&t, flag, 1) != NULL, "");
     AdamWRange many[40];
     for (int i = 0; i < 40; i++) { many[i].offset = (size_t)i; many[i].size = 1; many[i].decay = i % 2; }
     check_true("more than 32 alternating ranges rejected", adamw_decay_table_init(&t, many, 40) != NULL, "");
@@ -195,6 +202,42 @@ static void test_decay_table(void) {
                adamw_decay_table_init(&t, many, 40) == NULL && t.count == 1 && adamw_decay_table_total(&t) == 40, "");
     check_true("64-bit seeds differing only in the high half give different 32-bit seeds",
                adamw_seed32(1ull) != adamw_seed32(1ull | (1ull << 32)), "");
+}
+
+// ZeRO-1 shards with Muon, checked against the matrices' edges listed from the tensor sizes
+static void test_muon_shards_for(const char *name, GPT2Config c) {
+    size_t sizes[NUM_PARAMETER_TENSORS], start[NUM_PARAMETER_TENSORS], acc = 0;
+    gpt2_param_sizes(sizes, &c);
+    for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) { start[k] = acc; acc += sizes[k]; }
+    const size_t P = acc;
+    const int Ws[4] = {2, 3, 4, 8};
+    int ok = 1;
+    char why[256] = "";
+    for (int wi = 0; wi < 4 && ok; wi++) {
+        const int W = Ws[wi];
+        size_t next = 0;
+        for (int r = 0; r < W && ok; r++) {
+            size_t off, cnt;
+            muon_zero_shard(&c, W, r, &off, &cnt);
+            if (off != next) { ok = 0; snprintf(why, sizeof(why), "W=%d rank %d starts at %zu, not %zu", W, r, off, next); }
+            next = off + cnt;
+            const size_t even = (size_t)((unsigned long long)P * r / W);
+            for (int k = 0; k < NUM_PARAMETER_TENSORS && ok; k++) {
+                if (!(k == 4 || k == 6 || k == 10 || k == 12)) { continue; }
+                const size_t per = sizes[k] / c.num_layers;
+                for (int l = 0; l < c.num_layers; l++) {
+                    const size_t a = start[k] + l * per;
+                    if (off > a && off < a + per) { ok = 0; snprintf(why, sizeof(why), "W=%d rank %d splits tensor %d layer %d", W, r, k, l); }
+                    // balanced: a boundary moved off the even split stays within half of that matrix
+                    if (even > a && even < a + per && (off > even ? off - even : even - off) > per / 2) {
+                        ok = 0; snprintf(why, sizeof(why), "W=%d rank %d: %zu is far from the even split %zu", W, r, off, even);
+                    }
+                }
+            }
+        }
+        if (ok && next != P) { ok = 0; snprintf(why, sizeof(why), "W=%d: the shards end at %zu of %zu", W, next, P); }
+    }
+    check_true(name, ok, why);
 }
 
 static void test_norm_emulation(void) {
@@ -283,10 +326,20 @@ static void test_gpu_peak(void) {
 }
 
 // ZeRO-1's reduce-scatter layout against a brute force over every element of every bucket
-static void test_zero_layout_for(const char *name, GPT2Config c, int W) {
+// (muon: the shards of whole matrices that -opt muon uses, of unequal lengths)
+static void test_zero_layout_for(const char *name, GPT2Config c, int W, int muon) {
     const size_t P = gpt2_num_params(&c);
-    size_t S, padded, off, cnt;
-    zero_shard(P, W, 0, 1, &S, &padded, &off, &cnt);
+    std::vector<size_t> bounds(W + 1);
+    zero_bounds(&c, W, muon, bounds.data());
+    // brute force: the owner of parameter f walks the shards (each from its own shard function)
+    auto owner_of = [&](size_t f) {
+        for (int r = 0; r < W; r++) {
+            size_t lo, cnt, S, padded;
+            if (muon && W > 1) { muon_zero_shard(&c, W, r, &lo, &cnt); } else { zero_shard(P, W, r, 1, &S, &padded, &lo, &cnt); }
+            if (f >= lo && f < lo + cnt) { return r; }
+        }
+        return -1;
+    };
     std::vector<uint8_t> covered(P, 0), arrived(P, 0);  // buckets holding each parameter; its arrivals at its owner
     int ok = 1;
     char why[256] = "";
@@ -308,14 +361,14 @@ static void test_zero_layout_for(const char *name, GPT2Config c, int W) {
             }
             std::vector<std::vector<ZeroRun>> runs(W);
             for (int r = 0; r < W; r++) {
-                runs[r].resize(zero_bucket_runs(&b[k], W, r, S, NULL));
-                zero_bucket_runs(&b[k], W, r, S, runs[r].data());
+                runs[r].resize(zero_bucket_runs(&b[k], W, r, bounds.data(), NULL));
+                zero_bucket_runs(&b[k], W, r, bounds.data(), runs[r].data());
             }
             for (int r = 0; r < W && ok; r++) {
                 for (const ZeroRun &run : runs[r]) {
                     for (size_t e = 0; e < run.len && ok; e++) {
                         const size_t j = run.pos + e, f = run.flat + e;
-                        const int holder = (int)(j / b[k].q), owner = (int)(f / S);
+                        const int holder = (int)(j / b[k].q), owner = owner_of(f);
                         const int want_holder = run.kind == ZERO_RECV ? run.peer : r, want_owner = run.kind == ZERO_SEND ? run.peer : r;
                         if (j >= b[k].n || flat_of[j] != f || holder != want_holder || owner != want_owner) {
                             ok = 0;
@@ -346,7 +399,8 @@ static void test_zero_layout_for(const char *name, GPT2Config c, int W) {
         if (arrived[f] != 1) { ok = 0; snprintf(why, sizeof(why), "parameter %zu arrives %d times at its owner", f, arrived[f]); }
     }
     char title[128];
-    snprintf(title, sizeof(title), "%s on %d rank(s): %zu parameters, shards of %zu", name, W, P, S);
+    snprintf(title, sizeof(title), "%s on %d rank(s)%s: %zu parameters, shards from %zu", name, W,
+             muon ? " with Muon's whole-matrix shards" : "", P, bounds[1] - bounds[0]);
     check_true(title, ok, why);
 }
 
@@ -354,16 +408,22 @@ static void test_zero_layout(void) {
     printf("ZeRO-1 reduce-scatter layout (llmc/zero.cuh)\n");
     const int ranks[] = {1, 2, 3, 5, 8};
     for (int W : ranks) {
-        test_zero_layout_for("L2:C64:H1:T32:V128", GPT2Config{32, 128, 128, 2, 1, 64}, W);
-        test_zero_layout_for("L3:C128:H2:T64:V1000", GPT2Config{64, 1000, 1024, 3, 2, 128}, W);
+        for (int muon = 0; muon <= 1; muon++) {
+            test_zero_layout_for("L2:C64:H1:T32:V128", GPT2Config{32, 128, 128, 2, 1, 64}, W, muon);
+            test_zero_layout_for("L3:C128:H2:T64:V1000", GPT2Config{64, 1000, 1024, 3, 2, 128}, W, muon);
+        }
     }
-    test_zero_layout_for("L4:C256:H4:T128:V5000", GPT2Config{128, 5000, 5120, 4, 4, 256}, 8);
+    test_zero_layout_for("L4:C256:H4:T128:V5000", GPT2Config{128, 5000, 5120, 4, 4, 256}, 8, 0);
+    test_zero_layout_for("L4:C256:H4:T128:V5000", GPT2Config{128, 5000, 5120, 4, 4, 256}, 8, 1);
 }
 
 int main(void) {
     printf("host_logic_test (CPU only)\n");
     test_encoder_plan();
     test_decay_table();
+    printf("ZeRO-1 shards with Muon (whole matrices)\n");
+    test_muon_shards_for("GPT-2 124M (d12), 2/3/4/8 ranks", GPT2Config{1024, 50257, 50304, 12, 12, 768});
+    test_muon_shards_for("tiny (L2:C64:H4:T128), 2/3/4/8 ranks", GPT2Config{128, 50257, 50304, 2, 4, 64});
     test_norm_emulation();
     printf("LayerNorm backward warps per block\n");
     check_true("C = 768 -> 8, 1600 -> 7, 12288 -> 1, 12296 -> 0 (rejected)",

@@ -1,8 +1,9 @@
 /*
  * Shared by the model tests test_gpt2.c (CPU) and test_gpt2.cu (GPU): reading the PyTorch
  * fixtures of train_gpt2.py, comparing a tensor against its reference, and training steps and a
- * checkpoint round trip driven through the Backend interface, exactly as llmc/train_loop.h calls
- * it. Include after the trainer (it needs Backend, Comm and llmc/checkpoint.h).
+ * checkpoint round trip driven through the Backend interface: a micro-step on the fixture's batch,
+ * then the training loop's own end of a step (train_step_end of llmc/train_loop.h). Include after
+ * the trainer (it needs Backend, Comm and llmc/train_loop.h).
  */
 #ifndef DEV_TEST_MODEL_TEST_H
 #define DEV_TEST_MODEL_TEST_H
@@ -87,9 +88,15 @@ typedef struct {
 
 static void trajectory_read(Trajectory *tr, const char *path) {
     FILE *tf = fopenCheck(path, "r");
-    if (fscanf(tf, "# lr %f wd %f beta1 0.9 beta2 0.95 eps 1e-8 clip 1.0 steps %d", &tr->lr, &tr->wd, &tr->steps) != 3 ||
-        tr->steps <= 0) {
+    float beta1, beta2, eps, clip;
+    if (fscanf(tf, "# lr %f wd %f beta1 %f beta2 %f eps %f clip %f steps %d", &tr->lr, &tr->wd, &beta1, &beta2, &eps,
+               &clip, &tr->steps) != 7 || tr->steps <= 0) {
         llmc_die("'%s' is not a trajectory file of train_gpt2.py --trajectory", path);
+    }
+    if (beta1 != OPT_BETA1 || beta2 != OPT_BETA2 || eps != OPT_EPS || clip != OPT_CLIP_NORM) {
+        llmc_die("'%s' was made with beta1 %g beta2 %g eps %g clip %g, the trainers use %g %g %g %g (llmc/optimizer.h); "
+                 "remake it with train_gpt2.py --trajectory", path, beta1, beta2, eps, clip, OPT_BETA1, OPT_BETA2,
+                 OPT_EPS, OPT_CLIP_NORM);
     }
     tr->loss = (float *)mallocCheck(tr->steps * sizeof(float));
     tr->norm = (float *)mallocCheck(tr->steps * sizeof(float));
@@ -125,28 +132,52 @@ static int check_tensor(const char *name, const float *ours, const float *ref, s
     return bad > 0;
 }
 
-#define MODEL_TEST_SEED 1337ULL
+/*
+ * The training of a model test: the flags the trajectory was made with (-l, -c; the rest at their
+ * defaults, a constant learning rate), one process, and the state a checkpoint carries. Steps go
+ * through the training loop's own end of a step, so they run exactly as train_run's.
+ */
+typedef struct {
+    Comm *comm;
+    TrainArgs args;
+    LRSchedule sched;
+    TrainState st;
+} TestTrainer;
 
-// one optimizer step on a fixed batch, as the training loop runs it (one micro-step, one rank)
-static float backend_step(Backend *b, const int *x, const int *y, int B, int T, float lr, float wd, int t, float *norm_out) {
-    b->train_micro_step(b, x, y, B, T, 1.0f / ((float)B * T), 0, 1);
-    float loss = (float)b->step_loss_sum(b);
-    float norm = b->reduce_grads(b);
-    float clip = 1.0f / (norm + 1e-6f);  // torch.nn.utils.clip_grad_norm_ with max_norm 1.0
-    b->update(b, lr, 0.9f, 0.95f, 1e-8f, wd, clip < 1.0f ? clip : 1.0f, t,
-              MODEL_TEST_SEED * 6364136223846793005ULL + (unsigned long long)t);
-    if (norm_out) { *norm_out = norm; }
-    return loss;
+static void test_trainer_init(TestTrainer *tt, Comm *comm, const DebugState *ds, const Trajectory *tr) {
+    memset(tt, 0, sizeof(*tt));
+    tt->comm = comm;
+    args_defaults(&tt->args);
+    tt->args.lr = tr->lr;
+    tt->args.weight_decay = tr->wd;
+    tt->args.B = ds->B;
+    tt->args.T = ds->T;
+    tt->args.total_batch = (long long)ds->B * ds->T;
+    lr_schedule_init(&tt->sched, "constant", tr->lr, 0, tr->steps, 1.0f);
+    tt->st.B = ds->B; tt->st.T = ds->T; tt->st.total_batch = tt->args.total_batch; tt->st.shuffle = 0;
+    tt->st.seed = tt->args.seed;
+    guard_init(&tt->st.guard, 0, 0, 10);
+}
+
+// one optimizer step on the fixture's batch (one micro-step, one rank); returns the loss
+static float backend_step(Backend *b, TestTrainer *tt, const DebugState *ds, float *norm_out) {
+    b->train_micro_step(b, ds->x, ds->y, ds->B, ds->T, 1.0f / ((float)ds->B * ds->T), 0, 1);
+    StepEnd e;
+    train_step_end(&e, b, tt->comm, &tt->args, &tt->sched, &tt->st, tt->st.step, 1);
+    if (e.skipped) { printf("    step %d skipped by the guards: %s\n", tt->st.step + 1, e.reason); }
+    tt->st.step++;
+    if (norm_out) { *norm_out = e.norm; }
+    return e.loss;
 }
 
 // PyTorch's trajectory, step by step, within relative tolerances on the loss and the norm
-static int check_trajectory(Backend *b, const DebugState *ds, const Trajectory *tr, float tol_loss, float tol_norm,
-                            float *losses_out, float *norms_out) {
+static int check_trajectory(Backend *b, TestTrainer *tt, const DebugState *ds, const Trajectory *tr, float tol_loss,
+                            float tol_norm, float *losses_out, float *norms_out) {
     int failed = 0;
-    printf("training (%d AdamW steps, lr %g, weight decay %g, clip 1.0):\n", tr->steps, tr->lr, tr->wd);
+    printf("training (%d AdamW steps, lr %g, weight decay %g, clip %g):\n", tr->steps, tr->lr, tr->wd, OPT_CLIP_NORM);
     for (int s = 0; s < tr->steps; s++) {
         float norm;
-        float l = backend_step(b, ds->x, ds->y, ds->B, ds->T, tr->lr, tr->wd, s + 1, &norm);
+        float l = backend_step(b, tt, ds, &norm);
         float dl = fabsf(l - tr->loss[s]) / fabsf(tr->loss[s]), dn = fabsf(norm - tr->norm[s]) / fabsf(tr->norm[s]);
         int bad = !(dl <= tol_loss) || !(dn <= tol_norm);
         printf("  step %d: loss %.7f ref %.7f (rel %.1e) | norm %.6f ref %.6f (rel %.1e) %s\n", s, l, tr->loss[s], dl, norm,
@@ -163,29 +194,23 @@ static int check_trajectory(Backend *b, const DebugState *ds, const Trajectory *
  * llmc/checkpoint.h, train 3 more; resume `fresh` (another model of the same shape) from the
  * checkpoint and train the same 3: losses and final parameters must be bitwise equal.
  */
-static int check_checkpoint_roundtrip(Comm *comm, Backend *b, Backend *fresh, const DebugState *ds, float lr, float wd) {
+static int check_checkpoint_roundtrip(Comm *comm, Backend *b, Backend *fresh, const DebugState *ds, const Trajectory *tr) {
     char dir[] = "/tmp/model_test_ckpt_XXXXXX";
     if (mkdtemp(dir) == NULL) { llmc_die("mkdtemp failed"); }
-    TrainState st;
-    memset(&st, 0, sizeof(st));
-    st.B = ds->B; st.T = ds->T; st.total_batch = (long long)ds->B * ds->T; st.shuffle = 0; st.seed = 7;
-    guard_init(&st.guard, 0, 0, 10);
-    int t = 0;
-    for (int s = 0; s < 3; s++) { backend_step(b, ds->x, ds->y, ds->B, ds->T, lr, wd, ++t, NULL); }
-    st.step = 3;
-    st.opt_steps = t;
-    checkpoint_save(dir, b, comm, &st, 0);
+    TestTrainer tt;
+    test_trainer_init(&tt, comm, ds, tr);
+    for (int s = 0; s < 3; s++) { backend_step(b, &tt, ds, NULL); }
+    checkpoint_save(dir, b, comm, &tt.st, 0);
     float cont[3];
-    for (int s = 0; s < 3; s++) { cont[s] = backend_step(b, ds->x, ds->y, ds->B, ds->T, lr, wd, ++t, NULL); }
+    for (int s = 0; s < 3; s++) { cont[s] = backend_step(b, &tt, ds, NULL); }
     uint32_t crc_a = b->params_crc(b);
 
-    TrainState st2 = st;
-    st2.step = 0;
-    int resumed = checkpoint_resume(dir, fresh, comm, &st2);
-    int bad = !resumed || st2.step != 3 || st2.opt_steps != 3;
-    int t2 = st2.opt_steps;
+    TestTrainer t2;
+    test_trainer_init(&t2, comm, ds, tr);
+    int resumed = checkpoint_resume(dir, fresh, comm, &t2.st);
+    int bad = !resumed || t2.st.step != 3 || t2.st.opt_steps != 3;
     for (int s = 0; s < 3; s++) {
-        float l = backend_step(fresh, ds->x, ds->y, ds->B, ds->T, lr, wd, ++t2, NULL);
+        float l = backend_step(fresh, &t2, ds, NULL);
         if (memcmp(&l, &cont[s], sizeof(float)) != 0) {
             printf("    resumed step %d: loss %.9g, uninterrupted %.9g\n", 4 + s, l, cont[s]);
             bad = 1;

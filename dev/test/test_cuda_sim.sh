@@ -15,12 +15,16 @@
 #     ZeRO-1: equals -z 0, writes a state file per rank, resumes bitwise on 2 ranks and re-shards
 #     onto 1 rank; -pb nccl on 2 simulated GPUs is bitwise -pb mpi, with -z 0 and with ZeRO-1's
 #     reduce-scatter layout (and the debug mode on);
-#  4. the AddressSanitizer build on short runs (single process -r 0 and -r 2, 2 ranks ZeRO-1);
-#  5. test_gpt2cu against a PyTorch fixture (the tolerances the GPU run uses), -ge 2 and -ge 0;
-#  6. bad launches: unsupported head size, a padded vocabulary not a multiple of 8, -pb mpi without
+#  4. -opt muon (llmc/muon.cuh): against the CPU trainer's Muon; 2 ranks -pb mpi with ZeRO-1 (shards
+#     of whole matrices) against -z 0, -pb nccl -z 1 bitwise -pb mpi -z 1, bitwise resume on 2
+#     ranks and re-sharded onto 1;
+#  5. the AddressSanitizer build on short runs (single process -r 0 and -r 2, 2 ranks ZeRO-1 with AdamW
+#     and with Muon);
+#  6. test_gpt2cu against a PyTorch fixture (the tolerances the GPU run uses), -ge 2 and -ge 0;
+#  7. bad launches: unsupported head size, a padded vocabulary not a multiple of 8, -pb mpi without
 #     mpirun, several ranks without NCCL or on one GPU with NCCL, -at cudnn (and test_gpt2cu's
 #     LLMC_ATTENTION=cudnn) in a build without cuDNN, bad LLMC_DEBUG_STREAMS and LLMC_GELU_FUSION;
-#  7. the memory plan (--plan) equals the simulator's allocator peak, byte for byte (-r 0/1/2, -w 0,
+#  8. the memory plan (--plan) equals the simulator's allocator peak, byte for byte (-r 0/1/2, -w 0,
 #     ZeRO-1 on 2 ranks); -b auto on a device of SIM_DEVICE_MEMORY bytes picks the B whose measured
 #     peak fits the budget while B+1's does not, and on 2 ranks the smaller device decides; the
 #     phase times come from the events (adding up to at most the step's time) and NVTX ranges nest.
@@ -158,8 +162,43 @@ else
         || bad "part 3 (2 MPI ranks) not run"
 fi
 
-# ---- 4. AddressSanitizer: every buffer access of the trainer inside its allocation
-echo "4. AddressSanitizer build, short runs:"
+# ---- 4. -opt muon. -ml above its default so that Muon's part of the step shows: a run with AdamW
+# instead is 3.5e-3 (loss) and 22% (norm) away from the CPU's Muon run
+MUON=(-opt muon -ml 0.05)
+echo "4. -opt muon: simulated CUDA (bf16 Newton-Schulz) vs CPU (fp32):"
+run cpu_muon "$CPU" "${ARGS[@]}" "${MUON[@]}" -v 4 -m 2 -o cpu_muon
+run sim_muon "$SIM" "${ARGS[@]}" "${MUON[@]}" -v 4 -m 2 -o sim_muon
+grep -q "^optimizer: muon" sim_muon.txt || bad "no optimizer line in the banner"
+# measured 6.9e-5 (loss) and 2.3e-3 (norm; bf16 Newton-Schulz, about 3% of each update, adds to
+# part 1's bf16 gradients): part 1's loss tolerance, the norm's 5e-3
+compare_logs sim_muon/main.log cpu_muon/main.log trl=2e-3 tel=2e-3 norm=5e-3 || bad "simulated CUDA Muon vs CPU"
+if have_mpi "$SIM"; then
+    echo " 2 ranks, ZeRO-1 (whole matrices per rank) vs -z 0:"
+    run mz0 "${MPIRUN[@]}" -np 2 "$SIM" "${ARGS[@]}" "${MUON[@]}" -pb mpi -o mz0
+    run mz1 "${MPIRUN[@]}" -np 2 "$SIM" "${ARGS[@]}" "${MUON[@]}" -pb mpi -z 1 -o mz1 -n 2
+    compare_logs mz1/main.log mz0/main.log trl=1e-3 norm=1e-3 || bad "Muon ZeRO-1 differs from -z 0"
+    # NCCL's bucketed reduce-scatter delivers each sum to the owner of its whole matrix
+    echo " -pb nccl -z 1 vs -pb mpi -z 1 (uneven shards):"
+    run mnz1 "${MPIRUN[@]}" -x SIM_DEVICES=2 -np 2 "$SIM" "${ARGS[@]}" "${MUON[@]}" -pb nccl -z 1 -o mnz1 -n 2
+    compare_logs mnz1/main.log mz1/main.log trl=0 norm=0 || bad "Muon NCCL ZeRO-1 differs from MPI ZeRO-1"
+    echo " 2 ranks (-z 0) vs 1 rank with 2 micro-steps:"
+    compare_logs mz0/main.log sim_muon/main.log trl=2e-3 norm=2e-3 || bad "Muon on 2 ranks differs from 1 rank"
+    cp -r mz1 mz1b; rm -f mz1/DONE_00000004
+    run mz1_resume "${MPIRUN[@]}" -np 2 "$SIM" "${ARGS[@]}" "${MUON[@]}" -pb mpi -z 1 -o mz1 -n 2 -y 1
+    steplines mz1.txt | tail -2 > mz1_tail.txt; steplines mz1_resume.txt > mz1_resumed.txt
+    if [ -s mz1_tail.txt ] && cmp -s mz1_tail.txt mz1_resumed.txt; then echo "  Muon ZeRO-1 resume on 2 ranks: steps 3-4 bitwise equal"; else
+        bad "Muon ZeRO-1 resume on 2 ranks differs"; diff mz1_tail.txt mz1_resumed.txt | head -6; fi
+    rm -f mz1b/DONE_00000004
+    run mz1_on1 "$SIM" "${ARGS[@]}" "${MUON[@]}" -o mz1b -n 2 -y 1
+    echo " Muon ZeRO-1 checkpoint of 2 ranks resumed on 1:"
+    compare_logs mz1b/main.log mz1/main.log trl=1e-3 --last 2 || bad "re-sharded Muon resume"
+else
+    skip_or_fail "test-cuda-trainer-sim part 4 (Muon on 2 MPI ranks)" "MPI (mpirun, and the simulator built with it)" \
+        "$MPI_HINT" || bad "part 4 (Muon on 2 MPI ranks) not run"
+fi
+
+# ---- 5. AddressSanitizer: every buffer access of the trainer inside its allocation
+echo "5. AddressSanitizer build, short runs:"
 ASHORT=(-i train.bin -j val.bin -e L2:C64:H1:T32:V128 -b 2 -t 16 -d 64 -x 1 -v 1 -m 1 -s 1 -g 3 -l 1e-3)
 bg asan_r0 "$ASAN" "${ASHORT[@]}" -r 0 -o asan_r0 -n 1
 bg asan_r2 "$ASAN" "${ASHORT[@]}" -r 2 -o asan_r2 -n 1
@@ -170,11 +209,13 @@ done
 if have_mpi "$SIM"; then
     run asan_z1 "${MPIRUN[@]}" -np 2 "$ASAN" "${ASHORT[@]}" -pb mpi -z 1 -o asan_z1 -n 1
     grep -q "ERROR: AddressSanitizer\|runtime error" asan_z1.txt && bad "ASan/UBSan report with 2 ranks, ZeRO-1"
+    run asan_muon_z1 "${MPIRUN[@]}" -np 2 "$ASAN" "${ASHORT[@]}" -opt muon -pb mpi -z 1 -o asan_muon_z1 -n 1
+    grep -q "ERROR: AddressSanitizer\|runtime error" asan_muon_z1.txt && bad "ASan/UBSan report with 2 ranks, ZeRO-1, Muon"
 fi
-echo "  $(grep -c '^step' asan_r0.txt asan_r2.txt 2>/dev/null | tr '\n' ' ')"
+echo "  $(grep -c '^step' asan_r0.txt asan_r2.txt asan_muon_z1.txt 2>/dev/null | tr '\n' ' ')"
 
-# ---- 5. test_gpt2cu against the PyTorch reference (head size 64, small vocabulary)
-echo "5. test_gpt2cu (simulated) against train_gpt2.py:"
+# ---- 6. test_gpt2cu against the PyTorch reference (head size 64, small vocabulary)
+echo "6. test_gpt2cu (simulated) against train_gpt2.py:"
 $PY "$ROOT/train_gpt2.py" --model L2:C128:H2:T32:V128 --seed 3 --write-model fx.bin --batch 2 --seq 16 \
     --debug-state fx_state.bin --trajectory fx_traj.txt --steps 6 > fx.txt 2>&1 || { bad "fixture"; tail -3 fx.txt; }
 "$TEST" fx.bin fx_state.bin fx_traj.txt > test.txt 2>&1 || bad "test_gpt2cu failed"
@@ -182,8 +223,8 @@ grep -E "FAIL|test_gpt2cu:|determinism|checkpoint" test.txt | sed 's/^/  /'
 LLMC_GELU_FUSION=0 "$TEST" fx.bin fx_state.bin fx_traj.txt > test_ge0.txt 2>&1 || bad "test_gpt2cu with -ge 0 (LLMC_GELU_FUSION=0) failed"
 grep -E "FAIL|test_gpt2cu:" test_ge0.txt | sed 's/^/  -ge 0: /'
 
-# ---- 6. bad launches
-echo "6. bad input:"
+# ---- 7. bad launches
+echo "7. bad input:"
 expect_error "head size 32" "fused attention supports head sizes 64 and 128" "$SIM" "${ARGS[@]}" -e L2:C64:H2:T32:V128
 # a model file (no CRC, as llm.c writes them) whose padded vocabulary 132 is no multiple of 8
 "$PY" -c 'import numpy as np
@@ -204,8 +245,8 @@ expect_error "LLMC_ATTENTION=cudnn in a test build without cuDNN" "make cudnn-fr
     env LLMC_ATTENTION=cudnn "$TEST" fx.bin fx_state.bin fx_traj.txt
 expect_error "LLMC_FORCE_NCCL=yes" "LLMC_FORCE_NCCL=yes: expected 0 or 1" env LLMC_FORCE_NCCL=yes "$SIM" "${ARGS[@]}"
 
-# ---- 7. memory plan, -b auto, phase timers
-echo "7. memory plan against the allocator, -b auto, phases:"
+# ---- 8. memory plan, -b auto, phase timers
+echo "8. memory plan against the allocator, -b auto, phases:"
 planned() { "$SIM" --plan "$1" "${@:2}" | sed -n 's/.*(GPU: \([0-9]*\) bytes).*/\1/p'; }
 peak() { grep -o 'sim: peak device bytes [0-9]*' "$1" | awk '{print $5}' | sort -n | tail -1; }  # the largest rank's
 for v in "-r 1" "-r 0" "-r 2" "-w 0"; do

@@ -41,6 +41,9 @@
 #            steps each: the trainer's end line compares the plan with what cudaMemGetInfo says the
 #            run allocated after its CUDA context (the rest is cuBLAS's and NCCL's own, under 1 GiB);
 #            -b auto must not run out of memory; the phase line and metrics.jsonl's phase times
+#   muon     -opt muon: its kernel workbench (dev/cuda/muon.cu), GPU vs CPU trainer, two processes
+#            bitwise equal, with MPI 2 ranks -z 1 against -z 0 (shards of whole matrices), then
+#            dev/bench/bench_gpu.sh muon: AdamW against Muon on d12 and Muon's step-time overhead
 #   sanitize compute-sanitizer memcheck and racecheck on test_gpt2cu (tiny fixture) and on the
 #            attention workbench: zero reports; racecheck of test_gpt2cu checks our kernels only
 #            (cuBLASLt's are excluded by name: slow to instrument, and not ours to fix)
@@ -73,7 +76,7 @@ T0=$(date +%s)
 JOBS=$(nproc)
 export OMP_NUM_THREADS=$JOBS
 PARTS=("$@")
-ALL_PARTS="env build test multi memory bench d48 sanitize kernels profile"
+ALL_PARTS="env build test multi memory bench d48 muon sanitize kernels profile"
 [ ${#PARTS[@]} -eq 0 ] && read -r -a PARTS <<< "$ALL_PARTS"
 for p in "${PARTS[@]}"; do
     case " $ALL_PARTS " in *" $p "*) ;; *) echo "error: test_gpu.sh: unknown part '$p' (parts: $ALL_PARTS)" >&2; exit 2;; esac
@@ -199,7 +202,7 @@ if has_part env; then
 fi
 
 # the parts that run binaries build them first when they are missing or stale (a fresh machine)
-if ! has_part build && { has_part test || has_part multi || has_part memory || has_part sanitize || has_part profile; }; then
+if ! has_part build && { has_part test || has_part multi || has_part memory || has_part muon || has_part sanitize || has_part profile; }; then
     if ! make --no-print-directory -q train_gpt2cu test_gpt2cu build/bench_layers build/drop_wait/train_gpt2cu $MAKEVARS_STR > /dev/null 2>&1 \
        || [ ! -x train_gpt2 ] || [ ! -x build/arch_80/train_gpt2cu ]; then
         PARTS+=(build)
@@ -254,7 +257,7 @@ resumed() { echo "grep -q 'resumed from checkpoint 5' $1 && compare_logs $2/main
 
 # the data of the small runs (test, multi)
 D=$WORK/multi
-if has_part test || has_part multi; then
+if has_part test || has_part multi || has_part muon; then
     mkdir -p "$D"
     [ -f "$D/train.bin" ] || $PY dev/bench/make_random_shard.py "$D/train.bin" 400000 4 $MULTI_VOCAB > /dev/null
     [ -f "$D/val.bin" ] || $PY dev/bench/make_random_shard.py "$D/val.bin" 20000 5 $MULTI_VOCAB > /dev/null
@@ -346,6 +349,20 @@ for f in bench d48; do
         cp "$WORK/bench/gpu_results_rows.tsv" "$OUTDIR/gpu_results_rows_$f.tsv" 2> /dev/null
     fi
 done
+
+# -opt muon: the workbench; GPU vs CPU (the same tolerance as AdamW's); determinism; ZeRO-1's shards
+# of whole matrices on 2 ranks against -z 0 (the AdamW tolerance of mpi_np2_zero1); the benchmark
+if has_part muon; then
+    rm -rf "$D"/mu_*
+    step muon_kernel 300 "make --no-print-directory -C dev/cuda ../../build/cuda/muon CUDA_ARCHS=90a NVCC=$NVCC && build/cuda/muon"
+    step muon_gpu_vs_cpu 300 "bash dev/test/test_gpu_vs_cpu.sh ./train_gpt2cu ./train_gpt2 -opt muon"
+    step muon_determinism 180 "./train_gpt2cu $A -d $MULTI_D -opt muon -o $D/mu_a > /dev/null && ./train_gpt2cu $A -d $MULTI_D -opt muon -o $D/mu_b && compare_logs $D/mu_b/main.log $D/mu_a/main.log trl=0 norm=0"
+    if [ -n "$MPIRUN_STR" ]; then
+        step muon_mpi_np2_zero1 240 "$MPIRUN_STR -np 2 ./train_gpt2cu $A -d $MULTI_D -b 2 -pb mpi -opt muon -o $D/mu_2 && $MPIRUN_STR -np 2 ./train_gpt2cu $A -d $MULTI_D -b 2 -pb mpi -z 1 -opt muon -o $D/mu_2z && compare_logs $D/mu_2z/main.log $D/mu_2/main.log trl=1e-3 norm=1e-3"
+    fi
+    step muon_bench 540 "$MAKEVARS_STR BENCH_OUT=$WORK/bench bash dev/bench/bench_gpu.sh muon"
+    grep -E "^(\| |best |Muon |adamw_|muon_)" "$WORK/logs/muon_bench.log" 2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
+fi
 
 # compute-sanitizer on the trainer's test (tiny fixture) and on the attention workbench: no report
 if has_part sanitize; then

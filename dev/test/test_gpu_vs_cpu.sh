@@ -11,8 +11,9 @@
 # and far below what any wrong buffer, stride or missing gradient does to a loss (order 1).
 #
 # usage, from the repo root (needs a GPU; $PYTHON, default /usr/bin/python3, with torch):
-#   dev/test/test_gpu_vs_cpu.sh [./train_gpt2cu] [./train_gpt2]
+#   dev/test/test_gpu_vs_cpu.sh [./train_gpt2cu] [./train_gpt2] [more flags for both, e.g. -opt muon]
 GPU=$(realpath "${1:-./train_gpt2cu}")
+EXTRA=("${@:3}")
 THREADS=${OMP_NUM_THREADS:-$(nproc)}
 source "$(dirname "$0")/lib.sh" test_gpu_vs_cpu "${2:-./train_gpt2}"  # TRAINER: the CPU one
 # one run at a time here: the CPU trainer gets every core (lib.sh gives each process one thread)
@@ -23,7 +24,8 @@ export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
 $PY "$ROOT/train_gpt2.py" --model d6 --seed 5 --write-model d6.bin > py.txt 2>&1 || { bad "train_gpt2.py failed:"; cat py.txt; finish; }
 $PY "$ROOT/dev/bench/make_random_shard.py" train.bin 200000 11 1000
 $PY "$ROOT/dev/bench/make_random_shard.py" val.bin 20000 12 1000
-ARGS=(-i train.bin -j val.bin -e d6.bin -b 4 -t 128 -d 1024 -x 20 -v 10 -m 4 -s 0 -l 6e-4 -u 5 -c 0.1 -k cosine -q 0.1)
+ARGS=(-i train.bin -j val.bin -e d6.bin -b 4 -t 128 -d 1024 -x 20 -v 10 -m 4 -s 0 -l 6e-4 -u 5 -c 0.1 -k cosine -q 0.1
+      "${EXTRA[@]}")
 
 "$GPU" "${ARGS[@]}" -o gpu > gpu.txt 2>&1 || { bad "$GPU failed:"; tail -20 gpu.txt; finish; }
 "$TRAINER" "${ARGS[@]}" -o cpu > cpu.txt 2>&1 || { bad "$TRAINER failed:"; tail -20 cpu.txt; finish; }

@@ -9,7 +9,7 @@ SKIP_OR_FAIL = bash -c '. dev/test/lib.sh --tools && skip_or_fail "$$@"' skip_or
 NVCC_HINT = install the CUDA toolkit 12 or 13 (https://developer.nvidia.com/cuda-downloads) or put nvcc on PATH
 
 TEST_TARGETS = test-build test-model test-loader test-init test-bad-input test-generate test-bootstrap test-mpi test-resume test-checkpoints test-hang test-multihost test-run-state \
-               test-plan test-tensorboard test-hellaswag test-torch-ddp test-tokenizer test-data test-export test-plot test-bench-tools test-books-smoke test-finetune \
+               test-plan test-tensorboard test-hellaswag test-torch-ddp test-muon test-tokenizer test-data test-export test-plot test-bench-tools test-books-smoke test-finetune \
                test-cuda-build test-cuda-host test-cuda-sim test-attention-sim test-cuda-trainer-sim \
                test-fuzz test-sanitize
 
@@ -131,6 +131,14 @@ test-hellaswag: train_gpt2
 # train_gpt2.py, the PyTorch DDP twin (1 and 2 gloo ranks), against train_gpt2 under mpirun; checkpoints both ways
 test-torch-ddp: train_gpt2
 	PYTHON=$(PYTHON) bash dev/test/test_torch_ddp.sh
+
+# -opt muon: Newton-Schulz against numpy's SVD, train_gpt2 against train_gpt2.py, checkpoints, rank
+# counts, bad flags (the simulated CUDA trainer's Muon: test-cuda-trainer-sim)
+dev/test/newton_schulz: dev/test/newton_schulz.c train_gpt2.c $(CPU_HEADERS)
+	$(CC) $(CFLAGS) $(CPU_BLAS) $(MPI_CFLAGS) $< -o $@ $(LDLIBS_CPU) $(MPI_LDLIBS)
+
+test-muon: train_gpt2 dev/test/newton_schulz
+	PYTHON=$(PYTHON) bash dev/test/test_muon.sh
 
 # ---------------------------------------------------------------------------------------------
 # data, tokenizer, export, plots (tiktoken and transformers on $(PYTHON) are the references)
