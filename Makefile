@@ -120,7 +120,7 @@ CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),/usr/local/cuda)
 NVCC_BASE_LDLIBS := -lcublas -lcublasLt -Xlinker -rpath -Xlinker $(CUDA_HOME)/lib64
 NVCC_FLAGS := $(NVCC_BASE_FLAGS)
 NVCC_LDLIBS := $(NVCC_BASE_LDLIBS)
-# cuDNN attention (llmc/cudnn_att.cpp, -at cudnn): its own object, so that the slow-to-compile frontend
+# cuDNN attention (llmc/cuda/cudnn_att.cpp, -at cudnn): its own object, so that the slow-to-compile frontend
 # headers stay out of every other file; the frontend headers go to CUDNN_FRONTEND_DIR/include
 CUDNN_OBJ := build/cudnn_att.o
 CUDNN_FRONTEND_DIR := cudnn-frontend
@@ -223,7 +223,7 @@ CUDA_STAMPS := $(STAMP_NVCC) $(STAMP_NCCL) $(STAMP_CUDNN) $(STAMP_MPI)
 # the products: trainers, tools, model tests
 
 CPU_HEADERS = $(wildcard llmc/*.h)
-CUDA_HEADERS = $(wildcard llmc/*.h llmc/*.cuh)
+CUDA_HEADERS = $(wildcard llmc/*.h llmc/cuda/*.h llmc/cuda/*.cuh)
 TARGETS = train_gpt2 test_gpt2 export_hf
 
 train_gpt2: train_gpt2.c $(CPU_HEADERS) $(CPU_STAMPS) $(STAMP_PCRE2)
@@ -267,7 +267,7 @@ build/arch_%/train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_COMMON_FLAGS) -gencode arch=compute_$*,code=sm_$* -DLLMC_CUDA_ARCHS='"$*"' $< -o $@ $(NVCC_BASE_LDLIBS)
 
-# a test build that leaves out the event waits LLMC_TEST_DROP_WAIT names (llmc/zero.cuh): what the
+# a test build that leaves out the event waits LLMC_TEST_DROP_WAIT names (llmc/cuda/grad_reduce.cuh): what the
 # stream-order debug mode must catch (dev/test/test_gpu.sh's multi part)
 build/drop_wait/train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
 	@mkdir -p $(@D)
@@ -280,7 +280,7 @@ build/bench_layers: dev/bench/bench_layers.cu train_gpt2.cu $(CUDA_HEADERS) $(CU
 
 # host code only, about 70 s of CPU (the frontend is a large header library; its JSON serialization,
 # which nothing here uses, is left out: about 110 s with it)
-$(CUDNN_OBJ): llmc/cudnn_att.cpp llmc/cudnn_att.h $(STAMP_NVCC) $(STAMP_CUDNN)
+$(CUDNN_OBJ): llmc/cuda/cudnn_att.cpp llmc/cuda/cudnn_att.h $(STAMP_NVCC) $(STAMP_CUDNN)
 	@mkdir -p $(@D)
 	$(NVCC) -O2 -std=c++17 -Xcompiler -Wall -DCUDNN_FRONTEND_SKIP_JSON_LIB -isystem $(CUDNN_FRONTEND_INC) -I$(firstword $(CUDNN))/include -c $< -o $@
 else

@@ -16,7 +16,7 @@
 #include "llmc/model_io.h"
 #include "llmc/gpt2_views.h"
 #include "llmc/args.h"
-#include "llmc/comm.h"
+#include "llmc/processes.h"
 #include "llmc/backend.h"
 #include "llmc/muon.h"
 #include "llmc/train_loop.h"

@@ -8,7 +8,7 @@
  * This file holds the model (memory, forward, backward, update, file I/O) and its Backend; the
  * training loop and all host logic live in the llmc .h files (shared with the CPU trainer), the
  * kernels in the llmc .cuh files behind launchers (there is no kernel launch in this file), the
- * multi-process parts in llmc/nccl_comm.cuh and llmc/zero.cuh.
+ * multi-process parts in llmc/cuda/processes.cuh and llmc/cuda/grad_reduce.cuh.
  *
  * Shapes (legend in llmc/model_io.h): B batch, T time, C channels, NH heads, HS = C/NH, L layers,
  * V vocab, Vp padded vocab. Tensors are row-major; per-layer activations are stacked (L, B, T, ...)
@@ -19,7 +19,7 @@
  * seeded by the training loop (so runs are reproducible bit for bit).
  * Gradient convention (as train_gpt2.c): parameter gradients accumulate (+=) over micro-steps;
  * activation gradients are overwritten, except the residual stream's (dresidual), into which the
- * LayerNorm backward adds (llmc/layernorm.cuh).
+ * LayerNorm backward adds (llmc/cuda/layernorm.cuh).
  *
  * Memory and recomputation (-r): per token and layer the activations kept for the backward pass
  * take 16C bf16 values (ln1 C, qkv 3C, atty C, residual2 C, ln2 C, fch 4C, fch_gelu 4C, residual3
@@ -35,8 +35,8 @@
  * 40 at most). These are computed, not yet measured: dev/test/test_gpu.sh runs d48 with -r 2 -b 64
  * and -r 1 -b 48 on the GPU.
  *
- * Attention (-at): our fused kernel (llmc/attention.cuh, deterministic) or, in builds with cuDNN,
- * cuDNN's fused SDPA (llmc/cudnn_att.h; its workspace joins the memory plan). Both read qkv and write
+ * Attention (-at): our fused kernel (llmc/cuda/attention.cuh, deterministic) or, in builds with cuDNN,
+ * cuDNN's fused SDPA (llmc/cuda/cudnn_att.h; its workspace joins the memory plan). Both read qkv and write
  * out and lse in the same layouts. cuDNN builds a graph per shape, so it serves the calls at the built
  * T (training, validation); the shorter ones (sampling, HellaSwag's rows) run our kernel.
  */
@@ -45,26 +45,26 @@
 #include "llmc/model_io.h"
 #include "llmc/gpt2_views.h"
 #include "llmc/args.h"
-#include "llmc/comm.h"
+#include "llmc/processes.h"
 #include "llmc/backend.h"
 #include "llmc/train_loop.h"
-#include "llmc/cuda_common.cuh"
-#include "llmc/cublas_common.cuh"
-#include "llmc/encoder.cuh"
-#include "llmc/layernorm.cuh"
-#include "llmc/matmul.cuh"
-#include "llmc/gelu.cuh"
-#include "llmc/attention.cuh"
-#include "llmc/fused_classifier.cuh"
-#include "llmc/adamw.cuh"
-#include "llmc/muon.cuh"
-#include "llmc/global_norm.cuh"
-#include "llmc/nccl_comm.cuh"
-#include "llmc/zero.cuh"
+#include "llmc/cuda/cuda_common.cuh"
+#include "llmc/cuda/cublas_common.cuh"
+#include "llmc/cuda/encoder.cuh"
+#include "llmc/cuda/layernorm.cuh"
+#include "llmc/cuda/matmul.cuh"
+#include "llmc/cuda/gelu.cuh"
+#include "llmc/cuda/attention.cuh"
+#include "llmc/cuda/fused_classifier.cuh"
+#include "llmc/cuda/adamw.cuh"
+#include "llmc/cuda/muon.cuh"
+#include "llmc/cuda/global_norm.cuh"
+#include "llmc/cuda/processes.cuh"
+#include "llmc/cuda/grad_reduce.cuh"
 #include <nvtx3/nvToolsExt.h>
 #include "llmc/gpu_peak.h"
 #ifdef USE_CUDNN
-#include "llmc/cudnn_att.h"
+#include "llmc/cuda/cudnn_att.h"
 #endif
 
 #ifndef LLMC_CUDA_ARCHS
@@ -165,7 +165,7 @@ typedef struct {
     float *master;            // (opt count) fp32 master weights of the optimizer range, or NULL (-w 0)
     float *m_memory;          // (opt count) AdamW first moment, or Muon's momentum for the block matrices
     float *v_memory;          // (opt count) AdamW second moment (0 for Muon's matrices)
-    void *muon_scratch;       // Newton-Schulz buffers (-opt muon; llmc/muon.cuh), else NULL
+    void *muon_scratch;       // Newton-Schulz buffers (-opt muon; llmc/cuda/muon.cuh), else NULL
     ParameterTensors params;
     ParameterTensors grads;
     ActivationTensors acts;
@@ -178,7 +178,7 @@ typedef struct {
     size_t att_workspace_bytes;
     AdamWDecayTable decay;
     EncoderBackwardWork enc_work;
-    GradReducer red;          // across ranks (llmc/zero.cuh); kind NONE on one process
+    GradReducer red;          // across ranks (llmc/cuda/grad_reduce.cuh); kind NONE on one process
     cudaStream_t stream;      // everything of the model runs here, in order
     cudaEvent_t sync_ev;      // host waits (gpu_sync)
     cudaEvent_t staged_ev;    // the last host->device copy of token ids finished
@@ -269,7 +269,7 @@ typedef struct {
     AttentionImpl attention;
     GradReduceKind kind;
     size_t padded, opt_count;
-    size_t staging;           // ZeRO-1's reduce-scatter staging, bf16 elements (llmc/zero.cuh)
+    size_t staging;           // ZeRO-1's reduce-scatter staging, bf16 elements (llmc/cuda/grad_reduce.cuh)
     const TrainArgs *a;
     size_t runtime;           // resident host bytes before the model (code, libraries), measured
 } CudaPlan;
@@ -652,7 +652,7 @@ static const char *gpt2_attention_describe(const GPT2 *m) {
     }
 #endif
     (void)m;
-    return "own (llmc/attention.cuh)";
+    return "own (llmc/cuda/attention.cuh)";
 }
 
 typedef enum {
@@ -696,7 +696,7 @@ void gpt2_forward(GPT2 *m, const int *inputs, const int *targets, int B, int T, 
         fused_residual_forward(la.residual2, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual, a->btc, lp.ln2w, lp.ln2b,
                                (int)BT, C, s);
         // residual3 = residual2 + fcproj(gelu(fc(ln2))); the GELU's input is kept in fch for the backward.
-        // -ge >= 1: the GELU is cuBLASLt's epilogue of the fc matmul, else our kernel (llmc/gelu.cuh)
+        // -ge >= 1: the GELU is cuBLASLt's epilogue of the fc matmul, else our kernel (llmc/cuda/gelu.cuh)
         if (m->gelu_fusion >= 1) {
             matmul_forward(la.fch_gelu, la.ln2, lp.fcw, lp.fcb, B, T, C, 4 * C, la.fch, s);
         } else {
@@ -781,7 +781,7 @@ void gpt2_backward_embed(GPT2 *m, const int *inputs, int B, int T) {
 /*
  * Backward of the last FWD_TRAIN forward; parameter gradients accumulate. On the last micro-step
  * of a step (last = 1), each layer's gradient reduction across ranks starts as soon as the layer
- * is done (llmc/zero.cuh), the embeddings' after the encoder backward.
+ * is done (llmc/cuda/grad_reduce.cuh), the embeddings' after the encoder backward.
  */
 void gpt2_backward(GPT2 *m, const int *inputs, int B, int T, int last) {
     gpt2_backward_head(m, B, T);
@@ -1255,7 +1255,7 @@ int main(int argc, char **argv) {
         char reduction[96];
         snprintf(reduction, sizeof(reduction), "%s", kind == GRAD_REDUCE_MPI ? "mpi (host-staged)" : "none (one process)");
 #ifdef MULTI_GPU
-        if (kind == GRAD_REDUCE_NCCL) {  // its stream's priority: the device's highest (llmc/nccl_comm.cuh)
+        if (kind == GRAD_REDUCE_NCCL) {  // its stream's priority: the device's highest (llmc/cuda/processes.cuh)
             int priority = 0;
             cudaCheck(cudaStreamGetPriority(nccl_ctx.stream, &priority));
             snprintf(reduction, sizeof(reduction), "nccl (stream priority %d%s)", priority,

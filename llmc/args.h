@@ -92,9 +92,9 @@
     X(INT, comm_timeout, "pt", "comm-timeout", "<int>", 300, 1, 86400,                                                  \
       "seconds before a collective (MPI, NCCL) or the bootstrap that has not completed is an error")                                                    \
     X(CHOICE, attention, "at", "attention", "own|cudnn", "own", 0, 0,                                                  \
-      "attention: own (llmc/attention.cuh) or cudnn (cuDNN's fused SDPA, in builds with cuDNN)")                       \
+      "attention: own (llmc/cuda/attention.cuh) or cudnn (cuDNN's fused SDPA, in builds with cuDNN)")                       \
     X(INT, gelu_fusion, "ge", "gelu-fusion", "<0|1|2>", 2, 0, 2,                                                       \
-      "GELU in cuBLASLt's matmul epilogue: 0 = our kernels (llmc/gelu.cuh), 1 = forward, 2 = both")                    \
+      "GELU in cuBLASLt's matmul epilogue: 0 = our kernels (llmc/cuda/gelu.cuh), 1 = forward, 2 = both")                    \
     X(SECTION, _gen, "", "", "", 0, 0, 0,                                                                               \
       "generation: with --prompt, generate -g tokens after the prompt from -e and exit (no data read)")                \
     X(STR, prompt, "", "prompt", "<text>", "", 0, 0, "the text to continue; empty = train")                             \

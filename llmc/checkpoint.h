@@ -42,7 +42,7 @@
 #include <signal.h>
 #include "args.h"
 #include "backend.h"
-#include "comm.h"
+#include "processes.h"
 #include "guard.h"
 
 #define STATE_MAGIC 20240527

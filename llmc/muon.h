@@ -1,6 +1,6 @@
 /*
  * Muon (-opt muon): the host rules both trainers share. The CPU update is in train_gpt2.c, the
- * CUDA one in llmc/muon.cuh; train_gpt2.py is the PyTorch twin.
+ * CUDA one in llmc/cuda/muon.cuh; train_gpt2.py is the PyTorch twin.
  *
  * What Muon is (Keller Jordan, "Muon: An optimizer for hidden layers in neural networks", 2024;
  * the optimizer of the modded-nanogpt speedrun records and of nanochat; scaled up in Moonshot AI's

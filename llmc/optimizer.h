@@ -1,7 +1,7 @@
 /*
  * The settings of one optimizer update, spelled once: the training loop fills an OptSettings for
  * every applied step (opt_settings below), Backend->update receives it, and each trainer hands it
- * on to its kernels (train_gpt2.c's adamw_update and muon_update, llmc/adamw.cuh, llmc/muon.cuh).
+ * on to its kernels (train_gpt2.c's adamw_update and muon_update, llmc/cuda/adamw.cuh, llmc/cuda/muon.cuh).
  * AdamW's constants and the clipping rule live here and nowhere else; Muon's rules in llmc/muon.h.
  */
 #ifndef LLMC_OPTIMIZER_H

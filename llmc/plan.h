@@ -22,7 +22,7 @@
 #define LLMC_PLAN_H
 
 #include "args.h"
-#include "comm.h"
+#include "processes.h"
 #include "dataloader.h"
 
 typedef enum {

@@ -10,7 +10,7 @@
 
 #include <signal.h>
 #include <unistd.h>
-#include "flight.h"
+#include "flight_record.h"
 
 static volatile sig_atomic_t llmc_stop_signal = 0;  // the first signal received, 0 if none
 

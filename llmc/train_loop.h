@@ -15,7 +15,7 @@
 #include "args.h"
 #include "backend.h"
 #include "checkpoint.h"
-#include "comm.h"
+#include "processes.h"
 #include "dataloader.h"
 #include "generate.h"
 #include "guard.h"
@@ -27,7 +27,7 @@
 #include "tokenizer.h"
 
 /*
- * What both trainers' main start from: the ranks (comm.h), the flags (args.h), the model
+ * What both trainers' main start from: the ranks (processes.h), the flags (args.h), the model
  * configuration that -e names and whether -e is a file (train_resolve_model below).
  */
 typedef struct {

@@ -4,7 +4,7 @@
  *
  * Conventions that span files:
  * - Every fatal error goes through llmc_die(): one line "error: ..." (prefixed with the rank when
- *   more than one process runs), then the abort hook (MPI_Abort / NCCL abort, set by comm.h),
+ *   more than one process runs), then the abort hook (MPI_Abort / NCCL abort, set by processes.h),
  *   then exit(1). Messages name the file or flag and say what to do.
  * - Everything here is C that also compiles as C++ (nvcc builds train_gpt2.cu with it).
  * - Integers read from a file are range-checked before they are used in arithmetic, indexing or
@@ -32,11 +32,11 @@
 
 static int llmc_rank = 0;        // this process's rank, for message prefixes
 static int llmc_world_size = 1;  // prefix messages with the rank only when > 1
-// Called by llmc_die after the message, before exit(1). comm.h sets it to take the other ranks
+// Called by llmc_die after the message, before exit(1). processes.h sets it to take the other ranks
 // down too; the fuzz harnesses (dev/fuzz) set it to longjmp back, so that a clean rejection of an
 // input is a result and not the end of the process. A hook that returns lets llmc_die exit.
 static void (*llmc_abort_hook)(void) = NULL;
-// Called by llmc_die after the message, before the abort hook: the flight record (flight.h)
+// Called by llmc_die after the message, before the abort hook: the flight record (flight_record.h)
 // writes itself out here.
 static void (*llmc_fatal_hook)(void) = NULL;
 
@@ -432,8 +432,8 @@ static inline double llmc_wall_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-// The pause between two polls of a host wait that must not block (llmc/nccl_comm.cuh's watchdog,
-// llmc/comm.h's MPI collectives): a yield for the first 2000 polls, so that a wait that ends within
+// The pause between two polls of a host wait that must not block (llmc/cuda/processes.cuh's watchdog,
+// llmc/processes.h's MPI collectives): a yield for the first 2000 polls, so that a wait that ends within
 // about a millisecond sleeps never, then 50 us sleeps, so that a long wait leaves its core to
 // others. What it adds to the latency of a wait is measured in dev/bench/RESULTS.md ("Watchdog
 // polling"); spinning without the yield first made a 2-rank CPU job whose step is mostly its

@@ -12,7 +12,7 @@
  *      sum of the operations and the phases is what the list misses: launch gaps, host waits.
  *      The matmul backward is split into its three parts (bias gradient, weight gradient, input
  *      gradient) to show what the separate bias pass costs. Attention is the -at implementation;
- *   3. one NCCL reduction of one layer's gradients (12 slices in one group, as llmc/zero.cuh
+ *   3. one NCCL reduction of one layer's gradients (12 slices in one group, as llmc/cuda/grad_reduce.cuh
  *      launches it) on a 1-rank communicator: the launch and local copy cost, with no link
  *      involved, and the same for all gradients at once.
  * The parameters are uniform random in [-0.04, 0.04), not the trainer's normal init: values do not

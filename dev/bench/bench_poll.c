@@ -1,6 +1,6 @@
 /*
  * What the watchdog's polling (llmc_poll_pause in llmc/utils.h, the loop of gpu_wait_event in
- * llmc/nccl_comm.cuh) adds to the latency of a host wait, on the CPU: a second thread plays the
+ * llmc/cuda/processes.cuh) adds to the latency of a host wait, on the CPU: a second thread plays the
  * GPU and "completes" an event after a given time; the waiter polls a flag as gpu_wait_event
  * polls cudaEventQuery, and each wait's latency is the time from the completion to the moment the
  * waiter sees it.

@@ -1,5 +1,5 @@
 /*
- * Workbench: the AdamW update (llmc/adamw.cuh) and the bf16 <-> fp32 casts (llmc/cuda_common.cuh)
+ * Workbench: the AdamW update (llmc/cuda/adamw.cuh) and the bf16 <-> fp32 casts (llmc/cuda/cuda_common.cuh)
  * over the 124,475,904 parameters of GPT-2 124M (Vp = 50304), against a double-precision CPU
  * AdamW that derives the weight decay from the tensor sizes on its own.
  *
@@ -19,7 +19,7 @@
  *   ./adamw
  */
 #include "common.h"
-#include "llmc/adamw.cuh"
+#include "llmc/cuda/adamw.cuh"
 
 typedef struct {
     floatX *params, *grads;

@@ -1,6 +1,6 @@
 /*
- * Workbench for llmc/attention.cuh (the fused flash-style attention, forward and backward, and the
- * unfused oracle) and, in builds with cuDNN, llmc/cudnn_att.h (cuDNN's fused SDPA, the trainer's
+ * Workbench for llmc/cuda/attention.cuh (the fused flash-style attention, forward and backward, and the
+ * unfused oracle) and, in builds with cuDNN, llmc/cuda/cudnn_att.h (cuDNN's fused SDPA, the trainer's
  * -at cudnn), each against the fp64 CPU reference of attention_ref.h, then timed.
  *
  * Checks, per implementation (exit 1 on any failure):
@@ -38,11 +38,11 @@
 #include <functional>
 #include <vector>
 
-#include "llmc/attention.cuh"
+#include "llmc/cuda/attention.cuh"
 #include "attention_ref.h"
 #include "attention_unfused.cuh"
 #ifdef USE_CUDNN
-#include "llmc/cudnn_att.h"
+#include "llmc/cuda/cudnn_att.h"
 #endif
 
 struct DevBuf {  // a device buffer freed at scope exit
@@ -226,7 +226,7 @@ static void cudnn_check(const char *err) {
     }
 }
 
-// cuDNN's SDPA through llmc/cudnn_att.h (the trainer's -at cudnn), with its own workspace
+// cuDNN's SDPA through llmc/cuda/cudnn_att.h (the trainer's -at cudnn), with its own workspace
 static Impl cudnn_impl(const Case &c, DevBuf &workspace, size_t ws_bytes) {
     const int B = c.B, T = c.T, NH = c.NH, HS = c.HS;
     void *ws = workspace.p;

@@ -3,10 +3,10 @@
  * (attention.cu, on a GPU) and the attention simulator (attention_sim.cpp, on the CPU).
  * Host C++ only; bf16 values are handled as their uint16_t bit patterns (llmc/model_io.h converts).
  *
- * Layout as in llmc/attention.cuh: qkv (B, T, 3C), out (B, T, C), lse (B, NH, T), dqkv (B, T, 3C).
+ * Layout as in llmc/cuda/attention.cuh: qkv (B, T, 3C), out (B, T, C), lse (B, NH, T), dqkv (B, T, 3C).
  * The reference is exact math on the given bf16 inputs in fp64: the forward from qkv; the backward
  * from (qkv, out, lse, dout) as given, i.e. D = rowsum(dout * out) with the bf16 `out` the backward
- * receives and P = exp(scale q.k - lse) with the given lse, as llmc/attention.cuh defines it.
+ * receives and P = exp(scale q.k - lse) with the given lse, as llmc/cuda/attention.cuh defines it.
  */
 #ifndef ATTENTION_REF_H
 #define ATTENTION_REF_H

@@ -1,7 +1,7 @@
 /*
- * The attention kernels on the CPU simulator: every kernel of llmc/attention.cuh, through its own
+ * The attention kernels on the CPU simulator: every kernel of llmc/cuda/attention.cuh, through its own
  * launchers, and the unfused oracle (attention_unfused.cuh), run unchanged on the host simulator of
- * sim/ with the PTX primitives of llmc/attention_ptx.cuh emulated and checked (sim/ptx.h: mma.sync,
+ * sim/ with the PTX primitives of llmc/cuda/attention_ptx.cuh emulated and checked (sim/ptx.h: mma.sync,
  * ldmatrix, cp.async per the PTX ISA), and compared with the fp64 reference of attention_ref.h.
  * It is how the index arithmetic, fragment layouts and synchronization of those kernels were
  * verified without a GPU; it does not replace running attention.cu on one.
@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "attention_ref.h"
-#include "llmc/attention.cuh"
+#include "llmc/cuda/attention.cuh"
 // the simulator's copy (its launches rewritten), found through -I$(SIM_SRC), not the file next to this one
 #include "dev/cuda/attention_unfused.cuh"
 

@@ -1,17 +1,17 @@
 /*
- * The unfused attention: the test oracle of the fused kernels of llmc/attention.cuh (same launcher
+ * The unfused attention: the test oracle of the fused kernels of llmc/cuda/attention.cuh (same launcher
  * contract, any head size), in simple fp32 kernels whose correctness is evident. Used by the
  * attention workbench (attention.cu, on a GPU) and the attention simulator test (attention_sim.cpp);
  * the trainer never runs it.
  *
- * Shapes and conventions as in llmc/attention.cuh: qkv (B, T, 3C), out (B, T, C), lse (B, NH, T),
+ * Shapes and conventions as in llmc/cuda/attention.cuh: qkv (B, T, 3C), out (B, T, C), lse (B, NH, T),
  * dqkv (B, T, 3C); causal, scale 1/sqrt(HS). Scratch: (B, NH, T, T) fp32 scores / probabilities,
  * and for the backward also dS.
  */
 #ifndef DEV_CUDA_ATTENTION_UNFUSED_CUH
 #define DEV_CUDA_ATTENTION_UNFUSED_CUH
 
-#include "llmc/attention.cuh"
+#include "llmc/cuda/attention.cuh"
 
 // ----------------------------------------------------------------------------
 // kernels: fp32 scores and probabilities in a (B, NH, T, T) scratch, plain loops

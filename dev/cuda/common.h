@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "llmc/cuda_common.cuh"
+#include "llmc/cuda/cuda_common.cuh"
 #include "llmc/model_io.h"
 #include "nan_max.h"
 

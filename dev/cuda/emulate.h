@@ -3,10 +3,10 @@
  * workbenches can demand BITWISE equality with the GPU where the kernels use only fp32 adds and
  * fused multiply-adds (IEEE-exact on both sides; the test data stays clear of denormals, which
  * the GPU flushes under --use_fast_math):
- *   - the embedding backward (llmc/encoder.cuh): plan order, segments, partial rows; its fp32
+ *   - the embedding backward (llmc/cuda/encoder.cuh): plan order, segments, partial rows; its fp32
  *     sums end in bf16, so a different order is seen only where it changes the rounded result
  *     (which positions are summed into which row is checked exactly);
- *   - the gradient norm (llmc/global_norm.cuh): per-thread order, warp butterflies, block tree;
+ *   - the gradient norm (llmc/cuda/global_norm.cuh): per-thread order, warp butterflies, block tree;
  *     the fp32 result itself is compared, so any other order shows.
  * host_logic_test.cu runs them without a GPU against double-precision sums.
  */
@@ -15,11 +15,11 @@
 
 #include <math.h>
 #include "common.h"
-#include "llmc/encoder.cuh"
-#include "llmc/global_norm.cuh"
+#include "llmc/cuda/encoder.cuh"
+#include "llmc/cuda/global_norm.cuh"
 
 // ----------------------------------------------------------------------------
-// warp_reduce_sum / block_reduce_sum of llmc/cuda_common.cuh
+// warp_reduce_sum / block_reduce_sum of llmc/cuda/cuda_common.cuh
 
 // the xor butterfly: at each step lane i adds lane i^offset's value (a + b == b + a exactly, so
 // every lane ends with the same bits); returns lane 0's result

@@ -1,5 +1,5 @@
 /*
- * Workbench: the embedding layer (llmc/encoder.cuh).
+ * Workbench: the embedding layer (llmc/cuda/encoder.cuh).
  *
  * Checks, per case:
  *   forward   bitwise against the CPU (one fp32 add of two bf16 values, rounded to nearest: exact)
@@ -17,7 +17,7 @@
  */
 #include "common.h"
 #include "emulate.h"
-#include "llmc/encoder.cuh"
+#include "llmc/cuda/encoder.cuh"
 
 static void make_tokens(int *inp, int n, int V, double head_fraction, uint64_t seed) {
     Rng r = {seed};

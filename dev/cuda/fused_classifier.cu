@@ -1,6 +1,6 @@
 /*
  * Workbench: the fused softmax + cross-entropy + logit-gradient kernel and the loss sum
- * (llmc/fused_classifier.cuh), against a double-precision CPU softmax.
+ * (llmc/cuda/fused_classifier.cuh), against a double-precision CPU softmax.
  *
  * Tolerances and why:
  *   losses (fp32): log-sum-exp over V terms with the hardware exp/log approximations (relative
@@ -16,7 +16,7 @@
  *   ./fused_classifier
  */
 #include "common.h"
-#include "llmc/fused_classifier.cuh"
+#include "llmc/cuda/fused_classifier.cuh"
 
 static void run_case(const char *name, int B, int T, int V, int Vp, int sampled, int timing) {
     const int N = B * T;

@@ -1,5 +1,5 @@
 /*
- * Workbench: the tanh-GELU element-wise kernels (llmc/gelu.cuh), the unfused alternative to the
+ * Workbench: the tanh-GELU element-wise kernels (llmc/cuda/gelu.cuh), the unfused alternative to the
  * cuBLASLt GELU epilogues.
  *
  * Tolerance: bf16 outputs (rounding <= 2^-8 relative) of fp32 math in the sigmoid form (fast
@@ -11,7 +11,7 @@
  *   ./gelu
  */
 #include "common.h"
-#include "llmc/gelu.cuh"
+#include "llmc/cuda/gelu.cuh"
 
 static void run_case(const char *name, size_t N, int timing) {
     printf("case %s: N=%zu\n", name, N);

@@ -1,5 +1,5 @@
 /*
- * Workbench: the gradient norm (llmc/global_norm.cuh).
+ * Workbench: the gradient norm (llmc/cuda/global_norm.cuh).
  *
  * Checks:
  *   norm^2 BITWISE equal to emulate.h's CPU emulation of the kernels' fixed order (fp32 fused
@@ -15,7 +15,7 @@
  */
 #include "common.h"
 #include "emulate.h"
-#include "llmc/global_norm.cuh"
+#include "llmc/cuda/global_norm.cuh"
 
 static float run_norm2(const floatX *d_g, size_t n, float *d_out, float *d_scratch) {
     global_norm_squared(d_out, d_g, n, d_scratch, 0);

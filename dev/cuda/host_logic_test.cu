@@ -1,10 +1,10 @@
 /*
  * The host-side logic of the CUDA layers, tested on the CPU (no GPU needed, so it runs in CI):
- *   - the embedding-backward plan (llmc/encoder.cuh): a permutation grouped by token with
+ *   - the embedding-backward plan (llmc/cuda/encoder.cuh): a permutation grouped by token with
  *     increasing positions, segments of at most ENCODER_SEGMENT, consistent split records, within
  *     the documented buffer bounds, bad token ids rejected; and the CPU emulation of the kernels'
  *     summation order (emulate.h) agrees with double sums;
- *   - the AdamW weight-decay table (llmc/adamw.cuh): GPT-2 tables merge to the expected ranges,
+ *   - the AdamW weight-decay table (llmc/cuda/adamw.cuh): GPT-2 tables merge to the expected ranges,
  *     the per-index lookup matches gpt2_param_is_decayed at every tensor's first and last
  *     element (with -opt muon: ADAMW_SKIP on the blocks' matrices), malformed range lists are
  *     rejected;
@@ -16,7 +16,7 @@
  *     unmatched NaN or inf, so a printed max |diff| cannot hide one;
  *   - the MFU peak (llmc/gpu_peak.h) of H100 SXM/PCIe/NVL, H200, A100 SXM/PCIe names against the
  *     spec sheets' dense bf16 figures, scaled for a MIG slice and a capped clock; unknown: none;
- *   - ZeRO-1's reduce-scatter layout (llmc/zero.cuh): for several models and rank counts, the runs
+ *   - ZeRO-1's reduce-scatter layout (llmc/cuda/grad_reduce.cuh): for several models and rank counts, the runs
  *     of every rank agree with a per-element brute force (which rank holds each bucket position
  *     after the reduce-scatter, which rank's shard holds its parameter), every parameter of a
  *     rank's shard arrives exactly once, sends and receives pair up in order, and the buckets
@@ -27,10 +27,10 @@
  */
 #include "common.h"
 #include "emulate.h"
-#include "llmc/adamw.cuh"
-#include "llmc/layernorm.cuh"
+#include "llmc/cuda/adamw.cuh"
+#include "llmc/cuda/layernorm.cuh"
 #include "llmc/gpu_peak.h"
-#include "llmc/zero.cuh"
+#include "llmc/cuda/grad_reduce.cuh"
 #include <vector>
 
 #include <unistd.h>  // dup, dup2: check_close_line reads what check_close prints
@@ -405,7 +405,7 @@ static void test_zero_layout_for(const char *name, GPT2Config c, int W, int muon
 }
 
 static void test_zero_layout(void) {
-    printf("ZeRO-1 reduce-scatter layout (llmc/zero.cuh)\n");
+    printf("ZeRO-1 reduce-scatter layout (llmc/cuda/grad_reduce.cuh)\n");
     const int ranks[] = {1, 2, 3, 5, 8};
     for (int W : ranks) {
         for (int muon = 0; muon <= 1; muon++) {

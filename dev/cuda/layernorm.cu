@@ -1,6 +1,6 @@
 /*
  * Workbench: LayerNorm forward, fused residual + LayerNorm forward, residual add, and LayerNorm
- * backward (llmc/layernorm.cuh), against double-precision CPU references.
+ * backward (llmc/cuda/layernorm.cuh), against double-precision CPU references.
  *
  * Tolerances and why:
  *   bf16 outputs (out, normed, dinp): one rounding to bf16 (<= 2^-8 relative) of an fp32 result
@@ -17,7 +17,7 @@
  *   ./layernorm
  */
 #include "common.h"
-#include "llmc/layernorm.cuh"
+#include "llmc/cuda/layernorm.cuh"
 
 static void cpu_layernorm(double *out, double *mean, double *rstd, const float *x, const float *w, const float *b, int N,
                           int C) {

@@ -1,5 +1,5 @@
 /*
- * Workbench: the linear layers on cuBLASLt (llmc/matmul.cuh, llmc/cublas_common.cuh) with their
+ * Workbench: the linear layers on cuBLASLt (llmc/cuda/matmul.cuh, llmc/cuda/cublas_common.cuh) with their
  * fused epilogues, the dbias reduction kernel, and the unfused GELU alternative for timing.
  *
  * Every GPT-2 124M layer shape is run at B*T = 16384 (the LM head at 8192) and checked on
@@ -21,8 +21,8 @@
  *   ./matmul
  */
 #include "common.h"
-#include "llmc/gelu.cuh"
-#include "llmc/matmul.cuh"
+#include "llmc/cuda/gelu.cuh"
+#include "llmc/cuda/matmul.cuh"
 
 static double ref_gelu_erf(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
 

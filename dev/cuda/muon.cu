@@ -1,5 +1,5 @@
 /*
- * Workbench: Muon's update (llmc/muon.cuh) on the four block-matrix shapes of GPT-2 124M (qkvw
+ * Workbench: Muon's update (llmc/cuda/muon.cuh) on the four block-matrix shapes of GPT-2 124M (qkvw
  * 3C x C and fcw 4C x C tall, attprojw C x C square, fcprojw C x 4C wide; C = 768, each with all
  * 12 layers in one call), against a double-precision CPU reference of llmc/muon.h's algorithm
  * (momentum, normalization, five quintic Newton-Schulz steps on the wide orientation, scaled
@@ -26,7 +26,7 @@
  *   ./muon
  */
 #include "common.h"
-#include "llmc/muon.cuh"
+#include "llmc/cuda/muon.cuh"
 
 // the reference in double: Muon on one rows x cols matrix, returns O (rows x cols), updates buf
 static void ref_muon_matrix(double *O, double *buf, const float *g, int rows, int cols, double mu, double gs, int steps) {

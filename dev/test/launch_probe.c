@@ -5,8 +5,8 @@
  *
  *   probe rank R of W local L host H launcher K token T
  *
- * (rank discovery: llmc/comm.h; T: the value rank 0 drew, received through the TCP bootstrap of
- * llmc/bootstrap.h at MASTER_ADDR, as train_gpt2cu receives the NCCL id), then one line per
+ * (rank discovery: llmc/processes.h; T: the value rank 0 drew, received through the TCP bootstrap of
+ * llmc/tcp_broadcast.h at MASTER_ADDR, as train_gpt2cu receives the NCCL id), then one line per
  * micro-step of the first optimizer step,
  *
  *   probe rank R batch M windows A..Z crc C

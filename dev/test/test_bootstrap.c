@@ -1,5 +1,5 @@
 /*
- * TCP bootstrap tests (llmc/bootstrap.h), with real processes on localhost:
+ * TCP bootstrap tests (llmc/tcp_broadcast.h), with real processes on localhost:
  * 1. 5 ranks, rank 0 started last: every rank receives rank 0's blob;
  * 2. a rank with no rank 0 to talk to stops with an error within the timeout;
  * 3. a rank 0 whose peers never come stops with an error naming the missing ranks.

@@ -11,11 +11,11 @@
 #     stream-order debug mode LLMC_DEBUG_STREAMS=1, is bitwise the plain run, and each of the four
 #     event waits between the streams left out (the dropwait build) makes it differ;
 #  3. MPI, host-staged (-pb mpi), 2 ranks: equals 1 rank with 2 micro-steps (bf16 tolerance); a
-#     frozen rank ends the job within -pt with the line of comm.h's deadline;
+#     frozen rank ends the job within -pt with the line of processes.h's deadline;
 #     ZeRO-1: equals -z 0, writes a state file per rank, resumes bitwise on 2 ranks and re-shards
 #     onto 1 rank; -pb nccl on 2 simulated GPUs is bitwise -pb mpi, with -z 0 and with ZeRO-1's
 #     reduce-scatter layout (and the debug mode on);
-#  4. -opt muon (llmc/muon.cuh): against the CPU trainer's Muon; 2 ranks -pb mpi with ZeRO-1 (shards
+#  4. -opt muon (llmc/cuda/muon.cuh): against the CPU trainer's Muon; 2 ranks -pb mpi with ZeRO-1 (shards
 #     of whole matrices) against -z 0, -pb nccl -z 1 bitwise -pb mpi -z 1, bitwise resume on 2
 #     ranks and re-sharded onto 1;
 #  5. the AddressSanitizer build on short runs (single process -r 0 and -r 2, 2 ranks ZeRO-1 with AdamW
@@ -111,7 +111,7 @@ joined nccl_z0 nccl_z1
 for z in 0 1; do compare_logs nccl_z$z/main.log sim2/main.log trl=0 norm=0 || bad "NCCL on 1 rank, -z $z, differs from the plain run"; done
 grep -q "gradient reduction: nccl (stream priority -5, LLMC_DEBUG_STREAMS=1)" nccl_z0.txt \
     || bad "the NCCL stream's priority (-5, the simulated device's highest) or the debug mode not in the banner"
-# a build that leaves out one wait (LLMC_TEST_DROP_WAIT, llmc/zero.cuh): the debug mode must show it
+# a build that leaves out one wait (LLMC_TEST_DROP_WAIT, llmc/cuda/grad_reduce.cuh): the debug mode must show it
 for w in 1 2 3 4; do
     LLMC_TEST_DROP_WAIT=$w LLMC_DEBUG_STREAMS=1 bg drop$w "$DROP" "${ARGS[@]}" -z 1 -o drop$w
     [ $((w % 2)) -eq 0 ] && joined drop$((w - 1)) drop$w
@@ -154,7 +154,7 @@ if have_mpi "$SIM"; then
     ERROR_LINES=2 expect_error "2 ranks with -pb nccl in a build without NCCL (each rank says so)" "use the host-staged backend -pb mpi" \
         "${MPIRUN[@]}" -np 2 "$ASAN" "${ARGS[@]}" -pb nccl
     expect_error "2 ranks with -pb nccl on one simulated GPU" "use the same GPU.*-pb mpi" "${MPIRUN[@]}" -np 2 "$SIM" "${ARGS[@]}" -pb nccl
-    # the deadline of comm.h in -pb mpi's own collectives: rank 1 freezes as step 3 begins
+    # the deadline of processes.h in -pb mpi's own collectives: rank 1 freezes as step 3 begins
     expect_error "-pb mpi -z 1, rank 1 frozen (SIGSTOP)" "step 3 (.*): MPI_[A-Za-z_()]* of [0-9]* bytes did not complete within -pt 3 s; no answer from rank(s) 1 " \
         timeout -s KILL 60 "${MPIRUN[@]}" -np 2 -x LLMC_FAULT=step:3:stop:1 "$SIM" "${ARGS[@]}" -pb mpi -z 1 -pt 3
 else

@@ -82,7 +82,7 @@ test-generate: train_gpt2
 	PYTHON=$(PYTHON) bash dev/test/test_generate.sh
 
 # the TCP bootstrap of the NCCL id (launches without MPI), with real processes on localhost
-dev/test/test_bootstrap: dev/test/test_bootstrap.c llmc/bootstrap.h llmc/utils.h $(STAMP_OPENMP)
+dev/test/test_bootstrap: dev/test/test_bootstrap.c llmc/tcp_broadcast.h llmc/utils.h $(STAMP_OPENMP)
 	$(CC) $(CFLAGS) $< -o $@
 
 test-bootstrap: dev/test/test_bootstrap

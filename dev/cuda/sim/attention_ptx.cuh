@@ -1,10 +1,10 @@
 /*
- * Host simulator: the CPU version of llmc/attention_ptx.cuh, the device primitives of the fused
+ * Host simulator: the CPU version of llmc/cuda/attention_ptx.cuh, the device primitives of the fused
  * attention kernels. sim_rewrite.py puts this file in its place in the simulator's copy of llmc/, so
- * that the kernels and launchers of llmc/attention.cuh run unchanged, with every ldmatrix, mma,
+ * that the kernels and launchers of llmc/cuda/attention.cuh run unchanged, with every ldmatrix, mma,
  * cp.async, shared and global access emulated and checked by ptx.h (races, bounds, coverage) and
  * every barrier, __syncwarp and shuffle a collective of engine.h. The same functions, the same
- * contracts; the comments on what each does are in llmc/attention_ptx.cuh.
+ * contracts; the comments on what each does are in llmc/cuda/attention_ptx.cuh.
  * Rounding: ex2.approx and __logf are exp2f and logf here (the GPU's approximations differ in the
  * last bits, within the tolerances of dev/cuda/attention_ref.h).
  */

@@ -1,8 +1,8 @@
 /*
  * Host simulator, cuBLASLt: a stand-in for <cublasLt.h> that implements cublasLtMatmul's documented
  * semantics on the CPU, written from the cuBLASLt documentation (not from our callers), so that the
- * row-major -> column-major mapping of llmc/matmul.cuh and the epilogue setup of
- * llmc/cublas_common.cuh are checked against the contract:
+ * row-major -> column-major mapping of llmc/cuda/matmul.cuh and the epilogue setup of
+ * llmc/cuda/cublas_common.cuh are checked against the contract:
  *   D = alpha * op(A) op(B) + beta * C, column-major, op(X) = X or X^T per CUBLASLT_MATMUL_DESC_TRANS*;
  *   A's layout is (m x k) or, transposed, (k x m); B's (k x n) or (n x k); C and D (m x n);
  *   CUBLASLT_EPILOGUE_BIAS: bias (length m, D's rows) added to every column;

@@ -1,5 +1,5 @@
 /*
- * Host simulator, NCCL: a stand-in for <nccl.h> with the calls llmc/nccl_comm.cuh and llmc/zero.cuh
+ * Host simulator, NCCL: a stand-in for <nccl.h> with the calls llmc/cuda/processes.cuh and llmc/cuda/grad_reduce.cuh
  * make, written from NCCL's documented semantics, so that the trainer's NCCL path (the per-layer
  * reductions, ZeRO-1's layouts, the host collectives, the streams and events around them) runs in
  * the simulator.

@@ -1,7 +1,7 @@
 /*
  * Host simulator, checked PTX: CPU versions of the PTX-level operations of hand-written kernels,
  * emulated per the PTX ISA and checked on every access, on the threads and collectives of engine.h.
- * sim/attention_ptx.cuh maps the device primitives of llmc/attention_ptx.cuh onto these.
+ * sim/attention_ptx.cuh maps the device primitives of llmc/cuda/attention_ptx.cuh onto these.
  *
  * Emulated:
  * - mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32: the fragment layouts of the PTX ISA's

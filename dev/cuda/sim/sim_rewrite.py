@@ -9,7 +9,7 @@ files, line for line (a #line directive keeps messages pointing at the original)
     (filled with 0xff by the first thread of every block, so reads of unwritten shared memory show)
 Everything else, kernels included, is compiled as written. A DEST=SRC argument copies SRC in place
 of DEST, also where DEST is in the list (the simulator's checked versions of the PTX primitives of
-llmc/attention_ptx.cuh).
+llmc/cuda/attention_ptx.cuh).
 Files are replaced atomically, so builds that share the folder never read a half-written one.
 
 usage: sim_rewrite.py ROOT OUT FILE... [DEST=SRC...]   (paths relative to ROOT)

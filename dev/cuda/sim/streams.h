@@ -15,7 +15,7 @@
  *   that should wait for another but does not runs ahead of it: its work starts before the other
  *   stream's earlier queued work has run.
  * - A host function (cudaLaunchHostFunc) is slow work: its stream resumes only when no other
- *   stream can run. llmc/nccl_comm.cuh's debug mode (LLMC_NCCL_DEBUG) uses one as its wait between
+ *   stream can run. llmc/cuda/processes.cuh's debug mode (LLMC_NCCL_DEBUG) uses one as its wait between
  *   changing the data and restoring it, so any stream that does not wait for the NCCL stream sees
  *   the changed data.
  * - A state in which the host waits for something no stream can reach is an error (a deadlock on

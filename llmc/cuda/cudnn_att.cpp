@@ -1,5 +1,5 @@
 /*
- * cuDNN's fused attention (SDPA) behind the C interface of llmc/cudnn_att.h (read that first), written
+ * cuDNN's fused attention (SDPA) behind the C interface of llmc/cuda/cudnn_att.h (read that first), written
  * against the cuDNN C++ frontend's graph API (tested with frontend 1.32 and cuDNN 9.19).
  *
  * The graphs, per shape (B, T, NH, HS), C = NH * HS; cuDNN works on (B, NH, T, HS) views, given here

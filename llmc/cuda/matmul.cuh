@@ -1,6 +1,6 @@
 /*
  * The model's linear layers: out (B*T, OC) = inp (B*T, C) @ weight^T + bias, with weight (OC, C)
- * row-major as in the model file. Forward and backward run on cuBLASLt (llmc/cublas_common.cuh)
+ * row-major as in the model file. Forward and backward run on cuBLASLt (llmc/cuda/cublas_common.cuh)
  * with fused epilogues: bias, and optionally GELU (the MLP's fc layer) whose pre-activation is
  * saved for the backward pass, where the GELU derivative is fused into the next layer's dinp.
  *

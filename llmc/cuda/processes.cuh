@@ -4,12 +4,12 @@
  *
  * - GPU: rank r uses device (local rank mod visible GPUs). Several ranks on one GPU are refused
  *   for NCCL (it does not support it: "may lead to hangs") with a message that names `-pb mpi`,
- *   the host-staged backend of llmc/zero.cuh that allows it. Under MPI the check allgathers a
+ *   the host-staged backend of llmc/cuda/grad_reduce.cuh that allows it. Under MPI the check allgathers a
  *   hash of every rank's PCI bus id before NCCL starts; without MPI a rank whose local rank is
  *   not below the GPU count stops, and a communicator that does not form within -pt seconds
  *   (the other symptom) stops with the same hint.
  * - Bootstrap: rank 0 makes the NCCL unique id; it travels by MPI_Bcast under mpirun, else by
- *   llmc/bootstrap.h's TCP broadcast to MASTER_ADDR (torchrun, SLURM without MPI).
+ *   llmc/tcp_broadcast.h's TCP broadcast to MASTER_ADDR (torchrun, SLURM without MPI).
  * - Non-blocking communicator (ncclConfig_t.blocking = 0): no NCCL call ever blocks the host.
  *   A call may return ncclInProgress before its work is on the stream, so after every call
  *   nccl_wait_issued() polls ncclCommGetAsyncError until the work is enqueued; only then are
@@ -31,14 +31,14 @@
  *   collectives change nothing); a missing wait, on either stream, shows as a different run.
  * Everything NCCL is compiled only with MULTI_GPU (the Makefile sets it when it finds NCCL).
  */
-#ifndef LLMC_NCCL_COMM_CUH
-#define LLMC_NCCL_COMM_CUH
+#ifndef LLMC_CUDA_PROCESSES_CUH
+#define LLMC_CUDA_PROCESSES_CUH
 
 #include "cuda_common.cuh"
-#include "comm.h"
+#include "../processes.h"
 #ifdef MULTI_GPU
 #include <nccl.h>
-#include "bootstrap.h"
+#include "../tcp_broadcast.h"
 #endif
 
 // ----------------------------------------------------------------------------
@@ -442,4 +442,4 @@ static inline void nccl_free(NcclContext *ctx) {
 
 #endif  // MULTI_GPU
 
-#endif  // LLMC_NCCL_COMM_CUH
+#endif  // LLMC_CUDA_PROCESSES_CUH

@@ -1,6 +1,6 @@
 /*
  * GELU, tanh approximation (GPT-2's), as separate element-wise kernels: the unfused alternative
- * to the cuBLASLt GELU epilogues of llmc/matmul.cuh, so the trainer can choose either.
+ * to the cuBLASLt GELU epilogues of llmc/cuda/matmul.cuh, so the trainer can choose either.
  *   gelu(x)  = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3)
  *   gelu'(x) = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) du/dx,  du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
  * evaluated through the identity 0.5 (1 + tanh(u)) = sigma(2u) = 1 / (1 + exp(-2u)):

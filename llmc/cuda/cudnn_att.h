@@ -1,7 +1,7 @@
 /*
  * Causal multi-head self-attention through cuDNN's fused SDPA (scaled dot-product attention) graphs:
- * the alternative to llmc/attention.cuh that `-at cudnn` selects, with the same tensors and conventions
- * (shape legend and layouts: llmc/attention.cuh):
+ * the alternative to llmc/cuda/attention.cuh that `-at cudnn` selects, with the same tensors and conventions
+ * (shape legend and layouts: llmc/cuda/attention.cuh):
  *   qkv  (B, T, 3C) bf16   read in place: head h of q, k, v at columns h*HS, C + h*HS, 2C + h*HS
  *   out  (B, T, C)  bf16   overwritten
  *   lse  (B, NH, T) fp32   log(sum_s exp(scale * q_t . k_s)) over s <= t (natural log), scale = 1/sqrt(HS):
@@ -9,7 +9,7 @@
  *                          feeds either backward
  *   dqkv (B, T, 3C) bf16   overwritten
  *
- * A plain C interface to llmc/cudnn_att.cpp, a translation unit of its own: the cuDNN frontend is a
+ * A plain C interface to llmc/cuda/cudnn_att.cpp, a translation unit of its own: the cuDNN frontend is a
  * header-only C++ library that takes about a minute and a half to compile, so nothing else includes
  * it. Built only when the Makefile finds cuDNN and the frontend (it then defines USE_CUDNN).
  *

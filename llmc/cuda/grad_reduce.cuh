@@ -35,7 +35,7 @@
  *         (bitwise, where NCCL sums in the same order), and the shards stay as above.
  *         The main stream waits for the last reduction before the gradient norm (a GPU-side wait).
  *         After the update, ZeRO-1 all-gathers the bf16 parameters (in place) on the NCCL stream.
- *         LLMC_DEBUG_STREAMS=1 (llmc/nccl_comm.cuh) checks these events.
+ *         LLMC_DEBUG_STREAMS=1 (llmc/cuda/processes.cuh) checks these events.
  *   mpi   Host-staged, for where NCCL cannot run (several ranks on one GPU; how the multi-rank
  *         path is tested on a one-GPU machine): the bf16 gradients are copied to pinned host
  *         memory, widened to fp32 (MPI has no bf16 type), summed with MPI_Allreduce (or
@@ -44,15 +44,15 @@
  * The gradient norm for clipping is global: over the full reduced gradients, or with ZeRO-1 the
  * sum over ranks of each shard's sum of squares.
  */
-#ifndef LLMC_ZERO_CUH
-#define LLMC_ZERO_CUH
+#ifndef LLMC_GRAD_REDUCE_CUH
+#define LLMC_GRAD_REDUCE_CUH
 
 #include "cuda_common.cuh"
 #include "global_norm.cuh"
-#include "model_io.h"
-#include "comm.h"
-#include "muon.h"
-#include "nccl_comm.cuh"
+#include "../model_io.h"
+#include "../processes.h"
+#include "../muon.h"
+#include "processes.cuh"
 
 typedef enum { GRAD_REDUCE_NONE = 0, GRAD_REDUCE_NCCL = 1, GRAD_REDUCE_MPI = 2 } GradReduceKind;
 
@@ -235,7 +235,7 @@ typedef struct {
     cudaEvent_t reduced;       // on the NCCL stream, behind the last reduction of the step
     cudaEvent_t update_done;   // on the main stream, before the ZeRO-1 all-gather
     cudaEvent_t gathered;      // on the NCCL stream, behind the all-gather
-    long long *flight;         // L + 1 flight-record handles of the step's reductions (flight.h)
+    long long *flight;         // L + 1 flight-record handles of the step's reductions (flight_record.h)
     long long gather_flight;   // and of the last parameter all-gather
     ZeroBucket *buckets;       // ZeRO-1: the buckets of layer l are [first[l], first[l + 1])
     int *first;                // L + 2 entries
@@ -620,4 +620,4 @@ static inline void grad_reduce_gather_params(GradReducer *red, floatX *params, c
     }
 }
 
-#endif  // LLMC_ZERO_CUH
+#endif  // LLMC_GRAD_REDUCE_CUH

@@ -1,7 +1,7 @@
 /*
  * cuBLASLt for every matmul of the model: one handle, one 32 MiB workspace, the cublasCheck
  * wrapper, and matmul_cublaslt(), a general bf16 GEMM with the fused epilogues the model uses
- * (bias, GELU with its pre-activation saved, GELU backward). llmc/matmul.cuh maps the model's
+ * (bias, GELU with its pre-activation saved, GELU backward). llmc/cuda/matmul.cuh maps the model's
  * row-major layers onto it.
  *
  * Conventions:

@@ -14,7 +14,7 @@
  *      transposes are operation flags and nothing is stored transposed
  *   5. muon_apply_kernel: p -= lr (scale O + wd p) into the fp32 master weights (or the bf16
  *      parameters), the bf16 parameters stochastically rounded with bits keyed to the element's
- *      index, as llmc/adamw.cuh rounds them (same seed, disjoint indices)
+ *      index, as llmc/cuda/adamw.cuh rounds them (same seed, disjoint indices)
  * State: buf is this rank's slice of the m buffer (AdamW's first moment elsewhere). Scratch: one
  * device buffer of muon_scratch_bytes(C) bytes, for up to MUON_BATCH matrices at a time.
  */
@@ -24,8 +24,8 @@
 #include "cuda_common.cuh"
 #include "cublas_common.cuh"
 #include "adamw.cuh"
-#include "muon.h"
-#include "optimizer.h"
+#include "../muon.h"
+#include "../optimizer.h"
 
 #define MUON_THREADS 512
 #define MUON_NORM_BLOCKS 64  // per matrix at most, stage 1 of the norm (muon_norm_blocks: its summation order)

@@ -18,14 +18,14 @@
  * misses its deadline tells every other rank (a notice on a communicator of its own), every live
  * rank that is waiting in a collective answers, and after a short grace each of them prints one
  * line naming the step, the collective and the ranks it did not hear from, writes its flight
- * record (flight.h) and the job ends through MPI_Abort. The NCCL paths have their own watchdog
- * with the same -pt (nccl_comm.cuh).
+ * record (flight_record.h) and the job ends through MPI_Abort. The NCCL paths have their own watchdog
+ * with the same -pt (cuda/processes.cuh).
  */
-#ifndef LLMC_COMM_H
-#define LLMC_COMM_H
+#ifndef LLMC_PROCESSES_H
+#define LLMC_PROCESSES_H
 
 #include "utils.h"
-#include "flight.h"
+#include "flight_record.h"
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
@@ -365,4 +365,4 @@ static inline void comm_finalize(Comm *c) {
     (void)c;
 }
 
-#endif  // LLMC_COMM_H
+#endif  // LLMC_PROCESSES_H

@@ -1,5 +1,5 @@
 /*
- * The device primitives of the fused attention kernels (llmc/attention.cuh): the inline PTX they
+ * The device primitives of the fused attention kernels (llmc/cuda/attention.cuh): the inline PTX they
  * use (mma.sync m16n8k16, ldmatrix, cp.async, st/ld.shared, ex2.approx) and every shared-memory,
  * global-memory and cross-lane operation, each a small function. The kernels do nothing to memory or
  * across lanes except through these, so that the CPU simulator can replace this one file with

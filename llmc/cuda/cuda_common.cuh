@@ -18,7 +18,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
-#include "utils.h"
+#include "../utils.h"
 
 typedef __nv_bfloat16 floatX;
 

@@ -2,7 +2,7 @@
  * The flight record: each process's last FLIGHT_SLOTS collectives, so that after a hang or a crash
  * of a multi-process run the user sees which rank stopped where.
  *
- * Every collective of the host code (llmc/comm.h: MPI, and the NCCL calls of the CUDA trainer)
+ * Every collective of the host code (llmc/processes.h: MPI, and the NCCL calls of the CUDA trainer)
  * opens an entry with flight_begin and closes it with flight_end. An entry holds the operation,
  * its bytes, where the run was (step, micro-step and the phase the training loop announced with
  * flight_where), its start and end times (seconds since the process started) and whether it
@@ -13,8 +13,8 @@
  * Writing must work inside a signal handler, so the text is formatted by hand (no stdio, no
  * malloc) into a static buffer and written with write(2).
  */
-#ifndef LLMC_FLIGHT_H
-#define LLMC_FLIGHT_H
+#ifndef LLMC_FLIGHT_RECORD_H
+#define LLMC_FLIGHT_RECORD_H
 
 #include <signal.h>
 #include "utils.h"
@@ -39,7 +39,7 @@ typedef struct {
     int rank, world_size;
     int on;                   // recording (several processes)
     char path[4096];          // the record's file; "" = stderr
-    // the collective this process is waiting in now (comm.h), for a note when a signal comes
+    // the collective this process is waiting in now (processes.h), for a note when a signal comes
     volatile sig_atomic_t waiting;
     const char *wait_op;
     long long wait_bytes;
@@ -189,7 +189,7 @@ static inline void flight_write(const char *reason) {
     if (fd != STDERR_FILENO) { close(fd); }
 }
 
-// comm.h around each wait for a collective
+// processes.h around each wait for a collective
 static inline void flight_wait_begin(const char *op, long long bytes) {
     Flight *f = &llmc_flight;
     f->wait_op = op;
@@ -252,7 +252,7 @@ static void flight_on_signal(int sig, siginfo_t *info, void *ctx) {
     raise(sig);
 }
 
-// start recording (comm.h calls this once the ranks are known): only with several processes
+// start recording (processes.h calls this once the ranks are known): only with several processes
 static inline void flight_start(int rank, int world_size) {
     Flight *f = &llmc_flight;
     f->rank = rank;
@@ -286,4 +286,4 @@ static inline void flight_arm(const char *dir) {
 // where the record goes, for messages
 static inline const char *flight_destination(void) { return llmc_flight.path[0] ? llmc_flight.path : "stderr"; }
 
-#endif  // LLMC_FLIGHT_H
+#endif  // LLMC_FLIGHT_RECORD_H

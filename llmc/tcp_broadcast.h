@@ -10,8 +10,8 @@
  * The port: LLMC_BOOTSTRAP_PORT if set, else MASTER_PORT + 1 (torchrun's own store already
  * listens on MASTER_PORT).
  */
-#ifndef LLMC_BOOTSTRAP_H
-#define LLMC_BOOTSTRAP_H
+#ifndef LLMC_TCP_BROADCAST_H
+#define LLMC_TCP_BROADCAST_H
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -167,4 +167,4 @@ static inline void bootstrap_tcp_bcast(void *blob, size_t len, int rank, int wor
     }
 }
 
-#endif  // LLMC_BOOTSTRAP_H
+#endif  // LLMC_TCP_BROADCAST_H

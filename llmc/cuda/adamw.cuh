@@ -5,7 +5,7 @@
  *   p = p - lr (m / (1 - beta1^t) / (sqrt(v / (1 - beta2^t)) + eps) + wd_i p)
  * with wd_i = weight_decay on the tensors the decay table marks (matmul weights and embeddings),
  * 0 elsewhere. With -opt muon the table marks the blocks' matrices ADAMW_SKIP: Muon updates them
- * (llmc/muon.cuh) and this kernel leaves them alone. m, v and the fp32 master weights (optional) are fp32; the bf16 parameters are
+ * (llmc/cuda/muon.cuh) and this kernel leaves them alone. m, v and the fp32 master weights (optional) are fp32; the bf16 parameters are
  * stochastically rounded from the fp32 result with random bits keyed to (seed, element index),
  * so the rounding does not depend on the launch or on how the parameters are sharded.
  *
@@ -21,9 +21,9 @@
 #define LLMC_ADAMW_CUH
 
 #include "cuda_common.cuh"
-#include "model_io.h"
-#include "muon.h"
-#include "optimizer.h"
+#include "../model_io.h"
+#include "../muon.h"
+#include "../optimizer.h"
 
 #define ADAMW_THREADS 512
 #define ADAMW_MAX_RANGES 32

@@ -7,7 +7,7 @@
  * Gradient convention of this file: layernorm_backward ACCUMULATES into dinp (+=), because dinp
  * is the residual stream's gradient, which the residual branches also add into; dweight and
  * dbias are accumulated as every parameter gradient. dweight and dbias are reduced in two fixed
- * stages (per block of LN_BWD_ROWS rows, then across blocks, llmc/cuda_common.cuh), so they
+ * stages (per block of LN_BWD_ROWS rows, then across blocks, llmc/cuda/cuda_common.cuh), so they
  * are bitwise reproducible and independent of the GPU.
  */
 #ifndef LLMC_LAYERNORM_CUH
