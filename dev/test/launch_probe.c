@@ -17,8 +17,8 @@
  */
 #include <time.h>
 #include "../../llmc/args.h"
-#include "../../llmc/bootstrap.h"
-#include "../../llmc/comm.h"
+#include "../../llmc/tcp_broadcast.h"
+#include "../../llmc/processes.h"
 #include "../../llmc/dataloader.h"
 
 int main(int argc, char **argv) {

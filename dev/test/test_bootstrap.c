@@ -5,7 +5,7 @@
  * 3. a rank 0 whose peers never come stops with an error naming the missing ranks.
  */
 #include <sys/wait.h>
-#include "../../llmc/bootstrap.h"
+#include "../../llmc/tcp_broadcast.h"
 
 static int failures = 0;
 
