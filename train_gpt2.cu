@@ -54,7 +54,7 @@
 #include "llmc/cuda/layernorm.cuh"
 #include "llmc/cuda/matmul.cuh"
 #include "llmc/cuda/gelu.cuh"
-#include "llmc/cuda/attention.cuh"
+#include "llmc/cuda/attention_choice.cuh"  // -at: our kernel or cuDNN's
 #include "llmc/cuda/fused_classifier.cuh"
 #include "llmc/cuda/adamw.cuh"
 #include "llmc/cuda/muon.cuh"
@@ -63,60 +63,7 @@
 #include "llmc/cuda/grad_reduce.cuh"
 #include <nvtx3/nvToolsExt.h>
 #include "llmc/gpu_peak.h"
-#ifdef USE_CUDNN
-#include "llmc/cuda/cudnn_att.h"
-#endif
 
-#ifndef LLMC_CUDA_ARCHS
-#define LLMC_CUDA_ARCHS "unknown"  // the Makefile passes the CUDA_ARCHS it built for
-#endif
-
-// ----------------------------------------------------------------------------
-// the attention implementation (-at)
-
-typedef enum { ATTENTION_OWN = 0, ATTENTION_CUDNN = 1 } AttentionImpl;
-
-// name: "own" or "cudnn", from `source` (a flag or variable, for the message); stops with a one-line
-// error for an unknown name or for cudnn in a build without it
-static AttentionImpl attention_impl(const char *name, const char *source) {
-    if (!strcmp(name, "own")) { return ATTENTION_OWN; }
-    if (strcmp(name, "cudnn")) { llmc_die("%s %s: unknown attention implementation (own or cudnn)", source, name); }
-#ifndef USE_CUDNN
-    llmc_die("%s cudnn: this build has no cuDNN attention; build with it: make cudnn-frontend, then make again (needs "
-             "cuDNN 9: the CUDA toolkit's, CUDNN_HOME=dir, or the nvidia-cudnn-cu13 wheel; make's 'cuDNN:' line says "
-             "what it found), or use -at own", source);
-#endif
-    return ATTENTION_CUDNN;
-}
-
-#ifdef USE_CUDNN
-static void cudnn_att_check(const char *err) {
-    if (err) {
-        llmc_die("-at cudnn: %s; -at own runs our kernel instead", err);
-    }
-}
-#endif
-
-// cuDNN's attention workspace for B x T (the largest shape): builds its graphs, so it needs the GPU;
-// 0 for our kernel
-static size_t attention_workspace_bytes(AttentionImpl impl, const GPT2Config *c, int B, int T) {
-#ifdef USE_CUDNN
-    if (impl == ATTENTION_CUDNN) {
-        size_t bytes = 0;
-        cudnn_att_check(cudnn_att_prepare(B, T, c->num_heads, c->channels / c->num_heads, SIZE_MAX, &bytes));
-        return bytes;
-    }
-#endif
-    (void)impl; (void)c; (void)B; (void)T;
-    return 0;
-}
-
-// at the end of the process: cuDNN's graphs and handle (shared by every model of the process)
-static void attention_free(void) {
-#ifdef USE_CUDNN
-    cudnn_att_free();
-#endif
-}
 
 // ----------------------------------------------------------------------------
 // the model
@@ -600,60 +547,30 @@ static void gpt2_stage_tokens(GPT2 *m, int *dst, int *pinned, const int *src, si
     cudaCheck(cudaMemcpyAsync(dst, pinned, n * sizeof(int), cudaMemcpyHostToDevice, m->stream));
 }
 
-#ifdef USE_CUDNN
-// cuDNN's attention serves the calls at the built T; the others run our kernel (see the top comment)
-static int gpt2_attention_cudnn(const GPT2 *m, int T) { return m->attention == ATTENTION_CUDNN && T == m->seq_len; }
-#endif
+// the implementation of a call at T: cuDNN's serves the calls at the built T; the others run our
+// kernel (see the top comment)
+static AttentionImpl gpt2_attention_at(const GPT2 *m, int T) {
+    return m->attention == ATTENTION_CUDNN && T == m->seq_len ? ATTENTION_CUDNN : ATTENTION_OWN;
+}
 
 // out (B, T, C), lse (B, NH, T) from qkv (B, T, 3C), with the model's attention implementation
 static void gpt2_attention_forward(GPT2 *m, floatX *out, float *lse, const floatX *qkv, int B, int T) {
-    const int C = m->config.channels, NH = m->config.num_heads;
-#ifdef USE_CUDNN
-    if (gpt2_attention_cudnn(m, T)) {
-        cudnn_att_check(cudnn_att_forward(out, lse, qkv, B, T, NH, C / NH, m->att_workspace, m->att_workspace_bytes,
-                                          m->stream));
-        return;
-    }
-#endif
-    attention_forward(out, lse, qkv, B, T, C, NH, m->stream);
+    attention_forward_with(gpt2_attention_at(m, T), out, lse, qkv, B, T, m->config.channels, m->config.num_heads,
+                           m->att_workspace, m->att_workspace_bytes, m->stream);
 }
 
 // dqkv (B, T, 3C) overwritten from dout (B, T, C) and the forward's qkv, out, lse
 static void gpt2_attention_backward(GPT2 *m, floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out,
                                     const float *lse, int B, int T) {
-    const int C = m->config.channels, NH = m->config.num_heads;
-#ifdef USE_CUDNN
-    if (gpt2_attention_cudnn(m, T)) {
-        cudnn_att_check(cudnn_att_backward(dqkv, dout, qkv, out, lse, B, T, NH, C / NH, m->att_workspace,
-                                           m->att_workspace_bytes, m->stream));
-        return;
-    }
-#endif
-    attention_backward(dqkv, dout, qkv, out, lse, m->acts.scratch, B, T, C, NH, m->stream);
+    attention_backward_with(gpt2_attention_at(m, T), dqkv, dout, qkv, out, lse, m->acts.scratch, B, T,
+                            m->config.channels, m->config.num_heads, m->att_workspace, m->att_workspace_bytes, m->stream);
 }
 
-// 1 if the attention backward is bitwise reproducible (ours always; cuDNN's where its support check
-// accepted the deterministic algorithm)
-static int gpt2_attention_deterministic(const GPT2 *m) {
-#ifdef USE_CUDNN
-    if (m->attention == ATTENTION_CUDNN) { return cudnn_att_deterministic(); }
-#endif
-    (void)m;
-    return 1;
-}
+// 1 if the attention backward is bitwise reproducible
+static int gpt2_attention_deterministic(const GPT2 *m) { return attention_deterministic(m->attention); }
 
 // the banner's description of the attention implementation
-static const char *gpt2_attention_describe(const GPT2 *m) {
-#ifdef USE_CUDNN
-    if (m->attention == ATTENTION_CUDNN) {
-        static char buf[320];
-        snprintf(buf, sizeof(buf), "cudnn (%s; workspace %.2f GiB)", cudnn_att_describe(), m->att_workspace_bytes / GiB);
-        return buf;
-    }
-#endif
-    (void)m;
-    return "own (llmc/cuda/attention.cuh)";
-}
+static const char *gpt2_attention_describe(const GPT2 *m) { return attention_describe(m->attention, m->att_workspace_bytes); }
 
 typedef enum {
     FWD_LOGITS = 0,  // logits only (sampling); no targets
@@ -1074,62 +991,6 @@ void gpt2_make_backend(Backend *b, GPT2 *m, int T, double peak_flops) {
 // processes
 
 /*
- * The gradient reduction backend of this launch: none for one process; -pb nccl (NCCL
- * communicator made here) or -pb mpi (host-staged, needs mpirun). Stops with a message for
- * launches this build cannot serve.
- */
-static GradReduceKind setup_processes(Comm *c, const TrainArgs *a, int device, void *nccl) {
-    (void)device; (void)nccl;
-    // LLMC_FORCE_NCCL=1: the NCCL path (communicator, per-layer reductions, ZeRO-1 collectives) even
-    // for one process, on a 1-rank communicator: how that path is exercised on a one-GPU machine
-    // (builds with NCCL). Any value but 0 or 1 is a mistake, in every build.
-    const char *force = getenv("LLMC_FORCE_NCCL");
-    if (force && force[0] && strcmp(force, "0") && strcmp(force, "1")) {
-        llmc_die("LLMC_FORCE_NCCL=%s: expected 0 or 1 (a test hook; unset it)", force);
-    }
-#ifdef MULTI_GPU
-    if (c->world_size == 1 && force && !strcmp(force, "1") && strcmp(a->backend, "mpi")) {
-        nccl_init((NcclContext *)nccl, c, a->comm_timeout);
-        return GRAD_REDUCE_NCCL;
-    }
-#endif
-    if (c->world_size == 1) { return GRAD_REDUCE_NONE; }
-    GradReduceKind kind = GRAD_REDUCE_NONE;
-    if (!strcmp(a->backend, "mpi")) {
-#ifdef USE_MPI
-        if (!c->mpi) {
-            llmc_die("-pb mpi reduces gradients with MPI, but %s started these %d processes without it; use mpirun -np %d "
-                     "./train_gpt2cu ... -pb mpi, or -pb nccl", c->launcher, c->world_size, c->world_size);
-        }
-        kind = GRAD_REDUCE_MPI;
-#else
-        llmc_die("-pb mpi: this train_gpt2cu was built without MPI (NO_MULTI_GPU=1, or no mpicc at build time); install "
-                 "OpenMPI and rebuild, or use -pb nccl");
-#endif
-    } else {
-#ifdef MULTI_GPU
-        gpu_check_not_shared(c, device);
-        nccl_init((NcclContext *)nccl, c, a->comm_timeout);
-        kind = GRAD_REDUCE_NCCL;
-#else
-        if (c->mpi) {
-            llmc_die("this train_gpt2cu was built without NCCL; under mpirun use the host-staged backend -pb mpi, or "
-                     "rebuild with NCCL (make train_gpt2cu NCCL_HOME=<dir with include/nccl.h and lib/libnccl.so>)");
-        }
-#ifdef USE_MPI
-        llmc_die("%s started %d processes, but this train_gpt2cu was built without NCCL: several processes need mpirun "
-                 "and -pb mpi, or a rebuild with NCCL (make train_gpt2cu NCCL_HOME=...)", c->launcher, c->world_size);
-#else
-        llmc_die("%s started %d processes, but this train_gpt2cu was built without NCCL and MPI (NO_MULTI_GPU=1, or "
-                 "neither found at build time), so it runs one process only; rebuild with NCCL for several GPUs",
-                 c->launcher, c->world_size);
-#endif
-#endif
-    }
-    return kind;
-}
-
-/*
  * The model that the flags describe, on this process's GPU (after cublas_init): the gradient
  * reduction plan of `kind` with -z, then the memory check and the allocations for -b, -t, -r, -w
  * and -at (gpt2_build), and -ge. nccl: the communicator of kind NCCL, else NULL. Parameters are left
@@ -1223,14 +1084,10 @@ int main(int argc, char **argv) {
     const int device = gpu_select_device(&run.comm, (const void *)cast_fp32_to_bf16_kernel, LLMC_CUDA_ARCHS);
     size_t free_at_start = 0, total_bytes = 0;  // after the CUDA context: the baseline of this process's allocations
     cudaCheck(cudaMemGetInfo(&free_at_start, &total_bytes));
-#ifdef MULTI_GPU
-    NcclContext nccl_ctx;
-    memset(&nccl_ctx, 0, sizeof(nccl_ctx));
-    void *nccl = &nccl_ctx;
-#else
-    void *nccl = NULL;
-#endif
-    GradReduceKind kind = setup_processes(&run.comm, &run.args, device, nccl);
+    ProcessGroup group;
+    process_group_init(&group, &run.comm, run.args.backend, run.args.comm_timeout, device);
+    const GradReduceKind kind = group.kind;
+    void *nccl = process_group_nccl(&group);
     cublas_init();
     if (run.args.B == ARGS_AUTO) {  // after NCCL and cuBLAS: the free memory is what the model can have
         GradReducer red;
@@ -1253,15 +1110,7 @@ int main(int argc, char **argv) {
         cudaCheck(cudaGetDeviceProperties(&prop, device));
         const TrainArgs *a = &run.args;
         char reduction[96];
-        snprintf(reduction, sizeof(reduction), "%s", kind == GRAD_REDUCE_MPI ? "mpi (host-staged)" : "none (one process)");
-#ifdef MULTI_GPU
-        if (kind == GRAD_REDUCE_NCCL) {  // its stream's priority: the device's highest (llmc/cuda/processes.cuh)
-            int priority = 0;
-            cudaCheck(cudaStreamGetPriority(nccl_ctx.stream, &priority));
-            snprintf(reduction, sizeof(reduction), "nccl (stream priority %d%s)", priority,
-                     nccl_ctx.debug_streams ? ", LLMC_DEBUG_STREAMS=1" : "");
-        }
-#endif
+        process_group_describe(&group, reduction, sizeof(reduction));
         printf("device: %s (sm_%d%d, %d SMs) | gradient reduction: %s%s | recompute -r %d | attention: %s | GELU -ge %d | "
                "GPU memory planned %.2f GiB (--plan %d prints its rows)\n", prop.name, prop.major, prop.minor,
                prop.multiProcessorCount, reduction, a->zero_stage && run.comm.world_size > 1 ? ", ZeRO-1" : "",
@@ -1288,9 +1137,7 @@ int main(int argc, char **argv) {
     gpt2_free(&model);
     attention_free();
     cublas_free();
-#ifdef MULTI_GPU
-    if (kind == GRAD_REDUCE_NCCL) { nccl_free(&nccl_ctx); }
-#endif
+    process_group_free(&group);
     comm_finalize(&run.comm);
     return rc;
 }

@@ -14,6 +14,10 @@
 #ifndef LLMC_CUDA_COMMON_CUH
 #define LLMC_CUDA_COMMON_CUH
 
+#ifndef LLMC_CUDA_ARCHS
+#define LLMC_CUDA_ARCHS "unknown"  // the Makefile passes the CUDA_ARCHS it built for
+#endif
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>

@@ -52,9 +52,7 @@
 #include "../model_io.h"
 #include "../processes.h"
 #include "../muon.h"
-#include "processes.cuh"
-
-typedef enum { GRAD_REDUCE_NONE = 0, GRAD_REDUCE_NCCL = 1, GRAD_REDUCE_MPI = 2 } GradReduceKind;
+#include "processes.cuh"  // GradReduceKind, the process group
 
 // ----------------------------------------------------------------------------
 // host arithmetic (plain C, no GPU needed)

@@ -41,6 +41,9 @@
 #include "../tcp_broadcast.h"
 #endif
 
+// how the gradients of several processes are reduced (-pb; llmc/cuda/grad_reduce.cuh)
+typedef enum { GRAD_REDUCE_NONE = 0, GRAD_REDUCE_NCCL = 1, GRAD_REDUCE_MPI = 2 } GradReduceKind;
+
 // ----------------------------------------------------------------------------
 // the GPU of this rank
 
@@ -441,5 +444,111 @@ static inline void nccl_free(NcclContext *ctx) {
 }
 
 #endif  // MULTI_GPU
+
+/*
+ * The process group of a launch (as torch.distributed's): how the gradients are reduced (-pb)
+ * and, for NCCL, the communicator. One process: none (LLMC_FORCE_NCCL=1 makes a 1-rank NCCL
+ * communicator, the NCCL path on a one-GPU machine); several: -pb nccl or -pb mpi (host-staged,
+ * needs mpirun). The one place that knows which of NCCL and MPI this build has: a launch it cannot
+ * serve stops with a one-line error that says what to use or rebuild.
+ */
+typedef struct {
+    GradReduceKind kind;
+#ifdef MULTI_GPU
+    NcclContext nccl;
+#endif
+} ProcessGroup;
+
+// LLMC_FORCE_NCCL: 1 for the NCCL path on one process; any value but 0 or 1 is a mistake, in every build
+static inline int process_group_forced_nccl(void) {
+    const char *force = getenv("LLMC_FORCE_NCCL");
+    if (force && force[0] && strcmp(force, "0") && strcmp(force, "1")) {
+        llmc_die("LLMC_FORCE_NCCL=%s: expected 0 or 1 (a test hook; unset it)", force);
+    }
+    return force && !strcmp(force, "1");
+}
+
+// -pb mpi: the host-staged reduction over the MPI that launched these processes
+static inline GradReduceKind process_group_mpi(const Comm *c) {
+#ifdef USE_MPI
+    if (!c->mpi) {
+        llmc_die("-pb mpi reduces gradients with MPI, but %s started these %d processes without it; use mpirun -np %d "
+                 "./train_gpt2cu ... -pb mpi, or -pb nccl", c->launcher, c->world_size, c->world_size);
+    }
+    return GRAD_REDUCE_MPI;
+#else
+    (void)c;
+    llmc_die("-pb mpi: this train_gpt2cu was built without MPI (NO_MULTI_GPU=1, or no mpicc at build time); install "
+             "OpenMPI and rebuild, or use -pb nccl");
+#endif
+}
+
+// -pb nccl: this rank's GPU must be its own, then the communicator
+static inline GradReduceKind process_group_nccl_open(ProcessGroup *pg, Comm *c, int timeout_s, int device) {
+#ifdef MULTI_GPU
+    gpu_check_not_shared(c, device);
+    nccl_init(&pg->nccl, c, timeout_s);
+    return GRAD_REDUCE_NCCL;
+#else
+    (void)pg; (void)timeout_s; (void)device;
+    if (c->mpi) {
+        llmc_die("this train_gpt2cu was built without NCCL; under mpirun use the host-staged backend -pb mpi, or "
+                 "rebuild with NCCL (make train_gpt2cu NCCL_HOME=<dir with include/nccl.h and lib/libnccl.so>)");
+    }
+#ifdef USE_MPI
+    llmc_die("%s started %d processes, but this train_gpt2cu was built without NCCL: several processes need mpirun "
+             "and -pb mpi, or a rebuild with NCCL (make train_gpt2cu NCCL_HOME=...)", c->launcher, c->world_size);
+#else
+    llmc_die("%s started %d processes, but this train_gpt2cu was built without NCCL and MPI (NO_MULTI_GPU=1, or "
+             "neither found at build time), so it runs one process only; rebuild with NCCL for several GPUs",
+             c->launcher, c->world_size);
+#endif
+#endif
+}
+
+// backend: -pb (nccl or mpi); timeout_s: -pt; device: this rank's GPU (gpu_select_device)
+static inline void process_group_init(ProcessGroup *pg, Comm *c, const char *backend, int timeout_s, int device) {
+    memset(pg, 0, sizeof(*pg));
+    const int forced = process_group_forced_nccl();
+    if (c->world_size == 1) {
+#ifdef MULTI_GPU
+        if (forced && strcmp(backend, "mpi")) {
+            nccl_init(&pg->nccl, c, timeout_s);
+            pg->kind = GRAD_REDUCE_NCCL;
+        }
+#endif
+        (void)forced;
+        return;
+    }
+    pg->kind = !strcmp(backend, "mpi") ? process_group_mpi(c) : process_group_nccl_open(pg, c, timeout_s, device);
+}
+
+// the NCCL communicator of a group of kind NCCL (what grad_reduce_init takes), else NULL
+static inline void *process_group_nccl(ProcessGroup *pg) {
+#ifdef MULTI_GPU
+    if (pg->kind == GRAD_REDUCE_NCCL) { return &pg->nccl; }
+#endif
+    (void)pg;
+    return NULL;
+}
+
+// the banner's words for the reduction: "none (one process)", "mpi (host-staged)", "nccl (stream priority -5)"
+static inline void process_group_describe(const ProcessGroup *pg, char *out, size_t n) {
+    snprintf(out, n, "%s", pg->kind == GRAD_REDUCE_MPI ? "mpi (host-staged)" : "none (one process)");
+#ifdef MULTI_GPU
+    if (pg->kind == GRAD_REDUCE_NCCL) {  // its stream's priority: the device's highest (nccl_init)
+        int priority = 0;
+        cudaCheck(cudaStreamGetPriority(pg->nccl.stream, &priority));
+        snprintf(out, n, "nccl (stream priority %d%s)", priority, pg->nccl.debug_streams ? ", LLMC_DEBUG_STREAMS=1" : "");
+    }
+#endif
+}
+
+static inline void process_group_free(ProcessGroup *pg) {
+#ifdef MULTI_GPU
+    if (pg->kind == GRAD_REDUCE_NCCL) { nccl_free(&pg->nccl); }
+#endif
+    pg->kind = GRAD_REDUCE_NONE;
+}
 
 #endif  // LLMC_CUDA_PROCESSES_CUH
