@@ -27,7 +27,17 @@
 // ---- 1. phases of the real step
 
 // one micro-step, forward + backward, with an event after each phase; returns the number of events
-static int timed_step(GPT2 *m, const int *x, const int *y, int B, int T, cudaEvent_t *ev) {
+// the settings of update 1 at a constant lr of 1e-5 and gradient norm `norm`, as the training loop
+// makes them (llmc/optimizer.h: -c 0.1, clipping at 1, AdamW, or Muon with -opt muon)
+static OptSettings bench_update_settings(const TrainArgs *a, float norm) {
+    TrainArgs b = *a;
+    b.weight_decay = 0.1f;
+    LRSchedule sched;
+    lr_schedule_init(&sched, "constant", 1e-5f, 0, 1, 1.0f);
+    return opt_settings(&b, &sched, 0, norm, 1);
+}
+
+static int timed_step(GPT2 *m, const TrainArgs *a, const int *x, const int *y, int B, int T, cudaEvent_t *ev) {
     const int L = m->config.num_layers;
     int e = 0;
     cudaCheck(cudaEventRecord(ev[e++], m->stream));
@@ -47,7 +57,8 @@ static int timed_step(GPT2 *m, const int *x, const int *y, int B, int T, cudaEve
     cudaCheck(cudaEventRecord(ev[e++], m->stream));
     float norm = grad_reduce_norm(&m->red, m->grads_memory, m->acts.scratch, m->stream);
     cudaCheck(cudaEventRecord(ev[e++], m->stream));
-    gpt2_update(m, 1e-5f, 0.9f, 0.95f, 1e-8f, 0.1f, norm > 1.0f ? 1.0f / norm : 1.0f, 1, 1234);
+    const OptSettings o = bench_update_settings(a, norm);
+    gpt2_update(m, &o);
     cudaCheck(cudaEventRecord(ev[e++], m->stream));
     cudaCheck(cudaEventSynchronize(ev[e - 1]));
     return e;
@@ -102,7 +113,7 @@ static void matmul_backward_rows(OpTimer *t, const char *layer, int count, float
 }
 
 // every operation of a step at layer 0's buffers (the layers all have the same shapes)
-static void op_table(GPT2 *m, const int *x, int B, int T, double step_ms) {
+static void op_table(GPT2 *m, const TrainArgs *args, const int *x, int B, int T, double step_ms) {
     const GPT2Config *c = &m->config;
     const int C = c->channels, L = c->num_layers, V = c->vocab_size, Vp = c->padded_vocab_size;
     const size_t BT = (size_t)B * T, BTC = BT * C;
@@ -179,7 +190,8 @@ static void op_table(GPT2 *m, const int *x, int B, int T, double step_ms) {
     // the update
     op_row(&t, "upd  gradient norm", 1, 0.0,
            [&] { global_norm_squared(m->red.norm2, m->grads_memory, m->num_params, a->scratch, s); });
-    op_row(&t, "upd  AdamW", 1, 0.0, [&] { gpt2_update(m, 1e-5f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1, 1234); });
+    const OptSettings o = bench_update_settings(args, 1.0f);
+    op_row(&t, o.muon ? "upd  Muon and AdamW" : "upd  AdamW", 1, 0.0, [&] { gpt2_update(m, &o); });
     printf("sum of the operations: %.3f ms per step; the measured phases: %.3f ms; not in the list (launch gaps, "
            "host waits, memsets): %.3f ms (%.1f%%)\n", t.sum_ms, step_ms, step_ms - t.sum_ms,
            100.0 * (step_ms - t.sum_ms) / step_ms);
@@ -268,7 +280,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nev; i++) { cudaCheck(cudaEventCreate(&ev[i])); }
     double *ph = (double *)callocCheck(nev, sizeof(double));  // ph[i]: ms from event i to i + 1
     for (int it = -3; it < iters; it++) {
-        const int e = timed_step(&m, x, y, B, T, ev);
+        const int e = timed_step(&m, &args, x, y, B, T, ev);
         if (it < 0) { continue; }
         for (int i = 0; i + 1 < e; i++) {
             float ms;
@@ -290,7 +302,7 @@ int main(int argc, char **argv) {
            "| step %.3f ms = %.0f tok/s\n", ph[0], ph[1], bwd, ph[L + 4], ph[L + 5], step, BT / (step * 1e-3));
     printf("backward: LM head + final LayerNorm %.3f ms | per layer mean %.3f ms (min %.3f, max %.3f) | embeddings %.3f ms "
            "| total %.3f ms\n", ph[2], lsum / L, lmin, lmax, ph[L + 3], bwd);
-    op_table(&m, x, B, T, step);
+    op_table(&m, &args, x, B, T, step);
 
     size_t off[12], len[12], layer_elems = 0;
     const int ns = zero_layer_slices(&config, 0, off, len);

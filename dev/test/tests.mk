@@ -176,13 +176,13 @@ test-cuda-build:
 ifeq ($(NVCC),)
 	@$(SKIP_OR_FAIL) test-cuda-build nvcc "$(NVCC_HINT)"
 else
-	$(MAKE) --no-print-directory train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu
+	$(MAKE) --no-print-directory train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu build/bench_layers
 ifeq ($(USE_CUDNN),1)
 	@# dev/bench/build_llmc.sh builds llm.c against what make cuda-libs names: the cuDNN linked here
 	@$(MAKE) --no-print-directory -s cuda-libs | grep -xF "cuda-libs cudnn=$(CUDNN)" > /dev/null \
 	    || { echo "test-cuda-build: make cuda-libs does not name the cuDNN the build links ($(CUDNN))" >&2; exit 1; }
 endif
-	@echo "test-cuda-build: compiled for CUDA_ARCHS=\"$(CUDA_ARCHS)\": train_gpt2cu and test_gpt2cu $(if $(USE_CUDNN),with,WITHOUT) cuDNN, the single-GPU variant without$(if $(USE_CUDNN),,; make cudnn-frontend adds the cuDNN variant)"
+	@echo "test-cuda-build: compiled for CUDA_ARCHS=\"$(CUDA_ARCHS)\": train_gpt2cu, test_gpt2cu and build/bench_layers $(if $(USE_CUDNN),with,WITHOUT) cuDNN, the single-GPU variant without$(if $(USE_CUDNN),,; make cudnn-frontend adds the cuDNN variant)"
 endif
 
 # the CPU-only test of the CUDA layers' host logic (no GPU needed; one architecture is enough)
