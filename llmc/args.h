@@ -387,7 +387,8 @@ static inline void args_parse(TrainArgs *a, int argc, char **argv) {
 }
 
 /*
- * Batch arithmetic (DESIGN.md): grad_accum_steps = d / (B * T * world_size), exactly.
+ * Batch arithmetic: grad_accum_steps = d / (B * T * world_size), exactly; a -d that does not
+ * divide is an error naming the four numbers.
  * Returns grad_accum_steps; fills total_batch when it was -1. -b auto must be resolved before.
  */
 static inline int args_grad_accum(TrainArgs *a, int world_size) {

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# GPU benchmark on one GPU, ours against karpathy/llm.c in the same call (issues 9, 11, 17).
+# GPU benchmark on one GPU, ours against karpathy/llm.c in the same call.
 # Parts (arguments, in this order; default: d12 attention gelu layers d48):
 #   d12     GPT-2 124M, T = 1024, B = 16, 32, 64: ours and llm.c's train_gpt2cu (cuDNN attention,
 #           built by dev/bench/build_llmc.sh) on the same shard of random tokens, the same B, T and
 #           -r, one after the other, STEPS steps each of which the first WARMUP are not timed;
-#   attention  issue 10: ours with cuDNN's attention (-at cudnn) on d12, T = 1024, B = 64; the d12
+#   attention  ours with cuDNN's attention (-at cudnn) on d12, T = 1024, B = 64; the d12
 #           part gives our own kernel (-at own) and llm.c at the same B, and its llm.c run is
 #           paired with this one (rows with the model "d12 -at cudnn");
 #   gelu    ours with -ge 0 (our GELU kernels; the d12 part runs the default -ge 2, GELU and its

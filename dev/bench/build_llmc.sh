@@ -5,7 +5,7 @@
 # and built in a scratch copy, build/llmc/src, with two changes made here at build time:
 #   - CUDA 13 fix: llm.c falls back to managed memory when cudaMalloc runs out, through
 #     cudaMemAdvise(..., cudaCpuDeviceId), which CUDA 13 no longer accepts (it takes a
-#     cudaMemLocation); and managed memory beyond the card's can hang the GPU (the device notes).
+#     cudaMemLocation); and managed memory beyond the card's can hang the GPU.
 #     The fallback becomes an error exit: an oversized batch fails instead.
 #   - links: cuDNN from PyTorch's nvidia-cudnn-cu13 wheel has only libcudnn.so.9, and NVML
 #     (llm.c links -lnvidia-ml) only the driver's libnvidia-ml.so.1: unversioned links to both in

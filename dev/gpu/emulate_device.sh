@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs a command on this (GPU-less) machine in the software layout of the lent GPU machine, so that
-# the builds and the scripts a GPU session runs can be tried here first (issue 9; nothing CUDA runs
+# the builds and the scripts a GPU session runs can be tried here first (nothing CUDA runs
 # here). On the GPU machine: nvcc 13 and cuBLAS under /usr/local/cuda; NCCL and cuDNN only inside
 # PyTorch's pip packages (nvidia-nccl-cu13: nvidia/nccl/lib/libnccl.so.2, nvidia-cudnn-cu13:
 # nvidia/cudnn/lib/libcudnn*.so.9, no unversioned .so) in the site-packages of python3; no OpenMPI;

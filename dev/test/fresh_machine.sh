@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fresh-machine check of the README's quick start (issue 12), run by hand as root on a host
+# The fresh-machine check of the README's quick start, run by hand as root on a host
 # with debootstrap and network access to the distribution's mirror and PyPI; not part of make
 # test (it downloads about 1 GB and takes 30-40 minutes on 2 cores).
 #
@@ -126,7 +126,7 @@ after=$(packages)
 note "tests: $(tail -1 "$LOGS/test.log"); installed $((after - before)) more packages; $(grep 'make test took' "$LOGS/test.log" || echo 'make test did not finish')"
 note "  pip: $(grep -o 'setup: installing .* (pip)' "$LOGS/test.log" || echo nothing)"
 skips=$(grep -o '^[^ ].*: SKIPPED' "$LOGS/test.log" | sed 's/: SKIPPED$//' | sort || true)
-# issue 35: the first command builds train_gpt2 before the second installs OpenMPI; the build must
+# the first command builds train_gpt2 before the second installs OpenMPI; the build must
 # follow (feature stamps), so no test may skip for want of MPI
 mpi_skips=$(grep 'SKIPPED (missing: MPI' "$LOGS/test.log" | cut -d: -f1 | tr '\n' ' ' || true)
 [ -z "$mpi_skips" ] && note "  no MPI test skipped (train_gpt2, built before OpenMPI was installed, was rebuilt with it)" \

@@ -141,7 +141,7 @@ if [ ! -x "$ROOT/export_hf" ]; then bad "$ROOT/export_hf is not built (make expo
 fi
 
 # damaged checkpoints: -y 1 skips them with a warning naming the file and the field, and resumes
-# from the previous complete one (README "Checkpoints, resume, preemption")
+# from the previous complete one (docs/checkpoints.md)
 CK=(-i "$TMP/good.bin" -e "$MODEL" -b 2 -t 32 -v 0 -s 0 -sh 0)
 "$TRAINER" "${CK[@]}" -x 2 -n 1 -o "$TMP/ck" > /dev/null 2>&1 || bad "checkpoint run failed"
 fallback() {  # fallback <name> <words in the warning>: resume must load checkpoint 1 (in bounded time)

@@ -37,7 +37,7 @@
 #            backward; a 1-rank NCCL all-reduce of one layer
 #   d48      dev/bench/bench_gpu.sh d48: GPT-2 1.5B at T=1024, the largest B that fits (-r 1, -r 2),
 #            llm.c at the same B, per-layer backward
-#   memory   the memory plan against the GPU (issue 38): d12 -b 16 and d48 -b auto -r 2 at T=1024, 2
+#   memory   the memory plan against the GPU: d12 -b 16 and d48 -b auto -r 2 at T=1024, 2
 #            steps each: the trainer's end line compares the plan with what cudaMemGetInfo says the
 #            run allocated after its CUDA context (the rest is cuBLAS's and NCCL's own, under 1 GiB);
 #            -b auto must not run out of memory; the phase line and metrics.jsonl's phase times
