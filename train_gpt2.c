@@ -24,17 +24,8 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#include "llmc/libmvec.h"
 #include "llmc/cpu_matmul.h"
-
-// glibc (2.35 and later) has AVX2/AVX-512 versions of tanhf and expf in libmvec. math.h declares
-// them `omp declare simd` only under the full -ffast-math, and we keep -fno-finite-math-only for
-// the NaN guards, so declare them here: GCC can then vectorize GELU and softmax.
-#if defined(__x86_64__) && defined(__GLIBC__) && defined(_OPENMP) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 35)
-#pragma omp declare simd notinbranch
-float tanhf(float);
-#pragma omp declare simd notinbranch
-float expf(float);
-#endif
 
 // ----------------------------------------------------------------------------
 // layers
@@ -261,8 +252,8 @@ void attention_backward(float *dinp, const float *dout, const float *inp, const 
 
 /*
  * Elementwise kernels: the per-element work is in a `restrict` chunk function with `omp simd`
- * so that GCC vectorizes it, tanhf and expf included (glibc's vector math library, enabled by
- * -ffast-math); the OpenMP loop only hands out chunks. Inside an outlined OpenMP loop body GCC
+ * so that GCC vectorizes it, tanhf and expf included (glibc's vector math library, declared in
+ * llmc/libmvec.h); the OpenMP loop only hands out chunks. Inside an outlined OpenMP loop body GCC
  * does not vectorize these calls, hence noinline.
  */
 #define ELEMENTWISE_CHUNK 4096
