@@ -994,8 +994,9 @@ static int hf_read_config(const char *cfg_path, const char *st_path, HfDims *d) 
     char *text = read_whole_file(cfg_path, "config.json (-i)", &len);
     JsonValue cfg = {0};
     char err[256];
-    if (!json_parse(text, len, &cfg, err, sizeof(err)) || cfg.type != JSON_OBJECT) {
-        llmc_die("'%s' is not a JSON object: %s", cfg_path, cfg.type == JSON_OBJECT ? "" : err);
+    const int parsed = json_parse(text, len, &cfg, err, sizeof(err));
+    if (!parsed || cfg.type != JSON_OBJECT) {  // err is written only where the parse fails
+        llmc_die("'%s' is not a JSON object%s%s", cfg_path, parsed ? "" : ": ", parsed ? "" : err);
     }
     free(text);
     hf_config_check_model(&cfg, cfg_path);
