@@ -3,8 +3,9 @@
  * data-parallel across processes with MPI. The numerical reference for the CUDA trainer, and a
  * real fallback where there is no GPU. Same flags, files and step line as train_gpt2cu.
  *
- * This file holds the layers (forward and backward), the model and its Backend; the training
- * loop, data, checkpoints and everything else shared with the CUDA trainer live in llmc/.
+ * This file holds the layers (forward and backward), the model and its Backend; the matrix
+ * products are in llmc/cpu_matmul.h, and the training loop, data, checkpoints and everything
+ * else shared with the CUDA trainer live in llmc/.
  *
  * Shapes (legend in llmc/model_io.h): B batch, T time, C channels, NH heads, HS = C/NH,
  * L layers, V vocab, Vp padded vocab, OC output channels of a matmul. Tensors are row-major.
@@ -23,19 +24,8 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#ifdef USE_BLAS
-#include <cblas.h>
-#endif
-
-// glibc (2.35 and later) has AVX2/AVX-512 versions of tanhf and expf in libmvec. math.h declares
-// them `omp declare simd` only under the full -ffast-math, and we keep -fno-finite-math-only for
-// the NaN guards, so declare them here: GCC can then vectorize GELU and softmax.
-#if defined(__x86_64__) && defined(__GLIBC__) && defined(_OPENMP) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 35)
-#pragma omp declare simd notinbranch
-float tanhf(float);
-#pragma omp declare simd notinbranch
-float expf(float);
-#endif
+#include "llmc/libmvec.h"
+#include "llmc/cpu_matmul.h"
 
 // ----------------------------------------------------------------------------
 // layers
@@ -135,152 +125,8 @@ void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *
     }
 }
 
-// --- matmuls. Three shapes, named by how the second operand is used:
-//   nt: out (M,N)  = a (M,K) @ w (N,K)^T      forward
-//   nn: out (M,K)  = a (M,N) @ w (N,K)        input gradient
-//   tn: out (N,K) += a (M,N)^T @ x (M,K)      weight gradient (accumulates)
-#ifdef USE_BLAS
-static void gemm_nt(float *out, const float *a, const float *w, int M, int N, int K) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, w, K, 0.0f, out, N);
-}
-static void gemm_nn(float *out, const float *a, const float *w, int M, int N, int K) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, a, N, w, K, 0.0f, out, K);
-}
-static void gemm_tn_acc(float *out, const float *a, const float *x, int M, int N, int K) {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, a, N, x, K, 1.0f, out, K);
-}
-#else
-/*
- * The dependency-free matmul (NO_BLAS=1). Every shape is brought to one form,
- *   out (M,N) (+)= a (M,K) . b (N,K)^T       (both operands contiguous along K),
- * by transposing the operand that is not (W for the input gradient; dout and x for the weight
- * gradient) into a reusable scratch buffer. The kernel computes 4x4 blocks of outputs: 16 dot
- * products sharing their loads, each vectorized along K.
- */
-static float *gemm_scratch[2];
-static size_t gemm_scratch_size[2];
-
-static float *gemm_buffer(int which, size_t n) {
-    if (gemm_scratch_size[which] < n) {
-        free(gemm_scratch[which]);
-        gemm_scratch[which] = (float *)mallocCheck(n * sizeof(float));
-        gemm_scratch_size[which] = n;
-    }
-    return gemm_scratch[which];
-}
-
-// dst (cols, rows) = src (rows, cols)^T, in 32x32 tiles
-static void transpose(float *dst, const float *src, int rows, int cols) {
-    #pragma omp parallel for collapse(2)
-    for (int r0 = 0; r0 < rows; r0 += 32) {
-        for (int c0 = 0; c0 < cols; c0 += 32) {
-            int r1 = r0 + 32 < rows ? r0 + 32 : rows, c1 = c0 + 32 < cols ? c0 + 32 : cols;
-            for (int r = r0; r < r1; r++) {
-                for (int c = c0; c < c1; c++) { dst[(size_t)c * rows + r] = src[(size_t)r * cols + c]; }
-            }
-        }
-    }
-}
-
-// one 4x4 block (fewer at the edges): out[i][j] (+)= dot(a[i], b[j]) over K elements; rows of a
-// and b are ld apart
-__attribute__((noinline)) static void gemm_block(float *restrict out, int ldo, const float *restrict a,
-                                                 const float *restrict b, size_t ld, int mi, int nj, int K,
-                                                 int accumulate) {
-    if (mi == 4 && nj == 4) {
-        const float *a0 = a, *a1 = a + ld, *a2 = a + 2 * ld, *a3 = a + 3 * ld;
-        const float *b0 = b, *b1 = b + ld, *b2 = b + 2 * ld, *b3 = b + 3 * ld;
-        float c00 = 0, c01 = 0, c02 = 0, c03 = 0, c10 = 0, c11 = 0, c12 = 0, c13 = 0;
-        float c20 = 0, c21 = 0, c22 = 0, c23 = 0, c30 = 0, c31 = 0, c32 = 0, c33 = 0;
-        #pragma omp simd reduction(+ : c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33)
-        for (int k = 0; k < K; k++) {
-            float x0 = a0[k], x1 = a1[k], x2 = a2[k], x3 = a3[k];
-            float y0 = b0[k], y1 = b1[k], y2 = b2[k], y3 = b3[k];
-            c00 += x0 * y0; c01 += x0 * y1; c02 += x0 * y2; c03 += x0 * y3;
-            c10 += x1 * y0; c11 += x1 * y1; c12 += x1 * y2; c13 += x1 * y3;
-            c20 += x2 * y0; c21 += x2 * y1; c22 += x2 * y2; c23 += x2 * y3;
-            c30 += x3 * y0; c31 += x3 * y1; c32 += x3 * y2; c33 += x3 * y3;
-        }
-        float c[4][4] = {{c00, c01, c02, c03}, {c10, c11, c12, c13}, {c20, c21, c22, c23}, {c30, c31, c32, c33}};
-        for (int i = 0; i < 4; i++) {
-            for (int j = 0; j < 4; j++) { out[(size_t)i * ldo + j] = accumulate ? out[(size_t)i * ldo + j] + c[i][j] : c[i][j]; }
-        }
-        return;
-    }
-    for (int i = 0; i < mi; i++) {
-        for (int j = 0; j < nj; j++) {
-            const float *x = a + i * ld, *y = b + j * ld;
-            float sum = 0.0f;
-            #pragma omp simd reduction(+ : sum)
-            for (int k = 0; k < K; k++) { sum += x[k] * y[k]; }
-            out[(size_t)i * ldo + j] = accumulate ? out[(size_t)i * ldo + j] + sum : sum;
-        }
-    }
-}
-
-// K is cut into chunks of GEMM_KC so that a's panel (M x GEMM_KC) stays in cache while b streams
-// past it once per chunk; n blocks are the outer (parallel) loop for the same reason
-#define GEMM_KC 256
-static void gemm_abt(float *out, const float *a, const float *b, int M, int N, int K, int accumulate) {
-    for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
-        int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
-        int acc = accumulate || k0 > 0;
-        #pragma omp parallel for schedule(static)
-        for (int n0 = 0; n0 < N; n0 += 4) {
-            for (int m0 = 0; m0 < M; m0 += 4) {
-                gemm_block(out + (size_t)m0 * N + n0, N, a + (size_t)m0 * K + k0, b + (size_t)n0 * K + k0, (size_t)K,
-                           M - m0 < 4 ? M - m0 : 4, N - n0 < 4 ? N - n0 : 4, kc, acc);
-            }
-        }
-    }
-}
-
-static void gemm_nt(float *out, const float *a, const float *w, int M, int N, int K) {
-    gemm_abt(out, a, w, M, N, K, 0);
-}
-static void gemm_nn(float *out, const float *a, const float *w, int M, int N, int K) {
-    float *wt = gemm_buffer(0, (size_t)N * K);  // w (N,K) -> (K,N)
-    transpose(wt, w, N, K);
-    gemm_abt(out, a, wt, M, K, N, 0);
-}
-static void gemm_tn_acc(float *out, const float *a, const float *x, int M, int N, int K) {
-    float *at = gemm_buffer(0, (size_t)M * N), *xt = gemm_buffer(1, (size_t)M * K);
-    transpose(at, a, M, N);  // (N,M)
-    transpose(xt, x, M, K);  // (K,M)
-    gemm_abt(out, at, xt, N, K, M, 1);
-}
-#endif
-
-/*
- * The floats of scratch buffer `which` (0, 1) that a training step of B x T takes: the largest
- * gemm_buffer request over the model's matmuls (input width K, output width N): gemm_nn's N*K
- * and gemm_tn_acc's M*N into buffer 0, its M*K into buffer 1 (M = B*T). OpenBLAS needs none.
- * The model reserves them when it is built, and the memory plan counts them.
- */
-static size_t gemm_scratch_floats(int which, const GPT2Config *c, int B, int T) {
-#ifdef USE_BLAS
-    (void)which; (void)c; (void)B; (void)T;
-    return 0;
-#else
-    const size_t C = c->channels, M = (size_t)B * T;
-    const size_t shapes[5][2] = {{C, c->padded_vocab_size}, {C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}};  // (K, N)
-    size_t most = 0;
-    for (int i = 0; i < 5; i++) {
-        const size_t K = shapes[i][0], N = shapes[i][1];
-        size_t need = which == 0 ? (N * K > M * N ? N * K : M * N) : M * K;
-        if (need > most) { most = need; }
-    }
-    return most;
-#endif
-}
-
-static void gemm_reserve(int which, size_t n) {
-#ifdef USE_BLAS
-    (void)which; (void)n;
-#else
-    if (n > 0) { gemm_buffer(which, n); }
-#endif
-}
+// --- matmuls: the products gemm_nt, gemm_nn and gemm_tn_acc (OpenBLAS, or the built-in kernel of a
+// NO_BLAS=1 build) are in llmc/cpu_matmul.h
 
 // out (B,T,OC) = inp (B,T,C) @ weight (OC,C)^T + bias (OC); bias may be NULL
 void matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int B, int T, int C, int OC) {
@@ -406,8 +252,8 @@ void attention_backward(float *dinp, const float *dout, const float *inp, const 
 
 /*
  * Elementwise kernels: the per-element work is in a `restrict` chunk function with `omp simd`
- * so that GCC vectorizes it, tanhf and expf included (glibc's vector math library, enabled by
- * -ffast-math); the OpenMP loop only hands out chunks. Inside an outlined OpenMP loop body GCC
+ * so that GCC vectorizes it, tanhf and expf included (glibc's vector math library, declared in
+ * llmc/libmvec.h); the OpenMP loop only hands out chunks. Inside an outlined OpenMP loop body GCC
  * does not vectorize these calls, hence noinline.
  */
 #define ELEMENTWISE_CHUNK 4096
@@ -663,6 +509,22 @@ static int gpt2_activation_slots(ActSlot *slots, ActivationTensors *a, const GPT
     return n;
 }
 
+/*
+ * The floats of matmul scratch buffer `which` (0, 1, llmc/cpu_matmul.h) that a training step of
+ * B x T takes: the most any of the model's matmuls takes. The model reserves them when it is
+ * built, and the memory plan counts them.
+ */
+static size_t gpt2_matmul_scratch_floats(int which, const GPT2Config *c, int B, int T) {
+    const size_t C = c->channels, M = (size_t)B * T;
+    const size_t shapes[5][2] = {{C, c->padded_vocab_size}, {C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}};  // (K, N)
+    size_t most = 0;
+    for (int i = 0; i < 5; i++) {
+        const size_t need = gemm_scratch_floats(which, M, shapes[i][1], shapes[i][0]);
+        if (need > most) { most = need; }
+    }
+    return most;
+}
+
 static void gpt2_alloc_activations(GPT2 *m, int B, int T) {
     ActSlot slots[32];
     const int n = gpt2_activation_slots(slots, &m->acts, &m->config, B, T);
@@ -675,7 +537,7 @@ static void gpt2_alloc_activations(GPT2 *m, int B, int T) {
     m->seq_len = T;
     m->targets_copy = (int *)mallocCheck((size_t)B * T * sizeof(int));
     m->inputs_copy = (int *)mallocCheck((size_t)B * T * sizeof(int));
-    for (int which = 0; which < 2; which++) { gemm_reserve(which, gemm_scratch_floats(which, &m->config, B, T)); }
+    for (int which = 0; which < 2; which++) { gemm_reserve(which, gpt2_matmul_scratch_floats(which, &m->config, B, T)); }
 }
 
 // allocate parameters, gradients, optimizer state and activations; params are uninitialised.
@@ -1026,9 +888,10 @@ static void cpu_plan(void *ctx, int B, int recompute, MemPlan *p) {
     plan_note(p, PLAN_ACTS, "every layer's, fp32 (no recomputation here)");
     plan_note(p, PLAN_LOGITS, "(B, T, Vp) fp32: logits, probabilities, their gradient");
     plan_note(p, PLAN_ATTENTION, "softmax probabilities kept for the backward, (L, B, NH, T, T) fp32");
-    plan_add(p, PLAN_SCRATCH, 1, 2 * BT * sizeof(int) + (gemm_scratch_floats(0, c, B, cp->a->T) + gemm_scratch_floats(1, c, B, cp->a->T)) * F);
+    const size_t matmul_scratch = gpt2_matmul_scratch_floats(0, c, B, cp->a->T) + gpt2_matmul_scratch_floats(1, c, B, cp->a->T);
+    plan_add(p, PLAN_SCRATCH, 1, 2 * BT * sizeof(int) + matmul_scratch * F);
     plan_note(p, PLAN_SCRATCH, "the backward's layer buffers, token copies%s",
-              gemm_scratch_floats(0, c, B, cp->a->T) > 0 ? ", the built-in matmul's transposes" : "");
+              matmul_scratch > 0 ? ", the built-in matmul's transposes" : "");
     plan_note(p, PLAN_COMM, "%s", cp->ranks > 1 ? "none: MPI all-reduces the gradients in place (its own buffers not counted)"
                                                : "none (one process)");
     train_data_plan(p, 1, cp->a, B, c->vocab_size);

@@ -490,32 +490,85 @@ static int source_next_text(Source *src, Batch *batch) {
     }
 }
 
-// jsonl: read the next line into src->doc as the decoded "text" field; 0 at the end of the file
-static int source_read_json_doc(Source *src) {
+// the next line of the current file without its line break, at *line (n bytes, valid until the
+// next read); 0 at the end of the file. A line longer than -b is an error.
+static int source_next_line(Source *src, unsigned char **line, size_t *n) {
+    unsigned char *nl = NULL;
+    size_t scan = src->start;
     for (;;) {
-        unsigned char *nl = NULL;
-        size_t scan = src->start;
-        for (;;) {
-            nl = src->len > scan ? (unsigned char *)memchr(src->buf + scan, '\n', src->len - scan) : NULL;
-            if (nl || src->eof) { break; }
-            if (src->len - src->start > src->max_span) {
-                llmc_die("%s line %lld: longer than %zu MiB; raise the limit with -b MiB", src->path,
-                         src->line_no + 1, src->max_span >> 20);
-            }
-            scan = src->len - src->start;  // offsets move when the window is compacted
-            source_fill(src);
-            scan += src->start;
-        }
-        size_t end = nl ? (size_t)(nl - src->buf) : src->len;
-        if (end == src->start && !nl) { return 0; }  // end of file
-        src->line_no++;
-        if (end - src->start > src->max_span) {
-            llmc_die("%s line %lld: longer than %zu MiB; raise the limit with -b MiB", src->path, src->line_no,
+        nl = src->len > scan ? (unsigned char *)memchr(src->buf + scan, '\n', src->len - scan) : NULL;
+        if (nl || src->eof) { break; }
+        if (src->len - src->start > src->max_span) {
+            llmc_die("%s line %lld: longer than %zu MiB; raise the limit with -b MiB", src->path, src->line_no + 1,
                      src->max_span >> 20);
         }
-        unsigned char *line = src->buf + src->start;
-        size_t n = end - src->start;
-        src->start = nl ? end + 1 : end;
+        scan = src->len - src->start;  // offsets move when the window is compacted
+        source_fill(src);
+        scan += src->start;
+    }
+    size_t end = nl ? (size_t)(nl - src->buf) : src->len;
+    if (end == src->start && !nl) { return 0; }  // end of file
+    src->line_no++;
+    if (end - src->start > src->max_span) {
+        llmc_die("%s line %lld: longer than %zu MiB; raise the limit with -b MiB", src->path, src->line_no,
+                 src->max_span >> 20);
+    }
+    *line = src->buf + src->start;
+    *n = end - src->start;
+    src->start = nl ? end + 1 : end;
+    return 1;
+}
+
+// the JSON key just read is `name`
+static int key_is(const ByteBuf *key, const char *name) {
+    const size_t n = strlen(name);
+    return key->n == n && memcmp(key->data, name, n) == 0;
+}
+
+// reads one field's value: j is at the value of `key`, and the function consumes it (json_skip the
+// fields it does not want); 0 with j->err set at bad JSON
+typedef int (*JsonFieldFn)(void *ctx, JsonCur *j, const ByteBuf *key);
+
+// the fields of a JSON object whose '{' has been read, each handed to field; 0 with j->err set at
+// bad JSON
+static int json_object_fields(JsonCur *j, JsonFieldFn field, void *ctx) {
+    if (json_eat(j, '}')) { return 1; }
+    ByteBuf key = {0};
+    int ok = 0;
+    for (;;) {
+        key.n = 0;
+        if (!json_string(j, &key) || !json_eat(j, ':')) { json_fail(j, "expected ':'"); break; }
+        if (!field(ctx, j, &key)) { break; }
+        if (json_eat(j, ',')) { continue; }
+        if (json_eat(j, '}')) { ok = 1; break; }
+        j->err = "expected ',' or '}'";
+        break;
+    }
+    bytebuf_free(&key);
+    return ok;
+}
+
+// a FineWeb-style row: its "text" field, decoded; the other fields are skipped
+typedef struct {
+    ByteBuf *text;
+    int found;
+} TextField;
+
+static int jsonl_text_field(void *ctx, JsonCur *j, const ByteBuf *key) {
+    TextField *tf = (TextField *)ctx;
+    if (!key_is(key, "text")) { return json_skip(j); }
+    json_ws(j);
+    if (j->p >= j->end || *j->p != '"') { j->err = "\"text\" is not a string"; return 0; }
+    if (!json_string(j, tf->text)) { return 0; }
+    tf->found = 1;
+    return 1;
+}
+
+// jsonl: read the next line into src->doc as the decoded "text" field; 0 at the end of the file
+static int source_read_json_doc(Source *src) {
+    unsigned char *line;
+    size_t n;
+    while (source_next_line(src, &line, &n)) {
         src->bytes_in += (long long)n;
         while (n > 0 && (line[n - 1] == '\r' || line[n - 1] == ' ' || line[n - 1] == '\t')) { n--; }
         size_t k = 0;
@@ -524,39 +577,25 @@ static int source_read_json_doc(Source *src) {
         JsonCur j;
         json_init(&j, line, n);
         src->doc.n = 0;
-        int found = 0;
-        if (!json_eat(&j, '{')) { j.err = "expected '{' (one JSON object per line)"; goto bad; }
-        if (!json_eat(&j, '}')) {
-            ByteBuf key = {0};
-            for (;;) {
-                key.n = 0;
-                if (!json_string(&j, &key) || !json_eat(&j, ':')) { if (!j.err) { j.err = "expected ':'"; } bytebuf_free(&key); goto bad; }
-                if (key.n == 4 && memcmp(key.data, "text", 4) == 0) {
-                    json_ws(&j);
-                    if (j.p >= j.end || *j.p != '"') { j.err = "\"text\" is not a string"; bytebuf_free(&key); goto bad; }
-                    if (!json_string(&j, &src->doc)) { bytebuf_free(&key); goto bad; }
-                    found = 1;
-                } else if (!json_skip(&j)) {
-                    bytebuf_free(&key);
-                    goto bad;
-                }
-                if (json_eat(&j, ',')) { continue; }
-                if (json_eat(&j, '}')) { break; }
-                j.err = "expected ',' or '}'";
-                bytebuf_free(&key);
-                goto bad;
-            }
-            bytebuf_free(&key);
+        TextField tf = {&src->doc, 0};
+        int ok = json_eat(&j, '{');
+        if (!ok) {
+            j.err = "expected '{' (one JSON object per line)";
+        } else if ((ok = json_object_fields(&j, jsonl_text_field, &tf))) {
+            json_ws(&j);
+            if (j.p != j.end) { j.err = "unexpected data after the object"; ok = 0; }
         }
-        json_ws(&j);
-        if (j.p != j.end) { j.err = "unexpected data after the object"; goto bad; }
-        if (!found) { llmc_die("%s line %lld: no \"text\" field (expected FineWeb-style rows {\"text\": ...})", src->path, src->line_no); }
+        if (!ok) {
+            llmc_die("%s line %lld: bad JSON at column %lld: %s", src->path, src->line_no, json_offset(&j) + 1, j.err);
+        }
+        if (!tf.found) {
+            llmc_die("%s line %lld: no \"text\" field (expected FineWeb-style rows {\"text\": ...})", src->path, src->line_no);
+        }
         src->bad_surrogates += j.bad_surrogates;
         src->doc_off = 0;
         return 1;
-    bad:
-        llmc_die("%s line %lld: bad JSON at column %lld: %s", src->path, src->line_no, json_offset(&j) + 1, j.err);
     }
+    return 0;
 }
 
 // next item of a jsonl file; 0 when the file is done
@@ -917,6 +956,132 @@ static void mode_decode(const Args *a) {
 // longest example in bytes), then per example a stream of uint16: 65535, bytes of this example
 // (all fields included), example index, label, number of completions (4), context length,
 // context tokens, then for each completion its length and tokens.
+
+// one example as its JSON line gives it
+typedef struct {
+    ByteBuf ctx;         // "ctx"
+    ByteBuf endings[4];  // "endings", each with a leading space: GPT-2 words carry theirs
+    int have_ctx, have_label, nends;
+    long long label;     // "label"; -1 for a string that is not one digit
+} HsExample;
+
+// "label": a number, or in some copies a one-digit string
+static int hs_parse_label(JsonCur *j, long long *label) {
+    json_ws(j);
+    if (j->p >= j->end || *j->p != '"') { return json_int(j, label); }
+    ByteBuf lb = {0};
+    const int ok = json_string(j, &lb);
+    if (ok) { *label = (lb.n == 1 && lb.data[0] >= '0' && lb.data[0] <= '9') ? lb.data[0] - '0' : -1; }
+    bytebuf_free(&lb);
+    return ok;
+}
+
+// "endings": an array of at most 4 strings
+static int hs_parse_endings(JsonCur *j, HsExample *ex) {
+    if (!json_eat(j, '[')) { j->err = "\"endings\" is not an array"; return 0; }
+    if (json_eat(j, ']')) { return 1; }
+    for (;;) {
+        if (ex->nends == 4) { j->err = "more than 4 endings"; return 0; }
+        ByteBuf *e = &ex->endings[ex->nends];
+        e->n = 0;
+        bytebuf_putc(e, ' ');
+        if (!json_string(j, e)) { return 0; }
+        ex->nends++;
+        if (json_eat(j, ',')) { continue; }
+        if (json_eat(j, ']')) { return 1; }
+        j->err = "expected ',' or ']' in \"endings\"";
+        return 0;
+    }
+}
+
+// the fields of an example that are read ("ctx", "label", "endings"); the others are skipped
+static int hs_example_field(void *ctx, JsonCur *j, const ByteBuf *key) {
+    HsExample *ex = (HsExample *)ctx;
+    if (key_is(key, "ctx")) { return (ex->have_ctx = json_string(j, &ex->ctx)); }
+    if (key_is(key, "label")) { return (ex->have_label = hs_parse_label(j, &ex->label)); }
+    if (key_is(key, "endings")) { return hs_parse_endings(j, ex); }
+    return json_skip(j);
+}
+
+// one example from the JSON object at j; 0 with j->err set at bad JSON
+static int hs_parse_example(JsonCur *j, HsExample *ex) {
+    ex->ctx.n = 0;
+    ex->have_ctx = ex->have_label = ex->nends = 0;
+    ex->label = -1;
+    if (!json_eat(j, '{')) { j->err = "expected '{'"; return 0; }
+    return json_object_fields(j, hs_example_field, ex);
+}
+
+// the example of line `line` has what the eval file needs, and there is room for its index
+static void hs_check_example(const HsExample *ex, const char *path, long long line, long long index) {
+    if (!ex->have_ctx || !ex->have_label || ex->nends != 4) {
+        llmc_die("%s line %lld: needs \"ctx\", \"label\" and 4 \"endings\" (has ctx: %s, label: %s, %d endings)", path,
+                 line, ex->have_ctx ? "yes" : "no", ex->have_label ? "yes" : "no", ex->nends);
+    }
+    if (ex->label < 0 || ex->label > 3) { llmc_die("%s line %lld: label must be 0..3", path, line); }
+    if (index >= 65535) { llmc_die("%s: more than 65535 examples; the eval file stores indices as uint16", path); }
+}
+
+// the example's record (the stream above, its byte count left 0) into stream, encoded by wk; ctx
+// holds the context's tokens afterwards, ending is scratch
+static void hs_encode_example(BPEWorker *wk, const HsExample *ex, long long index, TokVec *ctx, TokVec *ending,
+                              TokVec *stream) {
+    ctx->n = 0;
+    bpe_encode(wk, ex->ctx.data, ex->ctx.n, ctx);
+    stream->n = 0;
+    tokvec_push(stream, 65535);
+    tokvec_push(stream, 0);  // bytes of this example, filled in when it is written
+    tokvec_push(stream, (uint32_t)index);
+    tokvec_push(stream, (uint32_t)ex->label);
+    tokvec_push(stream, 4);
+    tokvec_push(stream, (uint32_t)ctx->n);
+    for (size_t i = 0; i < ctx->n; i++) { tokvec_push(stream, ctx->data[i]); }
+    for (int e = 0; e < 4; e++) {
+        ending->n = 0;
+        bpe_encode(wk, ex->endings[e].data, ex->endings[e].n, ending);
+        tokvec_push(stream, (uint32_t)ending->n);
+        for (size_t i = 0; i < ending->n; i++) { tokvec_push(stream, ending->data[i]); }
+    }
+}
+
+// the eval file being written: its header's counts are patched in when it is closed
+typedef struct {
+    AtomicFile out;
+    long long examples, longest;
+    int label_count[4];
+} EvalWriter;
+
+static void eval_open(EvalWriter *w, const char *path) {
+    memset(w, 0, sizeof(*w));
+    output_open(&w->out, path, "-o");
+    int32_t header[256];
+    memset(header, 0, sizeof(header));
+    atomic_write(&w->out, header, sizeof(header), 0);
+}
+
+// appends an example's record (from hs_encode_example) of line `line`, filling in its byte count
+static void eval_put(EvalWriter *w, TokVec *stream, int label, const char *path, long long line) {
+    long long nbytes = (long long)stream->n * 2;
+    if (nbytes >= 65536) { llmc_die("%s line %lld: example of %lld bytes; the format allows < 65536", path, line, nbytes); }
+    stream->data[1] = (uint32_t)nbytes;
+    if (nbytes > w->longest) { w->longest = nbytes; }
+    uint16_t u16[32768];
+    for (size_t i = 0; i < stream->n; i++) { u16[i] = (uint16_t)stream->data[i]; }
+    atomic_write(&w->out, u16, stream->n * sizeof(uint16_t), 0);
+    w->label_count[label]++;
+    w->examples++;
+}
+
+// the header's counts, then the file in place, and a summary line
+static void eval_close(EvalWriter *w, const char *path, const char *input) {
+    if (w->examples == 0) { llmc_die("-H %s: no examples (empty file?)", input); }
+    int32_t header[4] = {EVAL_MAGIC, EVAL_VERSION, (int32_t)w->examples, (int32_t)w->longest};
+    atomic_patch(&w->out, 0, header, sizeof(header));
+    output_commit(&w->out);
+    printf("wrote %s: %lld examples (labels 0/1/2/3: %d/%d/%d/%d), longest example %lld bytes\n", path, w->examples,
+           w->label_count[0], w->label_count[1], w->label_count[2], w->label_count[3], w->longest);
+}
+
 // the eval file a->output from the HellaSwag jsonl a->hellaswag, encoded by wk
 static void hellaswag_convert(const Args *a, BPEWorker *wk) {
     char *paths[1] = {(char *)a->hellaswag};
@@ -924,140 +1089,30 @@ static void hellaswag_convert(const Args *a, BPEWorker *wk) {
     Source src;
     source_init(&src, FMT_JSONL, paths, 1, a->max_span);
     if (!source_open_next(&src)) { llmc_die("internal error opening %s", a->hellaswag); }
-    AtomicFile out;
-    output_open(&out, a->output, "-o");
-    int32_t header[256];
-    memset(header, 0, sizeof(header));
-    atomic_write(&out, header, sizeof(header), 0);
-    TokVec ctx = {0}, ends[4] = {{0}}, stream = {0};
-    ByteBuf s = {0}, endtxt[4] = {{0}};
-    long long longest = 0, nex = 0;
-    int label_count[4] = {0, 0, 0, 0};
-    for (;;) {
-        // read one line as a raw JSON object (not just "text"): reuse the line reader via src.buf
-        unsigned char *nl;
-        size_t scan = src.start;
-        for (;;) {
-            nl = src.len > scan ? (unsigned char *)memchr(src.buf + scan, '\n', src.len - scan) : NULL;
-            if (nl || src.eof) { break; }
-            if (src.len - src.start > src.max_span) {
-                llmc_die("%s line %lld: longer than %zu MiB; raise the limit with -b MiB", a->hellaswag, src.line_no + 1,
-                         src.max_span >> 20);
-            }
-            scan = src.len - src.start;
-            source_fill(&src);
-            scan += src.start;
-        }
-        size_t end = nl ? (size_t)(nl - src.buf) : src.len;
-        if (end == src.start && !nl) { break; }
-        src.line_no++;
-        if (end - src.start > src.max_span) {
-            llmc_die("%s line %lld: longer than %zu MiB; raise the limit with -b MiB", a->hellaswag, src.line_no,
-                     src.max_span >> 20);
-        }
+    EvalWriter w;
+    eval_open(&w, a->output);
+    HsExample ex = {0};
+    TokVec ctx = {0}, ending = {0}, stream = {0};
+    unsigned char *line;
+    size_t n;
+    while (source_next_line(&src, &line, &n)) {
         JsonCur j;
-        json_init(&j, src.buf + src.start, end - src.start);
-        src.start = nl ? end + 1 : end;
+        json_init(&j, line, n);
         json_ws(&j);
-        if (j.p == j.end) { continue; }
-        s.n = 0;
-        int have_ctx = 0, have_label = 0, nends = 0;
-        long long label = -1;
-        if (!json_eat(&j, '{')) { j.err = "expected '{'"; goto bad; }
-        if (!json_eat(&j, '}')) {
-            ByteBuf key = {0};
-            for (;;) {
-                key.n = 0;
-                if (!json_string(&j, &key) || !json_eat(&j, ':')) { if (!j.err) { j.err = "expected ':'"; } bytebuf_free(&key); goto bad; }
-                if (key.n == 3 && memcmp(key.data, "ctx", 3) == 0) {
-                    if (!json_string(&j, &s)) { bytebuf_free(&key); goto bad; }
-                    have_ctx = 1;
-                } else if (key.n == 5 && memcmp(key.data, "label", 5) == 0) {
-                    json_ws(&j);
-                    if (j.p < j.end && *j.p == '"') {  // some copies store the label as a string
-                        ByteBuf lb = {0};
-                        if (!json_string(&j, &lb)) { bytebuf_free(&lb); bytebuf_free(&key); goto bad; }
-                        label = (lb.n == 1 && lb.data[0] >= '0' && lb.data[0] <= '9') ? lb.data[0] - '0' : -1;
-                        bytebuf_free(&lb);
-                    } else if (!json_int(&j, &label)) { bytebuf_free(&key); goto bad; }
-                    have_label = 1;
-                } else if (key.n == 7 && memcmp(key.data, "endings", 7) == 0) {
-                    if (!json_eat(&j, '[')) { j.err = "\"endings\" is not an array"; bytebuf_free(&key); goto bad; }
-                    if (!json_eat(&j, ']')) {
-                        for (;;) {
-                            if (nends == 4) { j.err = "more than 4 endings"; bytebuf_free(&key); goto bad; }
-                            endtxt[nends].n = 0;
-                            bytebuf_putc(&endtxt[nends], ' ');  // GPT-2 words carry their leading space
-                            if (!json_string(&j, &endtxt[nends])) { bytebuf_free(&key); goto bad; }
-                            nends++;
-                            if (json_eat(&j, ',')) { continue; }
-                            if (json_eat(&j, ']')) { break; }
-                            j.err = "expected ',' or ']' in \"endings\"";
-                            bytebuf_free(&key);
-                            goto bad;
-                        }
-                    }
-                } else if (!json_skip(&j)) {
-                    bytebuf_free(&key);
-                    goto bad;
-                }
-                if (json_eat(&j, ',')) { continue; }
-                if (json_eat(&j, '}')) { break; }
-                j.err = "expected ',' or '}'";
-                bytebuf_free(&key);
-                goto bad;
-            }
-            bytebuf_free(&key);
+        if (j.p == j.end) { continue; }  // blank line
+        if (!hs_parse_example(&j, &ex)) {
+            llmc_die("%s line %lld: bad JSON at column %lld: %s", a->hellaswag, src.line_no, json_offset(&j) + 1, j.err);
         }
-        if (!have_ctx || !have_label || nends != 4) {
-            llmc_die("%s line %lld: needs \"ctx\", \"label\" and 4 \"endings\" (has ctx: %s, label: %s, %d endings)",
-                     a->hellaswag, src.line_no, have_ctx ? "yes" : "no", have_label ? "yes" : "no", nends);
-        }
-        if (label < 0 || label > 3) { llmc_die("%s line %lld: label must be 0..3", a->hellaswag, src.line_no); }
-        if (nex >= 65535) { llmc_die("%s: more than 65535 examples; the eval file stores indices as uint16", a->hellaswag); }
-        ctx.n = 0;
-        bpe_encode(wk, s.data, s.n, &ctx);
-        stream.n = 0;
-        tokvec_push(&stream, 65535);
-        tokvec_push(&stream, 0);  // bytes of this example, filled below
-        tokvec_push(&stream, (uint32_t)nex);
-        tokvec_push(&stream, (uint32_t)label);
-        tokvec_push(&stream, 4);
-        tokvec_push(&stream, (uint32_t)ctx.n);
-        for (size_t i = 0; i < ctx.n; i++) { tokvec_push(&stream, ctx.data[i]); }
-        for (int e = 0; e < 4; e++) {
-            ends[e].n = 0;
-            bpe_encode(wk, endtxt[e].data, endtxt[e].n, &ends[e]);
-            tokvec_push(&stream, (uint32_t)ends[e].n);
-            for (size_t i = 0; i < ends[e].n; i++) { tokvec_push(&stream, ends[e].data[i]); }
-        }
+        hs_check_example(&ex, a->hellaswag, src.line_no, w.examples);
+        hs_encode_example(wk, &ex, w.examples, &ctx, &ending, &stream);
         if (ctx.n == 0) { llmc_die("%s line %lld: empty context", a->hellaswag, src.line_no); }
-        long long nbytes = (long long)stream.n * 2;
-        if (nbytes >= 65536) { llmc_die("%s line %lld: example of %lld bytes; the format allows < 65536", a->hellaswag, src.line_no, nbytes); }
-        stream.data[1] = (uint32_t)nbytes;
-        if (nbytes > longest) { longest = nbytes; }
-        uint16_t u16[32768];
-        for (size_t i = 0; i < stream.n; i++) { u16[i] = (uint16_t)stream.data[i]; }
-        atomic_write(&out, u16, stream.n * sizeof(uint16_t), 0);
-        label_count[label]++;
-        nex++;
-        continue;
-    bad:
-        llmc_die("%s line %lld: bad JSON at column %lld: %s", a->hellaswag, src.line_no, json_offset(&j) + 1, j.err);
+        eval_put(&w, &stream, (int)ex.label, a->hellaswag, src.line_no);
     }
-    if (nex == 0) { llmc_die("-H %s: no examples (empty file?)", a->hellaswag); }
-    header[0] = EVAL_MAGIC;
-    header[1] = EVAL_VERSION;
-    header[2] = (int32_t)nex;
-    header[3] = (int32_t)longest;
-    atomic_patch(&out, 0, header, 4 * sizeof(int32_t));
-    output_commit(&out);
-    printf("wrote %s: %lld examples (labels 0/1/2/3: %d/%d/%d/%d), longest example %lld bytes\n", a->output, nex,
-           label_count[0], label_count[1], label_count[2], label_count[3], longest);
+    eval_close(&w, a->output, a->hellaswag);
     source_close_file(&src);
     free(src.buf);
-    tokvec_free(&ctx); tokvec_free(&stream); bytebuf_free(&s);
-    for (int e = 0; e < 4; e++) { tokvec_free(&ends[e]); bytebuf_free(&endtxt[e]); }
+    tokvec_free(&ctx); tokvec_free(&ending); tokvec_free(&stream); bytebuf_free(&ex.ctx);
+    for (int e = 0; e < 4; e++) { bytebuf_free(&ex.endings[e]); }
 }
 
 static void mode_hellaswag(const Args *a) {

@@ -444,35 +444,29 @@ static void path_join(char *out, size_t cap, const char *dir, const char *name) 
     if ((size_t)snprintf(out, cap, "%s/%s", dir, name) >= cap) { llmc_die("path too long: %s/%s", dir, name); }
 }
 
-static void export_to_hf(const char *in_path, const char *out_dir, int out_dtype, const char *tok_dir, int force) {
-    if (dir_exists(in_path)) {
-        llmc_die("-i '%s' is a folder; to turn a Hugging Face folder into a model .bin add --to-bin", in_path);
+// --tokenizer: a GPT-2 vocabulary, and both of OpenAI's files in tok_dir. Checked before anything
+// is written, so a mistake leaves no half-made folder.
+static void export_check_tokenizer(const char *tok_dir, const char *in_path, long long V) {
+    if (V != 50257) {
+        llmc_die("--tokenizer: the GPT-2 tokenizer has 50257 tokens but '%s' has vocab_size %lld; export without --tokenizer",
+                 in_path, V);
     }
-    ModelFileInfo info;
-    model_file_info(in_path, &info);
-    const GPT2Config *cfg = &info.config;
-    long long V = cfg->vocab_size, Vp = cfg->padded_vocab_size, C = cfg->channels;
-    long long L = cfg->num_layers, maxT = cfg->max_seq_len;
-    int bf16 = out_dtype ? out_dtype == MODEL_VERSION_BF16 : info.version == MODEL_VERSION_BF16;
-    if (tok_dir) {  // checked before anything is written, so a mistake leaves no half-made folder
-        if (V != 50257) {
-            llmc_die("--tokenizer: the GPT-2 tokenizer has 50257 tokens but '%s' has vocab_size %lld; export without --tokenizer",
-                     in_path, V);
+    const char *need[2] = {"encoder.json", "vocab.bpe"};
+    for (int i = 0; i < 2; i++) {
+        char src[4352];
+        path_join(src, sizeof(src), tok_dir, need[i]);
+        FILE *fp;
+        char why[512];
+        if (open_regular(src, &fp, NULL, why, sizeof(why)) != 0) {
+            llmc_die("--tokenizer: '%s' %s; pass the folder with OpenAI's GPT-2 encoder.json and vocab.bpe", src, why);
         }
-        const char *need[2] = {"encoder.json", "vocab.bpe"};
-        for (int i = 0; i < 2; i++) {
-            char src[4352];
-            path_join(src, sizeof(src), tok_dir, need[i]);
-            FILE *fp;
-            char why[512];
-            if (open_regular(src, &fp, NULL, why, sizeof(why)) != 0) {
-                llmc_die("--tokenizer: '%s' %s; pass the folder with OpenAI's GPT-2 encoder.json and vocab.bpe", src, why);
-            }
-            fclose(fp);
-        }
+        fclose(fp);
     }
+}
 
-    // refuse to touch an existing output unless asked: an export never silently mixes two models
+// whether the export target folder exists. An existing output is touched only with --force: an
+// export never silently mixes two models.
+static int export_target_exists(const char *out_dir, int force) {
     struct stat st;
     int exists = stat(out_dir, &st) == 0;
     if (exists && !S_ISDIR(st.st_mode)) {
@@ -481,13 +475,17 @@ static void export_to_hf(const char *in_path, const char *out_dir, int out_dtype
     if (exists && !force) {
         llmc_die("export target folder '%s' already exists; choose another -o or pass --force to overwrite its files", out_dir);
     }
+    return exists;
+}
 
-    // fp32 holds both versions exactly (bf16 -> fp32 -> bf16 is the identity)
-    float *params = (float *)mallocCheck(info.num_params * sizeof(float));
-    model_file_load(in_path, &info, params, NULL);
-    size_t sizes[NUM_PARAMETER_TENSORS];
-    const float *p[NUM_PARAMETER_TENSORS];
-    gpt2_param_sizes(sizes, cfg);
+// the model's parameters in fp32, which holds both versions exactly (bf16 -> fp32 -> bf16 is the
+// identity); p[i] points at tensor i. Warns where wte's padded rows, which are dropped, are not 0.
+static float *export_load_params(const char *in_path, const ModelFileInfo *info, const float *p[NUM_PARAMETER_TENSORS],
+                                 size_t sizes[NUM_PARAMETER_TENSORS]) {
+    const long long V = info->config.vocab_size, Vp = info->config.padded_vocab_size, C = info->config.channels;
+    float *params = (float *)mallocCheck(info->num_params * sizeof(float));
+    model_file_load(in_path, info, params, NULL);
+    gpt2_param_sizes(sizes, &info->config);
     p[0] = params;
     for (int i = 1; i < NUM_PARAMETER_TENSORS; i++) { p[i] = p[i - 1] + sizes[i - 1]; }
     for (size_t j = (size_t)(V * C); j < (size_t)(Vp * C); j++) {
@@ -497,7 +495,13 @@ static void export_to_hf(const char *in_path, const char *out_dir, int out_dtype
             break;
         }
     }
+    return params;
+}
 
+// GPT2LMHeadModel's tensors in file order, as views of our tensors p; *n gets their count
+static ExportTensor *export_tensors(const GPT2Config *cfg, const float *p[NUM_PARAMETER_TENSORS],
+                                    const size_t sizes[NUM_PARAMETER_TENSORS], int *n_out) {
+    const long long V = cfg->vocab_size, C = cfg->channels, L = cfg->num_layers, maxT = cfg->max_seq_len;
     int n = 0;
     ExportTensor *ts = (ExportTensor *)callocCheck((size_t)(4 + 12 * L), sizeof(ExportTensor));
     snprintf(ts[n].name, sizeof(ts[n].name), "transformer.wte.weight");
@@ -519,26 +523,31 @@ static void export_to_hf(const char *in_path, const char *out_dir, int out_dtype
     ts[n].src = p[14]; ts[n].shape[0] = C; n++;
     snprintf(ts[n].name, sizeof(ts[n].name), "transformer.ln_f.bias");
     ts[n].src = p[15]; ts[n].shape[0] = C; n++;
+    *n_out = n;
+    return ts;
+}
 
-    // a new folder is filled under a temporary name and renamed at the end, so a folder under the
-    // final name is always complete; with --force the files are replaced one by one (each atomically)
-    char work_dir[4096], path[4352];
+// the folder the files go into: out_dir itself when it exists (--force: the files are replaced one
+// by one, each atomically), else a new folder under a temporary name, renamed at the end, so that a
+// folder under the final name is always complete
+static void export_work_dir(char *work_dir, size_t cap, const char *out_dir, int exists) {
     if (exists) {
-        snprintf(work_dir, sizeof(work_dir), "%s", out_dir);
-    } else {
-        if ((size_t)snprintf(work_dir, sizeof(work_dir), "%s.tmp.%d", out_dir, (int)getpid()) >= sizeof(work_dir)) {
-            llmc_die("path too long: %s", out_dir);
-        }
-        make_dirs(work_dir);
+        snprintf(work_dir, cap, "%s", out_dir);
+        return;
     }
+    if ((size_t)snprintf(work_dir, cap, "%s.tmp.%d", out_dir, (int)getpid()) >= cap) {
+        llmc_die("path too long: %s", out_dir);
+    }
+    make_dirs(work_dir);
+}
 
-    path_join(path, sizeof(path), work_dir, "model.safetensors");
-    write_safetensors(path, ts, n, bf16, in_path);
-
+// config.json and generation_config.json, what transformers reads besides the weights
+static void write_hf_configs(const char *work_dir, const GPT2Config *cfg, int bf16) {
+    const long long V = cfg->vocab_size, C = cfg->channels, L = cfg->num_layers, maxT = cfg->max_seq_len;
     // eos/bos: GPT-2's <|endoftext|>; a smaller custom vocabulary gets its last id
     long long eot = V > 50256 ? 50256 : V - 1;
     // dropout 0: our trainers never use dropout, so fine-tuning in transformers behaves as ours would
-    char config[4096];
+    char config[4096], path[4352];
     snprintf(config, sizeof(config),
              "{\n"
              "  \"architectures\": [\"GPT2LMHeadModel\"],\n"
@@ -573,26 +582,51 @@ static void export_to_hf(const char *in_path, const char *out_dir, int out_dtype
     snprintf(gen, sizeof(gen), "{\n  \"bos_token_id\": %lld,\n  \"eos_token_id\": %lld\n}\n", eot, eot);
     path_join(path, sizeof(path), work_dir, "generation_config.json");
     write_text_file(path, gen);
+}
 
-    if (tok_dir) {
-        // transformers' GPT2Tokenizer files are OpenAI's, renamed: vocab.json = encoder.json, merges.txt = vocab.bpe
-        char src[4352];
-        path_join(src, sizeof(src), tok_dir, "encoder.json");
-        path_join(path, sizeof(path), work_dir, "vocab.json");
-        copy_file(src, path);
-        path_join(src, sizeof(src), tok_dir, "vocab.bpe");
-        path_join(path, sizeof(path), work_dir, "merges.txt");
-        copy_file(src, path);
+// transformers' GPT2Tokenizer files are OpenAI's, renamed: vocab.json = encoder.json, merges.txt = vocab.bpe
+static void copy_tokenizer_files(const char *tok_dir, const char *work_dir) {
+    char src[4352], path[4352];
+    path_join(src, sizeof(src), tok_dir, "encoder.json");
+    path_join(path, sizeof(path), work_dir, "vocab.json");
+    copy_file(src, path);
+    path_join(src, sizeof(src), tok_dir, "vocab.bpe");
+    path_join(path, sizeof(path), work_dir, "merges.txt");
+    copy_file(src, path);
+}
+
+static void export_to_hf(const char *in_path, const char *out_dir, int out_dtype, const char *tok_dir, int force) {
+    if (dir_exists(in_path)) {
+        llmc_die("-i '%s' is a folder; to turn a Hugging Face folder into a model .bin add --to-bin", in_path);
     }
+    ModelFileInfo info;
+    model_file_info(in_path, &info);
+    const GPT2Config *cfg = &info.config;
+    const int bf16 = out_dtype ? out_dtype == MODEL_VERSION_BF16 : info.version == MODEL_VERSION_BF16;
+    if (tok_dir) { export_check_tokenizer(tok_dir, in_path, cfg->vocab_size); }
+    const int exists = export_target_exists(out_dir, force);
 
+    const float *p[NUM_PARAMETER_TENSORS];
+    size_t sizes[NUM_PARAMETER_TENSORS];
+    float *params = export_load_params(in_path, &info, p, sizes);
+    int n;
+    ExportTensor *ts = export_tensors(cfg, p, sizes, &n);
+
+    char work_dir[4096], path[4352];
+    export_work_dir(work_dir, sizeof(work_dir), out_dir, exists);
+    path_join(path, sizeof(path), work_dir, "model.safetensors");
+    write_safetensors(path, ts, n, bf16, in_path);
+    write_hf_configs(work_dir, cfg, bf16);
+    if (tok_dir) { copy_tokenizer_files(tok_dir, work_dir); }
     if (!exists) {
         if (rename(work_dir, out_dir) != 0) {
             llmc_die("renaming '%s' to '%s' failed: %s", work_dir, out_dir, strerror(errno));
         }
         fsync_dir_of(out_dir);
     }
-    printf("wrote %s (GPT2LMHeadModel, %s, L=%lld C=%lld NH=%d V=%lld maxT=%lld) from %s (version %d)\n",
-           out_dir, bf16 ? "BF16" : "F32", L, C, cfg->num_heads, V, maxT, in_path, info.version);
+    printf("wrote %s (GPT2LMHeadModel, %s, L=%d C=%d NH=%d V=%d maxT=%d) from %s (version %d)\n", out_dir,
+           bf16 ? "BF16" : "F32", cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size, cfg->max_seq_len,
+           in_path, info.version);
     free(ts);
     free(params);
 }
@@ -841,13 +875,14 @@ static void config_check(const char *path, const char *key, long long want, long
     }
 }
 
-static void import_from_hf(const char *in_path, const char *out_path, int out_version, int n_head_flag, int force) {
-    char st_path[4352], cfg_path[4352];
+// what --to-bin reads: in_path's model.safetensors and config.json when it is a folder, else the
+// file itself and the config.json beside it (cap bytes each)
+static void hf_input_paths(const char *in_path, char *st_path, char *cfg_path, size_t cap) {
     struct stat st;
     if (stat(in_path, &st) != 0) { llmc_die("--to-bin input '%s' not found: %s", in_path, strerror(errno)); }
     if (S_ISDIR(st.st_mode)) {
-        path_join(st_path, sizeof(st_path), in_path, "model.safetensors");
-        path_join(cfg_path, sizeof(cfg_path), in_path, "config.json");
+        path_join(st_path, cap, in_path, "model.safetensors");
+        path_join(cfg_path, cap, in_path, "config.json");
         if (access(st_path, F_OK) != 0) {
             char idx[4400];
             path_join(idx, sizeof(idx), in_path, "model.safetensors.index.json");
@@ -856,14 +891,18 @@ static void import_from_hf(const char *in_path, const char *out_path, int out_ve
                      " (only safetensors are read; in transformers: model.save_pretrained(dir, safe_serialization=True))");
         }
     } else {
-        snprintf(st_path, sizeof(st_path), "%s", in_path);
+        snprintf(st_path, cap, "%s", in_path);
         const char *slash = strrchr(in_path, '/');
         if (slash) {
-            snprintf(cfg_path, sizeof(cfg_path), "%.*s/config.json", (int)(slash - in_path), in_path);
+            snprintf(cfg_path, cap, "%.*s/config.json", (int)(slash - in_path), in_path);
         } else {
-            snprintf(cfg_path, sizeof(cfg_path), "config.json");
+            snprintf(cfg_path, cap, "config.json");
         }
     }
+}
+
+// --to-bin's output is a file, which only --force replaces
+static void import_check_output(const char *out_path, int force) {
     struct stat ost;
     if (stat(out_path, &ost) == 0 && !S_ISREG(ost.st_mode)) {
         llmc_die("-o '%s' exists and is not a file; choose another -o", out_path);
@@ -871,187 +910,252 @@ static void import_from_hf(const char *in_path, const char *out_path, int out_ve
     if (file_exists(out_path) && !force) {
         llmc_die("output '%s' already exists; choose another -o or pass --force to replace it", out_path);
     }
+}
 
-    StFile sf;
-    st_open(&sf, st_path);
+// the model a safetensors file holds, as its shapes (and config.json or --n-head for NH) give it
+typedef struct {
+    long long V, C, maxT, L, NH;  // NH 0 until known
+} HfDims;
 
-    // shapes define the model: wte (V, C), wpe (maxT, C), layers h.0 .. h.{L-1}
-    const StTensor *wte = st_require(&sf, "wte.weight", 0), *wpe = st_require(&sf, "wpe.weight", 1);
+// V and C from wte (V, C), maxT from wpe (maxT, C), L from the highest layer number of h.N.*
+static void hf_dims_from_shapes(const StFile *sf, const StTensor *wte, const StTensor *wpe, HfDims *d) {
     if (wte->ndim != 2 || wpe->ndim != 2) {
-        llmc_die("safetensors file '%s': wte and wpe must be 2-D (inconsistent shapes)", st_path);
+        llmc_die("safetensors file '%s': wte and wpe must be 2-D (inconsistent shapes)", sf->path);
     }
-    long long V = wte->shape[0], C = wte->shape[1], maxT = wpe->shape[0], L = 0;
-    st_expect_shape(&sf, wpe, maxT, C);
-    for (int i = 0; i < sf.count; i++) {
-        const char *base = st_base_name(sf.tensors[i].name);
+    d->V = wte->shape[0];
+    d->C = wte->shape[1];
+    d->maxT = wpe->shape[0];
+    d->L = 0;
+    st_expect_shape(sf, wpe, d->maxT, d->C);
+    for (int i = 0; i < sf->count; i++) {
+        const char *base = st_base_name(sf->tensors[i].name);
         char *end;
         if (strncmp(base, "h.", 2) != 0) { continue; }
         long layer = strtol(base + 2, &end, 10);
         if (end == base + 2 || *end != '.' || layer < 0 || layer > 100000) {
-            llmc_die("safetensors file '%s': cannot read a layer number in tensor '%s'", st_path, sf.tensors[i].name);
+            llmc_die("safetensors file '%s': cannot read a layer number in tensor '%s'", sf->path, sf->tensors[i].name);
         }
-        if (layer + 1 > L) { L = layer + 1; }
+        if (layer + 1 > d->L) { d->L = layer + 1; }
     }
-    if (L == 0) { llmc_die("safetensors file '%s' has no transformer.h.0.* tensors (missing tensors)", st_path); }
+    if (d->L == 0) { llmc_die("safetensors file '%s' has no transformer.h.0.* tensors (missing tensors)", sf->path); }
+}
 
-    long long NH = 0;
+// config.json's settings that our model does not follow: refused (a different layer_norm_epsilon
+// is a warning)
+static void hf_config_check_model(const JsonValue *cfg, const char *cfg_path) {
+    const JsonValue *mt = json_get(cfg, "model_type");
+    if (mt && (mt->type != JSON_STRING || strcmp(mt->string, "gpt2") != 0)) {
+        llmc_die("'%s' has model_type %s; only \"gpt2\" is converted", cfg_path,
+                 mt->type == JSON_STRING ? mt->string : "(not a string)");
+    }
+    const JsonValue *act = json_get(cfg, "activation_function");
+    if (act && (act->type != JSON_STRING ||
+                (strcmp(act->string, "gelu_new") != 0 && strcmp(act->string, "gelu_pytorch_tanh") != 0))) {
+        llmc_die("'%s' has activation_function %s; our model uses the tanh GELU (gelu_new)", cfg_path,
+                 act->type == JSON_STRING ? act->string : "(not a string)");
+    }
+    const JsonValue *flag = json_get(cfg, "scale_attn_by_inverse_layer_idx");
+    if (flag && (flag->type != JSON_BOOL || flag->boolean)) {
+        llmc_die("'%s' sets scale_attn_by_inverse_layer_idx (to something other than false); our attention does "
+                 "not scale by layer", cfg_path);
+    }
+    flag = json_get(cfg, "scale_attn_weights");
+    if (flag && (flag->type != JSON_BOOL || !flag->boolean)) {
+        llmc_die("'%s' sets scale_attn_weights to something other than true; our attention scales by 1/sqrt(head size)",
+                 cfg_path);
+    }
+    const JsonValue *eps = json_get(cfg, "layer_norm_epsilon");
+    if (eps && eps->type != JSON_NUMBER && eps->type != JSON_NULL) {
+        llmc_die("'%s': \"layer_norm_epsilon\" is not a number", cfg_path);
+    }
+    if (eps && eps->type == JSON_NUMBER && fabs(eps->number - 1e-5) > 1e-12) {
+        llmc_warn("'%s' has layer_norm_epsilon %g; our LayerNorm uses 1e-5, results will differ slightly",
+                  cfg_path, eps->number);
+    }
+}
+
+// config.json's sizes agree with the shapes of st_path; its n_head, if any, goes into d->NH
+static void hf_config_check_dims(const JsonValue *cfg, const char *cfg_path, const char *st_path, HfDims *d) {
+    long long x;
+    if (config_int(cfg, "n_embd", cfg_path, &x)) { config_check(cfg_path, "n_embd", x, d->C, st_path, "wte columns"); }
+    if (config_int(cfg, "n_layer", cfg_path, &x)) { config_check(cfg_path, "n_layer", x, d->L, st_path, "layers"); }
+    if (config_int(cfg, "vocab_size", cfg_path, &x)) { config_check(cfg_path, "vocab_size", x, d->V, st_path, "wte rows"); }
+    if (config_int(cfg, "n_positions", cfg_path, &x)) { config_check(cfg_path, "n_positions", x, d->maxT, st_path, "wpe rows"); }
+    if (config_int(cfg, "n_inner", cfg_path, &x)) { config_check(cfg_path, "n_inner", x, 4 * d->C, st_path, "4 * n_embd"); }
+    if (config_int(cfg, "n_head", cfg_path, &d->NH) && d->NH <= 0) {
+        llmc_die("'%s' has n_head %lld; the number of heads must be positive", cfg_path, d->NH);
+    }
+}
+
+// checks config.json against our model and the shapes when it is there (returns 1); 0 without one
+static int hf_read_config(const char *cfg_path, const char *st_path, HfDims *d) {
+    if (access(cfg_path, F_OK) != 0) { return 0; }  // one that is there but no file is an error, not "absent"
+    size_t len;
+    char *text = read_whole_file(cfg_path, "config.json (-i)", &len);
     JsonValue cfg = {0};
-    int have_cfg = access(cfg_path, F_OK) == 0;  // one that is there but no file is an error, not "absent"
-    if (have_cfg) {
-        size_t len;
-        char *text = read_whole_file(cfg_path, "config.json (-i)", &len);
-        char err[256];
-        if (!json_parse(text, len, &cfg, err, sizeof(err)) || cfg.type != JSON_OBJECT) {
-            llmc_die("'%s' is not a JSON object: %s", cfg_path, cfg.type == JSON_OBJECT ? "" : err);
-        }
-        free(text);
-        const JsonValue *mt = json_get(&cfg, "model_type");
-        if (mt && (mt->type != JSON_STRING || strcmp(mt->string, "gpt2") != 0)) {
-            llmc_die("'%s' has model_type %s; only \"gpt2\" is converted", cfg_path,
-                     mt->type == JSON_STRING ? mt->string : "(not a string)");
-        }
-        const JsonValue *act = json_get(&cfg, "activation_function");
-        if (act && (act->type != JSON_STRING ||
-                    (strcmp(act->string, "gelu_new") != 0 && strcmp(act->string, "gelu_pytorch_tanh") != 0))) {
-            llmc_die("'%s' has activation_function %s; our model uses the tanh GELU (gelu_new)", cfg_path,
-                     act->type == JSON_STRING ? act->string : "(not a string)");
-        }
-        const JsonValue *flag = json_get(&cfg, "scale_attn_by_inverse_layer_idx");
-        if (flag && (flag->type != JSON_BOOL || flag->boolean)) {
-            llmc_die("'%s' sets scale_attn_by_inverse_layer_idx (to something other than false); our attention does "
-                     "not scale by layer", cfg_path);
-        }
-        flag = json_get(&cfg, "scale_attn_weights");
-        if (flag && (flag->type != JSON_BOOL || !flag->boolean)) {
-            llmc_die("'%s' sets scale_attn_weights to something other than true; our attention scales by 1/sqrt(head size)",
-                     cfg_path);
-        }
-        const JsonValue *eps = json_get(&cfg, "layer_norm_epsilon");
-        if (eps && eps->type != JSON_NUMBER && eps->type != JSON_NULL) {
-            llmc_die("'%s': \"layer_norm_epsilon\" is not a number", cfg_path);
-        }
-        if (eps && eps->type == JSON_NUMBER && fabs(eps->number - 1e-5) > 1e-12) {
-            llmc_warn("'%s' has layer_norm_epsilon %g; our LayerNorm uses 1e-5, results will differ slightly",
-                      cfg_path, eps->number);
-        }
-        long long x;
-        if (config_int(&cfg, "n_embd", cfg_path, &x)) { config_check(cfg_path, "n_embd", x, C, st_path, "wte columns"); }
-        if (config_int(&cfg, "n_layer", cfg_path, &x)) { config_check(cfg_path, "n_layer", x, L, st_path, "layers"); }
-        if (config_int(&cfg, "vocab_size", cfg_path, &x)) { config_check(cfg_path, "vocab_size", x, V, st_path, "wte rows"); }
-        if (config_int(&cfg, "n_positions", cfg_path, &x)) { config_check(cfg_path, "n_positions", x, maxT, st_path, "wpe rows"); }
-        if (config_int(&cfg, "n_inner", cfg_path, &x)) { config_check(cfg_path, "n_inner", x, 4 * C, st_path, "4 * n_embd"); }
-        if (config_int(&cfg, "n_head", cfg_path, &NH) && NH <= 0) {
-            llmc_die("'%s' has n_head %lld; the number of heads must be positive", cfg_path, NH);
-        }
-        json_free(&cfg);
+    char err[256];
+    const int parsed = json_parse(text, len, &cfg, err, sizeof(err));
+    if (!parsed || cfg.type != JSON_OBJECT) {  // err is written only where the parse fails
+        llmc_die("'%s' is not a JSON object%s%s", cfg_path, parsed ? "" : ": ", parsed ? "" : err);
     }
-    if (n_head_flag > 0) {
-        if (NH && NH != n_head_flag) {
-            llmc_die("--n-head %d contradicts n_head %lld in '%s'; drop the flag", n_head_flag, NH, cfg_path);
-        }
-        NH = n_head_flag;
-    }
-    if (NH == 0) {
-        if (C % 64 != 0) {
-            llmc_die("'%s' has no config.json with n_head and C = %lld is not a multiple of 64; pass --n-head N", st_path, C);
-        }
-        NH = C / 64;
-        llmc_warn("no config.json next to '%s'; assuming head size 64 (n_head %lld) as in GPT-2; pass --n-head to change",
-                  st_path, NH);
-    }
+    free(text);
+    hf_config_check_model(&cfg, cfg_path);
+    hf_config_check_dims(&cfg, cfg_path, st_path, d);
+    json_free(&cfg);
+    return 1;
+}
 
+// the number of heads: config.json's, or --n-head's (which must agree with it), or head size 64
+static void hf_choose_heads(HfDims *d, int n_head_flag, const char *cfg_path, const char *st_path) {
+    if (n_head_flag > 0) {
+        if (d->NH && d->NH != n_head_flag) {
+            llmc_die("--n-head %d contradicts n_head %lld in '%s'; drop the flag", n_head_flag, d->NH, cfg_path);
+        }
+        d->NH = n_head_flag;
+    }
+    if (d->NH == 0) {
+        if (d->C % 64 != 0) {
+            llmc_die("'%s' has no config.json with n_head and C = %lld is not a multiple of 64; pass --n-head N", st_path,
+                     d->C);
+        }
+        d->NH = d->C / 64;
+        llmc_warn("no config.json next to '%s'; assuming head size 64 (n_head %lld) as in GPT-2; pass --n-head to change",
+                  st_path, d->NH);
+    }
+}
+
+// our config for these dimensions, refused where a model .bin cannot hold it or the model is unusable
+static GPT2Config hf_model_config(const HfDims *d, const char *st_path) {
     GPT2Config c;
-    c.max_seq_len = (int)maxT;
-    c.vocab_size = (int)V;
-    c.padded_vocab_size = round_up_128((int)V);
-    c.num_layers = (int)L;
-    c.num_heads = (int)NH;
-    c.channels = (int)C;
-    if (V > 65536 || C > (1 << 20) || maxT > (1 << 24) || NH > (1 << 20)) {
-        llmc_die("safetensors file '%s': dimensions V=%lld C=%lld maxT=%lld are out of range for a model .bin", st_path, V,
-                 C, maxT);
+    c.max_seq_len = (int)d->maxT;
+    c.vocab_size = (int)d->V;
+    c.padded_vocab_size = round_up_128((int)d->V);
+    c.num_layers = (int)d->L;
+    c.num_heads = (int)d->NH;
+    c.channels = (int)d->C;
+    if (d->V > 65536 || d->C > (1 << 20) || d->maxT > (1 << 24) || d->NH > (1 << 20)) {
+        llmc_die("safetensors file '%s': dimensions V=%lld C=%lld maxT=%lld are out of range for a model .bin", st_path,
+                 d->V, d->C, d->maxT);
     }
     const char *problem = gpt2_config_problem(&c);
     if (problem) { llmc_die("safetensors file '%s' gives an unusable model: %s", st_path, problem); }
+    return c;
+}
 
-    // every tensor the model needs must be there with its shape before memory is taken: tensors do
-    // not overlap (st_open), so the sizes allocated below are bounded by the file's size
-    for (long long l = 0; l < L; l++) {
-        for (int k = 0; k < 12; k++) { st_layer_tensor(&sf, l, k, C); }
+// every layer tensor the model needs is there with its shape, and ln_f's (into *lnfw, *lnfb):
+// checked before memory is taken. Tensors do not overlap (st_open), so the sizes allocated after
+// this are bounded by the file's size.
+static void hf_require_tensors(const StFile *sf, const HfDims *d, const StTensor **lnfw, const StTensor **lnfb) {
+    for (long long l = 0; l < d->L; l++) {
+        for (int k = 0; k < 12; k++) { st_layer_tensor(sf, l, k, d->C); }
     }
-    const StTensor *lnfw = st_require(&sf, "ln_f.weight", 14), *lnfb = st_require(&sf, "ln_f.bias", 15);
-    st_expect_shape(&sf, lnfw, C, 0);
-    st_expect_shape(&sf, lnfb, C, 0);
+    *lnfw = st_require(sf, "ln_f.weight", 14);
+    *lnfb = st_require(sf, "ln_f.bias", 15);
+    st_expect_shape(sf, *lnfw, d->C, 0);
+    st_expect_shape(sf, *lnfb, d->C, 0);
+}
 
-    // every tensor must be one we place, a mask buffer, or a tied LM head
-    char *used = (char *)callocCheck((size_t)sf.count, 1);
-    size_t sizes[NUM_PARAMETER_TENSORS];
-    gpt2_param_sizes(sizes, &c);
-    float *params = (float *)callocCheck(gpt2_num_params(&c), sizeof(float));  // padded wte rows stay 0
-    float *p[NUM_PARAMETER_TENSORS];
-    p[0] = params;
-    for (int i = 1; i < NUM_PARAMETER_TENSORS; i++) { p[i] = p[i - 1] + sizes[i - 1]; }
-    // scratch for a transposed Conv1D weight (at most 4C x C) or a stored lm_head (V x C)
-    float *tmp = (float *)mallocCheck((size_t)(V > 4 * C ? V : 4 * C) * (size_t)C * sizeof(float));
-
-    st_read_fp32(&sf, wte, p[0], V * C);
-    used[wte - sf.tensors] = 1;
-    st_read_fp32(&sf, wpe, p[1], maxT * C);
-    used[wpe - sf.tensors] = 1;
-    for (long long l = 0; l < L; l++) {
-        for (int k = 0; k < 12; k++) {
-            const StTensor *t = st_layer_tensor(&sf, l, k, C);
-            int param = layer_tensors[k].param;
-            long long out, in;
-            layer_tensor_dims(param, C, &out, &in);
-            float *dst = p[param] + (size_t)l * (sizes[param] / (size_t)L);
-            if (in) {
-                st_read_fp32(&sf, t, tmp, in * out);
-                for (long long o = 0; o < out; o++) {
-                    for (long long i = 0; i < in; i++) { dst[o * in + i] = tmp[i * out + o]; }
-                }
-            } else {
-                st_read_fp32(&sf, t, dst, out);
+// layer l's 12 tensors into our stacked tensors p (Conv1D weights transposed to our (out, in)
+// through tmp), each marked in used
+static void hf_read_layer(const StFile *sf, long long l, const HfDims *d, float *const p[NUM_PARAMETER_TENSORS],
+                          const size_t sizes[NUM_PARAMETER_TENSORS], float *tmp, char *used) {
+    for (int k = 0; k < 12; k++) {
+        const StTensor *t = st_layer_tensor(sf, l, k, d->C);
+        int param = layer_tensors[k].param;
+        long long out, in;
+        layer_tensor_dims(param, d->C, &out, &in);
+        float *dst = p[param] + (size_t)l * (sizes[param] / (size_t)d->L);
+        if (in) {
+            st_read_fp32(sf, t, tmp, in * out);
+            for (long long o = 0; o < out; o++) {
+                for (long long i = 0; i < in; i++) { dst[o * in + i] = tmp[i * out + o]; }
             }
-            used[t - sf.tensors] = 1;
+        } else {
+            st_read_fp32(sf, t, dst, out);
         }
+        used[t - sf->tensors] = 1;
     }
-    st_read_fp32(&sf, lnfw, p[14], C);
-    st_read_fp32(&sf, lnfb, p[15], C);
-    used[lnfw - sf.tensors] = used[lnfb - sf.tensors] = 1;
+}
 
-    for (int i = 0; i < sf.count; i++) {
+// h.N.attn.bias / h.N.attn.masked_bias: the causal-mask buffers of older checkpoints
+static int hf_is_mask_buffer(const char *base) {
+    const char *dot = strrchr(base, '.');
+    return strncmp(base, "h.", 2) == 0 && dot && (strcmp(dot, ".bias") == 0 || strcmp(dot, ".masked_bias") == 0) &&
+           dot - base >= 5 && strncmp(dot - 5, ".attn", 5) == 0;
+}
+
+// every tensor not read must be a mask buffer, or a stored LM head equal to wte (V, C): our file
+// format ties the head to wte. tmp: V x C floats of scratch.
+static void hf_check_unused(const StFile *sf, const char *used, const float *wte, float *tmp, const HfDims *d) {
+    for (int i = 0; i < sf->count; i++) {
         if (used[i]) { continue; }
-        const StTensor *t = &sf.tensors[i];
-        const char *base = st_base_name(t->name);
-        const char *dot = strrchr(base, '.');
-        if (strncmp(base, "h.", 2) == 0 && dot && (strcmp(dot, ".bias") == 0 || strcmp(dot, ".masked_bias") == 0) &&
-            dot - base >= 5 && strncmp(dot - 5, ".attn", 5) == 0) {
-            continue;  // h.N.attn.bias / h.N.attn.masked_bias: the causal-mask buffers of older checkpoints
-        }
+        const StTensor *t = &sf->tensors[i];
+        if (hf_is_mask_buffer(st_base_name(t->name))) { continue; }
         if (strcmp(t->name, "lm_head.weight") == 0) {
-            // our file format ties the head to wte; accept a stored copy only if it is that copy
-            st_expect_shape(&sf, t, V, C);
-            st_read_fp32(&sf, t, tmp, V * C);
-            for (long long j = 0; j < V * C; j++) {
-                if (memcmp(&tmp[j], &p[0][j], 4) != 0) {
+            st_expect_shape(sf, t, d->V, d->C);
+            st_read_fp32(sf, t, tmp, d->V * d->C);
+            for (long long j = 0; j < d->V * d->C; j++) {
+                if (memcmp(&tmp[j], &wte[j], 4) != 0) {
                     llmc_die("safetensors file '%s': lm_head.weight differs from wte (row %lld): an untied LM head "
-                             "cannot be stored in a model .bin", st_path, j / C);
+                             "cannot be stored in a model .bin", sf->path, j / d->C);
                 }
             }
             continue;
         }
-        llmc_die("safetensors file '%s': unexpected tensor '%s' (not part of a GPT-2 with %lld layers)", st_path,
-                 t->name, L);
+        llmc_die("safetensors file '%s': unexpected tensor '%s' (not part of a GPT-2 with %lld layers)", sf->path,
+                 t->name, d->L);
     }
+}
 
+// the parameters of model c from sf, in fp32 (padded wte rows 0); every tensor of the file is
+// accounted for
+static float *hf_read_params(const StFile *sf, const GPT2Config *c, const HfDims *d, const StTensor *wte,
+                             const StTensor *wpe, const StTensor *lnfw, const StTensor *lnfb) {
+    char *used = (char *)callocCheck((size_t)sf->count, 1);
+    size_t sizes[NUM_PARAMETER_TENSORS];
+    gpt2_param_sizes(sizes, c);
+    float *params = (float *)callocCheck(gpt2_num_params(c), sizeof(float));
+    float *p[NUM_PARAMETER_TENSORS];
+    p[0] = params;
+    for (int i = 1; i < NUM_PARAMETER_TENSORS; i++) { p[i] = p[i - 1] + sizes[i - 1]; }
+    // scratch for a transposed Conv1D weight (at most 4C x C) or a stored lm_head (V x C)
+    float *tmp = (float *)mallocCheck((size_t)(d->V > 4 * d->C ? d->V : 4 * d->C) * (size_t)d->C * sizeof(float));
+    st_read_fp32(sf, wte, p[0], d->V * d->C);
+    used[wte - sf->tensors] = 1;
+    st_read_fp32(sf, wpe, p[1], d->maxT * d->C);
+    used[wpe - sf->tensors] = 1;
+    for (long long l = 0; l < d->L; l++) { hf_read_layer(sf, l, d, p, sizes, tmp, used); }
+    st_read_fp32(sf, lnfw, p[14], d->C);
+    st_read_fp32(sf, lnfb, p[15], d->C);
+    used[lnfw - sf->tensors] = used[lnfb - sf->tensors] = 1;
+    hf_check_unused(sf, used, p[0], tmp, d);
+    free(tmp);
+    free(used);
+    return params;
+}
+
+static void import_from_hf(const char *in_path, const char *out_path, int out_version, int n_head_flag, int force) {
+    char st_path[4352], cfg_path[4352];
+    hf_input_paths(in_path, st_path, cfg_path, sizeof(st_path));
+    import_check_output(out_path, force);
+    StFile sf;
+    st_open(&sf, st_path);
+
+    // shapes define the model: wte (V, C), wpe (maxT, C), layers h.0 .. h.{L-1}
+    const StTensor *wte = st_require(&sf, "wte.weight", 0), *wpe = st_require(&sf, "wpe.weight", 1), *lnfw, *lnfb;
+    HfDims d = {0};
+    hf_dims_from_shapes(&sf, wte, wpe, &d);
+    const int have_cfg = hf_read_config(cfg_path, st_path, &d);
+    hf_choose_heads(&d, n_head_flag, cfg_path, st_path);
+    const GPT2Config c = hf_model_config(&d, st_path);
+    hf_require_tensors(&sf, &d, &lnfw, &lnfb);
+
+    float *params = hf_read_params(&sf, &c, &d, wte, wpe, lnfw, lnfb);
     model_file_write_fp32(out_path, &c, params, out_version);
     printf("wrote %s (version %d, L=%d C=%d NH=%d V=%d Vp=%d maxT=%d) from %s%s\n", out_path, out_version, c.num_layers,
            c.channels, c.num_heads, c.vocab_size, c.padded_vocab_size, c.max_seq_len, st_path,
            have_cfg ? " and its config.json" : "");
-    free(tmp);
     free(params);
-    free(used);
     st_close(&sf);
 }
 

@@ -299,6 +299,11 @@ expect_error "FIFO as config.json" "config.json (-i) '$TMP/bad/fifo_cfg/config.j
 mkdir -p "$TMP/bad/dir_cfg/config.json"
 cp "$TMP/hf32/model.safetensors" "$TMP/bad/dir_cfg/"
 expect_error "folder as config.json" "config.json (-i) '$TMP/bad/dir_cfg/config.json' is a folder" "$EXPORT" --to-bin -i "$TMP/bad/dir_cfg" -o "$TMP/o.bin"
+# JSON that is not an object: the message ends there (it printed an unset buffer after a colon)
+mkdir -p "$TMP/bad/array_cfg"
+cp "$TMP/hf32/model.safetensors" "$TMP/bad/array_cfg/"
+echo '[1, 2]' > "$TMP/bad/array_cfg/config.json"
+expect_error "config.json that is JSON but not an object" "array_cfg/config.json' is not a JSON object$" "$EXPORT" --to-bin -i "$TMP/bad/array_cfg" -o "$TMP/o.bin"
 mkdir -p "$TMP/tokfifo"; mkfifo "$TMP/tokfifo/encoder.json"; : > "$TMP/tokfifo/vocab.bpe"
 expect_error "FIFO as --tokenizer's encoder.json" "--tokenizer: '$TMP/tokfifo/encoder.json' is a FIFO" "${T[@]}" -i "$TMP/X.bin" -o "$TMP/out_tf" --tokenizer "$TMP/tokfifo"
 expect_error "config.json with n_head 0" "$TMP/bad/nhead0/config.json' has n_head 0" "$EXPORT" --to-bin -i "$TMP/bad/nhead0" -o "$TMP/o.bin"
