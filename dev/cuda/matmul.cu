@@ -68,197 +68,262 @@ static void view_free(floatX *p, int offset) {
     if (p) { cudaCheck(cudaFree(p - offset)); }
 }
 
-static void run_layer(const Layer *L) {
+// one layer's inputs on the host and the device, its sampled rows, and the GPU's backward results
+typedef struct {
+    const Layer *L;
+    int N, C, OC;
+    size_t nin, nout, nw;
+    float *inp, *w, *bias, *dout, *dw0, *db0, *pre_in;  // host (bias, pre_in NULL where the layer has none)
+    floatX *d_inp, *d_w, *d_dout, *d_bias, *d_out, *d_pre, *d_pre_in, *d_dinp, *d_dw, *d_db;
+    float *d_scratch;
+    int R;                  // rows checked
+    int *rows;              // the sampled rows, NULL where all N are checked
+    float *gdinp, *gdw, *gdb;  // the GPU's first backward
+} LayerRun;
+
+// the i-th checked row
+static int row_of(const LayerRun *d, int i) { return d->rows ? d->rows[i] : i; }
+
+// prints the layer's line, makes its random inputs and their device views, picks the rows to check
+static void layer_setup(LayerRun *d, const Layer *L) {
     const int N = L->B * L->T, C = L->C, OC = L->OC;
+    d->L = L; d->N = N; d->C = C; d->OC = OC;
     printf("case %s: N=B*T=%d C=%d OC=%d%s%s%s%s\n", L->name, N, C, OC, L->bias ? " bias" : "", L->gelu_fwd ? " gelu-fwd" : "",
            L->gelu_bwd ? " gelu-bwd" : "", L->offset ? " (pointers 16 bytes past 256-byte alignment)" : "");
     const size_t nin = (size_t)N * C, nout = (size_t)N * OC, nw = (size_t)OC * C;
+    d->nin = nin; d->nout = nout; d->nw = nw;
     const float a = sqrtf(3.0f / C);  // weights with variance 1/C keep outputs O(1)
-    float *inp = host_uniform_bf16(nin, -1.0f, 1.0f, 21), *w = host_uniform_bf16(nw, -a, a, 22);
-    float *bias = L->bias ? host_uniform_bf16(OC, -0.5f, 0.5f, 23) : NULL;
-    float *dout = host_uniform_bf16(nout, -1.0f, 1.0f, 24);
-    float *dw0 = host_uniform_bf16(nw, -1.0f, 1.0f, 25), *db0 = host_uniform_bf16(OC, -1.0f, 1.0f, 26);
-    float *pre_in = L->gelu_bwd ? host_uniform_bf16(nin, -3.0f, 3.0f, 27) : NULL;  // pre-activation of this layer's input
+    d->inp = host_uniform_bf16(nin, -1.0f, 1.0f, 21);
+    d->w = host_uniform_bf16(nw, -a, a, 22);
+    d->bias = L->bias ? host_uniform_bf16(OC, -0.5f, 0.5f, 23) : NULL;
+    d->dout = host_uniform_bf16(nout, -1.0f, 1.0f, 24);
+    d->dw0 = host_uniform_bf16(nw, -1.0f, 1.0f, 25);
+    d->db0 = host_uniform_bf16(OC, -1.0f, 1.0f, 26);
+    d->pre_in = L->gelu_bwd ? host_uniform_bf16(nin, -3.0f, 3.0f, 27) : NULL;  // pre-activation of this layer's input
 
     const int off = L->offset;
-    floatX *d_inp = view_from(inp, nin, off), *d_w = view_from(w, nw, off), *d_dout = view_from(dout, nout, off);
-    floatX *d_bias = bias ? view_from(bias, OC, off) : NULL;
-    floatX *d_out = view_alloc(nout, off);
-    floatX *d_pre = L->gelu_fwd ? view_alloc(nout, off) : NULL;
-    floatX *d_pre_in = pre_in ? view_from(pre_in, nin, off) : NULL;
-    floatX *d_dinp = view_alloc(nin, off);
-    floatX *d_dw = view_from(dw0, nw, off), *d_db = view_from(db0, OC, off);
-    float *d_scratch = (float *)device_alloc(matmul_backward_scratch_bytes(L->B, L->T, OC));
+    d->d_inp = view_from(d->inp, nin, off); d->d_w = view_from(d->w, nw, off); d->d_dout = view_from(d->dout, nout, off);
+    d->d_bias = d->bias ? view_from(d->bias, OC, off) : NULL;
+    d->d_out = view_alloc(nout, off);
+    d->d_pre = L->gelu_fwd ? view_alloc(nout, off) : NULL;
+    d->d_pre_in = d->pre_in ? view_from(d->pre_in, nin, off) : NULL;
+    d->d_dinp = view_alloc(nin, off);
+    d->d_dw = view_from(d->dw0, nw, off); d->d_db = view_from(d->db0, OC, off);
+    d->d_scratch = (float *)device_alloc(matmul_backward_scratch_bytes(L->B, L->T, OC));
 
-    const int R = L->rows < N ? L->rows : N;
-    int *rows = R == N ? NULL : sample_rows(N, R, 99);
-    #define ROW(i) (rows ? rows[i] : (i))
+    d->R = L->rows < N ? L->rows : N;
+    d->rows = d->R == N ? NULL : sample_rows(N, d->R, 99);
+}
 
-    // ---- forward
-    matmul_forward(d_out, d_inp, d_w, d_bias, L->B, L->T, C, OC, d_pre, 0);
-    float *got = (float *)mallocCheck(nout * sizeof(float)), *gotp = L->gelu_fwd ? (float *)mallocCheck(nout * sizeof(float)) : NULL;
-    download_bf16(got, d_out, nout);
-    if (gotp) { download_bf16(gotp, d_pre, nout); }
-    {
-        float *g = (float *)mallocCheck((size_t)R * OC * sizeof(float)), *gp = (float *)mallocCheck((size_t)R * OC * sizeof(float));
-        float *ref = (float *)mallocCheck((size_t)R * OC * sizeof(float)), *refp = (float *)mallocCheck((size_t)R * OC * sizeof(float));
-        float *tol = (float *)mallocCheck((size_t)R * OC * sizeof(float)), *tolp = (float *)mallocCheck((size_t)R * OC * sizeof(float));
-        double max_tanh = 0.0, max_erf = 0.0;
-        for (int i = 0; i < R; i++) {
-            const int r = ROW(i);
-            for (int o = 0; o < OC; o++) {
-                double s = bias ? bias[o] : 0.0, S = bias ? fabs(bias[o]) : 0.0;
-                for (int c = 0; c < C; c++) {
-                    const double t = (double)inp[(size_t)r * C + c] * w[(size_t)o * C + c];
-                    s += t;
-                    S += fabs(t);
-                }
-                const size_t j = (size_t)i * OC + o, src = (size_t)r * OC + o;
-                g[j] = got[src];
-                if (L->gelu_fwd) {
-                    gp[j] = gotp[src];
-                    refp[j] = (float)s;
-                    tolp[j] = (float)(1e-2 * fabs(s) + 1e-3 * S);
-                    ref[j] = (float)ref_gelu(s);
-                    tol[j] = (float)(1e-2 * fabs(ref_gelu(s)) + 1.2e-3 * S + 2e-3);
-                    const double pre_gpu = gotp[src];  // which GELU form: judged from the GPU's own pre-activation
-                    max_tanh = max_keep_nan(max_tanh, fabs(got[src] - ref_gelu(pre_gpu)));
-                    max_erf = max_keep_nan(max_erf, fabs(got[src] - ref_gelu_erf(pre_gpu)));
-                } else {
-                    ref[j] = (float)s;
-                    tol[j] = (float)(1e-2 * fabs(s) + 1e-3 * S);
-                }
-            }
-        }
-        if (L->gelu_fwd) {
-            check_close_tol("forward pre-activation (GELU aux)", gp, refp, tolp, (size_t)R * OC);
-            check_close_tol("forward out = GELU(pre) (epilogue)", g, ref, tol, (size_t)R * OC);
-            printf("    GELU epilogue: max |out - tanh-GELU(aux)| %.3g, max |out - erf-GELU(aux)| %.3g\n", max_tanh, max_erf);
-        } else {
-            check_close_tol("forward out", g, ref, tol, (size_t)R * OC);
-        }
-        free(g); free(gp); free(ref); free(refp); free(tol); free(tolp);
-    }
+// frees what layer_setup and run_backward made
+static void layer_free(LayerRun *d) {
+    const int off = d->L->offset;
+    view_free(d->d_inp, off); view_free(d->d_w, off); view_free(d->d_dout, off); view_free(d->d_out, off);
+    view_free(d->d_dinp, off); view_free(d->d_dw, off); view_free(d->d_db, off); view_free(d->d_bias, off);
+    view_free(d->d_pre, off); view_free(d->d_pre_in, off);
+    cudaCheck(cudaFree(d->d_scratch));
+    free(d->inp); free(d->w); free(d->bias); free(d->dout); free(d->dw0); free(d->db0); free(d->pre_in); free(d->gdinp);
+    free(d->gdw); free(d->gdb); free(d->rows);
+}
 
-    // ---- backward
-    matmul_backward(d_dinp, d_dw, L->bias ? d_db : NULL, d_dout, d_inp, d_w, L->B, L->T, C, OC, d_pre_in, d_scratch, 0);
-    float *gdinp = (float *)mallocCheck(nin * sizeof(float)), *gdw = (float *)mallocCheck(nw * sizeof(float)),
-          *gdb = (float *)mallocCheck(OC * sizeof(float));
-    download_bf16(gdinp, d_dinp, nin);
-    download_bf16(gdw, d_dw, nw);
-    download_bf16(gdb, d_db, OC);
-    {   // dinp on the sampled rows
-        float *g = (float *)mallocCheck((size_t)R * C * sizeof(float)), *ref = (float *)mallocCheck((size_t)R * C * sizeof(float)),
-              *tol = (float *)mallocCheck((size_t)R * C * sizeof(float));
-        double *acc = (double *)mallocCheck(C * sizeof(double)), *S = (double *)mallocCheck(C * sizeof(double));
-        for (int i = 0; i < R; i++) {
-            const int r = ROW(i);
-            ref_vec_mat(acc, S, dout + (size_t)r * OC, 1, w, OC, C);
+// forward on the sampled rows: out (and the GELU aux pre-activation) against double sums; prints the GELU form
+static void check_forward(const LayerRun *d) {
+    const Layer *L = d->L;
+    const int R = d->R, C = d->C, OC = d->OC;
+    const float *inp = d->inp, *w = d->w, *bias = d->bias;
+    matmul_forward(d->d_out, d->d_inp, d->d_w, d->d_bias, L->B, L->T, C, OC, d->d_pre, 0);
+    float *got = (float *)mallocCheck(d->nout * sizeof(float));
+    float *gotp = L->gelu_fwd ? (float *)mallocCheck(d->nout * sizeof(float)) : NULL;
+    download_bf16(got, d->d_out, d->nout);
+    if (gotp) { download_bf16(gotp, d->d_pre, d->nout); }
+    float *g = (float *)mallocCheck((size_t)R * OC * sizeof(float)), *gp = (float *)mallocCheck((size_t)R * OC * sizeof(float));
+    float *ref = (float *)mallocCheck((size_t)R * OC * sizeof(float)), *refp = (float *)mallocCheck((size_t)R * OC * sizeof(float));
+    float *tol = (float *)mallocCheck((size_t)R * OC * sizeof(float)), *tolp = (float *)mallocCheck((size_t)R * OC * sizeof(float));
+    double max_tanh = 0.0, max_erf = 0.0;
+    for (int i = 0; i < R; i++) {
+        const int r = row_of(d, i);
+        for (int o = 0; o < OC; o++) {
+            double s = bias ? bias[o] : 0.0, S = bias ? fabs(bias[o]) : 0.0;
             for (int c = 0; c < C; c++) {
-                const size_t j = (size_t)i * C + c;
-                g[j] = gdinp[(size_t)r * C + c];
-                if (pre_in) {
-                    const double gg = ref_gelu_grad(pre_in[(size_t)r * C + c]);
-                    ref[j] = (float)(acc[c] * gg);
-                    tol[j] = (float)(1e-2 * fabs(acc[c] * gg) + 1.2e-3 * S[c] + 4e-3 * fabs(acc[c]));
-                } else {
-                    ref[j] = (float)acc[c];
-                    tol[j] = (float)(1e-2 * fabs(acc[c]) + 1e-3 * S[c]);
-                }
+                const double t = (double)inp[(size_t)r * C + c] * w[(size_t)o * C + c];
+                s += t;
+                S += fabs(t);
+            }
+            const size_t j = (size_t)i * OC + o, src = (size_t)r * OC + o;
+            g[j] = got[src];
+            if (L->gelu_fwd) {
+                gp[j] = gotp[src];
+                refp[j] = (float)s;
+                tolp[j] = (float)(1e-2 * fabs(s) + 1e-3 * S);
+                ref[j] = (float)ref_gelu(s);
+                tol[j] = (float)(1e-2 * fabs(ref_gelu(s)) + 1.2e-3 * S + 2e-3);
+                const double pre_gpu = gotp[src];  // which GELU form: judged from the GPU's own pre-activation
+                max_tanh = max_keep_nan(max_tanh, fabs(got[src] - ref_gelu(pre_gpu)));
+                max_erf = max_keep_nan(max_erf, fabs(got[src] - ref_gelu_erf(pre_gpu)));
+            } else {
+                ref[j] = (float)s;
+                tol[j] = (float)(1e-2 * fabs(s) + 1e-3 * S);
             }
         }
-        check_close_tol(pre_in ? "backward dinp = (dout @ W) * GELU'(pre) (epilogue)" : "backward dinp = dout @ W", g, ref, tol,
-                        (size_t)R * C);
-        free(g); free(ref); free(tol); free(acc); free(S);
     }
-    {   // dweight on sampled rows o (all C columns), accumulated onto dw0
-        const int RO = OC < 8 ? OC : 8;
-        int *orows = sample_rows(OC, RO, 7);
-        float *g = (float *)mallocCheck((size_t)RO * C * sizeof(float)), *ref = (float *)mallocCheck((size_t)RO * C * sizeof(float)),
-              *tol = (float *)mallocCheck((size_t)RO * C * sizeof(float));
-        double *acc = (double *)mallocCheck(C * sizeof(double)), *S = (double *)mallocCheck(C * sizeof(double));
-        for (int i = 0; i < RO; i++) {
-            const int o = orows[i];
-            ref_vec_mat(acc, S, dout + o, OC, inp, N, C);
-            for (int c = 0; c < C; c++) {
-                const size_t j = (size_t)i * C + c;
-                const double v = dw0[(size_t)o * C + c] + acc[c];
-                g[j] = gdw[(size_t)o * C + c];
-                ref[j] = (float)v;
-                tol[j] = (float)(1e-2 * fabs(v) + 1e-3 * (S[c] + fabs(dw0[(size_t)o * C + c])));
+    if (L->gelu_fwd) {
+        check_close_tol("forward pre-activation (GELU aux)", gp, refp, tolp, (size_t)R * OC);
+        check_close_tol("forward out = GELU(pre) (epilogue)", g, ref, tol, (size_t)R * OC);
+        printf("    GELU epilogue: max |out - tanh-GELU(aux)| %.3g, max |out - erf-GELU(aux)| %.3g\n", max_tanh, max_erf);
+    } else {
+        check_close_tol("forward out", g, ref, tol, (size_t)R * OC);
+    }
+    free(g); free(gp); free(ref); free(refp); free(tol); free(tolp); free(got); free(gotp);
+}
+
+// the backward from the current dweight and dbias (dbias only where the layer has a bias)
+static void matmul_backward_layer(const LayerRun *d, const floatX *pre_in) {
+    const Layer *L = d->L;
+    matmul_backward(d->d_dinp, d->d_dw, L->bias ? d->d_db : NULL, d->d_dout, d->d_inp, d->d_w, L->B, L->T, d->C, d->OC, pre_in,
+                    d->d_scratch, 0);
+}
+
+// the first backward, from dw0 and db0; its dinp, dweight and dbias downloaded into gdinp, gdw, gdb
+static void run_backward(LayerRun *d) {
+    matmul_backward_layer(d, d->d_pre_in);
+    d->gdinp = (float *)mallocCheck(d->nin * sizeof(float));
+    d->gdw = (float *)mallocCheck(d->nw * sizeof(float));
+    d->gdb = (float *)mallocCheck(d->OC * sizeof(float));
+    download_bf16(d->gdinp, d->d_dinp, d->nin);
+    download_bf16(d->gdw, d->d_dw, d->nw);
+    download_bf16(d->gdb, d->d_db, d->OC);
+}
+
+// backward dinp on the sampled rows (times GELU'(pre) where fused) against double sums
+static void check_dinp(const LayerRun *d) {
+    const int R = d->R, C = d->C, OC = d->OC;
+    const float *pre_in = d->pre_in;
+    float *g = (float *)mallocCheck((size_t)R * C * sizeof(float)), *ref = (float *)mallocCheck((size_t)R * C * sizeof(float)),
+          *tol = (float *)mallocCheck((size_t)R * C * sizeof(float));
+    double *acc = (double *)mallocCheck(C * sizeof(double)), *S = (double *)mallocCheck(C * sizeof(double));
+    for (int i = 0; i < R; i++) {
+        const int r = row_of(d, i);
+        ref_vec_mat(acc, S, d->dout + (size_t)r * OC, 1, d->w, OC, C);
+        for (int c = 0; c < C; c++) {
+            const size_t j = (size_t)i * C + c;
+            g[j] = d->gdinp[(size_t)r * C + c];
+            if (pre_in) {
+                const double gg = ref_gelu_grad(pre_in[(size_t)r * C + c]);
+                ref[j] = (float)(acc[c] * gg);
+                tol[j] = (float)(1e-2 * fabs(acc[c] * gg) + 1.2e-3 * S[c] + 4e-3 * fabs(acc[c]));
+            } else {
+                ref[j] = (float)acc[c];
+                tol[j] = (float)(1e-2 * fabs(acc[c]) + 1e-3 * S[c]);
             }
         }
-        check_close_tol("backward dweight += dout^T @ inp (sampled rows)", g, ref, tol, (size_t)RO * C);
-        free(orows); free(g); free(ref); free(tol); free(acc); free(S);
+    }
+    check_close_tol(pre_in ? "backward dinp = (dout @ W) * GELU'(pre) (epilogue)" : "backward dinp = dout @ W", g, ref, tol,
+                    (size_t)R * C);
+    free(g); free(ref); free(tol); free(acc); free(S);
+}
+
+// backward dweight on sampled rows o (all C columns), accumulated onto dw0, against double sums
+static void check_dweight(const LayerRun *d) {
+    const int N = d->N, C = d->C, OC = d->OC;
+    const float *dw0 = d->dw0;
+    const int RO = OC < 8 ? OC : 8;
+    int *orows = sample_rows(OC, RO, 7);
+    float *g = (float *)mallocCheck((size_t)RO * C * sizeof(float)), *ref = (float *)mallocCheck((size_t)RO * C * sizeof(float)),
+          *tol = (float *)mallocCheck((size_t)RO * C * sizeof(float));
+    double *acc = (double *)mallocCheck(C * sizeof(double)), *S = (double *)mallocCheck(C * sizeof(double));
+    for (int i = 0; i < RO; i++) {
+        const int o = orows[i];
+        ref_vec_mat(acc, S, d->dout + o, OC, d->inp, N, C);
+        for (int c = 0; c < C; c++) {
+            const size_t j = (size_t)i * C + c;
+            const double v = dw0[(size_t)o * C + c] + acc[c];
+            g[j] = d->gdw[(size_t)o * C + c];
+            ref[j] = (float)v;
+            tol[j] = (float)(1e-2 * fabs(v) + 1e-3 * (S[c] + fabs(dw0[(size_t)o * C + c])));
+        }
+    }
+    check_close_tol("backward dweight += dout^T @ inp (sampled rows)", g, ref, tol, (size_t)RO * C);
+    free(orows); free(g); free(ref); free(tol); free(acc); free(S);
+}
+
+// backward dbias (the own reduction kernel), accumulated onto db0, against double column sums over all N rows
+static void check_dbias(const LayerRun *d) {
+    const int N = d->N, OC = d->OC;
+    const float *dout = d->dout, *db0 = d->db0;
+    double *acc = (double *)callocCheck(OC, sizeof(double)), *S = (double *)callocCheck(OC, sizeof(double));
+    for (int r = 0; r < N; r++) {
+        for (int o = 0; o < OC; o++) { acc[o] += dout[(size_t)r * OC + o]; S[o] += fabs(dout[(size_t)r * OC + o]); }
+    }
+    float *ref = (float *)mallocCheck(OC * sizeof(float)), *tol = (float *)mallocCheck(OC * sizeof(float));
+    for (int o = 0; o < OC; o++) {
+        const double v = db0[o] + acc[o];
+        ref[o] = (float)v;
+        tol[o] = (float)(1e-2 * fabs(v) + 1e-3 * (S[o] + fabs(db0[o])));
+    }
+    check_close_tol("backward dbias += column sums (own kernel)", d->gdb, ref, tol, OC);
+    free(acc); free(S); free(ref); free(tol);
+}
+
+// determinism: a second backward from dw0 and db0 gives the first's dinp, dweight and dbias bitwise
+static void check_determinism(const LayerRun *d) {
+    const size_t nin = d->nin, nw = d->nw;
+    upload_bf16(d->d_dw, d->dw0, nw);
+    upload_bf16(d->d_db, d->db0, d->OC);
+    matmul_backward_layer(d, d->d_pre_in);
+    float *again = (float *)mallocCheck((nin > nw ? nin : nw) * sizeof(float));
+    download_bf16(again, d->d_dinp, nin);
+    check_bitwise("dinp, second run", d->gdinp, again, nin * sizeof(float));
+    download_bf16(again, d->d_dw, nw);
+    check_bitwise("dweight, second run", d->gdw, again, nw * sizeof(float));
+    if (d->L->bias) {
+        download_bf16(again, d->d_db, d->OC);
+        check_bitwise("dbias, second run", d->gdb, again, d->OC * sizeof(float));
+    }
+    free(again);
+}
+
+// timing: TFLOP/s of forward and backward, fused GELU epilogues against matmul + gelu kernels, the dbias reduction
+static void time_layer(const LayerRun *d) {
+    const Layer *L = d->L;
+    const int N = d->N, C = d->C, OC = d->OC;
+    const double flops = 2.0 * N * C * OC;
+    float ms = time_ms([&] { matmul_forward(d->d_out, d->d_inp, d->d_w, d->d_bias, L->B, L->T, C, OC, d->d_pre, 0); }, 20);
+    report_flops(L->gelu_fwd ? "forward (bias + GELU epilogue)" : "forward", ms, flops);
+    if (L->gelu_fwd) {
+        ms = time_ms([&] {
+            matmul_forward(d->d_pre, d->d_inp, d->d_w, d->d_bias, L->B, L->T, C, OC, NULL, 0);
+            gelu_forward(d->d_out, d->d_pre, d->nout, 0);
+        }, 20);
+        report_flops("forward unfused (bias epilogue + gelu_forward)", ms, flops);
+    }
+    ms = time_ms([&] { matmul_backward_layer(d, d->d_pre_in); }, 20);
+    report_flops(L->gelu_bwd ? "backward (dinp with dGELU epilogue, dweight, dbias)" : "backward (dinp, dweight, dbias)", ms,
+                 2.0 * flops);
+    if (L->gelu_bwd) {
+        ms = time_ms([&] {
+            matmul_backward_layer(d, NULL);
+            gelu_backward(d->d_dinp, d->d_pre_in, d->d_dinp, d->nin, 0);
+        }, 20);
+        report_flops("backward unfused (+ gelu_backward)", ms, 2.0 * flops);
     }
     if (L->bias) {
-        double *acc = (double *)callocCheck(OC, sizeof(double)), *S = (double *)callocCheck(OC, sizeof(double));
-        for (int r = 0; r < N; r++) {
-            for (int o = 0; o < OC; o++) { acc[o] += dout[(size_t)r * OC + o]; S[o] += fabs(dout[(size_t)r * OC + o]); }
-        }
-        float *ref = (float *)mallocCheck(OC * sizeof(float)), *tol = (float *)mallocCheck(OC * sizeof(float));
-        for (int o = 0; o < OC; o++) {
-            const double v = db0[o] + acc[o];
-            ref[o] = (float)v;
-            tol[o] = (float)(1e-2 * fabs(v) + 1e-3 * (S[o] + fabs(db0[o])));
-        }
-        check_close_tol("backward dbias += column sums (own kernel)", gdb, ref, tol, OC);
-        free(acc); free(S); free(ref); free(tol);
+        ms = time_ms([&] { matmul_backward_bias(d->d_db, d->d_dout, N, OC, d->d_scratch, 0); }, 50);
+        report_bandwidth("dbias reduction alone (both stages)", ms, (double)d->nout * 2.0);
     }
+}
 
-    // ---- determinism
-    upload_bf16(d_dw, dw0, nw);
-    upload_bf16(d_db, db0, OC);
-    matmul_backward(d_dinp, d_dw, L->bias ? d_db : NULL, d_dout, d_inp, d_w, L->B, L->T, C, OC, d_pre_in, d_scratch, 0);
-    {
-        float *again = (float *)mallocCheck((nin > nw ? nin : nw) * sizeof(float));
-        download_bf16(again, d_dinp, nin);
-        check_bitwise("dinp, second run", gdinp, again, nin * sizeof(float));
-        download_bf16(again, d_dw, nw);
-        check_bitwise("dweight, second run", gdw, again, nw * sizeof(float));
-        if (L->bias) {
-            download_bf16(again, d_db, OC);
-            check_bitwise("dbias, second run", gdb, again, OC * sizeof(float));
-        }
-        free(again);
-    }
-
-    // ---- timing
-    if (L->timing) {
-        const double flops = 2.0 * N * C * OC;
-        float ms = time_ms([&] { matmul_forward(d_out, d_inp, d_w, d_bias, L->B, L->T, C, OC, d_pre, 0); }, 20);
-        report_flops(L->gelu_fwd ? "forward (bias + GELU epilogue)" : "forward", ms, flops);
-        if (L->gelu_fwd) {
-            ms = time_ms([&] {
-                matmul_forward(d_pre, d_inp, d_w, d_bias, L->B, L->T, C, OC, NULL, 0);
-                gelu_forward(d_out, d_pre, nout, 0);
-            }, 20);
-            report_flops("forward unfused (bias epilogue + gelu_forward)", ms, flops);
-        }
-        ms = time_ms([&] {
-            matmul_backward(d_dinp, d_dw, L->bias ? d_db : NULL, d_dout, d_inp, d_w, L->B, L->T, C, OC, d_pre_in, d_scratch, 0);
-        }, 20);
-        report_flops(L->gelu_bwd ? "backward (dinp with dGELU epilogue, dweight, dbias)" : "backward (dinp, dweight, dbias)", ms,
-                     2.0 * flops);
-        if (L->gelu_bwd) {
-            ms = time_ms([&] {
-                matmul_backward(d_dinp, d_dw, L->bias ? d_db : NULL, d_dout, d_inp, d_w, L->B, L->T, C, OC, NULL, d_scratch, 0);
-                gelu_backward(d_dinp, d_pre_in, d_dinp, nin, 0);
-            }, 20);
-            report_flops("backward unfused (+ gelu_backward)", ms, 2.0 * flops);
-        }
-        if (L->bias) {
-            ms = time_ms([&] { matmul_backward_bias(d_db, d_dout, N, OC, d_scratch, 0); }, 50);
-            report_bandwidth("dbias reduction alone (both stages)", ms, (double)nout * 2.0);
-        }
-    }
-    #undef ROW
-
-    view_free(d_inp, off); view_free(d_w, off); view_free(d_dout, off); view_free(d_out, off); view_free(d_dinp, off);
-    view_free(d_dw, off); view_free(d_db, off); view_free(d_bias, off); view_free(d_pre, off); view_free(d_pre_in, off);
-    cudaCheck(cudaFree(d_scratch));
-    free(inp); free(w); free(bias); free(dout); free(dw0); free(db0); free(pre_in); free(got); free(gotp); free(gdinp);
-    free(gdw); free(gdb); free(rows);
+// one layer: forward, backward (dinp, dweight, dbias), determinism, timing where asked
+static void run_layer(const Layer *L) {
+    LayerRun d;
+    layer_setup(&d, L);
+    check_forward(&d);
+    run_backward(&d);
+    check_dinp(&d);
+    check_dweight(&d);
+    if (L->bias) { check_dbias(&d); }
+    check_determinism(&d);
+    if (L->timing) { time_layer(&d); }
+    layer_free(&d);
 }
 
 // the general GEMM with batches, a transposed A, alpha != 1 (as an attention score product would use it)
