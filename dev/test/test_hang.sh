@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# A frozen rank is an error, not a hang (CPU ranks under real OpenMPI). One rank of a job is
-# frozen with SIGSTOP (its sockets stay open, so nothing but a deadline can tell): at a random step
+# A frozen rank is an error, not a hang (CPU ranks under real OpenMPI). One rank of a job freezes
+# itself with SIGSTOP (its sockets stay open, so nothing but a deadline can tell): at a random step
 # of 2 ranks, at a random step of 4 ranks (a random victim), and inside a checkpoint write
-# (LLMC_FAULT=state:<step>:stop:<rank>). Each time:
+# (LLMC_FAULT=step:<step>:stop:<rank>, state:<step>:stop:<rank>). Each time:
 #  - the job ends non-zero within -pt + 15 s of the freeze, no process left behind;
 #  - every live rank prints one error line naming the step, the collective and the frozen rank;
 #  - every live rank writes <out>/flight_rank<R>.txt whose newest collective is not completed (the
@@ -29,35 +29,27 @@ rank_pid() {
     done
 }
 
-# freeze NP VICTIM AT DIR [VAR=VALUE]: a job of NP ranks into DIR; at the step line AT, SIGSTOP rank
-# VICTIM (AT = ckpt: the job's environment freezes it itself). Checks the end of the job.
+# freeze NP VICTIM WHERE DIR VAR=VALUE...: a job of NP ranks into DIR whose environment (LLMC_FAULT
+# ...:stop:VICTIM) makes rank VICTIM freeze itself WHERE (words for the messages). Checks the end of the job.
 freeze() {
-    local np=$1 victim=$2 at=$3 dir=$4 t0 t1 job pid r kv xs=()
+    local np=$1 victim=$2 where=$3 dir=$4 t0 t1 job pid r kv xs=()
     shift 4
     for kv in "$@"; do xs+=(-x "$kv"); done
     # (the timeout keeps the test from hanging if the trainer does)
     timeout -s KILL $((PT + 60)) "${MPIRUN[@]}" -np "$np" "${xs[@]}" "$TRAINER" "${ARGS[@]}" -o "$TMP/$dir" > "$dir.out" 2>&1 &
     job=$!
-    if [ "$at" = ckpt ]; then
-        t0=
-        for _ in $(seq 600); do
-            pid=$(rank_pid "$victim" "$dir")
-            [ -n "$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = T ] && { t0=$SECONDS; break; }
-            sleep 0.1
-        done
-        [ -n "$t0" ] || { bad "$dir: rank $victim never froze itself"; kill -9 $job; return; }
-    else
-        for _ in $(seq 600); do grep -q "^step $at/" "$dir.out" && break; sleep 0.1; done
+    t0=
+    for _ in $(seq 600); do
         pid=$(rank_pid "$victim" "$dir")
-        [ -n "$pid" ] || { bad "$dir: no rank $victim to freeze at step $at"; kill -9 $job; return; }
-        kill -STOP "$pid"
-        t0=$SECONDS
-    fi
+        [ -n "$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = T ] && { t0=$SECONDS; break; }
+        sleep 0.1
+    done
+    [ -n "$t0" ] || { bad "$dir: rank $victim never froze itself"; kill -9 $job; return; }
     wait $job
     local rc=$?
     t1=$SECONDS
     kill -9 "$pid" 2>/dev/null
-    local what="$np ranks, rank $victim frozen $([ "$at" = ckpt ] && echo "inside a checkpoint write" || echo "at step $at")"
+    local what="$np ranks, rank $victim frozen $where"
     [ $rc -ne 0 ] || bad "$what: the job exited 0"
     [ $((t1 - t0)) -le $((PT + 15)) ] && ok "$what: the job ended (exit $rc) $((t1 - t0)) s after the freeze (-pt $PT)" \
         || bad "$what: the job took $((t1 - t0)) s to end after the freeze (-pt $PT)"
@@ -112,11 +104,15 @@ pause_all() {
 }
 
 pause_all $((3 + RANDOM % 30)) paused
-freeze 2 1 $((3 + RANDOM % 30)) two
+# the random-step freezes come from the victim itself (LLMC_FAULT step:<s>:stop:<rank>: SIGSTOP as step
+# s begins): a SIGSTOP sent on seeing the step line could land at the end of a fast job instead
+at=$((3 + RANDOM % 30))
+freeze 2 1 "at step $at" two LLMC_FAULT=step:$at:stop:1
 resume two 2 0
-freeze 4 $((RANDOM % 4)) $((3 + RANDOM % 30)) four
+victim=$((RANDOM % 4)) at=$((3 + RANDOM % 30))
+freeze 4 $victim "at step $at" four LLMC_FAULT=step:$at:stop:$victim
 resume four 2 1e-5
 victim=$((RANDOM % 2))
-freeze 2 $victim ckpt ckpt LLMC_FAULT=state:20:stop:$victim
+freeze 2 $victim "inside a checkpoint write" ckpt LLMC_FAULT=state:20:stop:$victim
 resume ckpt 2 0
 finish
