@@ -47,7 +47,7 @@ chmod 755 "$CHROOT"  # the new root's / (mktemp -d makes it 0700: the unprivileg
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 note() { echo "$*" | tee -a "$LOGS/summary.txt"; }
-mounts() { findmnt -rn -o TARGET | grep "^$CHROOT/" | sort -r || true; }
+mounts() { findmnt -rn -o TARGET | grep -e "^$CHROOT/" -e "^$CHROOT\$" | sort -r || true; }
 cleanup() {
     local m
     for m in $(mounts); do umount -l "$m" 2>/dev/null || true; done
@@ -85,6 +85,9 @@ if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
     cp /usr/local/share/ca-certificates/*.crt "$CHROOT/usr/local/share/ca-certificates/"
     chroot "$CHROOT" update-ca-certificates > /dev/null 2>&1
 fi
+# the root a mount point of its own, as on a real machine (ip netns, which test-multihost uses,
+# makes / a slave mount and fails where / is a plain folder of the host's)
+mount --bind "$CHROOT" "$CHROOT"
 mount -t proc proc "$CHROOT/proc"
 for d in sys dev; do mount --rbind "/$d" "$CHROOT/$d"; mount --make-rslave "$CHROOT/$d"; done
 note "fresh_machine: $SUITE minbase + git in $CHROOT ($(( $(date +%s) - t0 )) s, $(packages) packages); host load $(cut -d' ' -f1-3 /proc/loadavg)"
