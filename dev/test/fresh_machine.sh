@@ -20,7 +20,7 @@
 # passes, no test is skipped for want of MPI (the first command builds train_gpt2 before the second
 # installs OpenMPI: make must rebuild it), and the only SKIPPED lines are those for what a fresh machine lacks: the shared data
 # folder (the book corpus and HellaSwag: test-tokenizer's and test-data's parts, test-books-smoke)
-# and nvcc (test-cuda-build, test-cuda-host). Any other skip fails the check.
+# and nvcc (test-cuda-build, test-cuda-host, test-plan's train_gpt2cu part). Any other skip fails the check.
 # KEEP=1 leaves the root (FRESH_ROOT, default a new /var/tmp/fresh_machine.XXXXXX) for inspection;
 # the logs stay in $FRESH_ROOT.logs.
 set -euo pipefail
@@ -38,6 +38,7 @@ EXPECTED_SKIPS="test-books-smoke
 test-cuda-build
 test-cuda-host
 test-data: books.sh, hellaswag.sh
+test-plan: train_gpt2cu without a GPU
 test-tokenizer: books_corpus, hellaswag"
 
 CHROOT="${FRESH_ROOT:-$(mktemp -d /var/tmp/fresh_machine.XXXXXX)}"
