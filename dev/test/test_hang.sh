@@ -77,9 +77,12 @@ resume() {
     want=$(ls "$dir" | sed -n 's/^DONE_0*\([0-9][0-9]*\)$/\1/p' | sort -n | tail -1)
     "${MPIRUN[@]}" -np "$np" "$TRAINER" "${ARGS[@]}" -o "$TMP/$dir" -y 1 > "$dir.resume.out" 2>&1 \
         || { bad "$dir: the resume failed"; tail -3 "$dir.resume.out"; return; }
-    grep -q "^resumed from checkpoint $want in" "$dir.resume.out" || bad "$dir: did not resume from checkpoint $want"
+    # a freeze before the first checkpoint (step < -n) leaves none: -y 1 then starts from scratch
+    local expect="^resumed from checkpoint $want in" what="checkpoint $want"
+    [ -n "$want" ] || { expect="^no complete checkpoint in .*: starting from scratch"; what="scratch (no checkpoint was complete)"; }
+    grep -q "$expect" "$dir.resume.out" || { bad "$dir: did not resume from $what"; grep -m2 "checkpoint" "$dir.resume.out"; }
     compare_logs ref/main.log "$dir/main.log" trl=$tol norm=$tol > cmp.out \
-        && ok "$dir: resumed on $np ranks from checkpoint $want: $(tail -1 cmp.out)" || { bad "$dir: resumed losses differ"; cat cmp.out; }
+        && ok "$dir: resumed on $np ranks from $what: $(tail -1 cmp.out)" || { bad "$dir: resumed losses differ"; cat cmp.out; }
 }
 
 # pause_all AT DIR: 2 ranks; at the step line AT rank 0 stops, a second later (rank 1 now waits
