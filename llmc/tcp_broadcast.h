@@ -5,7 +5,9 @@
  * Rank 0 listens on <port> and accepts world_size-1 connections; every other rank connects to
  * <addr>:<port> (retrying while rank 0 is not up yet), says its rank, and receives the blob.
  * Everything has a deadline: a rank that cannot reach rank 0, or a rank 0 that does not hear
- * from every rank, stops with an error that says which ranks and what to check.
+ * from every rank, stops with an error that says which ranks and what to check. The deadline
+ * counts the time this process ran (a WaitClock, utils.h), so a rank stopped and continued (a
+ * debugger, a suspended job) does not find it passed on waking.
  *
  * The port: LLMC_BOOTSTRAP_PORT if set, else MASTER_PORT + 1 (torchrun's own store already
  * listens on MASTER_PORT).
@@ -23,22 +25,24 @@
 
 #define BOOTSTRAP_MAGIC 0x4c4c4d43u  // "LLMC"
 
-static inline int bs_wait(int fd, short events, double deadline) {
+// 1 once fd is ready for events, 0 when the clock runs out, -1 on an error. Polls in slices of
+// 0.2 s so that the clock (utils.h) counts every slice this process ran and none it was stopped for
+static inline int bs_wait(int fd, short events, WaitClock *clock) {
     for (;;) {
-        int ms = (int)((deadline - llmc_wall_seconds()) * 1000.0);
-        if (ms <= 0) { return 0; }
+        if (wait_clock_expired(clock)) { return 0; }
+        int ms = (int)(clock->left * 1000.0);
         struct pollfd p = {fd, events, 0};
-        int r = poll(&p, 1, ms > 1000 ? 1000 : ms);
+        int r = poll(&p, 1, ms > 200 ? 200 : ms < 1 ? 1 : ms);
         if (r > 0) { return 1; }
         if (r < 0 && errno != EINTR) { return -1; }
     }
 }
 
-// send or receive exactly len bytes before the deadline; 0 on success
-static inline int bs_io(int fd, void *buf, size_t len, int sending, double deadline) {
+// send or receive exactly len bytes before the clock runs out; 0 on success
+static inline int bs_io(int fd, void *buf, size_t len, int sending, WaitClock *clock) {
     char *p = (char *)buf;
     while (len > 0) {
-        if (bs_wait(fd, sending ? POLLOUT : POLLIN, deadline) != 1) { return -1; }
+        if (bs_wait(fd, sending ? POLLOUT : POLLIN, clock) != 1) { return -1; }
         ssize_t n = sending ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
         if (n <= 0) {
             if (n < 0 && (errno == EINTR || errno == EAGAIN)) { continue; }
@@ -48,6 +52,24 @@ static inline int bs_io(int fd, void *buf, size_t len, int sending, double deadl
         len -= (size_t)n;
     }
     return 0;
+}
+
+// a connected socket to ai, or -1; the connect is non-blocking, so an address that drops the
+// packets costs the clock's time, not the kernel's two minutes
+static inline int bs_connect(const struct addrinfo *ai, WaitClock *clock) {
+    int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+    if (fd < 0) { return -1; }
+    int flags = fcntl(fd, F_GETFL, 0), err = 0;
+    socklen_t errlen = sizeof(err);
+    fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 &&
+        (errno != EINPROGRESS || bs_wait(fd, POLLOUT, clock) != 1 ||
+         getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &errlen) != 0 || err != 0)) {
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, flags);
+    return fd;
 }
 
 static inline int bootstrap_port(void) {
@@ -70,7 +92,7 @@ static inline int bootstrap_port(void) {
  */
 static inline void bootstrap_tcp_bcast(void *blob, size_t len, int rank, int world_size, const char *addr, int port,
                                        int timeout_s) {
-    double deadline = llmc_wall_seconds() + timeout_s;
+    WaitClock clock = wait_clock_start(timeout_s);
     uint32_t msg[2];
     if (rank == 0) {
         int srv = socket(AF_INET6, SOCK_STREAM, 0);
@@ -103,7 +125,7 @@ static inline void bootstrap_tcp_bcast(void *blob, size_t len, int rank, int wor
         char *seen = (char *)callocCheck(world_size, 1);
         int joined = 1;
         while (joined < world_size) {
-            if (bs_wait(srv, POLLIN, deadline) != 1) {
+            if (bs_wait(srv, POLLIN, &clock) != 1) {
                 char missing[512] = "";
                 for (int r = 1, n = 0; r < world_size && n < 16; r++) {
                     if (!seen[r]) { size_t l = strlen(missing); snprintf(missing + l, sizeof(missing) - l, "%s%d", n++ ? "," : "", r); }
@@ -114,13 +136,13 @@ static inline void bootstrap_tcp_bcast(void *blob, size_t len, int rank, int wor
             }
             int fd = accept(srv, NULL, NULL);
             if (fd < 0) { continue; }
-            if (bs_io(fd, msg, sizeof(msg), 0, deadline) != 0 || msg[0] != BOOTSTRAP_MAGIC || msg[1] == 0 ||
+            if (bs_io(fd, msg, sizeof(msg), 0, &clock) != 0 || msg[0] != BOOTSTRAP_MAGIC || msg[1] == 0 ||
                 msg[1] >= (uint32_t)world_size || seen[msg[1]]) {
                 close(fd);  // not one of ours, or a duplicate rank: ignore it
                 continue;
             }
             uint32_t size = (uint32_t)len;
-            if (bs_io(fd, &size, sizeof(size), 1, deadline) != 0 || bs_io(fd, blob, len, 1, deadline) != 0) {
+            if (bs_io(fd, &size, sizeof(size), 1, &clock) != 0 || bs_io(fd, blob, len, 1, &clock) != 0) {
                 llmc_die("bootstrap: sending to rank %u failed", msg[1]);
             }
             seen[msg[1]] = 1;
@@ -133,38 +155,34 @@ static inline void bootstrap_tcp_bcast(void *blob, size_t len, int rank, int wor
     }
     char portstr[16];
     snprintf(portstr, sizeof(portstr), "%d", port);
-    for (;;) {
-        struct addrinfo hints, *res = NULL;
-        memset(&hints, 0, sizeof(hints));
-        hints.ai_family = AF_UNSPEC;
-        hints.ai_socktype = SOCK_STREAM;
-        int gai = getaddrinfo(addr, portstr, &hints, &res);
-        if (gai != 0) { llmc_die("bootstrap: cannot resolve MASTER_ADDR '%s': %s", addr, gai_strerror(gai)); }
-        int done = 0;
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    int gai = getaddrinfo(addr, portstr, &hints, &res);
+    if (gai != 0) { llmc_die("bootstrap: cannot resolve MASTER_ADDR '%s': %s", addr, gai_strerror(gai)); }
+    for (int done = 0; !done;) {
         for (struct addrinfo *ai = res; ai != NULL && !done; ai = ai->ai_next) {
-            int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+            int fd = bs_connect(ai, &clock);
             if (fd < 0) { continue; }
-            if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
-                msg[0] = BOOTSTRAP_MAGIC;
-                msg[1] = (uint32_t)rank;
-                uint32_t size = 0;
-                if (bs_io(fd, msg, sizeof(msg), 1, deadline) == 0 && bs_io(fd, &size, sizeof(size), 0, deadline) == 0) {
-                    if (size != (uint32_t)len) {
-                        llmc_die("bootstrap: rank 0 sent a %u-byte id, expected %zu (different builds on the ranks?)", size, len);
-                    }
-                    if (bs_io(fd, blob, len, 0, deadline) == 0) { done = 1; }
+            msg[0] = BOOTSTRAP_MAGIC;
+            msg[1] = (uint32_t)rank;
+            uint32_t size = 0;
+            if (bs_io(fd, msg, sizeof(msg), 1, &clock) == 0 && bs_io(fd, &size, sizeof(size), 0, &clock) == 0) {
+                if (size != (uint32_t)len) {
+                    llmc_die("bootstrap: rank 0 sent a %u-byte id, expected %zu (different builds on the ranks?)", size, len);
                 }
+                if (bs_io(fd, blob, len, 0, &clock) == 0) { done = 1; }
             }
             close(fd);
         }
-        freeaddrinfo(res);
-        if (done) { return; }
-        if (llmc_wall_seconds() > deadline) {
+        if (!done && wait_clock_expired(&clock)) {
             llmc_die("bootstrap: could not get the NCCL id from rank 0 at %s:%d within %d s; is rank 0 running, and are "
                      "MASTER_ADDR/MASTER_PORT right and reachable? (-pt sets the timeout)", addr, port, timeout_s);
         }
-        usleep(100 * 1000);  // rank 0 may not be listening yet
+        if (!done) { usleep(100 * 1000); }  // rank 0 may not be listening yet
     }
+    freeaddrinfo(res);
 }
 
 #endif  // LLMC_TCP_BROADCAST_H

@@ -2,8 +2,11 @@
  * TCP bootstrap tests (llmc/tcp_broadcast.h), with real processes on localhost:
  * 1. 5 ranks, rank 0 started last: every rank receives rank 0's blob;
  * 2. a rank with no rank 0 to talk to stops with an error within the timeout;
- * 3. a rank 0 whose peers never come stops with an error naming the missing ranks.
+ * 3. a rank 0 whose peers never come stops with an error naming the missing ranks;
+ * 4. a rank stopped (SIGSTOP) for longer than its timeout, then continued, still gets the blob:
+ *    the timeout counts the time a rank ran, not the time it was stopped for.
  */
+#include <signal.h>
 #include <sys/wait.h>
 #include "../../llmc/tcp_broadcast.h"
 
@@ -72,6 +75,18 @@ int main(void) {
     ok = rc == 1 && dt < 6.0 && file_contains("/tmp/test_bootstrap_err0.txt", "only 2 of 3 ranks") &&
          file_contains("/tmp/test_bootstrap_err0.txt", "missing: 1");
     printf("%s rank 0 names the missing rank after %.1f s (exit %d)\n", ok ? "ok  " : "FAIL", dt, rc);
+    failures += !ok;
+    // 4. rank 1 (2 s timeout) stopped for 3 s as it begins to wait; rank 0 comes after it is continued
+    p = spawn(1, 2, port + 3, 2, 0, "/tmp/test_bootstrap_err1.txt");
+    usleep(100 * 1000);
+    kill(p, SIGSTOP);
+    sleep(3);
+    kill(p, SIGCONT);
+    p0 = spawn(0, 2, port + 3, 2, 100, NULL);
+    rc = wait_rc(p);
+    int rc0 = wait_rc(p0);
+    ok = rc == 0 && rc0 == 0;
+    printf("%s a rank stopped 3 s (timeout 2 s), then continued, gets rank 0's id (exit %d, rank 0 %d)\n", ok ? "ok  " : "FAIL", rc, rc0);
     failures += !ok;
     remove("/tmp/test_bootstrap_err0.txt");
     remove("/tmp/test_bootstrap_err1.txt");

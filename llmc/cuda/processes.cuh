@@ -385,7 +385,7 @@ static inline void nccl_init(NcclContext *ctx, Comm *c, int timeout_s) {
                  c->world_size, ncclGetErrorString(r), ncclGetLastError(NULL));
     }
     // the communicator forms in the background: wait for it, bounded
-    const double deadline = llmc_wall_seconds() + timeout_s;
+    WaitClock clock = wait_clock_start(timeout_s);  // counts only time this process ran (utils.h)
     long spins = 0;
     for (;;) {
         ncclResult_t state;
@@ -395,7 +395,7 @@ static inline void nccl_init(NcclContext *ctx, Comm *c, int timeout_s) {
             llmc_die("NCCL could not create the communicator of %d ranks: %s (%s); if two ranks share a GPU, use -pb mpi",
                      c->world_size, ncclGetErrorString(state), ncclGetLastError(ctx->comm));
         }
-        if (llmc_wall_seconds() > deadline) {
+        if (wait_clock_expired(&clock)) {
             ncclCommAbort(ctx->comm);
             llmc_die("the NCCL communicator of %d ranks did not form within %d s (-pt): a rank died, or two ranks share "
                      "a GPU (NCCL hangs then; use -pb mpi under mpirun to share one)", c->world_size, timeout_s);
@@ -430,8 +430,8 @@ static inline void nccl_free(NcclContext *ctx) {
     llmc_abort_hook = nccl_prev_abort_hook;
     ncclCommFinalize(ctx->comm);
     ncclResult_t state = ncclInProgress;
-    const double deadline = llmc_wall_seconds() + ctx->timeout_s;
-    while (state == ncclInProgress && llmc_wall_seconds() < deadline) {
+    WaitClock clock = wait_clock_start(ctx->timeout_s);
+    while (state == ncclInProgress && !wait_clock_expired(&clock)) {
         if (ncclCommGetAsyncError(ctx->comm, &state) != ncclSuccess) { break; }
         if (state == ncclInProgress) { usleep(100); }
     }
