@@ -913,7 +913,7 @@ int main(int argc, char **argv) {
     CpuPlan cp = {&run.args, run.config, plan_ranks, plan_process_rss()};
     Planner planner = {"train_gpt2", cpu_plan, &cp, 1, plan_ram(run.args.plan > 0 ? plan_ranks : run.comm.local_size), 0};
     planner.ckpt_snapshot = ckpt_snapshot_plan_bytes(&run.args, gpt2_num_params(&run.config), MODEL_VERSION_FP32, 0,
-                                                     plan_ranks, 0);
+                                                     plan_ranks, NULL);
     if (run.args.plan > 0) {
         if (run.comm.rank == 0) { plan_print(&planner, &run.args, plan_ranks, gpt2_num_params(&run.config)); }
         comm_finalize(&run.comm);

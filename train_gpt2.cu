@@ -1065,8 +1065,14 @@ static int cuda_plan_main(TrainSetup *run, AttentionImpl attention) {
     gpt2_plan_of(&cp, &run->config, run->args.T, run->args.master_weights, attention, &red, opt_is_muon(&run->args),
                  dev.known, &run->args);
     Planner planner = {"train_gpt2cu", gpt2_plan, &cp, 3, dev, 0};
+    size_t *bounds = NULL;  // the optimizer's ZeRO shards, which the checkpoint snapshot copies
+    if (red.zero) {
+        bounds = (size_t *)mallocCheck(((size_t)W + 1) * sizeof(size_t));
+        zero_bounds(&run->config, W, red.uneven, bounds);
+    }
     planner.ckpt_snapshot = ckpt_snapshot_plan_bytes(&run->args, gpt2_num_params(&run->config), MODEL_VERSION_BF16,
-                                                     run->args.master_weights, W, run->args.zero_stage);
+                                                     run->args.master_weights, W, bounds);
+    free(bounds);
     if (run->comm.rank == 0) { plan_print(&planner, &run->args, W, gpt2_num_params(&run->config)); }
     attention_free();
     comm_finalize(&run->comm);

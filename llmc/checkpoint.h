@@ -332,8 +332,12 @@ typedef struct {
     // what is saved: the train state, parameters (rank 0), this rank's optimizer slice [lo, lo + n)
     TrainState st;
     size_t lo, n;
-    // the snapshot (async), allocated at the first checkpoint
-    void *params;             // num_params values of the model file's type
+    // the snapshot (async), allocated at the start (ckpt_snapshot_alloc): each file's bytes as they go to
+    // disk (header, payload, tail), so that the writer sends them out without a copy (utils.h,
+    // atomic_open_direct); params, m, v and master point into the payloads
+    unsigned char *model_img, *state_img;
+    size_t model_img_bytes, state_img_bytes;
+    void *params;             // num_params values of the model file's type (rank 0)
     float *m, *v, *master;
     // the write
     int in_flight;            // a checkpoint begun and not yet completed (the same on every rank)
@@ -349,23 +353,42 @@ typedef struct {
     int last_begun;           // the step of the last checkpoint begun (-1: none)
 } CkptWriter;
 
-// host bytes of the snapshot: rank 0's parameters, and the optimizer slice
+// the images of the snapshot: rank 0's model file, and the state file of an optimizer slice of n
+static inline size_t ckpt_model_img_bytes(size_t num_params, int model_version) {
+    return HEADER_BYTES + num_params * (model_version == MODEL_VERSION_BF16 ? 2 : sizeof(float));
+}
+static inline size_t ckpt_state_img_bytes(size_t n, int has_master) {
+    return HEADER_BYTES + n * sizeof(float) * (has_master ? 3 : 2) + 2 * GUARD_WINDOW * sizeof(float);
+}
+
+// host bytes of the snapshot
 static inline size_t ckpt_snapshot_bytes(const Backend *b, int rank, size_t n) {
-    size_t params = rank == 0 ? b->num_params * (b->model_version == MODEL_VERSION_BF16 ? 2 : sizeof(float)) : 0;
-    return params + n * sizeof(float) * (b->has_master ? 3 : 2);
+    return (rank == 0 ? ckpt_model_img_bytes(b->num_params, b->model_version) : 0) + ckpt_state_img_bytes(n, b->has_master);
 }
 
-// the same for the memory plan, before there is a backend: rank 0 of W ranks with -o and --ckpt-async 1
+// the same for the memory plan, before there is a backend, with -o, -n and --ckpt-async 1: the most
+// any of W ranks needs. bounds (W + 1 entries): the ZeRO shards of the optimizer state (uneven with
+// Muon, whose shards follow whole matrices); NULL: the even split of ckpt_save_range
 static inline size_t ckpt_snapshot_plan_bytes(const TrainArgs *a, size_t num_params, int model_version, int has_master,
-                                              int W, int zero) {
-    if (!a->output_dir[0] || !a->ckpt_async) { return 0; }
-    size_t n = zero && W > 1 ? (num_params + (size_t)W - 1) / (size_t)W : num_params / (size_t)W;  // ckpt_save_range
-    size_t params = num_params * (model_version == MODEL_VERSION_BF16 ? 2 : sizeof(float));
-    return params + n * sizeof(float) * (has_master ? 3 : 2);
+                                              int W, const size_t *bounds) {
+    if (!a->output_dir[0] || !a->ckpt_async || a->checkpoint_every <= 0) { return 0; }
+    size_t most = 0;
+    for (int r = 0; r < W; r++) {
+        size_t lo = bounds ? bounds[r] : (size_t)((unsigned long long)num_params * r / W);
+        size_t hi = bounds ? bounds[r + 1] : (size_t)((unsigned long long)num_params * (r + 1) / W);
+        size_t bytes = (r == 0 ? ckpt_model_img_bytes(num_params, model_version) : 0) + ckpt_state_img_bytes(hi - lo, has_master);
+        if (bytes > most) { most = bytes; }
+    }
+    return most;
 }
 
+// host memory for the snapshot: the backend's (pinned, for a GPU), or page-aligned (the direct
+// writes go out of it without a copy)
 static inline void *ckpt_host_alloc(Backend *b, size_t bytes) {
-    return b->host_alloc ? b->host_alloc(b, bytes) : mallocCheck(bytes);
+    if (b->host_alloc) { return b->host_alloc(b, bytes); }
+    void *p = NULL;
+    if (posix_memalign(&p, 4096, bytes) != 0) { llmc_die("out of host memory (%zu bytes) for a checkpoint's snapshot", bytes); }
+    return p;
 }
 
 static inline void ckpt_host_free(Backend *b, void *p) {
@@ -376,9 +399,31 @@ static inline void ckpt_host_free(Backend *b, void *p) {
 /*
  * dir: the output dir (NULL: no checkpoints). async: --ckpt-async; a snapshot that needs more than
  * half of the host memory available now is refused (said on this rank) and the files are then
- * written synchronously. newest: the checkpoint the run resumed from, or -1.
+ * written synchronously. every: -n (the snapshot is allocated now where it is > 0). newest: the
+ * checkpoint the run resumed from, or -1.
  */
-static inline void ckpt_writer_init(CkptWriter *w, const char *dir, Backend *b, Comm *c, int async, int newest) {
+// the snapshot's memory, allocated and touched at the start of a run with -n (and async): its first
+// use would otherwise stall the step of the first checkpoint while the kernel maps its pages (1.35
+// s for the 1.5 GB of d12 on the 2-core build machine). A checkpoint without it (one at a stop
+// signal in a run without -n) is written synchronously.
+static inline void ckpt_snapshot_alloc(CkptWriter *w) {
+    Backend *b = w->b;
+    if (!w->async || w->state_img) { return; }
+    if (w->rank == 0) {
+        w->model_img_bytes = ckpt_model_img_bytes(b->num_params, b->model_version);
+        w->model_img = (unsigned char *)ckpt_host_alloc(b, w->model_img_bytes);
+        memset(w->model_img, 0, w->model_img_bytes);
+        w->params = w->model_img + HEADER_BYTES;
+    }
+    w->state_img_bytes = ckpt_state_img_bytes(w->n, b->has_master);
+    w->state_img = (unsigned char *)ckpt_host_alloc(b, w->state_img_bytes);
+    memset(w->state_img, 0, w->state_img_bytes);
+    w->m = (float *)(w->state_img + HEADER_BYTES);
+    w->v = w->m + w->n;
+    if (b->has_master) { w->master = w->v + w->n; }
+}
+
+static inline void ckpt_writer_init(CkptWriter *w, const char *dir, Backend *b, Comm *c, int async, int every, int newest) {
     memset(w, 0, sizeof(*w));
     snprintf(w->dir, sizeof(w->dir), "%s", dir ? dir : "");
     w->b = b;
@@ -398,14 +443,14 @@ static inline void ckpt_writer_init(CkptWriter *w, const char *dir, Backend *b, 
         c->allreduce_max_i32(c, &no_room, 1);  // one way for all ranks: a synchronous write completes at once
         w->async = !no_room;
     }
+    if (every > 0) { ckpt_snapshot_alloc(w); }
     crc32_update(0, NULL, 0);  // the CRC tables, before a writer thread uses them
 }
 
 static inline void ckpt_writer_free(CkptWriter *w) {
-    ckpt_host_free(w->b, w->params);
-    ckpt_host_free(w->b, w->m);
-    ckpt_host_free(w->b, w->v);
-    ckpt_host_free(w->b, w->master);
+    ckpt_host_free(w->b, w->model_img);
+    ckpt_host_free(w->b, w->state_img);
+    w->model_img = w->state_img = NULL;
     w->params = w->m = w->v = w->master = NULL;
 }
 
@@ -434,7 +479,13 @@ static inline int ckpt_write_model(CkptWriter *w, const char *path, void *buf) {
     int header[HEADER_INTS];
     model_header_fill(header, &b->config, b->model_version);
     AtomicFile af;
-    if (atomic_open_soft(&af, path, "-o", w->err, sizeof(w->err))) { return -1; }
+    if (atomic_open_direct(&af, path, "-o", w->err, sizeof(w->err))) { return -1; }
+    if (w->model_img) {  // the snapshot's image: the payload's CRC, the header, then all of it at once
+        model_header_set_crc(header, crc32_update(0, w->params, w->model_img_bytes - HEADER_BYTES));
+        memcpy(w->model_img, header, HEADER_BYTES);
+        atomic_write(&af, w->model_img, w->model_img_bytes, 0);
+        return atomic_commit(&af);
+    }
     atomic_write(&af, header, sizeof(header), 0);
     size_t elem = b->model_version == MODEL_VERSION_BF16 ? 2 : sizeof(float);
     for (size_t off = 0; off < b->num_params && !af.failed; off += CKPT_CHUNK) {
@@ -443,6 +494,38 @@ static inline int ckpt_write_model(CkptWriter *w, const char *path, void *buf) {
     }
     model_header_seal(&af, header);
     return atomic_commit(&af);
+}
+
+// the state file from the snapshot's image: the CRCs and the header first, then the bytes front to
+// back, straight from the image (the fault hook halfway, as the chunked write below has it)
+static inline void ckpt_state_from_image(CkptWriter *w, AtomicFile *af, int h[HEADER_INTS], int nsec) {
+    const size_t sec = w->n * sizeof(float);
+    for (int s = 0; s < nsec; s++) { h[253 + s] = (int)crc32_update(0, (const unsigned char *)w->m + s * sec, sec); }
+    unsigned char *tail = (unsigned char *)w->m + nsec * sec;
+    memcpy(tail, w->st.guard.loss_hist, sizeof(w->st.guard.loss_hist));
+    memcpy(tail + sizeof(w->st.guard.loss_hist), w->st.guard.norm_hist, sizeof(w->st.guard.norm_hist));
+    h[251] = (int)crc32_update(0, tail, 2 * GUARD_WINDOW * sizeof(float));
+    h[250] = (int)header_crc(h, HEADER_INTS, 250);
+    memcpy(w->state_img, h, HEADER_BYTES);
+    const size_t half = w->state_img_bytes / 2 / 4096 * 4096;
+    atomic_write(af, w->state_img, half, 0);
+    ckpt_fault("state", w->st.step);
+    atomic_write(af, w->state_img + half, w->state_img_bytes - half, 0);
+}
+
+// the same straight out of the backend, a chunk of m, v and master at a time (no snapshot)
+static inline void ckpt_state_sections_by_chunk(CkptWriter *w, AtomicFile *af, int nsec, uint32_t crc[3], float *buf[3]) {
+    const size_t n = w->n;
+    for (size_t off = 0; off < n && !af->failed; off += CKPT_CHUNK) {
+        size_t m = n - off < CKPT_CHUNK ? n - off : CKPT_CHUNK;
+        const float *sec[3];
+        ckpt_opt_chunk(w, off, m, buf, sec);
+        for (int s = 0; s < nsec; s++) {  // section s starts after the header and s sections of n floats
+            atomic_write_at(af, HEADER_BYTES + (long long)((s * n + off) * sizeof(float)), sec[s], m * sizeof(float));
+            crc[s] = crc32_update(crc[s], sec[s], m * sizeof(float));
+            if (s == 0 && off + m >= n / 2) { ckpt_fault("state", w->st.step); }
+        }
+    }
 }
 
 // this rank's state file (layout at the top of the file); 0, or -1 with w->err
@@ -468,19 +551,14 @@ static inline int ckpt_write_state(CkptWriter *w, const char *path, float *buf[3
     h[252] = CRC_TAG;
 
     AtomicFile af;
-    if (atomic_open_soft(&af, path, "-o", w->err, sizeof(w->err))) { return -1; }
+    if (atomic_open_direct(&af, path, "-o", w->err, sizeof(w->err))) { return -1; }
     const int nsec = b->has_master ? 3 : 2;
-    uint32_t crc[3] = {0, 0, 0};
-    for (size_t off = 0; off < n && !af.failed; off += CKPT_CHUNK) {
-        size_t m = n - off < CKPT_CHUNK ? n - off : CKPT_CHUNK;
-        const float *sec[3];
-        ckpt_opt_chunk(w, off, m, buf, sec);
-        for (int s = 0; s < nsec; s++) {  // section s starts after the header and s sections of n floats
-            atomic_write_at(&af, HEADER_BYTES + (long long)((s * n + off) * sizeof(float)), sec[s], m * sizeof(float));
-            crc[s] = crc32_update(crc[s], sec[s], m * sizeof(float));
-            if (s == 0 && off + m >= n / 2) { ckpt_fault("state", st->step); }
-        }
+    if (w->state_img) {
+        ckpt_state_from_image(w, &af, h, nsec);
+        return atomic_commit(&af);
     }
+    uint32_t crc[3] = {0, 0, 0};
+    ckpt_state_sections_by_chunk(w, &af, nsec, crc, buf);
     if (n == 0) { ckpt_fault("state", st->step); }
     uint32_t gcrc = crc32_update(0, st->guard.loss_hist, sizeof(st->guard.loss_hist));
     gcrc = crc32_update(gcrc, st->guard.norm_hist, sizeof(st->guard.norm_hist));
@@ -522,14 +600,6 @@ static void *ckpt_write_files(void *arg) {
 // copy what checkpoint st->step holds out of the backend (allocating the snapshot once)
 static inline void ckpt_snapshot(CkptWriter *w) {
     Backend *b = w->b;
-    if (w->m == NULL) {
-        if (w->rank == 0) {
-            w->params = ckpt_host_alloc(b, b->num_params * (b->model_version == MODEL_VERSION_BF16 ? 2 : sizeof(float)));
-        }
-        w->m = (float *)ckpt_host_alloc(b, w->n * sizeof(float));
-        w->v = (float *)ckpt_host_alloc(b, w->n * sizeof(float));
-        if (b->has_master) { w->master = (float *)ckpt_host_alloc(b, w->n * sizeof(float)); }
-    }
     if (w->rank == 0) { b->copy_params(b, 0, b->num_params, w->params); }
     if (w->n > 0) { b->get_opt_state(b, w->lo, w->n, w->m, w->v, w->master); }
 }
@@ -546,7 +616,7 @@ static inline void checkpoint_begin(CkptWriter *w, Comm *c, const TrainState *st
     w->err[0] = '\0';
     w->snapshot_s = 0.0;
     __atomic_store_n(&w->busy, 1, __ATOMIC_RELEASE);
-    if (w->async) {
+    if (w->state_img) {  // async, and the run writes checkpoints every -n steps
         const double t0 = llmc_wall_seconds();
         ckpt_snapshot(w);
         w->snapshot_s = llmc_wall_seconds() - t0;
@@ -657,7 +727,7 @@ static inline void checkpoint_require_last(CkptWriter *w, Comm *c, int step) {
 // a checkpoint written now, synchronously, straight from the backend (tests and tools)
 static inline void checkpoint_save(const char *dir, Backend *b, Comm *c, const TrainState *st, int keep) {
     CkptWriter w;
-    ckpt_writer_init(&w, dir, b, c, 0, -1);
+    ckpt_writer_init(&w, dir, b, c, 0, 0, -1);
     checkpoint_begin(&w, c, st, keep);
     ckpt_writer_free(&w);
 }

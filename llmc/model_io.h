@@ -359,10 +359,15 @@ static inline void model_header_fill(int header[HEADER_INTS], const GPT2Config *
     header[252] = CRC_TAG;
 }
 
-// once the payload is written: its CRC into the header, then the header's own CRC
-static inline void model_header_seal(AtomicFile *af, int header[HEADER_INTS]) {
-    header[253] = (int)af->crc;
+// the payload's CRC into the header, then the header's own CRC
+static inline void model_header_set_crc(int header[HEADER_INTS], uint32_t payload_crc) {
+    header[253] = (int)payload_crc;
     header[254] = (int)header_crc(header, HEADER_INTS, 254);
+}
+
+// once the payload is written through af: its CRC and the header's, then the header over the first bytes
+static inline void model_header_seal(AtomicFile *af, int header[HEADER_INTS]) {
+    model_header_set_crc(header, af->crc);
     atomic_patch(af, 0, header, HEADER_INTS * sizeof(int));
 }
 

@@ -75,7 +75,7 @@ typedef struct {
     void *ctx;
     int recompute_levels;  // 3 (-r 0, 1, 2), or 1 where the trainer ignores -r
     DeviceMemory dev;
-    size_t ckpt_snapshot;  // host bytes of rank 0's copy for background checkpoints (checkpoint.h); 0: none
+    size_t ckpt_snapshot;  // host bytes of the largest rank copy for background checkpoints (checkpoint.h); 0: none
 } Planner;
 
 static const double PLAN_GiB = 1024.0 * 1024.0 * 1024.0;
@@ -253,8 +253,8 @@ static inline void plan_print(const Planner *pl, const TrainArgs *a, int W, size
     printf("  %-22s %11s %11s  (%s: %zu bytes)\n", "total", x, two ? y : "", d->name, total);
     if (pl->ckpt_snapshot > 0) {
         plan_format_bytes(x, sizeof(x), pl->ckpt_snapshot);
-        printf("  besides, at the first checkpoint: %s of host memory for its copy, written in the background "
-               "(synchronously instead where it would take over half of the memory available then)\n", x);
+        printf("  besides, for checkpoints: %s of host memory from the start, the copy they are written from in the "
+               "background (synchronously instead where it would take over half of the memory available)\n", x);
     }
     if (!d->known) {
         printf("device: %s\n", d->what);

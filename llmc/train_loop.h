@@ -469,7 +469,7 @@ static inline void train_prepare(TrainRun *r) {
     const char *dir = r->have_out ? a->output_dir : NULL;
     logger_init(&r->lg, dir, r->rank, r->resumed, a->tensorboard, r->resumed ? st->step : -1);
     logger_note(&r->lg, plan_auto_note);
-    ckpt_writer_init(&r->ckw, dir, r->b, r->c, a->ckpt_async, r->resumed ? st->step : -1);
+    ckpt_writer_init(&r->ckw, dir, r->b, r->c, a->ckpt_async, a->checkpoint_every, r->resumed ? st->step : -1);
     memset(&r->tok, 0, sizeof(r->tok));
     if (r->rank == 0 && a->sample_every > 0) {
         tokenizer_init(&r->tok, a->tokenizer, "-tk");

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Checkpoints that never stall the step or vanish (CPU trainer):
-#  - written in the background (--ckpt-async 1, the default) they are byte for byte the files a
-#    synchronous write makes (--ckpt-async 0, straight from the model), on 1 and 2 ranks;
+#  - their CRC-32 (llmc/utils.h: folded by carry-less multiplication where the CPU can) is zlib's;
+#  - written in the background (--ckpt-async 1, the default; front to back past the page cache)
+#    they are byte for byte the files a synchronous write makes (--ckpt-async 0, straight from the
+#    model, section by section), on 1 and 2 ranks and for a model larger than the direct path's stage;
 #  - a disk that fills up during checkpoint 10 (a small tmpfs; the run frozen there by
 #    LLMC_FAULT while the test fills it, and again before checkpoint 15 while it frees it): one
 #    warning naming the file and the error, checkpoint 10 leaves no file behind, checkpoint 5
@@ -12,6 +14,15 @@ source "$(dirname "$0")/lib.sh" test_checkpoints "${1:-./train_gpt2}"
 $PY "$ROOT/dev/bench/make_random_shard.py" train.bin 60000 1 512 > /dev/null
 $PY "$ROOT/dev/bench/make_random_shard.py" val.bin 20000 2 512 > /dev/null
 ARGS=(-i train.bin -j val.bin -e L2:C64:H4:T64:V512 -b 4 -t 32 -d 512 -v 10 -m 2 -s 0 -n 5 -x 30 -tk none.bin)
+
+# ---- the CRC-32 of every file, against zlib's: each tail and alignment, running over uneven pieces
+"$ROOT/dev/test/crc_probe" crc.bin > crc.txt && $PY - <<'PY' && ok "CRC-32: $(wc -l < crc.txt) slices agree with zlib.crc32" || bad "CRC-32 differs from zlib.crc32"
+import zlib
+data = open("crc.bin", "rb").read()
+for line in open("crc.txt"):
+    off, n, crc = map(int, line.split())
+    assert zlib.crc32(data[off:off + n]) == crc, f"offset {off} length {n}: {crc:08x}, zlib {zlib.crc32(data[off:off + n]):08x}"
+PY
 
 "$TRAINER" "${ARGS[@]}" -o ref > ref.out 2>&1 || { bad "the reference run failed"; tail -3 ref.out; }
 
@@ -30,8 +41,24 @@ grep -q "^checkpoint 30 written to sync ([0-9.]* s)$" sync.out || bad "--ckpt-as
 grep -q "^checkpoint 30 written to ref (snapshot [0-9.]* s, then [0-9.]* s while training went on)$" ref.out \
     || bad "checkpoints were not written in the background by default"
 same_files "1 rank, background vs synchronous" ref sync
+# a model whose m, v and parameters outgrow the 4 MiB stage of the direct (O_DIRECT) path: 1.7 M
+# parameters, so each section goes out as full stages and a partial one
+BIG=(-i train.bin -j val.bin -e L2:C256:H4:T64:V512 -b 2 -t 32 -v 0 -s 0 -n 3 -x 3 -tk none.bin)
+"$TRAINER" "${BIG[@]}" -o big > big.out 2>&1 && "$TRAINER" "${BIG[@]}" -o bigsync --ckpt-async 0 > bigsync.out 2>&1 \
+    && same_files "1.7 M parameters, background (direct) vs synchronous" big bigsync || { bad "the 1.7 M-parameter runs failed"; tail -2 big.out bigsync.out; }
+# both write the model file front to back: its payload, and each section of the state file, must
+# have the CRC-32 its header gives (Python's zlib, not ours)
+$PY - big/model_00000003.bin big/state_00000003_00000.bin <<'PY' && ok "1.7 M parameters: zlib.crc32 of the model payload and of m, v agree with the headers" || bad "1.7 M parameters: a CRC-32 does not match zlib's"
+import sys, zlib, numpy as np
+model, state = (open(f, "rb").read() for f in sys.argv[1:])
+hm, hs = np.frombuffer(model[:1024], "<u4"), np.frombuffer(state[:1024], "<u4")
+assert zlib.crc32(model[1024:]) == hm[253], "model payload"
+n = int(hs[16]) | int(hs[17]) << 32
+for s in range(3 if hs[4] else 2):
+    assert zlib.crc32(state[1024 + 4 * n * s:1024 + 4 * n * (s + 1)]) == hs[253 + s], f"state section {s}"
+PY
 # the memory plan counts the copy: rank 0's parameters, m and v, 3 x 136960 fp32 = 1.6 MiB
-"$TRAINER" "${ARGS[@]}" -o plan --plan 1 | grep -q "^  besides, at the first checkpoint: 1.6 MiB of host memory" \
+"$TRAINER" "${ARGS[@]}" -o plan --plan 1 | grep -q "^  besides, for checkpoints: 1.6 MiB of host memory" \
     && ok "--plan shows the checkpoint copy (1.6 MiB)" || bad "--plan does not show the 1.6 MiB checkpoint copy"
 if have_mpi; then
     "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -o ref2 > ref2.out 2>&1 || bad "the np=2 run failed"

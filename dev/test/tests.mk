@@ -105,7 +105,10 @@ test-multihost: train_gpt2 dev/test/launch_probe
 	PYTHON=$(PYTHON) bash dev/test/test_multihost.sh
 
 # checkpoints in the background (the same bytes as synchronous ones), a disk that fills up (a tmpfs; root)
-test-checkpoints: train_gpt2
+dev/test/crc_probe: dev/test/crc_probe.c llmc/utils.h $(STAMP_OPENMP)
+	$(CC) $(CFLAGS) $< -o $@
+
+test-checkpoints: train_gpt2 dev/test/crc_probe
 	PYTHON=$(PYTHON) bash dev/test/test_checkpoints.sh
 
 # a frozen rank (SIGSTOP) ends the job within -pt with a line and a flight record per live rank; resume
