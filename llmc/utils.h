@@ -280,8 +280,8 @@ static inline void crc32_init_tables(void) {
             llmc_crc_table[t][i] = c;
         }
     }
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__)
-    llmc_crc_fold = __builtin_cpu_supports("pclmul");
+#if defined(__x86_64__) && defined(__GNUC__)
+    llmc_crc_fold = __builtin_cpu_supports("pclmul") != 0;
 #endif
     llmc_crc_ready = 1;
 }
@@ -304,7 +304,7 @@ static inline uint32_t crc32_raw_bytes(uint32_t reg, const unsigned char *p, siz
     return reg;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__)
+#if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define LLMC_CRC_FOLD 1
 /*

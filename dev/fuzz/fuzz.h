@@ -56,6 +56,7 @@
 typedef struct {
     size_t slot;   // index in fuzz_blocks
     size_t size;   // bytes asked for
+    void *raw;     // what the C library allocated (the block sits just below the user pointer)
     int input;     // made while an input ran (released after a rejection); 0: harness setup
 } FuzzBlock;
 
@@ -84,23 +85,27 @@ static FuzzBlock *fuzz_block_of(void *p) {
 }
 static void fuzz_block_seal(FuzzBlock *b) { ASAN_POISON_MEMORY_REGION(b, FUZZ_PREFIX); }
 
-static void *fuzz_malloc(size_t n) {
+// align: a power of two, at least FUZZ_PREFIX (the user pointer is raw + align)
+static void *fuzz_malloc_aligned(size_t n, size_t align) {
     void *raw = NULL;
-    if (n > SIZE_MAX - FUZZ_PREFIX || posix_memalign(&raw, FUZZ_PREFIX, n + FUZZ_PREFIX) != 0) { return NULL; }
+    if (n > SIZE_MAX - align || posix_memalign(&raw, align, n + align) != 0) { return NULL; }
     if (fuzz_nblocks == fuzz_capblocks) {
         fuzz_capblocks = fuzz_capblocks ? 2 * fuzz_capblocks : 1024;
         fuzz_blocks = (void **)realloc(fuzz_blocks, fuzz_capblocks * sizeof(void *));
         if (fuzz_blocks == NULL) { fuzz_fail("ledger out of memory"); }
     }
-    FuzzBlock *b = (FuzzBlock *)raw;
+    void *p = (char *)raw + align;
+    FuzzBlock *b = (FuzzBlock *)((char *)p - FUZZ_PREFIX);
     b->slot = fuzz_nblocks;
     b->size = n;
+    b->raw = raw;
     b->input = fuzz_in_input;
-    void *p = (char *)raw + FUZZ_PREFIX;
     fuzz_blocks[fuzz_nblocks++] = p;
     fuzz_block_seal(b);
     return p;
 }
+
+static void *fuzz_malloc(size_t n) { return fuzz_malloc_aligned(n, FUZZ_PREFIX); }
 
 static void fuzz_free(void *p) {
     if (p == NULL) { return; }
@@ -113,7 +118,7 @@ static void fuzz_free(void *p) {
         fuzz_block_seal(lb);
         fuzz_blocks[b->slot] = last;
     }
-    free(b);
+    free(b->raw);
 }
 
 static void *fuzz_calloc(size_t n, size_t size) {
@@ -147,8 +152,7 @@ static char *fuzz_strdup(const char *s) {
 }
 
 static int fuzz_posix_memalign(void **out, size_t align, size_t n) {
-    if (align > FUZZ_PREFIX) { fuzz_fail("alignment %zu is more than the ledger gives", align); }
-    *out = fuzz_malloc(n);
+    *out = fuzz_malloc_aligned(n, align > FUZZ_PREFIX ? align : FUZZ_PREFIX);
     return *out ? 0 : ENOMEM;
 }
 
