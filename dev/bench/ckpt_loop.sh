@@ -13,8 +13,8 @@ bin=$(realpath "$1") work=$2 out=$3
 shift 3
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$work" && cd "$work"
-[ -f train.bin ] || ${PYTHON:-python3} "$here/make_random_shard.py" train.bin 200000 1 > /dev/null
-[ -f val.bin ] || ${PYTHON:-python3} "$here/make_random_shard.py" val.bin 20000 2 > /dev/null
+[ -f train.bin ] || ${PYTHON:-/usr/bin/python3} "$here/make_random_shard.py" train.bin 200000 1 > /dev/null
+[ -f val.bin ] || ${PYTHON:-/usr/bin/python3} "$here/make_random_shard.py" val.bin 20000 2 > /dev/null
 rm -rf "$out" "$out.log"
 t0=""
 while IFS= read -r line; do
