@@ -310,10 +310,11 @@ static inline uint32_t crc32_raw_bytes(uint32_t reg, const unsigned char *p, siz
 /*
  * The same register over len >= 64 bytes by carry-less multiplication (PCLMULQDQ): 6.6x the
  * tables' speed on the build machine (dev/bench/RESULTS.md), so a checkpoint's 1.5 GB are summed
- * in a fraction of the time its writer has between two steps. Four 128-bit lanes are folded forward 512 bits at a time (multiplying by
- * x^(512+-32) mod P, k1 and k2), then into one lane (x^(128+-32) mod P, k3 and k4), then 16 bytes
- * at a time; the last lane and the tail (< 16 bytes) go through the tables: the CRC is linear, so
- * the folded lane followed by the tail has the register of the whole message.
+ * in a fraction of the time its writer has between two steps. Four 128-bit lanes are folded
+ * forward 512 bits at a time (multiplying by x^(512+-32) mod P, k1 and k2), then into one lane
+ * (x^(128+-32) mod P, k3 and k4), then 16 bytes at a time; the last lane and the tail (< 16 bytes)
+ * go through the tables: the CRC is linear, so the folded lane followed by the tail has the
+ * register of the whole message.
  */
 __attribute__((target("pclmul,sse4.1"))) static inline __m128i crc32_fold(__m128i x, __m128i k, __m128i next) {
     return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11)), next);
