@@ -128,14 +128,18 @@ static inline void hdr_set64(int *h, int i, long long v) { memcpy(&h[i], &v, 8);
 static inline long long hdr_get64(const int *h, int i) { long long v; memcpy(&v, &h[i], 8); return v; }
 
 // the slice of the optimizer state that `rank` writes
+// rank's part [lo, lo + n) of P parameters split evenly over W ranks
+static inline void ckpt_even_range(size_t P, int rank, int W, size_t *lo, size_t *n) {
+    *lo = (size_t)((unsigned long long)P * rank / W);
+    *n = (size_t)((unsigned long long)P * (rank + 1) / W) - *lo;
+}
+
 static inline void ckpt_save_range(const Backend *b, const Comm *c, size_t *lo, size_t *n) {
     if (b->opt_count < b->num_params) {  // ZeRO shard: each rank saves what it holds
         *lo = b->opt_offset;
         *n = b->opt_count;
     } else {
-        size_t P = b->num_params;
-        *lo = (size_t)((unsigned long long)P * c->rank / c->world_size);
-        *n = (size_t)((unsigned long long)P * (c->rank + 1) / c->world_size) - *lo;
+        ckpt_even_range(b->num_params, c->rank, c->world_size, lo, n);
     }
 }
 
@@ -374,9 +378,9 @@ static inline size_t ckpt_snapshot_plan_bytes(const TrainArgs *a, size_t num_par
     if (!a->output_dir[0] || !a->ckpt_async || a->checkpoint_every <= 0) { return 0; }
     size_t most = 0;
     for (int r = 0; r < W; r++) {
-        size_t lo = bounds ? bounds[r] : (size_t)((unsigned long long)num_params * r / W);
-        size_t hi = bounds ? bounds[r + 1] : (size_t)((unsigned long long)num_params * (r + 1) / W);
-        size_t bytes = (r == 0 ? ckpt_model_img_bytes(num_params, model_version) : 0) + ckpt_state_img_bytes(hi - lo, has_master);
+        size_t lo, n;
+        if (bounds) { lo = bounds[r]; n = bounds[r + 1] - lo; } else { ckpt_even_range(num_params, r, W, &lo, &n); }
+        size_t bytes = (r == 0 ? ckpt_model_img_bytes(num_params, model_version) : 0) + ckpt_state_img_bytes(n, has_master);
         if (bytes > most) { most = bytes; }
     }
     return most;
@@ -396,12 +400,6 @@ static inline void ckpt_host_free(Backend *b, void *p) {
     if (b->host_free) { b->host_free(b, p); } else { free(p); }
 }
 
-/*
- * dir: the output dir (NULL: no checkpoints). async: --ckpt-async; a snapshot that needs more than
- * half of the host memory available now is refused (said on this rank) and the files are then
- * written synchronously. every: -n (the snapshot is allocated now where it is > 0). newest: the
- * checkpoint the run resumed from, or -1.
- */
 // the snapshot's memory, allocated and touched at the start of a run with -n (and async): its first
 // use would otherwise stall the step of the first checkpoint while the kernel maps its pages (1.35
 // s for the 1.5 GB of d12 on the 2-core build machine). A checkpoint without it (one at a stop
@@ -423,6 +421,12 @@ static inline void ckpt_snapshot_alloc(CkptWriter *w) {
     if (b->has_master) { w->master = w->v + w->n; }
 }
 
+/*
+ * dir: the output dir (NULL: no checkpoints). async: --ckpt-async; a snapshot that needs more than
+ * half of the host memory available now is refused (said on this rank) and the files are then
+ * written synchronously. every: -n (the snapshot is allocated now where it is > 0). newest: the
+ * checkpoint the run resumed from, or -1.
+ */
 static inline void ckpt_writer_init(CkptWriter *w, const char *dir, Backend *b, Comm *c, int async, int every, int newest) {
     memset(w, 0, sizeof(*w));
     snprintf(w->dir, sizeof(w->dir), "%s", dir ? dir : "");
@@ -454,25 +458,6 @@ static inline void ckpt_writer_free(CkptWriter *w) {
     w->params = w->m = w->v = w->master = NULL;
 }
 
-// chunk [off, off + count) of the parameters (0-based within all) as saved: from the snapshot, or
-// copied out of the backend into buf
-static inline const void *ckpt_params_chunk(CkptWriter *w, size_t off, size_t count, void *buf) {
-    size_t elem = w->b->model_version == MODEL_VERSION_BF16 ? 2 : sizeof(float);
-    if (w->params) { return (const char *)w->params + off * elem; }
-    w->b->copy_params(w->b, off, count, buf);
-    return buf;
-}
-
-// chunk [off, off + count) of this rank's optimizer slice (off from lo): m, v, master
-static inline void ckpt_opt_chunk(CkptWriter *w, size_t off, size_t count, float *buf[3], const float *out[3]) {
-    if (w->m) {
-        out[0] = w->m + off; out[1] = w->v + off; out[2] = w->master ? w->master + off : NULL;
-        return;
-    }
-    w->b->get_opt_state(w->b, w->lo + off, count, buf[0], buf[1], w->b->has_master ? buf[2] : NULL);
-    out[0] = buf[0]; out[1] = buf[1]; out[2] = buf[2];
-}
-
 // the model file of the checkpoint (rank 0); 0, or -1 with w->err
 static inline int ckpt_write_model(CkptWriter *w, const char *path, void *buf) {
     Backend *b = w->b;
@@ -490,7 +475,8 @@ static inline int ckpt_write_model(CkptWriter *w, const char *path, void *buf) {
     size_t elem = b->model_version == MODEL_VERSION_BF16 ? 2 : sizeof(float);
     for (size_t off = 0; off < b->num_params && !af.failed; off += CKPT_CHUNK) {
         size_t m = b->num_params - off < CKPT_CHUNK ? b->num_params - off : CKPT_CHUNK;
-        atomic_write(&af, ckpt_params_chunk(w, off, m, buf), m * elem, 1);
+        b->copy_params(b, off, m, buf);
+        atomic_write(&af, buf, m * elem, 1);
     }
     model_header_seal(&af, header);
     return atomic_commit(&af);
@@ -516,13 +502,13 @@ static inline void ckpt_state_from_image(CkptWriter *w, AtomicFile *af, int h[HE
 // the same straight out of the backend, a chunk of m, v and master at a time (no snapshot)
 static inline void ckpt_state_sections_by_chunk(CkptWriter *w, AtomicFile *af, int nsec, uint32_t crc[3], float *buf[3]) {
     const size_t n = w->n;
+    Backend *b = w->b;
     for (size_t off = 0; off < n && !af->failed; off += CKPT_CHUNK) {
         size_t m = n - off < CKPT_CHUNK ? n - off : CKPT_CHUNK;
-        const float *sec[3];
-        ckpt_opt_chunk(w, off, m, buf, sec);
+        b->get_opt_state(b, w->lo + off, m, buf[0], buf[1], b->has_master ? buf[2] : NULL);
         for (int s = 0; s < nsec; s++) {  // section s starts after the header and s sections of n floats
-            atomic_write_at(af, HEADER_BYTES + (long long)((s * n + off) * sizeof(float)), sec[s], m * sizeof(float));
-            crc[s] = crc32_update(crc[s], sec[s], m * sizeof(float));
+            atomic_write_at(af, HEADER_BYTES + (long long)((s * n + off) * sizeof(float)), buf[s], m * sizeof(float));
+            crc[s] = crc32_update(crc[s], buf[s], m * sizeof(float));
             if (s == 0 && off + m >= n / 2) { ckpt_fault("state", w->st.step); }
         }
     }
@@ -577,7 +563,7 @@ static void *ckpt_write_files(void *arg) {
     const double t0 = llmc_wall_seconds();
     // chunk buffers, used when there is no snapshot (synchronous writes straight from the backend)
     float *buf[3] = {NULL, NULL, NULL};
-    if (w->m == NULL) {
+    if (w->state_img == NULL) {
         for (int s = 0; s < 3; s++) { buf[s] = (float *)mallocCheck(CKPT_CHUNK * sizeof(float)); }
     }
     char path[4096];

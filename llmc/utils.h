@@ -371,9 +371,8 @@ static inline uint32_t crc32_update(uint32_t crc, const void *data, size_t len) 
 
 typedef struct {
     FILE *fp;
-    int direct;            // appends go through stage and dfd (see above)
-    int dfd;               // the temporary opened again with O_DIRECT
-    unsigned char *stage;  // ATOMIC_STAGE_BYTES, 4096-aligned: the bytes [bytes - staged, bytes)
+    unsigned char *stage;  // the direct path (NULL: none): ATOMIC_STAGE_BYTES, 4096-aligned, holding [bytes - staged, bytes)
+    int dfd;               // the temporary opened again with O_DIRECT (-1 once a write refused it)
     size_t staged;
     char final_path[4096];
     char tmp_path[4160];
@@ -386,10 +385,9 @@ typedef struct {
 } AtomicFile;
 
 static inline void atomic_direct_close(AtomicFile *af) {
-    if (!af->direct) { return; }
+    if (af->stage == NULL) { return; }
     if (af->dfd >= 0) { close(af->dfd); }
     free(af->stage);
-    af->direct = 0;
     af->stage = NULL;
 }
 
@@ -445,8 +443,7 @@ static inline int atomic_open_direct(AtomicFile *af, const char *path, const cha
 #ifdef O_DIRECT
     if (posix_memalign((void **)&af->stage, 4096, ATOMIC_STAGE_BYTES) != 0) { af->stage = NULL; return 0; }
     af->dfd = open(af->tmp_path, O_WRONLY | O_DIRECT);
-    if (af->dfd < 0) { free(af->stage); af->stage = NULL; return 0; }
-    af->direct = 1;
+    if (af->dfd < 0) { free(af->stage); af->stage = NULL; }
 #endif
     return 0;
 }
@@ -462,24 +459,30 @@ static inline int pwrite_all(int fd, const unsigned char *data, size_t size, lon
     return 0;
 }
 
-// write the staged bytes: a full stage through dfd, a partial one (the end of the file) through
-// fp's descriptor, as is every stage after a file system took the O_DIRECT open but refused the
-// write (EINVAL)
+// size aligned bytes at offset at through dfd: 0 done, -1 failed (af failed), 1 not done: the file
+// system took the O_DIRECT open but refuses the writes (EINVAL), so dfd is closed and the caller
+// writes them through fp's descriptor, as it will everything after
+static inline int atomic_direct_pwrite(AtomicFile *af, const unsigned char *p, size_t size, long long at) {
+    if (af->dfd < 0) { return 1; }
+    if (pwrite_all(af->dfd, p, size, at) == 0) { return 0; }
+    if (errno != EINVAL) { atomic_fail(af, "writing"); return -1; }
+    close(af->dfd);
+    af->dfd = -1;
+    return 1;
+}
+
+// write the staged bytes: a full stage directly, a partial one (the end of the file) through fp's
+// descriptor
 static inline void atomic_unstage(AtomicFile *af) {
     const long long at = af->bytes - (long long)af->staged;
-    if (af->staged == ATOMIC_STAGE_BYTES && af->dfd >= 0) {
-        if (pwrite_all(af->dfd, af->stage, af->staged, at) == 0) { af->staged = 0; return; }
-        if (errno != EINVAL) { atomic_fail(af, "writing"); return; }
-        close(af->dfd);
-        af->dfd = -1;
-    }
-    if (pwrite_all(fileno(af->fp), af->stage, af->staged, at) != 0) { atomic_fail(af, "writing"); return; }
-    af->staged = 0;
+    int rc = af->staged == ATOMIC_STAGE_BYTES ? atomic_direct_pwrite(af, af->stage, af->staged, at) : 1;
+    if (rc == 1 && pwrite_all(fileno(af->fp), af->stage, af->staged, at) != 0) { atomic_fail(af, "writing"); return; }
+    if (rc >= 0) { af->staged = 0; }
 }
 
 // leave the direct path: what is staged goes out, and fp continues at the end of the file
 static inline void atomic_direct_end(AtomicFile *af) {
-    if (!af->direct || af->failed) { return; }
+    if (af->stage == NULL || af->failed) { return; }
     atomic_unstage(af);
     if (af->failed) { return; }
     atomic_direct_close(af);
@@ -498,25 +501,19 @@ static inline void atomic_write_at(AtomicFile *af, long long offset, const void 
 static inline void atomic_write(AtomicFile *af, const void *data, size_t size, int checksum) {
     if (size == 0 || af->failed) { return; }
     if (checksum) { af->crc = crc32_update(af->crc, data, size); }
-    if (!af->direct) {
+    if (af->stage == NULL) {
         if (fwrite(data, 1, size, af->fp) != size) { atomic_fail(af, "writing"); return; }
         af->bytes += (long long)size;
         return;
     }
     const unsigned char *p = (const unsigned char *)data;
-    if (af->staged == 0 && af->dfd >= 0 && ((uintptr_t)p | (uintptr_t)af->bytes) % 4096 == 0 && size >= 4096) {
+    if (af->staged == 0 && ((uintptr_t)p | (uintptr_t)af->bytes) % 4096 == 0 && size >= 4096) {
         // aligned in memory and in the file (a snapshot laid out as its file): straight from the
         // caller's bytes, no copy; what is left of the last 4096 is staged
         const size_t whole = size / 4096 * 4096;
-        if (pwrite_all(af->dfd, p, whole, af->bytes) == 0) {
-            af->bytes += (long long)whole; p += whole; size -= whole;
-        } else if (errno != EINVAL) {
-            atomic_fail(af, "writing");
-            return;
-        } else {
-            close(af->dfd);
-            af->dfd = -1;
-        }
+        const int rc = atomic_direct_pwrite(af, p, whole, af->bytes);
+        if (rc < 0) { return; }
+        if (rc == 0) { af->bytes += (long long)whole; p += whole; size -= whole; }
     }
     while (size > 0 && !af->failed) {
         size_t k = ATOMIC_STAGE_BYTES - af->staged < size ? ATOMIC_STAGE_BYTES - af->staged : size;
