@@ -3,7 +3,7 @@
 #   make              build everything this machine can build (CUDA targets only if nvcc is found)
 #   make test         the test suite; needs no GPU (README: "Testing"; targets in dev/test/tests.mk)
 #   make test_gpt2cu  the GPU test binary (run it on a machine with a GPU)
-#   make cuda-libs    where cuDNN, NVRTC and the cuDNN frontend were found (dev/bench/build_llmc.sh)
+#   make cuda-libs    where cuDNN, NVRTC, NCCL and the cuDNN frontend were found (build_llmc.sh, prebuilt.sh)
 #
 # Options (make VAR=1):
 #   NO_BLAS=1       CPU matmuls without OpenBLAS (dependency-free, slower)
@@ -289,11 +289,13 @@ train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu build/bench_layers build
 endif
 
 # where the libraries found above are, for other builds (dev/bench/build_llmc.sh builds llm.c
-# with the same cuDNN): one "name=folder libdir file" line each, "name=" when not found
+# with the same cuDNN) and for prebuilt binaries (dev/gpu/prebuilt.sh): one "name=folder libdir
+# file" line each, "name=" when not found
 .PHONY: cuda-libs
 cuda-libs:
 	@echo "cuda-libs cudnn=$(CUDNN)"
 	@echo "cuda-libs nvrtc=$(NVRTC)"
+	@echo "cuda-libs nccl=$(NCCL)"
 	@echo "cuda-libs frontend=$(abspath $(CUDNN_FRONTEND_INC))"
 
 # the cuDNN frontend's headers, from PyPI's nvidia-cudnn-frontend wheel (include/ only: the wheel's

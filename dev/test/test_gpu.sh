@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
 # Everything that needs a GPU, for a session on the lent H200/H100 machine: builds, tests and
 # benchmarks the CUDA trainer, and leaves every log and a summary in $OUT (default ./gpu_out).
-# dev/gpu/PLAN.md lists the device calls (each at most 10 minutes) that run it in pieces:
+# dev/gpu/PLAN.md lists the device calls (a session has 15 minutes of device time: two calls of
+# about 5.5 minutes each, on binaries built beforehand by dev/gpu/prepare.sh):
 #
-#   dev/test/test_gpu.sh env build test kernels   call 1: bring-up (the build starts llm.c's in the background)
-#   dev/test/test_gpu.sh bench d48                call 2: ours vs llm.c, -ge 0 vs 2, where the time goes, d48
-#   dev/test/test_gpu.sh sanitize multi memory profile   call 3: compute-sanitizer, the multi-process paths, the
-#                                                 memory plan, Nsight Compute
-# A part that needs binaries builds them if they are missing (a fresh machine).
+#   dev/test/test_gpu.sh env build test bench     call 1: bring-up, ours vs llm.c, -at cudnn, -ge 0, layers
+#   dev/test/test_gpu.sh multi memory             call 2: the multi-process paths, the memory plan
+#   dev/test/test_gpu.sh sanitize kernels         call 3: compute-sanitizer, the kernel workbenches
+#   dev/test/test_gpu.sh d48 profile              call 4: GPT-2 1.5B, Nsight Compute
+#   dev/test/test_gpu.sh muon                     call 5: -opt muon
+# A part that needs binaries installs (or builds) them if they are missing (a fresh machine).
 #
-# Parts (each step has its own time limit; TEST_GPU_BUDGET seconds, default 570, bounds the whole
+# Parts (each step has its own time limit; TEST_GPU_BUDGET seconds, default 330, bounds the whole
 # call: steps that no longer fit are reported as SKIP instead of being cut off; the summary is
 # appended to $OUT/summary.txt as the steps finish, the logs packed into $OUT/test_gpu_logs.tgz):
 #   env      GPU, driver, nvcc, python/torch, ncu (and whether it may read the GPU's counters),
 #            compute-sanitizer, where NCCL, cuDNN and MPI come from
-#   build    train_gpt2cu, test_gpt2cu, build/bench_layers (sm_90a), the test build that can leave
-#            out an event wait (build/drop_wait), train_gpt2 (CPU), a sm_80-only build (make
+#   build    the binaries built on the build machine (.carry/prebuilt, dev/gpu/prebuilt.sh) when
+#            they were built from this tree and find their libraries here: seconds instead of two
+#            minutes (TEST_GPU_PREBUILT=no builds anyway, =yes fails the step without them); else
+#            built here: train_gpt2cu, test_gpt2cu, build/bench_layers (sm_90a), the test build that
+#            can leave out an event wait (build/drop_wait), a sm_80-only build (make
 #            build/arch_80/train_gpt2cu) to check the "no kernel image for this GPU" message; llm.c's
-#            train_gpt2cu (dev/bench/build_llmc.sh) in the background, waited for at the end of the call
+#            train_gpt2cu (dev/bench/build_llmc.sh) in the background, waited for at the end of the
+#            call. Then train_gpt2 (CPU) in either case
 #   test     fixtures (train_gpt2.py); test_gpt2cu on L2:C128:H2 and d12 (also with -ge 0, our GELU
 #            kernels instead of cuBLASLt's epilogue); GPU vs CPU trainer over
 #            20 steps (dev/test/test_gpu_vs_cpu.sh); two separate processes give bitwise-equal runs;
@@ -32,9 +38,9 @@
 #            (bitwise) and on 1 process, -pb nccl with 2 ranks on one GPU stops with a message naming
 #            -pb mpi, and a rank killed with SIGKILL mid-step makes the job end with an error instead
 #            of hanging
-#   bench    dev/bench/bench_gpu.sh d12 attention gelu layers: ours and llm.c at d12, B=16/32/64, ours
-#            with -at cudnn and with -ge 0 at B=64; where the time of a step goes; per-layer
-#            backward; a 1-rank NCCL all-reduce of one layer
+#   bench    dev/bench/bench_gpu.sh's parts d12, attention, gelu, layers, each its own step: ours and
+#            llm.c at d12, B=16/32/64, ours with -at cudnn and with -ge 0 at B=64; where the time of
+#            a step goes; per-layer backward; a 1-rank NCCL all-reduce of one layer
 #   d48      dev/bench/bench_gpu.sh d48: GPT-2 1.5B at T=1024, the largest B that fits (-r 1, -r 2),
 #            llm.c at the same B, per-layer backward
 #   memory   the memory plan against the GPU: d12 -b 16 and d48 -b auto -r 2 at T=1024, 2
@@ -67,9 +73,12 @@ OUTDIR=${OUT:-$ROOT/gpu_out}
 WORK=$ROOT/build/gpu_test
 mkdir -p "$OUTDIR" "$WORK/logs"
 SUMMARY=$OUTDIR/summary.txt
-BUDGET=${TEST_GPU_BUDGET:-570}
-[[ "$BUDGET" =~ ^[0-9]+$ ]] || { echo "error: TEST_GPU_BUDGET='$BUDGET': expected whole seconds, e.g. 570" >&2; exit 2; }
+BUDGET=${TEST_GPU_BUDGET:-330}
+[[ "$BUDGET" =~ ^[0-9]+$ ]] || { echo "error: TEST_GPU_BUDGET='$BUDGET': expected whole seconds, e.g. 330" >&2; exit 2; }
 MPI_FROM=${TEST_GPU_MPI:-auto}
+PREBUILT_MODE=${TEST_GPU_PREBUILT:-auto}
+case $PREBUILT_MODE in auto|yes|no) ;;
+    *) echo "error: TEST_GPU_PREBUILT='$PREBUILT_MODE': expected one of auto|yes|no" >&2; exit 2;; esac
 case $MPI_FROM in auto|system|carry|none) ;;
     *) echo "error: TEST_GPU_MPI='$MPI_FROM': expected one of auto|system|carry|none" >&2; exit 2;; esac
 T0=$(date +%s)
@@ -106,7 +115,14 @@ report() {
         if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then note "TIMEOUT $name (limit ${limit}s)"; else note "FAIL    $name (exit $rc, ${dt}s)"; fi
         tail -n 15 "$WORK/logs/$name.log" | sed 's/^/        | /' | tee -a "$SUMMARY"
     fi
+    pack_logs
     return "$rc"
+}
+# every log so far as one file, after each step: a call cut off by its limit still brings them
+# back (the device tool returns at most 8 files)
+pack_logs() {
+    tar -czf "$OUTDIR/test_gpu_logs.tgz.new" --exclude='*.bin' -C "$WORK" logs $(cd "$WORK" && ls -d bench 2> /dev/null) 2> /dev/null \
+        && mv -f "$OUTDIR/test_gpu_logs.tgz.new" "$OUTDIR/test_gpu_logs.tgz"
 }
 # bg_step <name> <limit> <command>: a step in the background (a build on otherwise idle cores);
 # bg_wait <name> reports it like a step, once
@@ -201,21 +217,39 @@ if has_part env; then
     note "        ncu counters: $(ncu_access)"
 fi
 
-# the parts that run binaries build them first when they are missing or stale (a fresh machine)
-if ! has_part build && { has_part test || has_part multi || has_part memory || has_part muon || has_part sanitize || has_part profile; }; then
+# the parts that run binaries install or build them first when they are missing or stale (a fresh
+# machine; after an install of the prebuilt ones make always finds them stale, and the install
+# is repeated: seconds)
+if ! has_part build && { has_part test || has_part multi || has_part memory || has_part muon || has_part sanitize \
+                         || has_part profile || has_part bench || has_part d48; }; then
     if ! make --no-print-directory -q train_gpt2cu test_gpt2cu build/bench_layers build/drop_wait/train_gpt2cu $MAKEVARS_STR > /dev/null 2>&1 \
        || [ ! -x train_gpt2 ] || [ ! -x build/arch_80/train_gpt2cu ]; then
         PARTS+=(build)
     fi
 fi
 
+# PREBUILT=1: the binaries came from .carry/prebuilt; the steps below then run no make of their own
+PREBUILT=0
 if has_part build; then
-    # llm.c's train_gpt2cu (the benchmark peer) and the sm_80-only trainer (bad_arch) build on other
-    # cores meanwhile
-    bg_step build_llmc 480 "bash dev/bench/build_llmc.sh"
-    bg_step build_sm80_only 300 "make --no-print-directory build/arch_80/train_gpt2cu $MAKEVARS_STR"
-    step build 420 "make --no-print-directory -j $JOBS train_gpt2cu test_gpt2cu build/bench_layers build/drop_wait/train_gpt2cu $MAKEVARS_STR"
-    grep -E "^(nvcc|NCCL|cuDNN|MPI/CUDA):" "$WORK/logs/build.log" | sed 's/^/        /' | tee -a "$SUMMARY"
+    if [ "$PREBUILT_MODE" != no ] && bash dev/gpu/prebuilt.sh install > "$WORK/logs/prebuilt.log" 2>&1; then
+        PREBUILT=1
+        LD_LIBRARY_PATH=$(cat build/prebuilt/ld_library_path)
+        export LD_LIBRARY_PATH
+        note "PASS    prebuilt ($(sed -n 's/^prebuilt: //p' "$WORK/logs/prebuilt.log" | head -1))"
+        grep "^train_gpt2cu loads" .carry/prebuilt/MANIFEST | sed 's/^/        /' | tee -a "$SUMMARY"
+    else
+        if [ "$PREBUILT_MODE" = yes ]; then
+            NFAIL=$((NFAIL + 1)); note "FAIL    prebuilt: $(tail -1 "$WORK/logs/prebuilt.log")"
+        elif [ "$PREBUILT_MODE" = auto ]; then
+            note "        prebuilt not used: $(tail -1 "$WORK/logs/prebuilt.log")"
+        fi
+        # llm.c's train_gpt2cu (the benchmark peer) and the sm_80-only trainer (bad_arch) build on
+        # other cores meanwhile
+        bg_step build_llmc 480 "bash dev/bench/build_llmc.sh"
+        bg_step build_sm80_only 300 "make --no-print-directory build/arch_80/train_gpt2cu $MAKEVARS_STR"
+        step build 420 "make --no-print-directory -j $JOBS train_gpt2cu test_gpt2cu build/bench_layers build/drop_wait/train_gpt2cu $MAKEVARS_STR"
+        grep -E "^(nvcc|NCCL|cuDNN|MPI/CUDA):" "$WORK/logs/build.log" | sed 's/^/        /' | tee -a "$SUMMARY"
+    fi
     # the CPU trainer for the GPU-vs-CPU comparison (one process: no MPI needed)
     step build_cpu 180 "make --no-print-directory -j $JOBS train_gpt2 NO_MPI=1 PYTHON=$PY"
     grep -E "^(OpenMP|OpenBLAS):" "$WORK/logs/build_cpu.log" | sed 's/^/        /' | tee -a "$SUMMARY"
@@ -336,38 +370,63 @@ fi
 
 # the benchmark (dev/bench/bench_gpu.sh builds what it needs; make reads NCCL_HOME, ... from the
 # environment); its summary goes into summary.txt, its TSV rows to $OUT
+# with the prebuilt binaries: no make, and llm.c's prebuilt binary
+BENCH_ENV="$MAKEVARS_STR BENCH_OUT=$WORK/bench"
+[ $PREBUILT = 1 ] && BENCH_ENV+=" BENCH_NO_BUILD=1 LLMC_BIN=build/llmc/src/train_gpt2cu"
+# llm.c built in the background by the build part: done before bench_gpu.sh looks at it
+wait_llmc() {
+    if [ -n "${BG_PID[build_llmc]:-}" ]; then
+        bg_wait build_llmc && grep -h "^build_llmc" "$WORK/logs/build_llmc.log" | sed 's/^/        /' | tee -a "$SUMMARY"
+    fi
+}
+{ has_part bench || has_part d48; } && wait_llmc
+# bench_part <name> <limit> <bench_gpu.sh part>: one part of the benchmark as its own step (a call
+# whose budget runs out keeps the parts done), its figures into the summary, its TSV rows appended
+# to $OUT/gpu_results_rows.tsv (one header)
+bench_part() {
+    step "$1" "$2" "$BENCH_ENV bash dev/bench/bench_gpu.sh $3"
+    [ -f "$WORK/logs/$1.log" ] || return 0
+    grep -E "^(  ours|  llmc|  d12|  d48|\| [0-9]{4}-|phases|  zero|backward:|sum of the|NCCL all-reduce|bench_layers)" \
+        "$WORK/logs/$1.log" | sed 's/^/        /' | tee -a "$SUMMARY"
+    local rows=$WORK/bench/gpu_results_rows.tsv all=$OUTDIR/gpu_results_rows.tsv
+    if [ -s "$rows" ]; then
+        [ -s "$all" ] || head -1 "$rows" > "$all"
+        tail -n +2 "$rows" >> "$all"
+    fi
+}
 if has_part bench; then
-    step bench 540 "$MAKEVARS_STR BENCH_OUT=$WORK/bench bash dev/bench/bench_gpu.sh d12 attention gelu layers"
+    # ours against llm.c first (the figure the calls exist for), then the variants and the layers
+    bench_part bench_d12 300 d12
+    bench_part bench_attention 90 attention
+    bench_part bench_gelu 90 gelu
+    bench_part bench_layers 120 layers
 fi
 if has_part d48; then
-    step d48 540 "$MAKEVARS_STR BENCH_OUT=$WORK/bench bash dev/bench/bench_gpu.sh d48"
+    bench_part d48 420 d48
 fi
-for f in bench d48; do
-    if has_part $f && [ -f "$WORK/logs/$f.log" ]; then
-        grep -E "^(  ours|  llmc|  d12|  d48|\| [0-9]{4}-|phases|  zero|backward:|sum of the|NCCL all-reduce|bench_layers)" \
-            "$WORK/logs/$f.log" | sed 's/^/        /' | tee -a "$SUMMARY"
-        cp "$WORK/bench/gpu_results_rows.tsv" "$OUTDIR/gpu_results_rows_$f.tsv" 2> /dev/null
-    fi
-done
 
 # -opt muon: the workbench; GPU vs CPU (the same tolerance as AdamW's); determinism; ZeRO-1's shards
 # of whole matrices on 2 ranks against -z 0 (the AdamW tolerance of mpi_np2_zero1); the benchmark
 if has_part muon; then
     rm -rf "$D"/mu_*
-    step muon_kernel 300 "make --no-print-directory -C dev/cuda ../../build/cuda/muon CUDA_ARCHS=90a NVCC=$NVCC && build/cuda/muon"
+    MAKE_MUON="make --no-print-directory -C dev/cuda ../../build/cuda/muon CUDA_ARCHS=90a NVCC=$NVCC &&"
+    [ $PREBUILT = 1 ] && MAKE_MUON=""
+    step muon_kernel 300 "$MAKE_MUON build/cuda/muon"
     step muon_gpu_vs_cpu 300 "bash dev/test/test_gpu_vs_cpu.sh ./train_gpt2cu ./train_gpt2 -opt muon"
     step muon_determinism 180 "./train_gpt2cu $A -d $MULTI_D -opt muon -o $D/mu_a > /dev/null && ./train_gpt2cu $A -d $MULTI_D -opt muon -o $D/mu_b && compare_logs $D/mu_b/main.log $D/mu_a/main.log trl=0 norm=0"
     if [ -n "$MPIRUN_STR" ]; then
         step muon_mpi_np2_zero1 240 "$MPIRUN_STR -np 2 ./train_gpt2cu $A -d $MULTI_D -b 2 -pb mpi -opt muon -o $D/mu_2 && $MPIRUN_STR -np 2 ./train_gpt2cu $A -d $MULTI_D -b 2 -pb mpi -z 1 -opt muon -o $D/mu_2z && compare_logs $D/mu_2z/main.log $D/mu_2/main.log trl=1e-3 norm=1e-3"
     fi
-    step muon_bench 540 "$MAKEVARS_STR BENCH_OUT=$WORK/bench bash dev/bench/bench_gpu.sh muon"
+    step muon_bench 540 "$BENCH_ENV bash dev/bench/bench_gpu.sh muon"
     grep -E "^(\| |best |Muon |adamw_|muon_)" "$WORK/logs/muon_bench.log" 2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
 fi
 
 # compute-sanitizer on the trainer's test (tiny fixture) and on the attention workbench: no report
 if has_part sanitize; then
     if [ -n "$SANITIZER" ]; then
-        step sanitize_build 300 "make --no-print-directory dev/test/fixtures/tiny64.bin PYTHON=$PY && make --no-print-directory -C dev/cuda ../../build/cuda/attention CUDA_ARCHS=90a NVCC=$NVCC"
+        MAKE_ATT="&& make --no-print-directory -C dev/cuda ../../build/cuda/attention CUDA_ARCHS=90a NVCC=$NVCC"
+        [ $PREBUILT = 1 ] && MAKE_ATT=""
+        step sanitize_build 300 "make --no-print-directory dev/test/fixtures/tiny64.bin PYTHON=$PY $MAKE_ATT"
         for t in memcheck racecheck; do
             for prog in test_gpt2cu attention; do
                 cmd="./test_gpt2cu dev/test/fixtures/tiny64.bin dev/test/fixtures/tiny64_state.bin dev/test/fixtures/tiny64_traj.txt"
@@ -386,7 +445,7 @@ if has_part sanitize; then
 fi
 
 if has_part kernels; then
-    step kernels 540 "CUDA_ARCHS=90a JOBS=$JOBS TIMEOUT=150 bash dev/cuda/run_all.sh"
+    step kernels 540 "CUDA_ARCHS=90a JOBS=$JOBS TIMEOUT=150 SKIP_BUILD=$PREBUILT bash dev/cuda/run_all.sh"
     grep -E "^=== .*exit|^run_all:" "$WORK/logs/kernels.log" | sed 's/^/        /' | tee -a "$SUMMARY"
 fi
 
@@ -408,10 +467,7 @@ if has_part profile; then
 fi
 
 bg_wait build_sm80_only
-if [ -n "${BG_PID[build_llmc]:-}" ]; then
-    bg_wait build_llmc && grep -h "^build_llmc" "$WORK/logs/build_llmc.log" | sed 's/^/        /' | tee -a "$SUMMARY"
-fi
+wait_llmc
 note "== done in $(( $(date +%s) - T0 ))s: $NFAIL step(s) failed"
-# every log comes back as one file (the device tool returns at most 8 files)
-tar -czf "$OUTDIR/test_gpu_logs.tgz" --exclude='*.bin' -C "$WORK" logs $(cd "$WORK" && ls -d bench 2> /dev/null) 2> /dev/null
+pack_logs
 [ $NFAIL -eq 0 ]
