@@ -231,11 +231,12 @@ fi
 # PREBUILT=1: the binaries came from .carry/prebuilt; the steps below then run no make of their own
 PREBUILT=0
 if has_part build; then
+    s=$(date +%s)
     if [ "$PREBUILT_MODE" != no ] && bash dev/gpu/prebuilt.sh install > "$WORK/logs/prebuilt.log" 2>&1; then
         PREBUILT=1
         LD_LIBRARY_PATH=$(cat build/prebuilt/ld_library_path)
         export LD_LIBRARY_PATH
-        note "PASS    prebuilt ($(sed -n 's/^prebuilt: //p' "$WORK/logs/prebuilt.log" | head -1))"
+        note "PASS    prebuilt ($(( $(date +%s) - s ))s: $(sed -n 's/^prebuilt: //p' "$WORK/logs/prebuilt.log" | head -1))"
         grep "^train_gpt2cu loads" .carry/prebuilt/MANIFEST | sed 's/^/        /' | tee -a "$SUMMARY"
     else
         if [ "$PREBUILT_MODE" = yes ]; then
@@ -299,24 +300,24 @@ fi
 A="-i $D/train.bin -j $D/val.bin $TRAIN_ARGS_SMALL"
 
 if has_part test; then
-    step fixtures 300 "make --no-print-directory fixtures-cuda PYTHON=$PY"
-    step test_gpt2cu_tiny 180 "./test_gpt2cu dev/test/fixtures/tiny64.bin dev/test/fixtures/tiny64_state.bin dev/test/fixtures/tiny64_traj.txt"
-    step test_gpt2cu_d12 240 "./test_gpt2cu dev/test/fixtures/d12.bin dev/test/fixtures/d12_state.bin dev/test/fixtures/d12_traj.txt"
+    step fixtures 180 "make --no-print-directory fixtures-cuda PYTHON=$PY"
+    step test_gpt2cu_tiny 60 "./test_gpt2cu dev/test/fixtures/tiny64.bin dev/test/fixtures/tiny64_state.bin dev/test/fixtures/tiny64_traj.txt"
+    step test_gpt2cu_d12 120 "./test_gpt2cu dev/test/fixtures/d12.bin dev/test/fixtures/d12_state.bin dev/test/fixtures/d12_traj.txt"
     # the same with cuDNN's attention (-at cudnn; fails with a message in a build without cuDNN)
-    step test_gpt2cu_tiny_cudnn 180 "LLMC_ATTENTION=cudnn ./test_gpt2cu dev/test/fixtures/tiny64.bin dev/test/fixtures/tiny64_state.bin dev/test/fixtures/tiny64_traj.txt"
-    step test_gpt2cu_d12_cudnn 240 "LLMC_ATTENTION=cudnn ./test_gpt2cu dev/test/fixtures/d12.bin dev/test/fixtures/d12_state.bin dev/test/fixtures/d12_traj.txt"
+    step test_gpt2cu_tiny_cudnn 90 "LLMC_ATTENTION=cudnn ./test_gpt2cu dev/test/fixtures/tiny64.bin dev/test/fixtures/tiny64_state.bin dev/test/fixtures/tiny64_traj.txt"
+    step test_gpt2cu_d12_cudnn 120 "LLMC_ATTENTION=cudnn ./test_gpt2cu dev/test/fixtures/d12.bin dev/test/fixtures/d12_state.bin dev/test/fixtures/d12_traj.txt"
     # -ge 0: our GELU kernels instead of cuBLASLt's epilogue, against the same PyTorch reference
-    step test_gpt2cu_tiny_ge0 180 "LLMC_GELU_FUSION=0 ./test_gpt2cu dev/test/fixtures/tiny64.bin dev/test/fixtures/tiny64_state.bin dev/test/fixtures/tiny64_traj.txt"
-    step test_gpt2cu_d12_ge0 240 "LLMC_GELU_FUSION=0 ./test_gpt2cu dev/test/fixtures/d12.bin dev/test/fixtures/d12_state.bin dev/test/fixtures/d12_traj.txt"
+    step test_gpt2cu_tiny_ge0 60 "LLMC_GELU_FUSION=0 ./test_gpt2cu dev/test/fixtures/tiny64.bin dev/test/fixtures/tiny64_state.bin dev/test/fixtures/tiny64_traj.txt"
+    step test_gpt2cu_d12_ge0 120 "LLMC_GELU_FUSION=0 ./test_gpt2cu dev/test/fixtures/d12.bin dev/test/fixtures/d12_state.bin dev/test/fixtures/d12_traj.txt"
     grep -hE "FAIL|test_gpt2cu|determinism|checkpoint" "$WORK"/logs/test_gpt2cu_{tiny,d12,tiny_cudnn,d12_cudnn,tiny_ge0,d12_ge0}.log \
         2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
-    step gpu_vs_cpu 300 "bash dev/test/test_gpu_vs_cpu.sh ./train_gpt2cu ./train_gpt2"
+    step gpu_vs_cpu 150 "bash dev/test/test_gpu_vs_cpu.sh ./train_gpt2cu ./train_gpt2"
     grep -E "^  (trl|tel|norm):" "$WORK/logs/gpu_vs_cpu.log" | sed 's/^/        /' | tee -a "$SUMMARY"
     # two processes with the same flags: bitwise-equal losses and norms; the first one's checkpoint
     # 5 resumed in a third process: steps 6-10 bitwise equal to the uninterrupted run's
     rm -rf "$D/det_a" "$D/det_b" "$D/det_r"
-    step determinism_2proc 180 "./train_gpt2cu $A -d $MULTI_D -n 5 -o $D/det_a > /dev/null && ./train_gpt2cu $A -d $MULTI_D -o $D/det_b && compare_logs $D/det_b/main.log $D/det_a/main.log trl=0 norm=0"
-    step resume_bitwise 120 "resume_copy $D/det_a $D/det_r && ./train_gpt2cu $A -d $MULTI_D -n 5 -o $D/det_r -y 1 > $D/det_r.txt 2>&1; rc=\$?; cat $D/det_r.txt; [ \$rc -eq 0 ] && $(resumed "$D/det_r.txt" "$D/det_r" "$D/det_a" 0)"
+    step determinism_2proc 90 "./train_gpt2cu $A -d $MULTI_D -n 5 -o $D/det_a > /dev/null && ./train_gpt2cu $A -d $MULTI_D -o $D/det_b && compare_logs $D/det_b/main.log $D/det_a/main.log trl=0 norm=0"
+    step resume_bitwise 60 "resume_copy $D/det_a $D/det_r && ./train_gpt2cu $A -d $MULTI_D -n 5 -o $D/det_r -y 1 > $D/det_r.txt 2>&1; rc=\$?; cat $D/det_r.txt; [ \$rc -eq 0 ] && $(resumed "$D/det_r.txt" "$D/det_r" "$D/det_a" 0)"
     $PY dev/bench/make_random_shard.py "$WORK/small.bin" 300000 3 > /dev/null
     step bad_no_gpu 60 "CUDA_VISIBLE_DEVICES= ./train_gpt2cu -i $WORK/small.bin -e d12 > $WORK/nogpu.txt 2>&1; rc=\$?; cat $WORK/nogpu.txt; [ \$rc -ne 0 ] && grep -q 'no CUDA GPU is visible' $WORK/nogpu.txt"
     step bad_too_large 60 "./train_gpt2cu -i $WORK/small.bin -e d48 -b 512 -t 1024 -x 1 > $WORK/big.txt 2>&1; rc=\$?; cat $WORK/big.txt; [ \$rc -ne 0 ] && grep -q 'GiB of GPU memory' $WORK/big.txt && grep -q -- '-r 2' $WORK/big.txt"
@@ -326,10 +327,10 @@ fi
 
 if has_part multi; then
     rm -rf "$D"/single "$D"/accum2 "$D"/nccl1* "$D"/torchrun* "$D"/mpi2* "$D"/kill
-    step single 120 "./train_gpt2cu $A -d $MULTI_D -o $D/single"
-    step single_accum2 120 "./train_gpt2cu $A -d $MULTI_D -b 2 -o $D/accum2"
-    step nccl_1rank 120 "LLMC_FORCE_NCCL=1 ./train_gpt2cu $A -d $MULTI_D -o $D/nccl1 && compare_logs $D/nccl1/main.log $D/single/main.log trl=0 norm=0"
-    step nccl_1rank_zero1 120 "LLMC_FORCE_NCCL=1 ./train_gpt2cu $A -d $MULTI_D -z 1 -o $D/nccl1z && compare_logs $D/nccl1z/main.log $D/single/main.log trl=0 norm=0"
+    step single 60 "./train_gpt2cu $A -d $MULTI_D -o $D/single"
+    step single_accum2 60 "./train_gpt2cu $A -d $MULTI_D -b 2 -o $D/accum2"
+    step nccl_1rank 60 "LLMC_FORCE_NCCL=1 ./train_gpt2cu $A -d $MULTI_D -o $D/nccl1 && compare_logs $D/nccl1/main.log $D/single/main.log trl=0 norm=0"
+    step nccl_1rank_zero1 60 "LLMC_FORCE_NCCL=1 ./train_gpt2cu $A -d $MULTI_D -z 1 -o $D/nccl1z && compare_logs $D/nccl1z/main.log $D/single/main.log trl=0 norm=0"
     # the stream-order debug mode (LLMC_DEBUG_STREAMS=1: the NCCL stream flips the signs of what it
     # reduces or gathers, waits 2 ms, flips them back) changes nothing while the events are right...
     step nccl_debug_streams 180 "for z in 0 1; do LLMC_FORCE_NCCL=1 LLMC_DEBUG_STREAMS=1 ./train_gpt2cu $A -d $MULTI_D -z \$z -o $D/nccldbg\$z && compare_logs $D/nccldbg\$z/main.log $D/single/main.log trl=0 norm=0 || exit 1; done"
@@ -421,6 +422,12 @@ if has_part muon; then
     grep -E "^(\| |best |Muon |adamw_|muon_)" "$WORK/logs/muon_bench.log" 2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
 fi
 
+# the kernel workbenches (before the sanitizers: seconds each, where a sanitizer may take minutes)
+if has_part kernels; then
+    step kernels 180 "CUDA_ARCHS=90a JOBS=$JOBS TIMEOUT=60 SKIP_BUILD=$PREBUILT bash dev/cuda/run_all.sh"
+    grep -E "^=== .*exit|^run_all:" "$WORK/logs/kernels.log" | sed 's/^/        /' | tee -a "$SUMMARY"
+fi
+
 # compute-sanitizer on the trainer's test (tiny fixture) and on the attention workbench: no report
 if has_part sanitize; then
     if [ -n "$SANITIZER" ]; then
@@ -435,18 +442,14 @@ if has_part sanitize; then
                 # split-K reductions) are slow to instrument and not ours to fix; memcheck checks all
                 filter=""
                 [ $t = racecheck ] && [ $prog = test_gpt2cu ] && filter="--kernel-name-exclude 'regex=nvjet|xmma|cutlass|gemm|gemv|splitK|cublas'"
-                step "sanitize_${t}_$prog" 240 "'$SANITIZER' --tool $t $filter --error-exitcode 99 --print-limit 20 $cmd"
+                limit=150; [ $prog = attention ] && limit=90
+                step "sanitize_${t}_$prog" $limit "'$SANITIZER' --tool $t $filter --error-exitcode 99 --print-limit 20 $cmd"
                 grep -hE "ERROR SUMMARY|RACECHECK SUMMARY" "$WORK/logs/sanitize_${t}_$prog.log" 2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
             done
         done
     else
         note "SKIP    sanitize: compute-sanitizer not found"
     fi
-fi
-
-if has_part kernels; then
-    step kernels 540 "CUDA_ARCHS=90a JOBS=$JOBS TIMEOUT=150 SKIP_BUILD=$PREBUILT bash dev/cuda/run_all.sh"
-    grep -E "^=== .*exit|^run_all:" "$WORK/logs/kernels.log" | sed 's/^/        /' | tee -a "$SUMMARY"
 fi
 
 # Nsight Compute over about one d12 step at B=16 (400 kernel launches after 600 skipped: the start
