@@ -169,8 +169,9 @@ else
     $(info cuDNN:    found ($(firstword $(CUDNN))), not used: no NVRTC (include/nvrtc.h, libnvrtc.so) in $(CUDA_HOME); attention is our own kernel only)
   else
     USE_CUDNN := 1
+    CUDNN_LDLIBS := $(CUDNN_OBJ) $(call link_dev,$(CUDNN)) $(call link_dev,$(NVRTC))
     NVCC_FLAGS += -DUSE_CUDNN
-    NVCC_LDLIBS += $(CUDNN_OBJ) $(call link_dev,$(CUDNN)) $(call link_dev,$(NVRTC))
+    NVCC_LDLIBS += $(CUDNN_LDLIBS)
     $(info cuDNN:    used for attention (-at cudnn; cuDNN $(call header_version,CUDNN_,PATCHLEVEL,,$(firstword $(CUDNN))/include/cudnn_version.h) in $(firstword $(CUDNN)), frontend $(call header_version,CUDNN_FRONTEND_,PATCH,_VERSION,$(CUDNN_FRONTEND_INC)/cudnn_frontend_version.h) in $(CUDNN_FRONTEND_INC)))
   endif
   NCCL := $(call find_dev,nccl.h,libnccl,$(if $(NCCL_HOME),$(NCCL_HOME),$(CUDA_HOME) /usr $(addsuffix /nccl,$(PY_NVIDIA))))
@@ -261,6 +262,13 @@ build/cuda_single/train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS) $(STAMP_NVCC) $(ST
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_BASE_FLAGS) $(GEN_FLAGS) $< -o $@ $(NVCC_BASE_LDLIBS) $(GEN_LDLIBS)
 
+# the one-GPU trainer with cuDNN's attention where the build has it (what NO_MULTI_GPU=1 builds):
+# it loads neither NCCL nor MPI, so the one-GPU runs of dev/bench/repro_books.sh take it prebuilt
+# (dev/gpu/prebuilt.sh) without the carried OpenMPI
+build/single_gpu/train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS) $(CUDNN_DEP) $(STAMP_NVCC) $(STAMP_CUDNN) $(STAMP_PCRE2)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_BASE_FLAGS) $(if $(USE_CUDNN),-DUSE_CUDNN) $(GEN_FLAGS) $< -o $@ $(NVCC_BASE_LDLIBS) $(CUDNN_LDLIBS) $(GEN_LDLIBS)
+
 # a single-GPU trainer for one architecture only, with the main build's flags and rpath:
 # dev/test/test_gpu.sh's bad_arch check runs build/arch_80/train_gpt2cu on a Hopper GPU
 build/arch_%/train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
@@ -284,7 +292,7 @@ $(CUDNN_OBJ): llmc/cuda/cudnn_att.cpp llmc/cuda/cudnn_att.h $(STAMP_NVCC) $(STAM
 	@mkdir -p $(@D)
 	$(NVCC) -O2 -std=c++17 -Xcompiler -Wall -DCUDNN_FRONTEND_SKIP_JSON_LIB -isystem $(CUDNN_FRONTEND_INC) -I$(firstword $(CUDNN))/include -c $< -o $@
 else
-train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu build/bench_layers build/drop_wait/train_gpt2cu $(CUDNN_OBJ):
+train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu build/single_gpu/train_gpt2cu build/bench_layers build/drop_wait/train_gpt2cu $(CUDNN_OBJ):
 	@echo "$@ needs nvcc (the CUDA toolkit); it was not found" >&2; exit 1
 endif
 

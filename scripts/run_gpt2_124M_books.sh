@@ -16,7 +16,8 @@
 #   the end; a checkpoint every 250 steps (the newest 2 kept); -y 1 resumes an interrupted run.
 # Data: dev/data/books.sh and dev/data/hellaswag.sh are run when their outputs are missing.
 # Overrides (the CPU smoke test uses them): TRAINER (./train_gpt2cu), MODEL (d12), B (64), T (1024),
-# D (65536), STEPS (1100), EVERY (250), HS_MAX (-1 = all), OUT (log_gpt2_124M_books), DATA_DIR (data).
+# D (65536), STEPS (1100), EVERY (250), HS_MAX (-1 = all), OUT (log_gpt2_124M_books), DATA_DIR (data),
+# BUILD (1; 0: run TRAINER as it is, without make: a binary built elsewhere).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TRAINER=${TRAINER:-./train_gpt2cu}
@@ -29,7 +30,7 @@ EVERY=${EVERY:-250}
 HS_MAX=${HS_MAX:--1}
 OUT=${OUT:-log_gpt2_124M_books}
 DATA=${DATA_DIR:-data}
-make "$(basename "$TRAINER")"
+[ "${BUILD:-1}" = 0 ] || make "$(basename "$TRAINER")"
 ls "$DATA"/books/books_train_*.bin > /dev/null 2>&1 || bash dev/data/books.sh
 [ -e "$DATA/hellaswag/hellaswag_val.bin" ] || bash dev/data/hellaswag.sh
 exec "$TRAINER" \

@@ -19,24 +19,27 @@
 # val 1.7 MB, HellaSwag 3.5 MB), which are xz-compressed into .carry/books/ (git-ignored) with the
 # decode table gpt2_tokenizer.bin: 25 MiB in all (measured), next to a working tree of about 1 MiB;
 # `prepare` takes about 5 minutes on 2 busy cores and fails if the result is over 56 MiB. The device
-# call names `.carry/books` in its carry list, and `setup` decompresses it there with Python's lzma
-# (no xz binary needed) into $DATA_DIR/books and $DATA_DIR/hellaswag, and builds train_gpt2cu
-# (NO_MULTI_GPU=1 CUDA_ARCHS=90a: one Hopper GPU). A warm machine keeps data/, the build and
-# the run dirs between calls, so the GPU session makes its calls back to back:
-#   run(command="bash dev/bench/repro_books.sh setup cuda", carry=[".carry/books"], timeout_s=600)
-#   run(command="bash dev/bench/repro_books.sh torch", carry=[".carry/books"], timeout_s=600)
-#   run(command="bash dev/bench/repro_books.sh report", carry=[".carry/books"], timeout_s=600)
-# (a phase that ran out of its budget says so; calling it again continues it). A machine idle for
-# 30 s, or held for 30 minutes, is given back with everything on it: then start again at setup.
+# call carries `.carry` (with .carry/books), and `setup` decompresses it there with Python's lzma
+# (no xz binary needed) into $DATA_DIR/books and $DATA_DIR/hellaswag, and installs the one-GPU
+# trainer built on the build machine (build/single_gpu/train_gpt2cu from .carry/prebuilt, made by
+# dev/gpu/prepare.sh: neither NCCL nor MPI, cuDNN's attention available), or without it builds
+# train_gpt2cu (NO_MULTI_GPU=1 CUDA_ARCHS=90a: one Hopper GPU; about 2 minutes there). A warm
+# machine keeps data/, the binaries and the run dirs between calls; a session's 15 minutes of
+# device time hold two calls of about 6 minutes, back to back:
+#   run(command="REPRO_BUDGET=330 bash dev/bench/repro_books.sh setup cuda torch", carry=[".carry", "cudnn-frontend"], timeout_s=360)
+#   run(command="REPRO_BUDGET=330 bash dev/bench/repro_books.sh cuda torch report", carry=[".carry", "cudnn-frontend"], timeout_s=360)
+# (a phase that ran out of its budget says so, and the next call continues it from its
+# checkpoint). Whether both runs end inside those two calls is for the first GPU session to see;
+# a machine given back loses the runs: a later session starts again at setup.
 # `report` copies both main.logs, both stdouts, the PNG and summary.txt to $OUT; the GPU session
 # commits the PNG as dev/bench/repro_books.png (shown in the README) and the summary to RESULTS.md.
 #
 # Settings (environment): RUN (log_repro_books: run dirs cuda/ and torch/, their stdouts, the PNG
-# and the summary), DATA_DIR (data), REPRO_BUDGET (560: seconds one call may take, all phases
+# and the summary), DATA_DIR (data), REPRO_BUDGET (330: seconds one call may take, all phases
 # together; a trainer gets SIGTERM when its share is up, checkpoints and exits), PY_B (32: the
 # micro-batch of train_gpt2.py; -d stays 65536, so it accumulates 2 micro-steps: the data of each
-# step does not depend on -b), CUDA_TRAINER (./train_gpt2cu), PYTHON (python3, with torch),
-# REPRO_FLAGS (extra flags for both trainers). The recipe's own overrides (MODEL B T D STEPS EVERY
+# step does not depend on -b), CUDA_TRAINER (default: the prebuilt one-GPU trainer, else
+# ./train_gpt2cu), PYTHON (python3, with torch), REPRO_FLAGS (extra flags for both trainers). The recipe's own overrides (MODEL B T D STEPS EVERY
 # HS_MAX) pass through: the CPU dry run is
 #   CUDA_TRAINER=./train_gpt2 PYTHON=/usr/bin/python3 MODEL=L2:C64:H4 B=4 PY_B=4 T=64 D=512 STEPS=6 \
 #     EVERY=3 HS_MAX=40 REPRO_FLAGS="-m 20" RUN=/tmp/repro bash dev/bench/repro_books.sh prepare setup cuda torch report
@@ -46,9 +49,9 @@ ROOT=$(pwd)
 RUN=${RUN:-log_repro_books}
 DATA=${DATA_DIR:-data}
 CARRY=.carry/books
-BUDGET=${REPRO_BUDGET:-560}
+BUDGET=${REPRO_BUDGET:-330}
 PY_B=${PY_B:-32}
-CUDA_TRAINER=${CUDA_TRAINER:-./train_gpt2cu}
+CUDA_TRAINER=${CUDA_TRAINER:-}   # empty: the one setup prepared (written to $RUN/cuda_trainer)
 PYTHON=${PYTHON:-python3}
 STEPS=${STEPS:-1100}
 SHARED=${SHARED_DATA:-../shared/data}
@@ -95,17 +98,36 @@ for name in sorted(os.listdir(carry)):
     print(f"setup: {dest} ({os.path.getsize(dest)} bytes)")
 EOF
     fi
-    if [ "$(basename "$CUDA_TRAINER")" = train_gpt2cu ]; then
+    # the one-GPU trainer built on the build machine (dev/gpu/prebuilt.sh, carried in
+    # .carry/prebuilt) when it matches this tree and loads here; else built here
+    if [ -z "$CUDA_TRAINER" ] && bash dev/gpu/prebuilt.sh install build/single_gpu/train_gpt2cu > "$RUN/prebuilt.log" 2>&1; then
+        echo build/single_gpu/train_gpt2cu > "$RUN/cuda_trainer"
+        sed -n 's/^prebuilt: /setup: prebuilt: /p' "$RUN/prebuilt.log"
+    elif [ -z "$CUDA_TRAINER" ] || [ "$(basename "$CUDA_TRAINER")" = train_gpt2cu ]; then
+        [ -f "$RUN/prebuilt.log" ] && echo "setup: $(tail -1 "$RUN/prebuilt.log")"
         make train_gpt2cu > "$RUN/build.log" 2>&1 || { tail -20 "$RUN/build.log"; exit 1; }
+        echo ./train_gpt2cu > "$RUN/cuda_trainer"
     fi
     command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
     "$PYTHON" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
 }
 
+# the CUDA trainer: CUDA_TRAINER, else the one setup installed or built
+cuda_trainer() {
+    if [ -n "$CUDA_TRAINER" ]; then echo "$CUDA_TRAINER"; else cat "$RUN/cuda_trainer" 2> /dev/null || echo ./train_gpt2cu; fi
+}
+
 # run_trainer <name> <trainer> <B>: scripts/run_gpt2_124M_books.sh with this trainer into $RUN/<name>,
 # until it finishes or this call's budget is spent (then SIGTERM: checkpoint, exit 0; call again)
 run_trainer() {
-    local name=$1 trainer=$2 b=$3 out="$RUN/$1"
+    local name=$1 trainer=$2 b=$3 out="$RUN/$1" build=1
+    # a prebuilt binary: its libraries' folders as install found them, and no make (which would
+    # find it stale by its date and rebuild it)
+    if [ "$trainer" = build/single_gpu/train_gpt2cu ] && [ -f build/prebuilt/ld_library_path ]; then
+        build=0
+        export LD_LIBRARY_PATH
+        LD_LIBRARY_PATH=$(cat build/prebuilt/ld_library_path)
+    fi
     if grep -q "^s:$STEPS tel:" "$out/main.log" 2>/dev/null; then echo "$name: already finished"; return; fi
     local t=$(($(left) - 30))
     [ $t -gt 60 ] || { echo "$name: not started, $(left) s left in this call; run the phase again"; return; }
@@ -114,7 +136,7 @@ run_trainer() {
     mkdir -p "$RUN/bin"
     ln -sf "$(command -v "$PYTHON")" "$RUN/bin/python3"
     # shellcheck disable=SC2086  # REPRO_FLAGS: extra trainer flags, word-split on purpose
-    PATH="$(realpath "$RUN/bin"):$PATH" TRAINER="$trainer" B="$b" OUT="$out" DATA_DIR="$DATA" \
+    PATH="$(realpath "$RUN/bin"):$PATH" TRAINER="$trainer" BUILD=$build B="$b" OUT="$out" DATA_DIR="$DATA" \
         PYTHONUNBUFFERED=1 timeout --preserve-status -s TERM -k 120 "$t" \
         bash scripts/run_gpt2_124M_books.sh ${REPRO_FLAGS:-} >> "$RUN/$name.out" 2>&1 \
         || { echo "$name: the trainer failed:"; tail -5 "$RUN/$name.out"; exit 1; }
@@ -138,7 +160,8 @@ for name in ("cuda", "torch"):
         for key in ("tel", "hsw"):
             if key in f:
                 last[key] = (int(f["s"]), float(f[key]))
-    out = open(f"{run}/{name}.out").read()
+    # errors="replace": generated samples may end inside a multi-byte character
+    out = open(f"{run}/{name}.out", errors="replace").read()
     # per-step time of the step lines (evaluation, sampling and checkpoints are outside it);
     # the median leaves out the first step (compilation, warm-up) of every launch
     ms = [float(m) for m in re.findall(r"^step \d+/\d+ \|.*?\| ([0-9.]+) ms \|", out, re.M)]
@@ -165,7 +188,7 @@ for phase in "$@"; do
     case $phase in
         prepare) prepare ;;
         setup) setup ;;
-        cuda) run_trainer cuda "$CUDA_TRAINER" "${B:-64}" ;;
+        cuda) run_trainer cuda "$(cuda_trainer)" "${B:-64}" ;;
         torch) run_trainer torch ./train_gpt2.py "$PY_B" ;;
         report) report ;;
         *) echo "unknown phase '$phase' (prepare setup cuda torch report)"; exit 2 ;;

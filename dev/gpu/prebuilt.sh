@@ -4,8 +4,8 @@
 # workbenches) would take two of them, on every fresh machine. The build machine has the same
 # CUDA 13.0, and dev/gpu/emulate_device.sh gives it the GPU machine's NCCL and cuDNN wheels and the
 # OpenMPI of .carry/debs; so it builds every CUDA binary a GPU call runs, and this script packs them
-# into .carry/prebuilt (carried with .carry): binaries.tar.xz (the 16 binaries, 28 MB, are about 7
-# MB compressed: less of the 64 MiB a call carries, and a shorter transfer, which is device time)
+# into .carry/prebuilt (carried with .carry): binaries.tar.xz (the 17 binaries, 31 MB, are 3.6 MB
+# compressed: less of the 64 MiB a call carries, and a shorter transfer, which is device time)
 # and MANIFEST, with the digest of the sources they came from. On the GPU machine
 # dev/test/test_gpu.sh's build part installs them when the tree there has that digest and every
 # binary finds its libraries; otherwise it builds them there, as before.
@@ -13,7 +13,10 @@
 #   dev/gpu/prebuilt.sh build     build machine (root, network for the first setup): builds in the
 #                                 emulated layout (test_gpu.sh build, the workbenches), then packs
 #   dev/gpu/prebuilt.sh pack      packs what is built (the build form runs it)
-#   dev/gpu/prebuilt.sh install   GPU machine: checks the digest, unpacks (Python's lzma: no xz
+#   dev/gpu/prebuilt.sh install [BINARY...]
+#                                 GPU machine: all of them, or only those named (e.g.
+#                                 build/single_gpu/train_gpt2cu, which needs no MPI): checks the
+#                                 digest, unpacks (Python's lzma: no xz
 #                                 binary needed) into build/prebuilt/stage, checks each binary's
 #                                 libraries (ldd, with LD_LIBRARY_PATH + the NCCL, cuDNN and NVRTC
 #                                 folders found there), then copies them into place and writes
@@ -28,8 +31,10 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT" || exit 1
 PACK=${PREBUILT_DIR:-.carry/prebuilt}
 # what the GPU calls run: the trainer and its tests and benchmarks, the sm_80-only trainer, the
-# drop-wait test build, the kernel workbenches, llm.c's trainer
+# drop-wait test build, the one-GPU trainer (the scaled reproduction), the kernel workbenches,
+# llm.c's trainer
 BINARIES=(train_gpt2cu test_gpt2cu build/bench_layers build/drop_wait/train_gpt2cu build/arch_80/train_gpt2cu
+          build/single_gpu/train_gpt2cu
           build/cuda/host_logic_test build/cuda/encoder build/cuda/layernorm build/cuda/matmul build/cuda/gelu build/cuda/fused_classifier
           build/cuda/adamw build/cuda/muon build/cuda/global_norm build/cuda/attention build/llmc/src/train_gpt2cu)
 die() { echo "prebuilt: $*" >&2; exit 1; }
@@ -70,7 +75,7 @@ build() {
     # the build part of test_gpu.sh (MPI from .carry/debs, NCCL and cuDNN from the wheels), then
     # the workbenches, then pack, all inside the emulated layout
     OUT=$out TEST_GPU_PREBUILT=no TEST_GPU_MPI=carry dev/gpu/emulate_device.sh bash -c \
-        'bash dev/test/test_gpu.sh build && make --no-print-directory -j "$(nproc)" cuda-kernels CUDA_ARCHS=90a && bash dev/gpu/prebuilt.sh pack'
+        'bash dev/test/test_gpu.sh build && make --no-print-directory -j "$(nproc)" cuda-kernels build/single_gpu/train_gpt2cu CUDA_ARCHS=90a && bash dev/gpu/prebuilt.sh pack'
     local rc=$?
     sed 's/^/  /' "$out/summary.txt" 2> /dev/null
     rm -rf "$out"
@@ -87,6 +92,10 @@ lib_path() {
 install() {
     [ -f "$PACK/MANIFEST" ] && [ -f "$PACK/binaries.tar.xz" ] || die "no $PACK (dev/gpu/prebuilt.sh build, on the build machine, makes it)"
     local want have libs b bad=() stage=build/prebuilt/stage
+    if [ $# -gt 0 ]; then
+        for b in "$@"; do [[ " ${BINARIES[*]} " == *" $b "* ]] || die "$b is not one of the prebuilt binaries (${BINARIES[*]})"; done
+        BINARIES=("$@")
+    fi
     want=$(sed -n 's/^digest //p' "$PACK/MANIFEST")
     have=$(digest)
     [ "$want" = "$have" ] || die "$PACK was built from other sources (digest $want, this tree $have): building here"
@@ -115,6 +124,6 @@ case "${1:-}" in
     digest) digest ;;
     pack) pack ;;
     build) build ;;
-    install) install ;;
-    *) echo "usage: $0 build | pack | install | digest" >&2; exit 2 ;;
+    install) shift; install "$@" ;;
+    *) echo "usage: $0 build | pack | install [BINARY...] | digest" >&2; exit 2 ;;
 esac

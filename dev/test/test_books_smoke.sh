@@ -2,7 +2,8 @@
 # CPU smoke version of scripts/run_gpt2_124M_books.sh: the same script, the same data recipes
 # (on a slice of the book corpus) and the same HellaSwag file, with train_gpt2 and a tiny model
 # for a few steps. Checks that val loss and HellaSwag are logged at every eval step, that the
-# checkpoints are kept as asked, and that relaunching the script resumes.
+# checkpoints are kept as asked, and that relaunching the script resumes; then the driver of the
+# scaled reproduction (dev/bench/repro_books.sh) end to end, the CPU trainer against train_gpt2.py.
 #   bash dev/test/test_books_smoke.sh      (from the repo root)
 SHARED=$(realpath -m "${SHARED_DATA:-../shared/data}")
 source "$(dirname "$0")/lib.sh" test_books_smoke ./train_gpt2
@@ -33,4 +34,21 @@ env "${SMOKE[@]}" STEPS=9 bash "$ROOT/scripts/run_gpt2_124M_books.sh" -tk "$TOKE
 grep -q "resumed from checkpoint 6" "$TMP/run2.txt" || bad "the relaunch did not resume from checkpoint 6"
 grep -q "^s:8 trl:" "$log" || bad "the resumed run did not reach step 9"
 ok "the books recipe ran, logged val/HellaSwag at steps 0, 3, 6, kept 2 checkpoints and resumed"
+
+# the scaled reproduction's driver (dev/bench/repro_books.sh, issue 14's GPU runs) on the same
+# data, with the CPU trainer in the CUDA trainer's place and train_gpt2.py on the CPU: both runs,
+# the plot and the summary; the two trainers start from the same model and read the same tokens,
+# so their final val losses agree (the DDP twin's 1e-4)
+REPRO=(CUDA_TRAINER="$TRAINER" PYTHON="$PY" DATA_DIR="$TMP/data" RUN="$TMP/repro" MODEL=L2:C64:H4 B=4 PY_B=4 T=64 D=512
+       STEPS=6 EVERY=3 HS_MAX=8 REPRO_FLAGS="-tk $TOKENIZER_BIN")
+if env "${REPRO[@]}" bash "$ROOT/dev/bench/repro_books.sh" setup cuda torch report > "$TMP/repro.txt" 2>&1; then
+    ratio=$(sed -n 's/^val-loss ratio .* = \([0-9.]*\) .*/\1/p' "$TMP/repro.txt")
+    if [ -s "$TMP/repro/repro_books.png" ] && awk -v r="$ratio" 'BEGIN { exit !(r != "" && r > 0.9999 && r < 1.0001) }'; then
+        ok "repro_books.sh setup cuda torch report: both runs, the plot, val-loss ratio $ratio"
+    else
+        bad "repro_books.sh: val-loss ratio '$ratio' (expected 1.0000 within 1e-4) or no plot"; tail -5 "$TMP/repro.txt"
+    fi
+else
+    bad "repro_books.sh failed:"; tail -10 "$TMP/repro.txt"
+fi
 finish

@@ -9,7 +9,8 @@
 #    workbench or of llm.c's carried tree and with a renamed source, and not with the README;
 #  - install refuses, naming the reason and leaving every installed binary as it was, when the
 #    sources differ, when a binary is missing from the pack, when a binary needs a library that is
-#    not there (named in the message), and when the archive is damaged;
+#    not there (named in the message), when the archive is damaged, and for a name it does not
+#    pack; installing named binaries only takes those, whatever the others need;
 #  - without a pack, one line that says how to make one.
 # Usage, from the repo root: bash dev/test/test_prebuilt.sh
 source "$(dirname "$0")/lib.sh" test_prebuilt
@@ -75,9 +76,9 @@ check_digest "a renamed header" differs "mv tree/llmc/guard.h tree/llmc/guard2.h
 [ "$("${P[@]}" digest)" = "$d0" ] || bad "the tree was not restored after the digest checks"
 
 # ---- refusals: each names its reason and installs nothing
-refused() {  # refused <what> <needle>: install exits non-zero, says <needle>, leaves train_gpt2cu as it was
+refused() {  # refused <what> <needle> [binary...]: install exits non-zero, says <needle>, leaves train_gpt2cu as it was
     echo "not installed" > tree/train_gpt2cu
-    if "${P[@]}" install > refuse.txt 2>&1; then
+    if "${P[@]}" install "${@:3}" > refuse.txt 2>&1; then
         bad "install with $1 succeeded"
     elif ! grep -q -- "$2" refuse.txt || [ "$(wc -l < refuse.txt)" -ne 1 ]; then
         bad "install with $1: expected one line with '$2', got: $(cat refuse.txt)"
@@ -96,6 +97,16 @@ refused "a binary missing from the pack" "build/cuda/muon: missing"
 cp needs_gone orig/build/bench_layers && rm libgone.so
 (cd orig && tar -cf - "${BINARIES[@]}" | xz > ../tree/.carry/prebuilt/binaries.tar.xz)
 refused "a library missing" "build/bench_layers: libgone.so => not found"
+# install of named binaries only: the one-GPU trainer goes in although bench_layers would not load;
+# train_gpt2cu is left alone; a name that is not packed is refused
+echo "not installed" > tree/train_gpt2cu && rm -f tree/build/single_gpu/train_gpt2cu
+if "${P[@]}" install build/single_gpu/train_gpt2cu > subset.txt 2>&1 && cmp -s tree/build/single_gpu/train_gpt2cu orig/build/single_gpu/train_gpt2cu \
+   && [ "$(cat tree/train_gpt2cu)" = "not installed" ]; then
+    ok "install build/single_gpu/train_gpt2cu alone: installed, nothing else touched"
+else
+    bad "install of one named binary: $(cat subset.txt)"
+fi
+refused "a name not in the pack" "no_such_binary is not one of the prebuilt binaries" no_such_binary
 echo "not an archive" > tree/.carry/prebuilt/binaries.tar.xz
 refused "a damaged pack" "could not unpack"
 rm -rf tree/.carry/prebuilt
