@@ -116,7 +116,9 @@ tarfile.open(sys.argv[1]).extractall(sys.argv[2], **kw)' "$PACK/binaries.tar.xz"
     for b in "${BINARIES[@]}"; do mkdir -p "$(dirname "$b")" && cp -f "$stage/$b" "$b"; done
     rm -rf "$stage" "$stage.err"
     mkdir -p build/prebuilt && echo "$LD_LIBRARY_PATH" > build/prebuilt/ld_library_path
-    echo "prebuilt: ${#BINARIES[@]} binaries installed, $(grep -E '^(commit|built) ' "$PACK/MANIFEST" | paste -sd' ' -)"
+    local what="all ${#BINARIES[@]} binaries"
+    [ $# -gt 0 ] && what="$*"
+    echo "prebuilt: installed $what, $(grep -E '^(commit|built) ' "$PACK/MANIFEST" | paste -sd' ' -)"
     echo "prebuilt: library path $LD_LIBRARY_PATH"
 }
 
