@@ -4,7 +4,7 @@
 # workbenches) would take two of them, on every fresh machine. The build machine has the same
 # CUDA 13.0, and dev/gpu/emulate_device.sh gives it the GPU machine's NCCL and cuDNN wheels and the
 # OpenMPI of .carry/debs; so it builds every CUDA binary a GPU call runs, and this script packs them
-# into .carry/prebuilt (carried with .carry): binaries.tar.xz (the 17 binaries, 31 MB, are 3.6 MB
+# into .carry/prebuilt (carried with .carry): binaries.tar.xz (the 17 binaries, 31 MB, are 3.4 MB
 # compressed: less of the 64 MiB a call carries, and a shorter transfer, which is device time)
 # and MANIFEST, with the digest of the sources they came from. On the GPU machine
 # dev/test/test_gpu.sh's build part installs them when the tree there has that digest and every
