@@ -94,6 +94,80 @@ static void reset_model(GPT2 *m, const char *path) {
     gpt2_sync(m, "a test reset");
 }
 
+// the trainer's flags for the fixture: -e <fixture> at the reference debug state's B and T, -at
+// from LLMC_ATTENTION (default own), -ge from LLMC_GELU_FUSION
+static void fixture_args(TrainArgs *targs, const char *model_path, const char *state_path) {
+    args_defaults(targs);
+    targs->model = model_path;
+    debug_state_shape(state_path, &targs->B, &targs->T);
+    const char *att_name = getenv("LLMC_ATTENTION");
+    if (att_name && *att_name) { targs->attention = att_name; }
+    (void)attention_impl(targs->attention, "LLMC_ATTENTION");  // a bad value is named as the variable, not as -at
+    const char *ge = getenv("LLMC_GELU_FUSION");
+    if (ge && *ge) {
+        if (strcmp(ge, "0") && strcmp(ge, "1") && strcmp(ge, "2")) { llmc_die("LLMC_GELU_FUSION=%s: expected 0, 1 or 2 (-ge)", ge); }
+        targs->gelu_fusion = atoi(ge);
+    }
+}
+
+// 1. forward (evaluation mode keeps the logits): logits and the mean loss against the reference's
+static int check_forward(GPT2 *model, Backend *bk, const DebugState *ds, int B, int T) {
+    const int V = model->config.vocab_size, Vp = model->config.padded_vocab_size;
+    const size_t BT = (size_t)B * T;
+    gpt2_forward(model, ds->x, ds->y, B, T, FWD_EVAL, 1.0f);
+    float *raw = (float *)mallocCheck(BT * Vp * sizeof(float));
+    download_bf16(model, raw, model->acts.logits, BT * Vp);
+    float *logits = (float *)mallocCheck(BT * V * sizeof(float));
+    for (size_t bt = 0; bt < BT; bt++) { memcpy(logits + bt * V, raw + bt * Vp, V * sizeof(float)); }
+    float *losses = (float *)mallocCheck(BT * sizeof(float));
+    bk->forward_losses(bk, ds->x, ds->y, B, T, losses);
+    double loss_sum = 0.0;
+    for (size_t i = 0; i < BT; i++) { loss_sum += losses[i]; }
+    const float loss = (float)(loss_sum / BT);
+    printf("forward:\n");
+    int failed = check_tensor("logits", logits, ds->logits, BT * V, TOL_LOGITS, 0.0f);
+    failed |= check_loss(loss, ds->loss, TOL_LOSS);
+    free(raw); free(logits); free(losses);
+    return failed;
+}
+
+// 2. backward: one micro-step with dloss = 1/(B*T), the mean loss's gradient, each parameter
+// tensor's gradient against the reference's
+static int check_backward(GPT2 *model, Backend *bk, const DebugState *ds, int B, int T) {
+    const size_t P = model->num_params;
+    bk->train_micro_step(bk, ds->x, ds->y, B, T, 1.0f / (float)((size_t)B * T), 0, 1);
+    float *grads = (float *)mallocCheck(P * sizeof(float));
+    download_bf16(model, grads, model->grads_memory, P);
+    int failed = check_param_grads(grads, ds, model->param_sizes, grad_tol);
+    free(grads);
+    return failed;
+}
+
+// 4. determinism: the trajectory's steps again from a fresh load, bitwise equal to the first run's
+// losses, norms and parameters (crc_run1)
+static int check_determinism(GPT2 *model, Backend *bk, TestTrainer *tt, Comm *comm, DebugState *ds, const Trajectory *tr,
+                             const char *model_path, const float *traj_loss, const float *traj_norm, uint32_t crc_run1) {
+    reset_model(model, model_path);
+    test_trainer_init(tt, comm, ds, tr);
+    int nondet = 0;
+    for (int s = 0; s < tr->steps; s++) {
+        float norm;
+        float l = backend_step(bk, tt, ds, &norm);
+        if (memcmp(&l, &traj_loss[s], sizeof(float)) != 0 || memcmp(&norm, &traj_norm[s], sizeof(float)) != 0) {
+            if (nondet < 5) {
+                printf("    rerun step %d: loss %.9g norm %.9g, first run %.9g %.9g\n", s, l, norm, traj_loss[s], traj_norm[s]);
+            }
+            nondet++;
+        }
+    }
+    if (bk->params_crc(bk) != crc_run1) {
+        printf("    parameters after the rerun differ from the first run\n");
+        nondet++;
+    }
+    printf("determinism: %d steps twice: %s\n", tr->steps, nondet ? "FAIL (not bitwise identical)" : "ok (bitwise identical)");
+    return nondet > 0;
+}
+
 int main(int argc, char **argv) {
     Comm comm;
     ModelTestArgs args = model_test_start(argc, argv, &comm);
@@ -102,20 +176,9 @@ int main(int argc, char **argv) {
     const int device = gpu_select_device(&comm, (const void *)cast_fp32_to_bf16_kernel, LLMC_CUDA_ARCHS);
     cublas_init();
 
-    // ---- the model of the fixture at the reference debug state's B and T, built as the trainer
-    // builds it from flags: -e <fixture> -b B -t T, -at from LLMC_ATTENTION (default own), -ge from LLMC_GELU_FUSION
+    // ---- the model of the fixture, built as the trainer builds it from flags
     TrainArgs targs;
-    args_defaults(&targs);
-    targs.model = model_path;
-    debug_state_shape(state_path, &targs.B, &targs.T);
-    const char *att_name = getenv("LLMC_ATTENTION");
-    if (att_name && *att_name) { targs.attention = att_name; }
-    (void)attention_impl(targs.attention, "LLMC_ATTENTION");  // a bad value is named as the variable, not as -at
-    const char *ge = getenv("LLMC_GELU_FUSION");
-    if (ge && *ge) {
-        if (strcmp(ge, "0") && strcmp(ge, "1") && strcmp(ge, "2")) { llmc_die("LLMC_GELU_FUSION=%s: expected 0, 1 or 2 (-ge)", ge); }
-        targs.gelu_fusion = atoi(ge);
-    }
+    fixture_args(&targs, model_path, state_path);
     const int B = targs.B, T = targs.T;
     GPT2Config config;
     train_resolve_model(&targs, &config);
@@ -124,45 +187,16 @@ int main(int argc, char **argv) {
     gpt2_init_from_args(&model, &targs, 1);
     Backend bk;
     gpt2_make_backend(&bk, &model, T, gpu_peak_flops(device, NULL, 0));
-    const int V = model.config.vocab_size, Vp = model.config.padded_vocab_size;
-    const size_t P = model.num_params, BT = (size_t)B * T;
     DebugState ds;
-    debug_state_read(&ds, state_path, V, P);
+    debug_state_read(&ds, state_path, model.config.vocab_size, model.num_params);
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, device));
     printf("test_gpt2cu on %s: %s, B=%d T=%d, L=%d C=%d NH=%d, %zu parameters, attention %s, GELU -ge %d\n", prop.name,
-           model_path, B, T, model.config.num_layers, model.config.channels, model.config.num_heads, P,
+           model_path, B, T, model.config.num_layers, model.config.channels, model.config.num_heads, model.num_params,
            gpt2_attention_describe(&model), model.gelu_fusion);
 
-    // ---- 1. forward (evaluation mode keeps the logits)
-    gpt2_forward(&model, ds.x, ds.y, B, T, FWD_EVAL, 1.0f);
-    float *raw = (float *)mallocCheck(BT * Vp * sizeof(float));
-    download_bf16(&model, raw, model.acts.logits, BT * Vp);
-    float *logits = (float *)mallocCheck(BT * V * sizeof(float));
-    for (size_t bt = 0; bt < BT; bt++) { memcpy(logits + bt * V, raw + bt * Vp, V * sizeof(float)); }
-    float *losses = (float *)mallocCheck(BT * sizeof(float));
-    bk.forward_losses(&bk, ds.x, ds.y, B, T, losses);
-    double loss_sum = 0.0;
-    for (size_t i = 0; i < BT; i++) { loss_sum += losses[i]; }
-    const float loss = (float)(loss_sum / BT);
-    printf("forward:\n");
-    failed |= check_tensor("logits", logits, ds.logits, BT * V, TOL_LOGITS, 0.0f);
-    float loss_rel = fabsf(loss - ds.loss) / fabsf(ds.loss);
-    int loss_bad = !(loss_rel <= TOL_LOSS);
-    printf("  %-9s %s  ours %.9g ref %.9g (relative diff %.2e, tolerance %.1e)\n", "loss", loss_bad ? "FAIL" : "ok", loss,
-           ds.loss, loss_rel, TOL_LOSS);
-    failed |= loss_bad;
-
-    // ---- 2. backward: one micro-step with dloss = 1/(B*T), the mean loss's gradient
-    bk.train_micro_step(&bk, ds.x, ds.y, B, T, 1.0f / (float)BT, 0, 1);
-    float *grads = (float *)mallocCheck(P * sizeof(float));
-    download_bf16(&model, grads, model.grads_memory, P);
-    printf("backward:\n");
-    size_t off = 0;
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        failed |= check_tensor(gpt2_param_names[i], grads + off, ds.grads + off, model.param_sizes[i], grad_tol[i], 0.0f);
-        off += model.param_sizes[i];
-    }
+    failed |= check_forward(&model, &bk, &ds, B, T);
+    failed |= check_backward(&model, &bk, &ds, B, T);
 
     // ---- 3. the AdamW trajectory
     Trajectory tr;
@@ -174,31 +208,13 @@ int main(int argc, char **argv) {
     failed |= check_trajectory(&bk, &tt, &ds, &tr, TOL_TRAJ_LOSS, TOL_TRAJ_NORM, traj_loss, traj_norm);
     uint32_t crc_run1 = bk.params_crc(&bk);
 
-    // ---- 4. determinism: the same steps again (4 and 5 compare bitwise: a deterministic backward only)
+    // ---- 4 and 5 compare bitwise: a deterministic backward only
     const int deterministic = gpt2_attention_deterministic(&model);
     if (!deterministic) {
         printf("determinism and checkpoint: SKIPPED, the attention backward is not deterministic (%s)\n",
                gpt2_attention_describe(&model));
     } else {
-        reset_model(&model, model_path);
-        test_trainer_init(&tt, &comm, &ds, &tr);
-        int nondet = 0;
-        for (int s = 0; s < tr.steps; s++) {
-            float norm;
-            float l = backend_step(&bk, &tt, &ds, &norm);
-            if (memcmp(&l, &traj_loss[s], sizeof(float)) != 0 || memcmp(&norm, &traj_norm[s], sizeof(float)) != 0) {
-                if (nondet < 5) {
-                    printf("    rerun step %d: loss %.9g norm %.9g, first run %.9g %.9g\n", s, l, norm, traj_loss[s], traj_norm[s]);
-                }
-                nondet++;
-            }
-        }
-        if (bk.params_crc(&bk) != crc_run1) {
-            printf("    parameters after the rerun differ from the first run\n");
-            nondet++;
-        }
-        printf("determinism: %d steps twice: %s\n", tr.steps, nondet ? "FAIL (not bitwise identical)" : "ok (bitwise identical)");
-        failed |= nondet > 0;
+        failed |= check_determinism(&model, &bk, &tt, &comm, &ds, &tr, model_path, traj_loss, traj_norm, crc_run1);
     }
 
     // ---- 5. checkpoint save -> load -> continue, bitwise
@@ -212,7 +228,7 @@ int main(int argc, char **argv) {
         gpt2_free(&fresh);
     }
 
-    free(raw); free(logits); free(losses); free(grads); free(traj_loss); free(traj_norm);
+    free(traj_loss); free(traj_norm);
     debug_state_free(&ds);
     trajectory_free(&tr);
     gpt2_free(&model);

@@ -132,6 +132,28 @@ static int check_tensor(const char *name, const float *ours, const float *ref, s
     return bad > 0;
 }
 
+// the mean loss within tol relative of the reference's: one ok/FAIL line; returns 1 on failure
+static int check_loss(float ours, float ref, float tol) {
+    float rel = fabsf(ours - ref) / fabsf(ref);
+    int bad = !(rel <= tol);
+    printf("  %-9s %s  ours %.9g ref %.9g (relative diff %.2e, tolerance %.1e)\n", "loss", bad ? "FAIL" : "ok", ours, ref,
+           rel, tol);
+    return bad;
+}
+
+// every parameter tensor's gradient (grads: all of them, in file order) against the reference's,
+// tensor i within tols[i] of its largest reference entry (check_tensor); returns 1 on any failure
+static int check_param_grads(const float *grads, const DebugState *ds, const size_t *param_sizes, const float *tols) {
+    printf("backward:\n");
+    int failed = 0;
+    size_t off = 0;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        failed |= check_tensor(gpt2_param_names[i], grads + off, ds->grads + off, param_sizes[i], tols[i], 0.0f);
+        off += param_sizes[i];
+    }
+    return failed;
+}
+
 /*
  * The training of a model test: the flags the trajectory was made with (-l, -c; the rest at their
  * defaults, a constant learning rate), one process, and the state a checkpoint carries. Steps go
