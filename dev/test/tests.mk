@@ -9,7 +9,7 @@ SKIP_OR_FAIL = bash -c '. dev/test/lib.sh --tools && skip_or_fail "$$@"' skip_or
 NVCC_HINT = install the CUDA toolkit 12 or 13 (https://developer.nvidia.com/cuda-downloads) or put nvcc on PATH
 
 TEST_TARGETS = test-build test-model test-loader test-init test-bad-input test-generate test-bootstrap test-mpi test-resume test-checkpoints test-hang test-multihost test-run-state \
-               test-plan test-tensorboard test-hellaswag test-torch-ddp test-muon test-tokenizer test-data test-export test-plot test-bench-tools test-prebuilt test-books-smoke test-finetune \
+               test-plan test-tensorboard test-hellaswag test-torch-ddp test-muon test-tokenizer test-data test-export test-plot test-bench-tools test-prebuilt test-gpu-script test-books-smoke test-finetune \
                test-cuda-build test-cuda-host test-cuda-sim test-attention-sim test-cuda-trainer-sim \
                test-fuzz test-sanitize
 
@@ -165,6 +165,11 @@ test-bench-tools:
 # dev/gpu/prebuilt.sh: whether a GPU session installs the binaries built here or builds its own
 test-prebuilt:
 	bash dev/test/test_prebuilt.sh
+
+# dev/test/test_gpu.sh, every part, with stand-ins for the CUDA binaries and the GPU tools: the
+# script's own faults show here, not in a GPU session
+test-gpu-script:
+	PYTHON=$(PYTHON) bash dev/test/test_gpu_script.sh
 
 # the CPU smoke version of scripts/run_gpt2_124M_books.sh (needs ../shared/data)
 test-books-smoke: train_gpt2 gpt2_tokenize

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Runs dev/test/test_gpu.sh, every part, on this machine without a GPU, so that a fault in the
+# script itself (an unset variable under set -u, a misspelt command, a step that never reports, a
+# summary or log pack that is not written) shows here and not in a GPU session's 15 minutes. On a
+# copy of the sources, with programs standing in for the 17 CUDA binaries (each says "no CUDA GPU
+# is visible" and exits 1, as a real one does here) installed through dev/gpu/prebuilt.sh as on the
+# GPU machine, and the fixtures stubbed (their make target is up to date). Checks:
+#  - the script ends with its "== done" line and exit status 1 (GPU steps fail here);
+#  - prebuilt PASS, nothing compiled but the CPU trainer, the bad_no_gpu check PASS (it expects
+#    that message);
+#  - every step of every part reports exactly once (PASS, FAIL, TIMEOUT or SKIP), in the order of
+#    the parts;
+#  - nothing in its output or any step's log says "unbound variable", "syntax error", "command not
+#    found" (but for nvidia-smi, absent here) or "test_gpu.sh: line N" (a shell error of its own);
+#  - test_gpu_logs.tgz holds a log for every step that ran;
+#  - the sanitizer and ncu steps (stand-ins for both tools) pass, and the racecheck filter reaches
+#    compute-sanitizer as one argument.
+# Usage, from the repo root: bash dev/test/test_gpu_script.sh
+source "$(dirname "$0")/lib.sh" test_gpu_script
+command -v cc > /dev/null || { skip_or_fail test_gpu_script "a C compiler (cc)" "apt-get install gcc"; exit; }
+
+mkdir tree
+(cd "$ROOT" && git ls-files -co --exclude-standard -z | tar --null -T - -cf -) | tar -xf - -C tree
+mkdir -p tree/.carry/llm.c && echo "// llm.c stand-in" > tree/.carry/llm.c/train_gpt2.cu
+read -r -a BINARIES <<< "$(sed -n '/^BINARIES=(/,/)/p' tree/dev/gpu/prebuilt.sh | tr -d '()\\' | sed 's/BINARIES=//' | paste -sd' ')"
+for b in "${BINARIES[@]}"; do
+    mkdir -p "tree/$(dirname "$b")"
+    printf '#include <stdio.h>\nint main(void) { fprintf(stderr, "error: no CUDA GPU is visible (stand-in for %s)\\n"); return 1; }\n' "$b" \
+        | cc -x c - -o "tree/$b" || bad "could not compile the stand-in for $b"
+done
+(cd tree && bash dev/gpu/prebuilt.sh pack > ../pack.txt 2>&1) || { bad "prebuilt.sh pack: $(tail -1 pack.txt)"; finish; }
+for b in "${BINARIES[@]}"; do rm -f "tree/$b"; done
+# the fixtures, up to date for make (train_gpt2.py would take half a minute and 1 GB for d12)
+mkdir -p tree/dev/test/fixtures
+for f in tiny64 d12; do touch "tree/dev/test/fixtures/$f.bin" "tree/dev/test/fixtures/${f}_state.bin" "tree/dev/test/fixtures/${f}_traj.txt"; done
+
+# compute-sanitizer and ncu stand-ins: each argument on a line of its own (how the script quoted
+# them), then a clean report
+mkdir bin
+for t in compute-sanitizer ncu; do
+    printf '#!/bin/sh\nfor a in "$@"; do echo "$a"; done >> %s/%s.args; echo "=====" >> %s/%s.args\necho "========= ERROR SUMMARY: 0 errors"\n' \
+        "$TMP" "$t" "$TMP" "$t" > "bin/$t"
+    chmod +x "bin/$t"
+done
+(cd tree && PATH="$TMP/bin:$PATH" OUT="$TMP/out" TEST_GPU_BUDGET=600 TEST_GPU_PREBUILT=yes PYTHON="$PY" timeout 600 bash dev/test/test_gpu.sh) > run.txt 2>&1
+rc=$?
+S=out/summary.txt
+if grep -q "^== done in [0-9]*s: [0-9]* step(s) failed" "$S" 2> /dev/null && [ $rc -eq 1 ]; then
+    ok "test_gpu.sh ran every part to its end ($(tail -1 "$S" | cut -d' ' -f3-)), exit status 1"
+else
+    bad "test_gpu.sh did not end as expected (exit $rc):"; tail -5 run.txt; tail -3 "$S" 2> /dev/null
+fi
+grep -q "^PASS    prebuilt" "$S" && ok "the stand-ins were installed through prebuilt.sh" || bad "no 'PASS prebuilt' line: $(grep -m1 prebuilt "$S")"
+grep -q "^PASS    bad_no_gpu" "$S" && ok "bad_no_gpu passed on the stand-in's message" || bad "bad_no_gpu did not pass"
+! grep -q "^PASS    build " "$S" || bad "something was built although the prebuilt binaries were installed"
+
+# every step of test_gpu.sh, in its order of appearance in the script (names with a variable part:
+# the loops' names written out)
+expected=(env prebuilt build_cpu fixtures test_gpt2cu_tiny test_gpt2cu_d12 test_gpt2cu_tiny_cudnn test_gpt2cu_d12_cudnn
+          test_gpt2cu_tiny_ge0 test_gpt2cu_d12_ge0 gpu_vs_cpu determinism_2proc resume_bitwise bad_no_gpu bad_too_large bad_arch
+          single single_accum2 nccl_1rank nccl_1rank_zero1 nccl_debug_streams nccl_dropped_waits torchrun_1)
+# MPI as test_gpu.sh finds it here: the system's (mpirun and mpicc), else none (no .carry/debs in the copy)
+mpi=0; command -v mpirun > /dev/null && command -v mpicc > /dev/null && mpi=1
+if [ $mpi = 1 ]; then
+    expected+=(mpi_sanity mpi_np2 mpi_np2_zero1 mpi_zero1_resume_np2 mpi_zero1_resume_np1 mpi_nccl_shared_gpu mpi_kill_rank)
+else
+    expected+=(mpi_np2)  # one SKIP line naming the MPI steps
+fi
+expected+=(memory_d12 memory_d48 bench_d12 bench_attention bench_gelu bench_layers d48 muon_kernel muon_gpu_vs_cpu muon_determinism)
+[ $mpi = 1 ] && expected+=(muon_mpi_np2_zero1)
+expected+=(muon_bench kernels)
+got=$(sed -n 's/^\(PASS\|FAIL\|TIMEOUT\|SKIP\) *\([A-Za-z0-9_]*\).*/\2/p' "$S" | grep -v '^sanitize\|^profile' | paste -sd' ')
+if [ "$got" = "${expected[*]}" ]; then
+    ok "each of the ${#expected[@]} steps before the sanitizers reported once, in order"
+else
+    bad "steps reported: $got"; echo "  expected:       ${expected[*]}"
+fi
+# the sanitizers and the profiler (stand-ins that report no error): every step passes, and the
+# racecheck of test_gpt2cu got cuBLASLt's kernels excluded as one argument
+want="sanitize_build sanitize_memcheck_test_gpt2cu sanitize_memcheck_attention sanitize_racecheck_test_gpt2cu sanitize_racecheck_attention profile_ncu"
+got=$(sed -n 's/^PASS *\(sanitize[a-z0-9_]*\|profile[a-z_]*\).*/\1/p' "$S" | paste -sd' ')
+[ "$got" = "$want" ] && ok "the sanitizer and profiler steps passed: $got" || bad "sanitizer/profiler steps passed: '$got', expected '$want'"
+grep -qx "regex=nvjet|xmma|cutlass|gemm|gemv|splitK|cublas" compute-sanitizer.args \
+    && [ "$(grep -c -x -- "--kernel-name-exclude" compute-sanitizer.args)" = 1 ] \
+    && ok "racecheck of test_gpt2cu alone excludes cuBLASLt's kernels, as one argument" \
+    || bad "the racecheck filter did not reach compute-sanitizer as one argument: $(grep -A1 -- --kernel-name-exclude compute-sanitizer.args | paste -sd' ')"
+grep -qx -- "--clock-control" ncu.args && grep -qx "none" ncu.args && ok "ncu ran with --clock-control none" || bad "ncu's arguments: $(head -5 ncu.args | paste -sd' ')"
+
+mkdir logs_back && tar -xzf out/test_gpu_logs.tgz -C logs_back 2> /dev/null || bad "out/test_gpu_logs.tgz is missing or damaged"
+missing=()
+for s in $(sed -n 's/^\(PASS\|FAIL\|TIMEOUT\) *\([A-Za-z0-9_]*\).*/\2/p' "$S"); do
+    [ "$s" = prebuilt ] || [ -f "logs_back/logs/$s.log" ] || missing+=("$s")
+done
+[ ${#missing[@]} -eq 0 ] && ok "the log pack holds every step's log" || bad "logs missing from the pack: ${missing[*]}"
+faults=$(cat run.txt logs_back/logs/*.log | grep -E "unbound variable|command not found|syntax error|test_gpu.sh: line [0-9]+" \
+         | grep -v "nvidia-smi: command not found" | sort -u | head -5)
+[ -z "$faults" ] && ok "no unbound variable, missing command or syntax error in the output and the logs" || bad "script faults: $faults"
+finish
