@@ -666,10 +666,8 @@ static int st_cmp_begin(const void *a, const void *b) {
     return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
-// reads and validates the header: every tensor's offsets lie inside the file, match its shape, and
-// overlap no other tensor's
-static void st_open(StFile *sf, const char *path) {
-    sf->path = path;
+// the length-prefixed JSON header into sf->header; sets the file size and data_start
+static void st_read_header(StFile *sf, const char *path) {
     FILE *fp = fopen_regular(path, "safetensors file (-i)", &sf->file_size);
     if (sf->file_size < 8) {
         llmc_die("safetensors file '%s' is %lld bytes, shorter than the 8-byte header length (truncated?)", path,
@@ -703,59 +701,74 @@ static void st_open(StFile *sf, const char *path) {
     }
     free(text);
     sf->data_start = 8 + (long long)n;
-    long long data_len = sf->file_size - sf->data_start;
-    sf->tensors = (StTensor *)callocCheck((size_t)sf->header.count, sizeof(StTensor));
-    sf->count = 0;
-    for (int i = 0; i < sf->header.count; i++) {
-        const char *name = sf->header.keys[i];
-        const JsonValue *v = &sf->header.items[i];
-        if (strcmp(name, "__metadata__") == 0) { continue; }
-        const JsonValue *dt = json_get(v, "dtype"), *sh = json_get(v, "shape"), *off = json_get(v, "data_offsets");
-        if (!dt || dt->type != JSON_STRING || !sh || sh->type != JSON_ARRAY || !off || off->type != JSON_ARRAY ||
-            off->count != 2 || !off->items[0].is_integer || !off->items[1].is_integer || sh->count > 8) {
-            llmc_die("safetensors file '%s': entry '%s' needs \"dtype\", \"shape\" and two \"data_offsets\"", path, name);
-        }
-        StTensor *t = &sf->tensors[sf->count++];
-        t->name = name;
-        t->dtype = dt->string;
-        t->elem = st_dtype_size(t->dtype);
-        t->ndim = sh->count;
-        size_t numel = 1, bytes;
-        for (int d = 0; d < sh->count; d++) {
-            if (!sh->items[d].is_integer || sh->items[d].integer < 0 || sh->items[d].integer > (1LL << 40) ||
-                ckd_mul_size(&numel, numel, (size_t)sh->items[d].integer)) {
-                llmc_die("safetensors file '%s': tensor '%s' has a bad shape (a dimension is not an integer in "
-                         "0..2^40, or their product overflows)", path, name);
-            }
-            t->shape[d] = sh->items[d].integer;
-        }
-        long long b = off->items[0].integer, e = off->items[1].integer;
-        if (b < 0 || e < b) {
-            llmc_die("safetensors file '%s': tensor '%s' has bad data_offsets [%lld, %lld]", path, name, b, e);
-        }
-        if (e > data_len) {
-            llmc_die("safetensors file '%s' is truncated: tensor '%s' ends at data byte %lld but the file holds %lld data bytes",
-                     path, name, e, data_len);
-        }
-        if (t->elem && (ckd_mul_size(&bytes, numel, (size_t)t->elem) || (size_t)(e - b) != bytes)) {
-            llmc_die("safetensors file '%s': tensor '%s' (%s, %zu elements) spans %lld bytes, which does not match "
-                     "its shape", path, name, t->dtype, numel, e - b);
-        }
-        t->begin = sf->data_start + b;
-        t->end = sf->data_start + e;
+}
+
+// one header entry into t: its dtype, a shape of at most 8 dimensions whose size matches its data
+// offsets, which lie inside the data_len bytes after the header
+static void st_read_entry(StTensor *t, const StFile *sf, const char *name, const JsonValue *v, long long data_len) {
+    const char *path = sf->path;
+    const JsonValue *dt = json_get(v, "dtype"), *sh = json_get(v, "shape"), *off = json_get(v, "data_offsets");
+    if (!dt || dt->type != JSON_STRING || !sh || sh->type != JSON_ARRAY || !off || off->type != JSON_ARRAY ||
+        off->count != 2 || !off->items[0].is_integer || !off->items[1].is_integer || sh->count > 8) {
+        llmc_die("safetensors file '%s': entry '%s' needs \"dtype\", \"shape\" and two \"data_offsets\"", path, name);
     }
-    // no two tensors share bytes (as the format requires), so the tensors a model needs cannot
-    // claim more data than the file holds: memory sized from the shapes is bounded by the file
+    t->name = name;
+    t->dtype = dt->string;
+    t->elem = st_dtype_size(t->dtype);
+    t->ndim = sh->count;
+    size_t numel = 1, bytes;
+    for (int d = 0; d < sh->count; d++) {
+        if (!sh->items[d].is_integer || sh->items[d].integer < 0 || sh->items[d].integer > (1LL << 40) ||
+            ckd_mul_size(&numel, numel, (size_t)sh->items[d].integer)) {
+            llmc_die("safetensors file '%s': tensor '%s' has a bad shape (a dimension is not an integer in "
+                     "0..2^40, or their product overflows)", path, name);
+        }
+        t->shape[d] = sh->items[d].integer;
+    }
+    long long b = off->items[0].integer, e = off->items[1].integer;
+    if (b < 0 || e < b) {
+        llmc_die("safetensors file '%s': tensor '%s' has bad data_offsets [%lld, %lld]", path, name, b, e);
+    }
+    if (e > data_len) {
+        llmc_die("safetensors file '%s' is truncated: tensor '%s' ends at data byte %lld but the file holds %lld data bytes",
+                 path, name, e, data_len);
+    }
+    if (t->elem && (ckd_mul_size(&bytes, numel, (size_t)t->elem) || (size_t)(e - b) != bytes)) {
+        llmc_die("safetensors file '%s': tensor '%s' (%s, %zu elements) spans %lld bytes, which does not match "
+                 "its shape", path, name, t->dtype, numel, e - b);
+    }
+    t->begin = sf->data_start + b;
+    t->end = sf->data_start + e;
+}
+
+// no two tensors share bytes (as the format requires), so the tensors a model needs cannot claim
+// more data than the file holds: memory sized from the shapes is bounded by the file
+static void st_check_no_overlap(const StFile *sf) {
     StTensor **by_begin = (StTensor **)mallocCheck((size_t)(sf->count > 0 ? sf->count : 1) * sizeof(StTensor *));
     for (int i = 0; i < sf->count; i++) { by_begin[i] = &sf->tensors[i]; }
     qsort(by_begin, (size_t)sf->count, sizeof(StTensor *), st_cmp_begin);
     for (int i = 1; i < sf->count; i++) {
         if (by_begin[i]->begin < by_begin[i - 1]->end) {
-            llmc_die("safetensors file '%s': tensors '%s' and '%s' overlap in the data (corrupt header)", path,
+            llmc_die("safetensors file '%s': tensors '%s' and '%s' overlap in the data (corrupt header)", sf->path,
                      by_begin[i - 1]->name, by_begin[i]->name);
         }
     }
     free(by_begin);
+}
+
+// reads and validates the header: every tensor's offsets lie inside the file, match its shape, and
+// overlap no other tensor's
+static void st_open(StFile *sf, const char *path) {
+    sf->path = path;
+    st_read_header(sf, path);
+    long long data_len = sf->file_size - sf->data_start;
+    sf->tensors = (StTensor *)callocCheck((size_t)sf->header.count, sizeof(StTensor));
+    sf->count = 0;
+    for (int i = 0; i < sf->header.count; i++) {
+        if (strcmp(sf->header.keys[i], "__metadata__") == 0) { continue; }
+        st_read_entry(&sf->tensors[sf->count++], sf, sf->header.keys[i], &sf->header.items[i], data_len);
+    }
+    st_check_no_overlap(sf);
 }
 
 static void st_close(StFile *sf) {
