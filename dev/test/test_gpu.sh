@@ -264,6 +264,13 @@ resume_copy() {
     rm -rf "$2" && cp -r "$1" "$2" && rm -f "$2"/DONE_00000010 \
         && awk '{ split($1, f, ":"); if (f[2] < 5) print }' "$1/main.log" > "$2/main.log"
 }
+# children_of <pid>: its child processes, from /proc (pgrep is procps, which a minimal image may lack)
+children_of() {
+    local st
+    for st in /proc/[0-9]*/stat; do
+        awk -v p="$1" '{ sub(/^.*\) /, ""); if ($2 == p) { split(FILENAME, f, "/"); print f[3] } }' "$st" 2> /dev/null
+    done
+}
 # kill_rank <log> <mpirun command...>: SIGKILL one of the job's 2 ranks after its step 2; the job must
 # end with a non-zero status within 60 s (the ranks are mpirun's children)
 kill_rank() {
@@ -272,20 +279,20 @@ kill_rank() {
     job=$!
     for i in $(seq 600); do grep -q "^step 2/" "$log" && break; kill -0 $job 2> /dev/null || break; sleep 0.2; done
     if ! grep -q "^step 2/" "$log"; then echo "the job did not reach step 2:"; cat "$log"; kill -9 $job 2> /dev/null; return 1; fi
-    victim=$(pgrep -P $job | tail -1)
+    victim=$(children_of $job | sort -n | tail -1)
     [ -n "$victim" ] || { echo "no rank process under mpirun ($job)"; kill -9 $job; return 1; }
     start=$(date +%s)
     kill -9 "$victim"
     for i in $(seq 600); do kill -0 $job 2> /dev/null || break; sleep 0.1; done
     if kill -0 $job 2> /dev/null; then
-        echo "rank $victim killed; the job still runs 60 s later"; pkill -9 -P $job; kill -9 $job; return 1
+        echo "rank $victim killed; the job still runs 60 s later"; kill -9 $(children_of $job) $job 2> /dev/null; return 1
     fi
     wait $job; rc=$?
     tail -5 "$log"
     echo "rank $victim killed with SIGKILL: the job ended in $(( $(date +%s) - start )) s with exit status $rc"
     [ $rc -ne 0 ]
 }
-export -f resume_copy kill_rank
+export -f resume_copy kill_rank children_of
 # resumed <output> <run dir> <reference dir> <tol>: the resume said so, and its steps 6-10 make the
 # run's main.log agree with the reference's (all 10 steps)
 resumed() { echo "grep -q 'resumed from checkpoint 5' $1 && compare_logs $2/main.log $3/main.log trl=$4 norm=$4"; }
