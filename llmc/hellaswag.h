@@ -41,7 +41,8 @@ typedef struct {
     uint16_t *stream;  // the file's token stream, which ex points into
 } EvalSet;
 
-static inline void evalset_load(EvalSet *es, const char *path, int vocab_size) {
+// the file's header and its token stream into es->stream; returns the stream's length (uint16s)
+static inline long long evalset_read_stream(EvalSet *es, const char *path) {
     FILE *fp;
     long long size;
     char why[512];
@@ -67,48 +68,61 @@ static inline void evalset_load(EvalSet *es, const char *path, int vocab_size) {
         llmc_die("HellaSwag file '%s' says it holds %d examples, but its %lld bytes hold at most %lld; %s", path, h[2],
                  size, n16 / 9, EVAL_HINT);
     }
+    return n16;
+}
+
+// example i, which starts at s[*p] (of n16): its fields into e (pointing into s), *p past it
+static inline void eval_parse_example(EvalExample *e, const uint16_t *s, long long n16, long long *p, const char *path, int i) {
+    #define EVAL_NEED(k) if (*p + (k) > n16) { llmc_die("HellaSwag file '%s' is truncated in example %d; %s", path, i, EVAL_HINT); }
+    EVAL_NEED(6);
+    long long start = *p;
+    if (s[*p] != 65535) { llmc_die("HellaSwag file '%s' is corrupt: example %d does not start with 65535; %s", path, i, EVAL_HINT); }
+    int bytes = s[*p + 1];
+    e->label = s[*p + 3];
+    e->num_completions = s[*p + 4];
+    if (e->num_completions < 1 || e->num_completions > EVAL_MAX_COMPLETIONS || e->label >= e->num_completions) {
+        llmc_die("HellaSwag file '%s': example %d has %d completions and label %d; %s", path, i, e->num_completions, e->label, EVAL_HINT);
+    }
+    e->ctx_len = s[*p + 5];
+    if (e->ctx_len == 0) { llmc_die("HellaSwag file '%s': example %d has an empty context; %s", path, i, EVAL_HINT); }
+    *p += 6;
+    EVAL_NEED(e->ctx_len);
+    e->ctx = s + *p;
+    *p += e->ctx_len;
+    for (int c = 0; c < e->num_completions; c++) {
+        EVAL_NEED(1);
+        e->end_len[c] = s[(*p)++];
+        EVAL_NEED(e->end_len[c]);
+        e->end[c] = s + *p;
+        *p += e->end_len[c];
+        if (e->end_len[c] == 0) { llmc_die("HellaSwag file '%s': example %d has an empty completion", path, i); }
+    }
+    #undef EVAL_NEED
+    if ((*p - start) * 2 != bytes) {
+        llmc_die("HellaSwag file '%s' is corrupt: example %d says %d bytes, holds %lld; %s", path, i, bytes, (*p - start) * 2, EVAL_HINT);
+    }
+}
+
+// every token of example i (its context, then each completion) below the model's vocab size
+static inline void eval_check_tokens(const EvalExample *e, int vocab_size, const char *path, int i) {
+    for (int c = -1; c < e->num_completions; c++) {
+        const uint16_t *tok = c < 0 ? e->ctx : e->end[c];
+        for (int k = 0; k < (c < 0 ? e->ctx_len : e->end_len[c]); k++) {
+            if (tok[k] >= vocab_size) {
+                llmc_die("HellaSwag file '%s': example %d has token id %d, not below the model's vocab size %d",
+                         path, i, tok[k], vocab_size);
+            }
+        }
+    }
+}
+
+static inline void evalset_load(EvalSet *es, const char *path, int vocab_size) {
+    long long n16 = evalset_read_stream(es, path);
     es->ex = (EvalExample *)mallocCheck((size_t)es->num_examples * sizeof(EvalExample));
     long long p = 0;
     for (int i = 0; i < es->num_examples; i++) {
-        const uint16_t *s = es->stream;
-        #define EVAL_NEED(k) if (p + (k) > n16) { llmc_die("HellaSwag file '%s' is truncated in example %d; %s", path, i, EVAL_HINT); }
-        EVAL_NEED(6);
-        long long start = p;
-        if (s[p] != 65535) { llmc_die("HellaSwag file '%s' is corrupt: example %d does not start with 65535; %s", path, i, EVAL_HINT); }
-        int bytes = s[p + 1];
-        EvalExample *e = &es->ex[i];
-        e->label = s[p + 3];
-        e->num_completions = s[p + 4];
-        if (e->num_completions < 1 || e->num_completions > EVAL_MAX_COMPLETIONS || e->label >= e->num_completions) {
-            llmc_die("HellaSwag file '%s': example %d has %d completions and label %d; %s", path, i, e->num_completions, e->label, EVAL_HINT);
-        }
-        e->ctx_len = s[p + 5];
-        if (e->ctx_len == 0) { llmc_die("HellaSwag file '%s': example %d has an empty context; %s", path, i, EVAL_HINT); }
-        p += 6;
-        EVAL_NEED(e->ctx_len);
-        e->ctx = s + p;
-        p += e->ctx_len;
-        for (int c = 0; c < e->num_completions; c++) {
-            EVAL_NEED(1);
-            e->end_len[c] = s[p++];
-            EVAL_NEED(e->end_len[c]);
-            e->end[c] = s + p;
-            p += e->end_len[c];
-            if (e->end_len[c] == 0) { llmc_die("HellaSwag file '%s': example %d has an empty completion", path, i); }
-        }
-        #undef EVAL_NEED
-        if ((p - start) * 2 != bytes) {
-            llmc_die("HellaSwag file '%s' is corrupt: example %d says %d bytes, holds %lld; %s", path, i, bytes, (p - start) * 2, EVAL_HINT);
-        }
-        for (int c = -1; c < e->num_completions; c++) {  // the context (c = -1), then each completion
-            const uint16_t *tok = c < 0 ? e->ctx : e->end[c];
-            for (int k = 0; k < (c < 0 ? e->ctx_len : e->end_len[c]); k++) {
-                if (tok[k] >= vocab_size) {
-                    llmc_die("HellaSwag file '%s': example %d has token id %d, not below the model's vocab size %d",
-                             path, i, tok[k], vocab_size);
-                }
-            }
-        }
+        eval_parse_example(&es->ex[i], es->stream, n16, &p, path, i);
+        eval_check_tokens(&es->ex[i], vocab_size, path, i);
     }
     if (p != n16) { llmc_die("HellaSwag file '%s' has %lld bytes after its %d examples (corrupt?)", path, (n16 - p) * 2, es->num_examples); }
 }
