@@ -31,20 +31,9 @@ typedef struct {
     uint8_t *token_length;  // [vocab_size] bytes of each token (a token may hold a 0x00 byte)
 } Tokenizer;
 
-// flag: the flag that named the file (-tk, -t), for messages. A missing file is a warning (the
-// caller prints ids); any other file that is not a readable table is an error.
-static void tokenizer_init(Tokenizer *t, const char *filename, const char *flag) {
-    memset(t, 0, sizeof(*t));
-    FILE *f;
-    long long size;
-    char why[512];
-    int err = open_regular(filename, &f, &size, why, sizeof(why));
-    if (err == ENOENT) {
-        llmc_warn("tokenizer file %s '%s' not found; samples print token ids. Make it with: %s", flag, filename,
-                  TOKENIZER_HOWTO);
-        return;
-    }
-    if (err != 0) { llmc_die("tokenizer file %s '%s' %s; give the path of a decode table, made by: %s", flag, filename, why, TOKENIZER_HOWTO); }
+// the 1024-byte header of a decode table of size bytes: its vocab size and EOT id, checked
+// against the file before anything is allocated
+static void tokenizer_read_header(FILE *f, const char *filename, long long size, uint32_t *V_out, uint32_t *eot_out) {
     uint32_t header[256];
     if (fread(header, sizeof(uint32_t), 256, f) != 256) {
         llmc_die("tokenizer file '%s' is truncated (no complete 1024-byte header); remake it with: %s",
@@ -72,8 +61,12 @@ static void tokenizer_init(Tokenizer *t, const char *filename, const char *flag)
         llmc_die("tokenizer file '%s': EOT id %u is not below its vocab size %u; remake it with: %s",
                  filename, eot, V, TOKENIZER_HOWTO);
     }
-    t->vocab_size = V;
-    t->eot_token = (int)eot;
+    *V_out = V;
+    *eot_out = eot;
+}
+
+// the V (length, bytes) entries after the header into t's table; nothing may follow them
+static void tokenizer_read_table(Tokenizer *t, FILE *f, const char *filename, uint32_t V) {
     t->token_table = (char **)mallocCheck((size_t)V * sizeof(char *));
     t->token_length = (uint8_t *)mallocCheck(V);
     for (uint32_t i = 0; i < V; i++) {
@@ -99,6 +92,27 @@ static void tokenizer_init(Tokenizer *t, const char *filename, const char *flag)
         llmc_die("tokenizer file '%s' has data after its %u tokens (corrupt?); remake it with: %s", filename, V,
                  TOKENIZER_HOWTO);
     }
+}
+
+// flag: the flag that named the file (-tk, -t), for messages. A missing file is a warning (the
+// caller prints ids); any other file that is not a readable table is an error.
+static void tokenizer_init(Tokenizer *t, const char *filename, const char *flag) {
+    memset(t, 0, sizeof(*t));
+    FILE *f;
+    long long size;
+    char why[512];
+    int err = open_regular(filename, &f, &size, why, sizeof(why));
+    if (err == ENOENT) {
+        llmc_warn("tokenizer file %s '%s' not found; samples print token ids. Make it with: %s", flag, filename,
+                  TOKENIZER_HOWTO);
+        return;
+    }
+    if (err != 0) { llmc_die("tokenizer file %s '%s' %s; give the path of a decode table, made by: %s", flag, filename, why, TOKENIZER_HOWTO); }
+    uint32_t V, eot;
+    tokenizer_read_header(f, filename, size, &V, &eot);
+    t->vocab_size = V;
+    t->eot_token = (int)eot;
+    tokenizer_read_table(t, f, filename, V);
     fclose(f);
     t->init_ok = 1;
 }
