@@ -14,7 +14,8 @@
 #    found" (but for nvidia-smi, absent here) or "test_gpu.sh: line N" (a shell error of its own);
 #  - test_gpu_logs.tgz holds a log for every step that ran;
 #  - the sanitizer and ncu steps (stand-ins for both tools) pass, and the racecheck filter reaches
-#    compute-sanitizer as one argument.
+#    compute-sanitizer as one argument;
+#  - with a budget (TEST_GPU_BUDGET) the steps that no longer fit say SKIP and the run still ends.
 # Usage, from the repo root: bash dev/test/test_gpu_script.sh
 source "$(dirname "$0")/lib.sh" test_gpu_script
 command -v cc > /dev/null || { skip_or_fail test_gpu_script "a C compiler (cc)" "apt-get install gcc"; exit; }
@@ -95,4 +96,12 @@ done
 faults=$(cat run.txt logs_back/logs/*.log | grep -E "unbound variable|command not found|syntax error|test_gpu.sh: line [0-9]+" \
          | grep -v "nvidia-smi: command not found" | sort -u | head -5)
 [ -z "$faults" ] && ok "no unbound variable, missing command or syntax error in the output and the logs" || bad "script faults: $faults"
+
+# a budget: the steps that no longer fit say SKIP, and the run still ends with its summary
+(cd tree && PATH="$TMP/bin:$PATH" OUT="$TMP/out2" TEST_GPU_BUDGET=55 PYTHON="$PY" timeout 120 bash dev/test/test_gpu.sh test bench) > run2.txt 2>&1
+if grep -q "^SKIP .*(the time budget is used up)" out2/summary.txt && grep -q "^== done in" out2/summary.txt; then
+    ok "TEST_GPU_BUDGET=55: $(grep -c '^SKIP .*budget' out2/summary.txt) steps skipped, the run ended with its summary"
+else
+    bad "TEST_GPU_BUDGET=55: no step skipped, or no summary"; tail -3 out2/summary.txt
+fi
 finish
