@@ -80,7 +80,8 @@ for np in 1 2; do
 done
 if grep -q '^step \|^val loss\|^generating' p2.1.out; then bad "rank 1 printed: $(head -n 2 p2.1.out)"
 else echo "ok   rank 1 printed nothing ($(wc -c < p2.1.out) bytes on stdout)"; fi
-grep -q '(cpu, fp32) | 2 process(es) (torchrun)' p2.0.out || bad "np=2 did not run as 2 torchrun processes: $(head -1 p2.0.out)"
+# the banner names the attention too where torch has SDPA (2.x): "(cpu, fp32, sdpa)"
+grep -qE '\(cpu, fp32(, [a-z]+)?\) \| 2 process\(es\) \(torchrun\)' p2.0.out || bad "np=2 did not run as 2 torchrun processes: $(head -1 p2.0.out)"
 $PY - c2/state_00000012_00000.bin p2/state_00000012_00000.bin <<'EOF' || bad "state file headers differ from the C trainer's"
 import sys, numpy as np
 c, p = (np.fromfile(f, "<i4", count=256) for f in sys.argv[1:])
