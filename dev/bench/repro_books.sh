@@ -132,9 +132,13 @@ run_trainer() {
     local t=$(($(left) - 30))
     [ $t -gt 60 ] || { echo "$name: not started, $(left) s left in this call; run the phase again"; return; }
     echo "$name: running for at most $t s ($trainer, B=$b)"
-    # train_gpt2.py runs through its shebang: python3 on PATH is $PYTHON
+    # train_gpt2.py runs through its shebang: python3 on PATH is $PYTHON, through a script that
+    # execs it by its own path (a symbolic link would not do: a virtual environment's python, as
+    # on the GPU machine, finds its packages from the path it was started by)
     mkdir -p "$RUN/bin"
-    ln -sf "$(command -v "$PYTHON")" "$RUN/bin/python3"
+    rm -f "$RUN/bin/python3"
+    printf '#!/bin/sh\nexec "%s" "$@"\n' "$(command -v "$PYTHON")" > "$RUN/bin/python3"
+    chmod +x "$RUN/bin/python3"
     # shellcheck disable=SC2086  # REPRO_FLAGS: extra trainer flags, word-split on purpose
     PATH="$(realpath "$RUN/bin"):$PATH" TRAINER="$trainer" BUILD=$build B="$b" OUT="$out" DATA_DIR="$DATA" \
         PYTHONUNBUFFERED=1 timeout --preserve-status -s TERM -k 120 "$t" \

@@ -39,9 +39,21 @@ ok "the books recipe ran, logged val/HellaSwag at steps 0, 3, 6, kept 2 checkpoi
 # data, with the CPU trainer in the CUDA trainer's place and train_gpt2.py on the CPU: both runs,
 # the plot and the summary; the two trainers start from the same model and read the same tokens,
 # so their final val losses agree (the DDP twin's 1e-4)
-REPRO=(CUDA_TRAINER="$TRAINER" PYTHON="$PY" DATA_DIR="$TMP/data" RUN="$TMP/repro" MODEL=L2:C64:H4 B=4 PY_B=4 T=64 D=512
-       STEPS=6 EVERY=3 HS_MAX=8 REPRO_FLAGS="-tk $TOKENIZER_BIN")
+# Its python is a virtual environment's (the GPU machine's python3 is one), whose packages come from
+# the path it is started by: a .pth file there records each start inside it (prefix and script),
+# and train_gpt2.py, which the torch phase starts through its shebang, must be among them.
+"$PY" -m venv --system-site-packages --without-pip "$TMP/venv" || bad "could not make a virtual environment with $PY"
+site=$("$TMP/venv/bin/python" -c 'import site; print(site.getsitepackages()[0])')
+echo 'import os, sys; p = os.environ.get("REPRO_PY_PROBE"); p and open(p, "a").write(sys.prefix + " " + (sys.argv[0] if sys.argv else "") + "\n")' \
+    > "$site/zz_probe.pth"
+REPRO=(CUDA_TRAINER="$TRAINER" PYTHON="$TMP/venv/bin/python" DATA_DIR="$TMP/data" RUN="$TMP/repro" MODEL=L2:C64:H4 B=4 PY_B=4
+       T=64 D=512 STEPS=6 EVERY=3 HS_MAX=8 REPRO_FLAGS="-tk $TOKENIZER_BIN" REPRO_PY_PROBE="$TMP/probe.txt")
 if env "${REPRO[@]}" bash "$ROOT/dev/bench/repro_books.sh" setup cuda torch report > "$TMP/repro.txt" 2>&1; then
+    if grep -q "^torch: finished" "$TMP/repro.txt" && grep -q "^$TMP/venv .*train_gpt2.py$" "$TMP/probe.txt" 2> /dev/null; then
+        ok "repro_books.sh: train_gpt2.py ran in the virtual environment of PYTHON"
+    else
+        bad "repro_books.sh: train_gpt2.py did not run in PYTHON's virtual environment (starts there: $(cut -d' ' -f2 "$TMP/probe.txt" 2> /dev/null | sort -u | paste -sd' '))"
+    fi
     ratio=$(sed -n 's/^val-loss ratio .* = \([0-9.]*\) .*/\1/p' "$TMP/repro.txt")
     if [ -s "$TMP/repro/repro_books.png" ] && awk -v r="$ratio" 'BEGIN { exit !(r != "" && r > 0.9999 && r < 1.0001) }'; then
         ok "repro_books.sh setup cuda torch report: both runs, the plot, val-loss ratio $ratio"
