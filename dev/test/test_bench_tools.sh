@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tests the three readers a GPU session's results pass through, on logs written here in the formats
+# Tests the four readers a GPU session's results pass through, on logs written here in the formats
 # of the programs that make them (a failure there would cost device time, a wrong row, or a GPU
 # test that cannot fail):
 #  - dev/bench/gpu_summary.py on our step lines and llm.c's: ms/step, tok/s, MFU and the ratio
@@ -11,7 +11,9 @@
 #  - dev/test/compare_logs.py, the judge of every main.log comparison (GPU vs CPU, determinism,
 #    resume, MPI, DDP): a difference just past the tolerance fails and one just inside passes,
 #    bitwise means the same digits, a missing step, a key neither log has, a NaN or an infinity
-#    (even in both logs) all fail; a resumed log's later line wins; --last; bad arguments.
+#    (even in both logs) all fail; a resumed log's later line wins; --last; bad arguments;
+#  - dev/bench/muon_curves.py, the Muon benchmark's reader: the best runs, the tokens Muon needs to
+#    reach AdamW's final val loss and the step-time overhead, against hand-computed answers.
 # Usage, from the repo root: bash dev/test/test_bench_tools.sh
 source "$(dirname "$0")/lib.sh" test_bench_tools
 SUMMARY=("$PY" "$ROOT/dev/bench/gpu_summary.py")
@@ -146,4 +148,44 @@ expect_error "compare_logs.py: a bad tolerance" "the tolerance of trl: 'x' is no
 expect_error "compare_logs.py: a negative tolerance" "'-1' is not a number >= 0" compare_logs ma.log mb.log trl=-1
 expect_error "compare_logs.py: --last without a value" "--last needs a value" compare_logs ma.log mb.log --last
 expect_error "compare_logs.py: a bad argument" "bad argument 'trl'" compare_logs ma.log mb.log trl
+
+# ---- muon_curves.py (the Muon benchmark's reader, bench_gpu.sh muon) on three runs of 1000 tokens a
+# step, val loss at steps 0, 50, 100 (tokens 0, 50k, 100k): adamw_6e-4 10/5/4, muon_0.02 10/4.5/3.5,
+# muon_0.01 10/6/4.2. Best AdamW 4.0; best Muon -ml 0.02 reaches 4.0 between 50k (4.5) and 100k
+# (3.5): 50k + 50k x 0.5/1.0 = 75,000 tokens = 0.750x. Step times after 10 warm-up steps: AdamW
+# 100 ms, Muon 103 ms (+3.0%), the first steps 500 ms
+MC=("$PY" "$ROOT/dev/bench/muon_curves.py")
+muon_run() {  # muon_run <dir> <val at 0> <val at 50> <val at 100> <ms after the warm-up>
+    mkdir -p "$1"
+    { for s in 0 50 100; do
+          v=$([ $s = 0 ] && echo "$2" || { [ $s = 50 ] && echo "$3" || echo "$4"; })
+          echo "s:$s tel:$v"
+          echo "s:$s trl:$v lr:0.001 norm:1.0 tok:$(( (s + 1) * 1000 ))"
+      done; } > "$1/main.log"
+    for s in $(seq 0 19); do
+        echo "{\"event\":\"step\",\"step\":$s,\"tokens\":$(( (s + 1) * 1000 )),\"ms\":$([ $s -lt 10 ] && echo 500 || echo "$5")}"
+    done > "$1/metrics.jsonl"
+}
+muon_run mc/adamw_6e-4 10.0 5.0 4.0 100
+muon_run mc/muon_0.02 10.0 4.5 3.5 103
+muon_run mc/muon_0.01 10.0 6.0 4.2 110
+if "${MC[@]}" mc --step-ms 10 > mc.txt 2>&1 \
+   && grep -q "best AdamW: lr 6e-4, final val loss 4.0000 after 100,000 tokens; best Muon: -ml 0.02, final val loss 3.5000" mc.txt \
+   && grep -q "Muon reaches 4.0000 after 75,000 tokens = 0.750x AdamW's tokens" mc.txt \
+   && grep -q "Muon's step time over AdamW's: +3.0%" mc.txt; then
+    ok "muon_curves.py: best runs, 75,000 tokens = 0.750x, step-time overhead +3.0%"
+else
+    bad "muon_curves.py on three runs:"; cat mc.txt
+fi
+[ "$("${MC[@]}" mc --best adamw)" = 6e-4 ] && [ "$("${MC[@]}" mc --best muon)" = 0.02 ] \
+    && ok "muon_curves.py --best: 6e-4 and 0.02" || bad "muon_curves.py --best: $("${MC[@]}" mc --best adamw) $("${MC[@]}" mc --best muon)"
+rm -r mc/muon_0.02
+"${MC[@]}" mc > mc2.txt 2>&1 && grep -q "Muon does not reach AdamW's final val loss within the run" mc2.txt \
+    && ok "muon_curves.py: a Muon run that stays above AdamW's final loss is said so" || { bad "muon_curves.py, Muon short of AdamW:"; cat mc2.txt; }
+if "$PY" -c "import matplotlib" 2> /dev/null; then
+    "${MC[@]}" mc -o mc.png > /dev/null 2>&1 && [ -s mc.png ] && ok "muon_curves.py -o: the plot" || bad "muon_curves.py -o wrote no plot"
+fi
+mkdir empty
+expect_error "muon_curves.py: no runs" "no adamw_<lr>/main.log or muon_<lr>/main.log" "${MC[@]}" empty
+expect_error "muon_curves.py: not a folder" "is not a folder of runs" "${MC[@]}" nope
 finish
