@@ -110,6 +110,48 @@ static inline void train_sample(const TrainArgs *a, Backend *b, Tokenizer *tok, 
     printf("\n---\n");
 }
 
+#ifdef USE_PCRE2
+// GPT-2's encoder from --bpe-dir, its two files checked here to name the flag (bpe_load reads them)
+static inline void generate_load_bpe(BPE *bpe, const char *bpe_dir) {
+    char enc_path[4096], merges_path[4096];
+    snprintf(enc_path, sizeof(enc_path), "%s/encoder.json", bpe_dir);
+    snprintf(merges_path, sizeof(merges_path), "%s/vocab.bpe", bpe_dir);
+    const char *paths[2] = {enc_path, merges_path};
+    for (int i = 0; i < 2; i++) {
+        FILE *f;
+        char why[512];
+        if (open_regular(paths[i], &f, NULL, why, sizeof(why)) != 0) {
+            llmc_die("--prompt needs GPT-2's encoder.json and vocab.bpe in --bpe-dir '%s', but '%s' %s; unpack the "
+                     "copies this project ships with: bash dev/data/tinyshakespeare.sh, or pass --bpe-dir <dir>",
+                     bpe_dir, paths[i], why);
+        }
+        fclose(f);
+    }
+    bpe_load(bpe, enc_path, merges_path);
+}
+
+// --prompt encoded; every token must be one of the model's V (a model wider than the encoder
+// cannot be decoded as text)
+static inline void generate_encode_prompt(TokVec *prompt, BPE *bpe, const TrainArgs *a, int V, int Tctx) {
+    if (V > bpe->vocab_size) {
+        llmc_die("the model (-e %s) has %d tokens, more than the GPT-2 encoder's %d: it cannot be decoded as text", a->model,
+                 V, bpe->vocab_size);
+    }
+    BPEWorker w;
+    bpe_worker_init(&w, bpe);
+    bpe_encode(&w, a->prompt, strlen(a->prompt), prompt);
+    bpe_worker_free(&w);
+    for (size_t i = 0; i < prompt->n; i++) {
+        if ((int)prompt->data[i] >= V) {
+            llmc_die("--prompt encodes to token %u, but the model (-e %s) has only %d tokens", prompt->data[i], a->model, V);
+        }
+    }
+    if (prompt->n > (size_t)Tctx) {
+        llmc_warn("the prompt is %zu tokens; the model sees only the last %d (-t / the model's maxT)", prompt->n, Tctx);
+    }
+}
+#endif
+
 /*
  * The generate mode: encode --prompt, draw -g tokens, print the prompt and the continuation on
  * stdout (nothing else goes there) and return 0. The context is the last b->T tokens (the
@@ -122,40 +164,12 @@ static inline int generate_run(const TrainArgs *a, Backend *b) {
              "then rebuild (make clean && make)");
     return 1;
 #else
-    char enc_path[4096], merges_path[4096];
-    snprintf(enc_path, sizeof(enc_path), "%s/encoder.json", a->bpe_dir);
-    snprintf(merges_path, sizeof(merges_path), "%s/vocab.bpe", a->bpe_dir);
-    const char *paths[2] = {enc_path, merges_path};
-    for (int i = 0; i < 2; i++) {  // checked here to name the flag; bpe_load reads them
-        FILE *f;
-        char why[512];
-        if (open_regular(paths[i], &f, NULL, why, sizeof(why)) != 0) {
-            llmc_die("--prompt needs GPT-2's encoder.json and vocab.bpe in --bpe-dir '%s', but '%s' %s; unpack the "
-                     "copies this project ships with: bash dev/data/tinyshakespeare.sh, or pass --bpe-dir <dir>",
-                     a->bpe_dir, paths[i], why);
-        }
-        fclose(f);
-    }
     BPE bpe;
-    bpe_load(&bpe, enc_path, merges_path);
-    BPEWorker w;
-    bpe_worker_init(&w, &bpe);
-    TokVec prompt = {0};
-    bpe_encode(&w, a->prompt, strlen(a->prompt), &prompt);
+    generate_load_bpe(&bpe, a->bpe_dir);
     const int V = b->config.vocab_size, Tctx = b->T;
-    if (V > bpe.vocab_size) {
-        llmc_die("the model (-e %s) has %d tokens, more than the GPT-2 encoder's %d: it cannot be decoded as text", a->model,
-                 V, bpe.vocab_size);
-    }
+    TokVec prompt = {0};
+    generate_encode_prompt(&prompt, &bpe, a, V, Tctx);
     const size_t total = prompt.n + (size_t)a->gen_tokens;
-    for (size_t i = 0; i < prompt.n; i++) {
-        if ((int)prompt.data[i] >= V) {
-            llmc_die("--prompt encodes to token %u, but the model (-e %s) has only %d tokens", prompt.data[i], a->model, V);
-        }
-    }
-    if (prompt.n > (size_t)Tctx) {
-        llmc_warn("the prompt is %zu tokens; the model sees only the last %d (-t / the model's maxT)", prompt.n, Tctx);
-    }
     int *tokens = (int *)mallocCheck(total * sizeof(int));
     for (size_t i = 0; i < prompt.n; i++) { tokens[i] = (int)prompt.data[i]; }
     float *probs = (float *)mallocCheck((size_t)V * sizeof(float));
@@ -176,7 +190,6 @@ static inline int generate_run(const TrainArgs *a, Backend *b) {
     printf("\n");
     free(tokens); free(probs); free(scratch);
     tokvec_free(&prompt);
-    bpe_worker_free(&w);
     bpe_free(&bpe);
     return 0;
 #endif
