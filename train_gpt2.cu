@@ -1081,6 +1081,48 @@ static int cuda_plan_main(TrainSetup *run, AttentionImpl attention) {
 
 // ----------------------------------------------------------------------------
 #ifndef TESTING
+// -b auto: the largest B whose plan fits the memory free after NCCL and cuBLAS have their own
+static void cuda_auto_batch(TrainSetup *run, GradReduceKind kind, AttentionImpl attention, int device) {
+    GradReducer red;
+    grad_reduce_plan(&red, kind, &run->comm, run->args.zero_stage, opt_is_muon(&run->args), &run->config);
+    CudaPlan cp;
+    gpt2_plan_of(&cp, &run->config, run->args.T, run->args.master_weights, attention, &red, opt_is_muon(&run->args), 1,
+                 &run->args);
+    Planner planner = {"train_gpt2cu", gpt2_plan, &cp, 3, gpu_device_memory(device, 0)};
+    plan_auto_batch(&run->args, &run->comm, &planner, run->args.recompute);
+}
+
+// rank 0's startup lines: the device and how the run uses it, the MFU peak, a warning where the
+// run is not bitwise reproducible
+static void cuda_banner(const TrainSetup *run, GPT2 *model, ProcessGroup *group, int device, const char *peak_why) {
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, device));
+    const TrainArgs *a = &run->args;
+    char reduction[96];
+    process_group_describe(group, reduction, sizeof(reduction));
+    printf("device: %s (sm_%d%d, %d SMs) | gradient reduction: %s%s | recompute -r %d | attention: %s | GELU -ge %d | "
+           "GPU memory planned %.2f GiB (--plan %d prints its rows)\n", prop.name, prop.major, prop.minor,
+           prop.multiProcessorCount, reduction, a->zero_stage && run->comm.world_size > 1 ? ", ZeRO-1" : "",
+           a->recompute, gpt2_attention_describe(model), a->gelu_fusion, model->planned_bytes / GiB, run->comm.world_size);
+    printf("MFU peak: %s\n", peak_why);
+    if (!gpt2_attention_deterministic(model)) {
+        llmc_warn("-at cudnn: cuDNN refused its deterministic attention backward for this shape, so this run is not "
+                  "bitwise reproducible (nor is a resume); -at own is");
+    }
+    fflush(stdout);
+}
+
+// the trainer allocates everything up front, so what is in use at the end is the peak (for this
+// GPU: other processes on it are included); this process's part is counted from after its CUDA
+// context was made (free_at_start; cuBLAS's and NCCL's own allocations are in it, not in the plan)
+static void cuda_memory_end(size_t free_at_start, const GPT2 *model) {
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
+    printf("GPU memory in use at the end: %.2f GiB of %.2f (all processes on this GPU); allocated by this run %.3f "
+           "GiB, planned %.3f GiB\n", (total_bytes - free_bytes) / GiB, total_bytes / GiB,
+           ((double)free_at_start - (double)free_bytes) / GiB, model->planned_bytes / GiB);
+}
+
 int main(int argc, char **argv) {
     TrainSetup run;
     train_start(&run, &argc, &argv);
@@ -1095,15 +1137,7 @@ int main(int argc, char **argv) {
     const GradReduceKind kind = group.kind;
     void *nccl = process_group_nccl(&group);
     cublas_init();
-    if (run.args.B == ARGS_AUTO) {  // after NCCL and cuBLAS: the free memory is what the model can have
-        GradReducer red;
-        grad_reduce_plan(&red, kind, &run.comm, run.args.zero_stage, opt_is_muon(&run.args), &run.config);
-        CudaPlan cp;
-        gpt2_plan_of(&cp, &run.config, run.args.T, run.args.master_weights, attention, &red, opt_is_muon(&run.args), 1,
-                     &run.args);
-        Planner planner = {"train_gpt2cu", gpt2_plan, &cp, 3, gpu_device_memory(device, 0)};
-        plan_auto_batch(&run.args, &run.comm, &planner, run.args.recompute);
-    }
+    if (run.args.B == ARGS_AUTO) { cuda_auto_batch(&run, kind, attention, device); }  // after NCCL and cuBLAS
     GPT2 model;
     gpt2_build_from_args(&model, &run.args, &run.config, kind, &run.comm, nccl);
     gpt2_init_from_args(&model, &run.args, run.from_file);
@@ -1111,35 +1145,10 @@ int main(int argc, char **argv) {
     char peak_why[256];
     gpt2_make_backend(&backend, &model, run.args.T, gpu_peak_flops(device, peak_why, sizeof(peak_why)));
     const int chatty = run.comm.rank == 0 && !run.args.prompt[0];  // the generate mode prints only its text
-    if (chatty) {
-        cudaDeviceProp prop;
-        cudaCheck(cudaGetDeviceProperties(&prop, device));
-        const TrainArgs *a = &run.args;
-        char reduction[96];
-        process_group_describe(&group, reduction, sizeof(reduction));
-        printf("device: %s (sm_%d%d, %d SMs) | gradient reduction: %s%s | recompute -r %d | attention: %s | GELU -ge %d | "
-               "GPU memory planned %.2f GiB (--plan %d prints its rows)\n", prop.name, prop.major, prop.minor,
-               prop.multiProcessorCount, reduction, a->zero_stage && run.comm.world_size > 1 ? ", ZeRO-1" : "",
-               a->recompute, gpt2_attention_describe(&model), a->gelu_fusion, model.planned_bytes / GiB, run.comm.world_size);
-        printf("MFU peak: %s\n", peak_why);
-        if (!gpt2_attention_deterministic(&model)) {
-            llmc_warn("-at cudnn: cuDNN refused its deterministic attention backward for this shape, so this run is not "
-                      "bitwise reproducible (nor is a resume); -at own is");
-        }
-        fflush(stdout);
-    }
+    if (chatty) { cuda_banner(&run, &model, &group, device, peak_why); }
     int rc = train_run(&run.args, &run.comm, &backend);
     gpt2_sync(&model, "the end of training");
-    if (chatty) {
-        size_t free_bytes = 0;
-        cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
-        // the trainer allocates everything up front, so what is in use now is the peak (for this
-        // GPU: other processes on it are included); this process's part is counted from after its
-        // CUDA context was made (cuBLAS's and NCCL's own allocations are in it, not in the plan)
-        printf("GPU memory in use at the end: %.2f GiB of %.2f (all processes on this GPU); allocated by this run %.3f "
-               "GiB, planned %.3f GiB\n", (total_bytes - free_bytes) / GiB, total_bytes / GiB,
-               ((double)free_at_start - (double)free_bytes) / GiB, model.planned_bytes / GiB);
-    }
+    if (chatty) { cuda_memory_end(free_at_start, &model); }
     gpt2_free(&model);
     attention_free();
     cublas_free();
