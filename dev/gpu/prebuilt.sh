@@ -16,12 +16,12 @@
 #   dev/gpu/prebuilt.sh install [BINARY...]
 #                                 GPU machine: all of them, or only those named (e.g.
 #                                 build/single_gpu/train_gpt2cu, which needs no MPI): checks the
-#                                 digest, unpacks (Python's lzma: no xz
-#                                 binary needed) into build/prebuilt/stage, checks each binary's
-#                                 libraries (ldd, with LD_LIBRARY_PATH + the NCCL, cuDNN and NVRTC
-#                                 folders found there), then copies them into place and writes
-#                                 that library path to build/prebuilt/ld_library_path; exit 0 only
-#                                 when installed
+#                                 digest, unpacks (Python's lzma: no xz binary needed) into
+#                                 build/prebuilt/stage, checks each binary's libraries and symbols
+#                                 (ldd -r, with LD_LIBRARY_PATH + the NCCL, cuDNN and NVRTC folders
+#                                 found there), then copies them into place and writes that
+#                                 library path to build/prebuilt/ld_library_path; exit 0 only when
+#                                 installed
 #   dev/gpu/prebuilt.sh digest    the sources' digest
 #
 # The CPU trainer is not packed: Debian's OpenBLAS is not on the GPU machine, and it builds there
@@ -109,8 +109,10 @@ tarfile.open(sys.argv[1]).extractall(sys.argv[2], **kw)' "$PACK/binaries.tar.xz"
     for b in "${BINARIES[@]}"; do
         [ -x "$stage/$b" ] || { bad+=("$b: missing"); continue; }
         local miss
-        miss=$(ldd "$stage/$b" 2>&1 | grep -E "not found|not a dynamic|version .* not found" | tr -s ' \t' ' ' | paste -sd';')
-        [ -z "$miss" ] || bad+=("$b:$miss")
+        # -r: the symbols too, so that an older NCCL or cuDNN there that lacks one is caught here
+        miss=$(ldd -r "$stage/$b" 2>&1 | grep -E "not found|not a dynamic|undefined symbol" | tr -s ' \t' ' ' \
+               | sed "s/^ //; s| ($stage/[^)]*)||" | head -3 | paste -sd';' | sed 's/;/; /g')
+        [ -z "$miss" ] || bad+=("$b: $miss")
     done
     [ ${#bad[@]} -eq 0 ] || die "not usable ($(printf '%s; ' "${bad[@]}" | sed 's/; $//')): building here"
     for b in "${BINARIES[@]}"; do mkdir -p "$(dirname "$b")" && cp -f "$stage/$b" "$b"; done

@@ -9,7 +9,8 @@
 #    workbench or of llm.c's carried tree and with a renamed source, and not with the README;
 #  - install refuses, naming the reason and leaving every installed binary as it was, when the
 #    sources differ, when a binary is missing from the pack, when a binary needs a library that is
-#    not there (named in the message), when the archive is damaged, and for a name it does not
+#    not there (named in the message) or a symbol its library lacks (an older NCCL or cuDNN), when
+#    the archive is damaged, and for a name it does not
 #    pack; installing named binaries only takes those, whatever the others need;
 #  - without a pack, one line that says how to make one.
 # Usage, from the repo root: bash dev/test/test_prebuilt.sh
@@ -37,6 +38,11 @@ build_stand_ins() {
 build_stand_ins || bad "could not compile the stand-ins"
 echo "int gone(void) { return 1; }" | cc -shared -fPIC -x c - -o libgone.so
 echo "int gone(void); int main(void) { return gone(); }" | cc -x c - -L. -lgone -Wl,-rpath,"$PWD" -o needs_gone
+# a library that is there but older: it lacks a symbol the binary calls
+mkdir old
+echo "int have(void) { return 0; } int newer(void) { return 1; }" | cc -shared -fPIC -Wl,-soname,libold.so -x c - -o old/libold.so
+echo "int have(void); int newer(void); int main(void) { return have() + newer(); }" | cc -x c - -Lold -lold -Wl,-rpath,"$PWD/old" -o needs_newer
+echo "int have(void) { return 0; }" | cc -shared -fPIC -Wl,-soname,libold.so -x c - -o old/libold.so
 
 # ---- pack, then install into a tree without the binaries
 PREBUILT_DIR=.carry/prebuilt "${P[@]}" pack > pack.txt 2>&1 || bad "pack: exit $? ($(tail -1 pack.txt))"
@@ -97,6 +103,9 @@ refused "a binary missing from the pack" "build/cuda/muon: missing"
 cp needs_gone orig/build/bench_layers && rm libgone.so
 (cd orig && tar -cf - "${BINARIES[@]}" | xz > ../tree/.carry/prebuilt/binaries.tar.xz)
 refused "a library missing" "build/bench_layers: libgone.so => not found"
+cp needs_newer orig/build/bench_layers
+(cd orig && tar -cf - "${BINARIES[@]}" | xz > ../tree/.carry/prebuilt/binaries.tar.xz)
+refused "an older library, without a symbol the binary calls" "build/bench_layers: undefined symbol: newer"
 # install of named binaries only: the one-GPU trainer goes in although bench_layers would not load;
 # train_gpt2cu is left alone; a name that is not packed is refused
 echo "not installed" > tree/train_gpt2cu && rm -f tree/build/single_gpu/train_gpt2cu
