@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tests the four readers a GPU session's results pass through, on logs written here in the formats
+# Tests the readers and the filing a GPU session's results pass through, on logs written here in the formats
 # of the programs that make them (a failure there would cost device time, a wrong row, or a GPU
 # test that cannot fail):
 #  - dev/bench/gpu_summary.py on our step lines and llm.c's: ms/step, tok/s, MFU and the ratio
@@ -13,7 +13,9 @@
 #    bitwise means the same digits, a missing step, a key neither log has, a NaN or an infinity
 #    (even in both logs) all fail; a resumed log's later line wins; --last; bad arguments;
 #  - dev/bench/muon_curves.py, the Muon benchmark's reader: the best runs, the tokens Muon needs to
-#    reach AdamW's final val loss and the step-time overhead, against hand-computed answers.
+#    reach AdamW's final val loss and the step-time overhead, against hand-computed answers;
+#  - dev/gpu/intake.sh, which files a call's summary, logs and rows in the repo: names, what it
+#    keeps, no duplicate rows, no overwritten summary, one-line errors.
 # Usage, from the repo root: bash dev/test/test_bench_tools.sh
 source "$(dirname "$0")/lib.sh" test_bench_tools
 SUMMARY=("$PY" "$ROOT/dev/bench/gpu_summary.py")
@@ -185,6 +187,33 @@ rm -r mc/muon_0.02
 if "$PY" -c "import matplotlib" 2> /dev/null; then
     "${MC[@]}" mc -o mc.png > /dev/null 2>&1 && [ -s mc.png ] && ok "muon_curves.py -o: the plot" || bad "muon_curves.py -o wrote no plot"
 fi
+# ---- dev/gpu/intake.sh on what a device call brings back (a summary, the log pack, the rows)
+mkdir -p back/logs back/bench intake_root
+{ echo "== test_gpu.sh 2026-12-01T10:00:00Z parts: env build test bench budget 330s"
+  echo "PASS    env (3s)"; echo "FAIL    test_gpt2cu_tiny (exit 1, 2s)"; echo "SKIP    bench_layers (the time budget is used up)"
+  echo "== done in 300s: 1 step(s) failed"; } > back/summary.txt
+echo "bench figures" > back/logs/bench_d12.log; echo "no figures" > back/logs/env.log; echo "layers" > back/bench/layers_d12_b64.log
+tar -czf back/test_gpu_logs.tgz -C back logs bench
+printf 'date\tcommit\tdevice\tmodel\tB\tT\tours_tok_s\tllmc_tok_s\tours_mfu\tllmc_mfu\n2026-12-01\tabc\tH200\td12\t64\t1024\t1\t2\t3\t4\n' > back/gpu_results_rows.tsv
+IN=(env INTAKE_ROOT="$TMP/intake_root" bash "$ROOT/dev/gpu/intake.sh")
+G=intake_root/dev/bench/gpu
+if "${IN[@]}" back 1 > intake.txt 2>&1 && cmp -s back/summary.txt "$G/2026-12-01-call1-env-build-test-bench.txt" \
+   && [ -f "$G/2026-12-01-call1-env-build-test-bench-logs/bench_d12.log" ] && [ -f "$G/2026-12-01-call1-env-build-test-bench-logs/layers_d12_b64.log" ] \
+   && [ ! -f "$G/2026-12-01-call1-env-build-test-bench-logs/env.log" ] && [ "$(wc -l < intake_root/dev/bench/gpu_results.tsv)" = 2 ] \
+   && grep -q "1 PASS, 1 FAIL/TIMEOUT, 1 SKIP" intake.txt; then
+    ok "intake.sh: the summary under its date, call and parts, the logs with figures, the row with its header"
+else
+    bad "intake.sh:"; cat intake.txt; find intake_root
+fi
+"${IN[@]}" back 1 > intake2.txt 2>&1 && [ "$(wc -l < intake_root/dev/bench/gpu_results.tsv)" = 2 ] && grep -q "0 row(s) added" intake2.txt \
+    && ok "intake.sh again: the same row is not added twice" || { bad "intake.sh run twice:"; cat intake2.txt; }
+echo "PASS    later (1s)" >> back/summary.txt
+expect_error "intake.sh: another summary of the same name" "exists and differs: not overwritten" "${IN[@]}" back 1
+expect_error "intake.sh: no summary" "no summary.txt in 'nope'" "${IN[@]}" nope 1
+expect_error "intake.sh: a bad call number" "call number 'x'" "${IN[@]}" back x
+echo "not a summary" > notsum.txt && mkdir -p ns && cp notsum.txt ns/summary.txt
+expect_error "intake.sh: not test_gpu.sh's summary" "not test_gpu.sh's summary" "${IN[@]}" ns 2
+
 mkdir empty
 expect_error "muon_curves.py: no runs" "no adamw_<lr>/main.log or muon_<lr>/main.log" "${MC[@]}" empty
 expect_error "muon_curves.py: not a folder" "is not a folder of runs" "${MC[@]}" nope
