@@ -242,45 +242,39 @@ static inline int comm_launched_by_mpi(void) {
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
 }
 
-/*
- * Discover the ranks and set up the host collectives. MPI is initialised when an MPI launcher
- * started us and MPI was compiled in. With several ranks and no MPI, the host collectives are
- * left NULL: the caller must provide them (the CUDA trainer bootstraps NCCL) or stop.
- */
-static inline void comm_init(Comm *c, int *argc, char ***argv) {
-    memset(c, 0, sizeof(*c));
-    c->rank = 0;
-    c->world_size = 1;
-    c->local_rank = 0;
-    c->local_size = 1;
-    c->launcher = "single";
-    c->timeout_s = 300;  // -pt's default, until the flags are parsed
-    int r, w, l;
-    if (comm_launched_by_mpi()) {
-        c->launcher = "mpirun";
+// started by an MPI launcher: MPI's ranks and node-local ranks, where MPI was compiled in; else a
+// job of several processes stops here (one process runs on)
+static inline void comm_init_mpi(Comm *c, int *argc, char ***argv) {
+    c->launcher = "mpirun";
 #ifdef USE_MPI
-        mpiCheck(MPI_Init(argc, argv));
-        c->mpi = 1;
-        MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
-        MPI_Comm_size(MPI_COMM_WORLD, &c->world_size);
-        MPI_Comm local;
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
-        MPI_Comm_rank(local, &c->local_rank);
-        MPI_Comm_size(local, &c->local_size);
-        MPI_Comm_free(&local);
-        mpiCheck(MPI_Comm_dup(MPI_COMM_WORLD, &comm_notice.comm));
-        comm_notice_post();
-        llmc_abort_hook = comm_mpi_abort;
+    mpiCheck(MPI_Init(argc, argv));
+    c->mpi = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &c->world_size);
+    MPI_Comm local;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
+    MPI_Comm_rank(local, &c->local_rank);
+    MPI_Comm_size(local, &c->local_size);
+    MPI_Comm_free(&local);
+    mpiCheck(MPI_Comm_dup(MPI_COMM_WORLD, &comm_notice.comm));
+    comm_notice_post();
+    llmc_abort_hook = comm_mpi_abort;
 #else
-        (void)argc; (void)argv;
-        w = comm_env_int("OMPI_COMM_WORLD_SIZE");
-        if (w < 0) { w = comm_env_int("PMI_SIZE"); }
-        if (w > 1) {
-            llmc_die("started by an MPI launcher with %d processes, but this binary was built without MPI "
-                     "(NO_MPI=1 / NO_MULTI_GPU=1 or no mpicc); rebuild with MPI or run a single process", w);
-        }
+    (void)c; (void)argc; (void)argv;
+    int w = comm_env_int("OMPI_COMM_WORLD_SIZE");
+    if (w < 0) { w = comm_env_int("PMI_SIZE"); }
+    if (w > 1) {
+        llmc_die("started by an MPI launcher with %d processes, but this binary was built without MPI "
+                 "(NO_MPI=1 / NO_MULTI_GPU=1 or no mpicc); rebuild with MPI or run a single process", w);
+    }
 #endif
-    } else if ((r = comm_env_int("RANK")) >= 0 && (w = comm_env_int("WORLD_SIZE")) >= 0) {
+}
+
+// the ranks torchrun (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE) or SLURM (SLURM_PROCID,
+// SLURM_NTASKS, SLURM_LOCALID) set, if either did
+static inline void comm_init_from_env(Comm *c) {
+    int r, w, l;
+    if ((r = comm_env_int("RANK")) >= 0 && (w = comm_env_int("WORLD_SIZE")) >= 0) {
         c->launcher = "torchrun";
         c->rank = r;
         c->world_size = w;
@@ -294,6 +288,26 @@ static inline void comm_init(Comm *c, int *argc, char ***argv) {
         c->world_size = w;
         l = comm_env_int("SLURM_LOCALID");
         c->local_rank = l >= 0 ? l : 0;
+    }
+}
+
+/*
+ * Discover the ranks and set up the host collectives. MPI is initialised when an MPI launcher
+ * started us and MPI was compiled in. With several ranks and no MPI, the host collectives are
+ * left NULL: the caller must provide them (the CUDA trainer bootstraps NCCL) or stop.
+ */
+static inline void comm_init(Comm *c, int *argc, char ***argv) {
+    memset(c, 0, sizeof(*c));
+    c->rank = 0;
+    c->world_size = 1;
+    c->local_rank = 0;
+    c->local_size = 1;
+    c->launcher = "single";
+    c->timeout_s = 300;  // -pt's default, until the flags are parsed
+    if (comm_launched_by_mpi()) {
+        comm_init_mpi(c, argc, argv);
+    } else {
+        comm_init_from_env(c);
     }
     if (c->world_size < 1 || c->rank >= c->world_size) {
         llmc_die("%s gave rank %d of world size %d; the rank must be below the world size", c->launcher, c->rank,
