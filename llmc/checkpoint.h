@@ -127,13 +127,13 @@ static inline void ckpt_fault(const char *where, int step) {
 static inline void hdr_set64(int *h, int i, long long v) { memcpy(&h[i], &v, 8); }
 static inline long long hdr_get64(const int *h, int i) { long long v; memcpy(&v, &h[i], 8); return v; }
 
-// the slice of the optimizer state that `rank` writes
 // rank's part [lo, lo + n) of P parameters split evenly over W ranks
 static inline void ckpt_even_range(size_t P, int rank, int W, size_t *lo, size_t *n) {
     *lo = (size_t)((unsigned long long)P * rank / W);
     *n = (size_t)((unsigned long long)P * (rank + 1) / W) - *lo;
 }
 
+// the slice of the optimizer state that `rank` writes
 static inline void ckpt_save_range(const Backend *b, const Comm *c, size_t *lo, size_t *n) {
     if (b->opt_count < b->num_params) {  // ZeRO shard: each rank saves what it holds
         *lo = b->opt_offset;
