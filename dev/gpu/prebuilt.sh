@@ -23,6 +23,7 @@
 #                                 library path to build/prebuilt/ld_library_path; exit 0 only when
 #                                 installed
 #   dev/gpu/prebuilt.sh digest    the sources' digest
+#   dev/gpu/prebuilt.sh list      the binaries it packs, one a line
 #
 # The CPU trainer is not packed: Debian's OpenBLAS is not on the GPU machine, and it builds there
 # in seconds.
@@ -126,8 +127,9 @@ tarfile.open(sys.argv[1]).extractall(sys.argv[2], **kw)' "$PACK/binaries.tar.xz"
 
 case "${1:-}" in
     digest) digest ;;
+    list) printf '%s\n' "${BINARIES[@]}" ;;
     pack) pack ;;
     build) build ;;
     install) shift; install "$@" ;;
-    *) echo "usage: $0 build | pack | install [BINARY...] | digest" >&2; exit 2 ;;
+    *) echo "usage: $0 build | pack | install [BINARY...] | digest | list" >&2; exit 2 ;;
 esac

@@ -11,7 +11,8 @@
 #                                             test_gpu.sh, fresh_machine.sh, the Makefile)
 # The tools: ROOT (the repo), PY, MPIRUN, MPI_HINT, have_mpi [binary], skip_or_fail <test> <what
 # is missing> <command that provides it>, unpack_embedded <dir>, compare_logs <a> <b> KEY=TOL...,
-# ok <what> (the line of a check that passed), stand_in_curl <bindir>.
+# ok <what> (the line of a check that passed), stand_in_curl <bindir>, gpu_machine_tree <dir>,
+# stand_in_binaries <tree> <C statement>.
 
 LLMC_TEST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$LLMC_TEST_DIR/../.." && pwd)
@@ -62,6 +63,28 @@ echo "$url" >> "$FAKE_NET/requests.log"
 cp "$FAKE_NET/${url##*/}" "$out"
 CURL
     chmod +x "$1/curl"
+}
+
+# gpu_machine_tree DIR: the sources as a device call gets them (tracked and untracked-not-ignored
+# files, no .git), with a two-file stand-in for llm.c's carried tree (dev/gpu/prebuilt.sh's digest
+# reads it)
+gpu_machine_tree() {
+    mkdir -p "$1/.carry/llm.c"
+    (cd "$ROOT" && git ls-files -co --exclude-standard -z | tar --null -T - -cf -) | tar -xf - -C "$1"
+    echo "int main() { return 0; }" > "$1/.carry/llm.c/train_gpt2.cu"
+    echo "# llm.c" > "$1/.carry/llm.c/README.md"
+}
+
+# stand_in_binaries TREE STATEMENT: in TREE, each binary dev/gpu/prebuilt.sh packs as a small
+# dynamic program whose main runs the C STATEMENT (stdio.h included; %s: the binary's name); their
+# names in STAND_INS. Non-zero if one does not compile.
+stand_in_binaries() {
+    local b
+    mapfile -t STAND_INS < <(bash "$1/dev/gpu/prebuilt.sh" list)
+    for b in "${STAND_INS[@]}"; do
+        mkdir -p "$1/$(dirname "$b")"
+        printf "#include <stdio.h>\nint main(void) { $2 }\n" "$b" | cc -x c - -o "$1/$b" || return 1
+    done
 }
 
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)

@@ -20,17 +20,11 @@
 source "$(dirname "$0")/lib.sh" test_gpu_script
 command -v cc > /dev/null || { skip_or_fail test_gpu_script "a C compiler (cc)" "apt-get install gcc"; exit; }
 
-mkdir tree
-(cd "$ROOT" && git ls-files -co --exclude-standard -z | tar --null -T - -cf -) | tar -xf - -C tree
-mkdir -p tree/.carry/llm.c && echo "// llm.c stand-in" > tree/.carry/llm.c/train_gpt2.cu
-read -r -a BINARIES <<< "$(sed -n '/^BINARIES=(/,/)/p' tree/dev/gpu/prebuilt.sh | tr -d '()\\' | sed 's/BINARIES=//' | paste -sd' ')"
-for b in "${BINARIES[@]}"; do
-    mkdir -p "tree/$(dirname "$b")"
-    printf '#include <stdio.h>\nint main(void) { fprintf(stderr, "error: no CUDA GPU is visible (stand-in for %s)\\n"); return 1; }\n' "$b" \
-        | cc -x c - -o "tree/$b" || bad "could not compile the stand-in for $b"
-done
+gpu_machine_tree tree
+stand_in_binaries tree 'fprintf(stderr, "error: no CUDA GPU is visible (stand-in for %s)\\n"); return 1;' \
+    || bad "could not compile the stand-ins"
 (cd tree && bash dev/gpu/prebuilt.sh pack > ../pack.txt 2>&1) || { bad "prebuilt.sh pack: $(tail -1 pack.txt)"; finish; }
-for b in "${BINARIES[@]}"; do rm -f "tree/$b"; done
+for b in "${STAND_INS[@]}"; do rm -f "tree/$b"; done
 # the fixtures, up to date for make (train_gpt2.py would take half a minute and 1 GB for d12)
 mkdir -p tree/dev/test/fixtures
 for f in tiny64 d12; do touch "tree/dev/test/fixtures/$f.bin" "tree/dev/test/fixtures/${f}_state.bin" "tree/dev/test/fixtures/${f}_traj.txt"; done

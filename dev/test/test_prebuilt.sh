@@ -17,25 +17,13 @@
 source "$(dirname "$0")/lib.sh" test_prebuilt
 command -v cc > /dev/null || { skip_or_fail test_prebuilt "a C compiler (cc)" "apt-get install gcc"; exit; }
 
-# the tree as the GPU machine gets it: tracked and untracked-not-ignored files, and llm.c's tree
-# (a stand-in: two files), no .git
-mkdir tree
-(cd "$ROOT" && git ls-files -co --exclude-standard -z | tar --null -T - -cf -) | tar -xf - -C tree
-mkdir -p tree/.carry/llm.c && echo "int main() { return 0; }" > tree/.carry/llm.c/train_gpt2.cu && echo "# llm.c" > tree/.carry/llm.c/README.md
+# the tree as the GPU machine gets it, and stand-ins for the binaries: each a dynamic program
+# printing its own name; one more needs libgone.so, removed after linking
+gpu_machine_tree tree
 P=(bash tree/dev/gpu/prebuilt.sh)
-read -r -a BINARIES <<< "$(sed -n '/^BINARIES=(/,/)/p' tree/dev/gpu/prebuilt.sh | tr -d '()\\' | sed 's/BINARIES=//' | paste -sd' ')"
-[ ${#BINARIES[@]} -ge 10 ] || bad "read ${#BINARIES[@]} binary names from prebuilt.sh"
-
-# stand-ins: each a dynamic program printing its own name; one more needs libgone.so, removed
-# after linking
-build_stand_ins() {
-    local b
-    for b in "${BINARIES[@]}"; do
-        mkdir -p "tree/$(dirname "$b")"
-        printf '#include <stdio.h>\nint main(void) { puts("%s"); return 0; }\n' "$b" | cc -x c - -o "tree/$b" || return 1
-    done
-}
-build_stand_ins || bad "could not compile the stand-ins"
+stand_in_binaries tree 'puts("%s"); return 0;' || bad "could not compile the stand-ins"
+BINARIES=("${STAND_INS[@]}")
+[ ${#BINARIES[@]} -ge 10 ] || bad "prebuilt.sh list gave ${#BINARIES[@]} binaries"
 echo "int gone(void) { return 1; }" | cc -shared -fPIC -x c - -o libgone.so
 echo "int gone(void); int main(void) { return gone(); }" | cc -x c - -L. -lgone -Wl,-rpath,"$PWD" -o needs_gone
 # a library that is there but older: it lacks a symbol the binary calls
