@@ -30,7 +30,8 @@ EVERY=${EVERY:-250}
 HS_MAX=${HS_MAX:--1}
 OUT=${OUT:-log_gpt2_124M_books}
 DATA=${DATA_DIR:-data}
-[ "${BUILD:-1}" = 0 ] || make "$(basename "$TRAINER")"
+case ${BUILD:-1} in 0) ;; 1) make "$(basename "$TRAINER")" ;;
+    *) echo "error: BUILD='$BUILD': expected 1 (make TRAINER first) or 0 (run it as it is)" >&2; exit 2 ;; esac
 ls "$DATA"/books/books_train_*.bin > /dev/null 2>&1 || bash dev/data/books.sh
 [ -e "$DATA/hellaswag/hellaswag_val.bin" ] || bash dev/data/hellaswag.sh
 exec "$TRAINER" \

@@ -39,8 +39,8 @@
 # together; a trainer gets SIGTERM when its share is up, checkpoints and exits), PY_B (32: the
 # micro-batch of train_gpt2.py; -d stays 65536, so it accumulates 2 micro-steps: the data of each
 # step does not depend on -b), CUDA_TRAINER (default: the prebuilt one-GPU trainer, else
-# ./train_gpt2cu), PYTHON (python3, with torch), REPRO_FLAGS (extra flags for both trainers). The recipe's own overrides (MODEL B T D STEPS EVERY
-# HS_MAX) pass through: the CPU dry run is
+# ./train_gpt2cu), PYTHON (python3, with torch), REPRO_FLAGS (extra flags for both trainers). The
+# recipe's own overrides (MODEL B T D STEPS EVERY HS_MAX) pass through: the CPU dry run is
 #   CUDA_TRAINER=./train_gpt2 PYTHON=/usr/bin/python3 MODEL=L2:C64:H4 B=4 PY_B=4 T=64 D=512 STEPS=6 \
 #     EVERY=3 HS_MAX=40 REPRO_FLAGS="-m 20" RUN=/tmp/repro bash dev/bench/repro_books.sh prepare setup cuda torch report
 set -euo pipefail
@@ -51,7 +51,10 @@ DATA=${DATA_DIR:-data}
 CARRY=.carry/books
 BUDGET=${REPRO_BUDGET:-330}
 PY_B=${PY_B:-32}
+[[ "$BUDGET" =~ ^[1-9][0-9]*$ ]] || { echo "error: REPRO_BUDGET='$BUDGET': expected whole seconds, e.g. 330" >&2; exit 2; }
+[[ "$PY_B" =~ ^[1-9][0-9]*$ ]] || { echo "error: PY_B='$PY_B': expected a micro-batch size, e.g. 32" >&2; exit 2; }
 CUDA_TRAINER=${CUDA_TRAINER:-}   # empty: the one setup prepared (written to $RUN/cuda_trainer)
+PREBUILT_TRAINER=build/single_gpu/train_gpt2cu  # the one-GPU trainer dev/gpu/prebuilt.sh carries
 PYTHON=${PYTHON:-python3}
 STEPS=${STEPS:-1100}
 SHARED=${SHARED_DATA:-../shared/data}
@@ -100,8 +103,8 @@ EOF
     fi
     # the one-GPU trainer built on the build machine (dev/gpu/prebuilt.sh, carried in
     # .carry/prebuilt) when it matches this tree and loads here; else built here
-    if [ -z "$CUDA_TRAINER" ] && bash dev/gpu/prebuilt.sh install build/single_gpu/train_gpt2cu > "$RUN/prebuilt.log" 2>&1; then
-        echo build/single_gpu/train_gpt2cu > "$RUN/cuda_trainer"
+    if [ -z "$CUDA_TRAINER" ] && bash dev/gpu/prebuilt.sh install "$PREBUILT_TRAINER" > "$RUN/prebuilt.log" 2>&1; then
+        echo "$PREBUILT_TRAINER" > "$RUN/cuda_trainer"
         sed -n 's/^prebuilt: /setup: prebuilt: /p' "$RUN/prebuilt.log"
     elif [ -z "$CUDA_TRAINER" ] || [ "$(basename "$CUDA_TRAINER")" = train_gpt2cu ]; then
         [ -f "$RUN/prebuilt.log" ] && echo "setup: $(tail -1 "$RUN/prebuilt.log")"
@@ -120,13 +123,12 @@ cuda_trainer() {
 # run_trainer <name> <trainer> <B>: scripts/run_gpt2_124M_books.sh with this trainer into $RUN/<name>,
 # until it finishes or this call's budget is spent (then SIGTERM: checkpoint, exit 0; call again)
 run_trainer() {
-    local name=$1 trainer=$2 b=$3 out="$RUN/$1" build=1
-    # a prebuilt binary: its libraries' folders as install found them, and no make (which would
-    # find it stale by its date and rebuild it)
-    if [ "$trainer" = build/single_gpu/train_gpt2cu ] && [ -f build/prebuilt/ld_library_path ]; then
+    local name=$1 trainer=$2 b=$3 out="$RUN/$1" build=1 ld=${LD_LIBRARY_PATH:-}
+    # the prebuilt binary: its libraries' folders as install found them (for its run only), and no
+    # make (which would find it stale by its date and rebuild it)
+    if [ "$trainer" = "$PREBUILT_TRAINER" ] && [ -f build/prebuilt/ld_library_path ]; then
         build=0
-        export LD_LIBRARY_PATH
-        LD_LIBRARY_PATH=$(cat build/prebuilt/ld_library_path)
+        ld=$(cat build/prebuilt/ld_library_path)
     fi
     if grep -q "^s:$STEPS tel:" "$out/main.log" 2>/dev/null; then echo "$name: already finished"; return; fi
     local t=$(($(left) - 30))
@@ -140,7 +142,7 @@ run_trainer() {
     printf '#!/bin/sh\nexec "%s" "$@"\n' "$(command -v "$PYTHON")" > "$RUN/bin/python3"
     chmod +x "$RUN/bin/python3"
     # shellcheck disable=SC2086  # REPRO_FLAGS: extra trainer flags, word-split on purpose
-    PATH="$(realpath "$RUN/bin"):$PATH" TRAINER="$trainer" BUILD=$build B="$b" OUT="$out" DATA_DIR="$DATA" \
+    PATH="$(realpath "$RUN/bin"):$PATH" LD_LIBRARY_PATH="$ld" TRAINER="$trainer" BUILD=$build B="$b" OUT="$out" DATA_DIR="$DATA" \
         PYTHONUNBUFFERED=1 timeout --preserve-status -s TERM -k 120 "$t" \
         bash scripts/run_gpt2_124M_books.sh ${REPRO_FLAGS:-} >> "$RUN/$name.out" 2>&1 \
         || { echo "$name: the trainer failed:"; tail -5 "$RUN/$name.out"; exit 1; }

@@ -63,4 +63,8 @@ if env "${REPRO[@]}" bash "$ROOT/dev/bench/repro_books.sh" setup cuda torch repo
 else
     bad "repro_books.sh failed:"; tail -10 "$TMP/repro.txt"
 fi
+# their settings: a bad value stops them with one line
+expect_error "run_gpt2_124M_books.sh BUILD=x" "BUILD='x': expected 1" env BUILD=x bash "$ROOT/scripts/run_gpt2_124M_books.sh"
+expect_error "repro_books.sh REPRO_BUDGET=abc" "REPRO_BUDGET='abc'" env REPRO_BUDGET=abc RUN="$TMP/bad" bash "$ROOT/dev/bench/repro_books.sh" setup
+expect_error "repro_books.sh PY_B=0" "PY_B='0'" env PY_B=0 RUN="$TMP/bad" bash "$ROOT/dev/bench/repro_books.sh" setup
 finish
