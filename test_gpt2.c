@@ -85,13 +85,9 @@ int main(int argc, char **argv) {
     gpt2_make_backend(&bk, &model, T);
     DebugState ds;
     debug_state_read(&ds, state_path, model.config.vocab_size, model.num_params);
-    printf("test_gpt2 (%s): %s, B=%d T=%d, L=%d C=%d NH=%d, %zu parameters\n",
-#ifdef USE_BLAS
-           "OpenBLAS",
-#else
-           "built-in matmul",
-#endif
-           model_path, B, T, model.config.num_layers, model.config.channels, model.config.num_heads, model.num_params);
+    char kernel[96];
+    gemm_kernel_name(kernel, sizeof(kernel));
+    printf("test_gpt2 (%s): %s, B=%d T=%d, L=%d C=%d NH=%d, %zu parameters\n", kernel, model_path, B, T, model.config.num_layers, model.config.channels, model.config.num_heads, model.num_params);
 
     failed |= check_forward(&model, &ds, B, T);
     failed |= check_backward(&model, &ds, B, T);

@@ -829,11 +829,10 @@ static uint32_t cpu_params_crc(Backend *b) {
 void gpt2_make_backend(Backend *b, GPT2 *m, int T) {
     memset(b, 0, sizeof(*b));
     b->self = m;
-#ifdef USE_BLAS
-    b->name = "cpu (fp32, OpenBLAS)";
-#else
-    b->name = "cpu (fp32, built-in matmul)";
-#endif
+    static char name[128], kernel[96];
+    gemm_kernel_name(kernel, sizeof(kernel));
+    snprintf(name, sizeof(name), "cpu (fp32, %s)", kernel);
+    b->name = name;
     b->config = m->config;
     b->num_params = m->num_params;
     b->B = m->batch_size;
@@ -931,8 +930,10 @@ int main(int argc, char **argv) {
     Backend backend;
     gpt2_make_backend(&backend, &model, run.args.T);
 #ifndef USE_BLAS
-    // a build without OpenBLAS is several times slower; say so, since nothing else would
-    if (run.comm.rank == 0) { printf("matmul: built-in (slow); apt-get install libopenblas-openmp-dev and rebuild\n"); }
+    // without AVX-512 the built-in matmul is slower than OpenBLAS's; say so, since nothing else would
+    if (run.comm.rank == 0 && GEMM_VL < 16) {
+        printf("matmul: the built-in kernel is slower than OpenBLAS on CPUs without AVX-512; apt-get install libopenblas-openmp-dev and rebuild\n");
+    }
 #endif
     int rc = train_run(&run.args, &run.comm, &backend);
     gpt2_free(&model);

@@ -1,11 +1,16 @@
 /*
- * The CPU trainer's matrix products (train_gpt2.c's matmul layer and Muon), fp32, row-major: with
- * OpenBLAS, or in a NO_BLAS=1 build a dependency-free blocked kernel. Three shapes, named by how
- * the second operand is used:
+ * The CPU trainer's matrix products (train_gpt2.c's matmul layer and Muon), fp32, row-major:
+ * OpenBLAS's, or a built-in kernel (dependency-free; the only one in a NO_BLAS=1 build). Three
+ * shapes, named by how the second operand is used:
  *   nt: out (M,N)  = a (M,K) @ w (N,K)^T      forward
  *   nn: out (M,K)  = a (M,N) @ w (N,K)        input gradient
  *   tn: out (N,K) += a (M,N)^T @ x (M,K)      weight gradient (accumulates)
- * The built-in kernel transposes operands into two scratch buffers that grow on demand;
+ * Which one runs is decided once (gemm_builtin): OpenBLAS, except where the built-in kernel has
+ * AVX-512 and OpenBLAS's chosen kernels do not, as on an AMD Zen 5 with an OpenBLAS older than
+ * it, held to its AVX2 kernels (its AVX-512 ones crash or miscompute on CPUs it does not know):
+ * there the built-in kernel's d12 step is 1.36x faster. LLMC_CPU_MATMUL=openblas or builtin in
+ * the environment overrides the choice.
+ * The built-in kernel packs its operands into two scratch buffers that grow on demand;
  * gemm_scratch_floats says how large a shape needs them, so that a caller can reserve them up
  * front with gemm_reserve (and count them in its memory plan). OpenBLAS needs none.
  */
@@ -18,137 +23,249 @@
 #include <cblas.h>
 #endif
 
-#ifdef USE_BLAS
-static void gemm_nt(float *out, const float *a, const float *w, int M, int N, int K) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, w, K, 0.0f, out, N);
-}
-static void gemm_nn(float *out, const float *a, const float *w, int M, int N, int K) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, a, N, w, K, 0.0f, out, K);
-}
-static void gemm_tn_acc(float *out, const float *a, const float *x, int M, int N, int K) {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, a, N, x, K, 1.0f, out, K);
-}
-#else
 /*
- * The dependency-free matmul (NO_BLAS=1). Every shape is brought to one form,
- *   out (M,N) (+)= a (M,K) . b (N,K)^T       (both operands contiguous along K),
- * by transposing the operand that is not (W for the input gradient; dout and x for the weight
- * gradient) into a reusable scratch buffer. The kernel computes 4x4 blocks of outputs: 16 dot
- * products sharing their loads, each vectorized along K.
+ * The built-in kernel, laid out as optimized BLAS libraries lay out theirs.
+ * Every shape is one product, out (rows, cols) (+)= A (rows, inner) . B (cols, inner)^T, where A
+ * and B are read through two strides each (row- or column-major: no operand is transposed first).
+ * The inner dimension is cut into chunks of GEMM_KC. For each chunk both operands are packed:
+ * A in panels of GEMM_MR rows and B in panels of GEMM_NR columns, each panel k-major (for every k
+ * its MR or NR values side by side, zero past the edge), into the two scratch buffers. Then the
+ * output is cut into tiles of GEMM_MC x GEMM_NC that the threads take in turn; within a tile the
+ * micro-kernel holds an MR x NR block of outputs in vector registers and, for each k, loads NR
+ * values of B (two vectors), broadcasts MR values of A and does 2 MR fused multiply-adds. A tile's
+ * panels of A (MC x KC floats) stay in L2 while each panel of B (KC x NR) is in L1.
+ * Every output is summed by one thread in the order of k, so the result does not depend on the
+ * thread count.
  */
+#if defined(__AVX512F__)
+#define GEMM_VL 16  // floats per vector: 32 vector registers, an MR of 12 uses 24 for outputs
+#define GEMM_MR 12
+#elif defined(__AVX__)
+#define GEMM_VL 8   // 16 vector registers: 12 for outputs, 2 for B, 1 for the broadcast
+#define GEMM_MR 6
+#else
+#define GEMM_VL 4
+#define GEMM_MR 6
+#endif
+#define GEMM_NR (2 * GEMM_VL)
+#define GEMM_KC 384
+#define GEMM_MC (8 * GEMM_MR)
+#define GEMM_NC (8 * GEMM_NR)
+typedef float gemm_vec __attribute__((vector_size(GEMM_VL * sizeof(float))));
+
+// one operand of the product: element (i, k) is at p[i * si + k * sk]
+typedef struct {
+    const float *p;
+    size_t si, sk;
+} GemmOperand;
+
 static float *gemm_scratch[2];
 static size_t gemm_scratch_size[2];
 
+// scratch buffer `which` with room for n floats, 64-byte aligned (the packed panels are read as vectors)
 static float *gemm_buffer(int which, size_t n) {
     if (gemm_scratch_size[which] < n) {
         free(gemm_scratch[which]);
-        gemm_scratch[which] = (float *)mallocCheck(n * sizeof(float));
+        gemm_scratch[which] = NULL;
+        if (posix_memalign((void **)&gemm_scratch[which], 64, n * sizeof(float)) != 0) {
+            llmc_die("out of host memory allocating %zu bytes for the matmul's packed operands; use a smaller -b or -t",
+                     n * sizeof(float));
+        }
         gemm_scratch_size[which] = n;
     }
     return gemm_scratch[which];
 }
 
-// dst (cols, rows) = src (rows, cols)^T, in 32x32 tiles
-static void transpose(float *dst, const float *src, int rows, int cols) {
-    #pragma omp parallel for collapse(2)
-    for (int r0 = 0; r0 < rows; r0 += 32) {
-        for (int c0 = 0; c0 < cols; c0 += 32) {
-            int r1 = r0 + 32 < rows ? r0 + 32 : rows, c1 = c0 + 32 < cols ? c0 + 32 : cols;
-            for (int r = r0; r < r1; r++) {
-                for (int c = c0; c < c1; c++) { dst[(size_t)c * rows + r] = src[(size_t)r * cols + c]; }
-            }
-        }
+// panel p of width w (MR or NR) of operand x over k0 .. k0+kc: dst[k * w + i] = x(p w + i, k0 + k),
+// 0 past n rows (the outputs those feed are never stored, but they stay finite)
+static void gemm_pack_panel(float *restrict dst, GemmOperand x, int p, int w, int n, int k0, int kc) {
+    const int i0 = p * w, valid = n - i0 < w ? n - i0 : w;
+    for (int k = 0; k < kc; k++) {
+        const float *src = x.p + (size_t)i0 * x.si + (size_t)(k0 + k) * x.sk;
+        float *d = dst + (size_t)k * w;
+        for (int i = 0; i < valid; i++) { d[i] = src[(size_t)i * x.si]; }
+        for (int i = valid; i < w; i++) { d[i] = 0.0f; }
     }
 }
 
-// one 4x4 block (fewer at the edges): out[i][j] (+)= dot(a[i], b[j]) over K elements; rows of a
-// and b are ld apart
-__attribute__((noinline)) static void gemm_block(float *restrict out, int ldo, const float *restrict a,
-                                                 const float *restrict b, size_t ld, int mi, int nj, int K,
-                                                 int accumulate) {
-    if (mi == 4 && nj == 4) {
-        const float *a0 = a, *a1 = a + ld, *a2 = a + 2 * ld, *a3 = a + 3 * ld;
-        const float *b0 = b, *b1 = b + ld, *b2 = b + 2 * ld, *b3 = b + 3 * ld;
-        float c00 = 0, c01 = 0, c02 = 0, c03 = 0, c10 = 0, c11 = 0, c12 = 0, c13 = 0;
-        float c20 = 0, c21 = 0, c22 = 0, c23 = 0, c30 = 0, c31 = 0, c32 = 0, c33 = 0;
-        #pragma omp simd reduction(+ : c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33)
-        for (int k = 0; k < K; k++) {
-            float x0 = a0[k], x1 = a1[k], x2 = a2[k], x3 = a3[k];
-            float y0 = b0[k], y1 = b1[k], y2 = b2[k], y3 = b3[k];
-            c00 += x0 * y0; c01 += x0 * y1; c02 += x0 * y2; c03 += x0 * y3;
-            c10 += x1 * y0; c11 += x1 * y1; c12 += x1 * y2; c13 += x1 * y3;
-            c20 += x2 * y0; c21 += x2 * y1; c22 += x2 * y2; c23 += x2 * y3;
-            c30 += x3 * y0; c31 += x3 * y1; c32 += x3 * y2; c33 += x3 * y3;
+// out[i][j] (ldo apart) (+)= the MR x NR block of a panel of A times a panel of B over kc; only
+// the first mi rows and nj columns are written (the edges)
+static inline void gemm_micro(float *restrict out, size_t ldo, const float *restrict ap, const float *restrict bp,
+                              int kc, int mi, int nj, int accumulate) {
+    gemm_vec c[GEMM_MR][2];
+    #pragma GCC unroll 16
+    for (int i = 0; i < GEMM_MR; i++) { c[i][0] = c[i][1] = (gemm_vec){0}; }
+    for (int k = 0; k < kc; k++) {
+        const gemm_vec b0 = *(const gemm_vec *)(bp + (size_t)k * GEMM_NR);
+        const gemm_vec b1 = *(const gemm_vec *)(bp + (size_t)k * GEMM_NR + GEMM_VL);
+        #pragma GCC unroll 16
+        for (int i = 0; i < GEMM_MR; i++) {
+            const gemm_vec a = (gemm_vec){0} + ap[(size_t)k * GEMM_MR + i];
+            c[i][0] += a * b0;
+            c[i][1] += a * b1;
         }
-        float c[4][4] = {{c00, c01, c02, c03}, {c10, c11, c12, c13}, {c20, c21, c22, c23}, {c30, c31, c32, c33}};
-        for (int i = 0; i < 4; i++) {
-            for (int j = 0; j < 4; j++) { out[(size_t)i * ldo + j] = accumulate ? out[(size_t)i * ldo + j] + c[i][j] : c[i][j]; }
-        }
-        return;
     }
     for (int i = 0; i < mi; i++) {
-        for (int j = 0; j < nj; j++) {
-            const float *x = a + i * ld, *y = b + j * ld;
-            float sum = 0.0f;
-            #pragma omp simd reduction(+ : sum)
-            for (int k = 0; k < K; k++) { sum += x[k] * y[k]; }
-            out[(size_t)i * ldo + j] = accumulate ? out[(size_t)i * ldo + j] + sum : sum;
+        float *o = out + (size_t)i * ldo;
+        if (nj == GEMM_NR) {
+            gemm_vec o0, o1;
+            __builtin_memcpy(&o0, o, sizeof o0);
+            __builtin_memcpy(&o1, o + GEMM_VL, sizeof o1);
+            o0 = accumulate ? o0 + c[i][0] : c[i][0];
+            o1 = accumulate ? o1 + c[i][1] : c[i][1];
+            __builtin_memcpy(o, &o0, sizeof o0);
+            __builtin_memcpy(o + GEMM_VL, &o1, sizeof o1);
+        } else {
+            float row[GEMM_NR];
+            __builtin_memcpy(row, &c[i][0], sizeof c[i][0]);
+            __builtin_memcpy(row + GEMM_VL, &c[i][1], sizeof c[i][1]);
+            for (int j = 0; j < nj; j++) { o[j] = accumulate ? o[j] + row[j] : row[j]; }
         }
     }
 }
 
-// K is cut into chunks of GEMM_KC so that a's panel (M x GEMM_KC) stays in cache while b streams
-// past it once per chunk; n blocks are the outer (parallel) loop for the same reason
-#define GEMM_KC 256
-static void gemm_abt(float *out, const float *a, const float *b, int M, int N, int K, int accumulate) {
-    for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
-        int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
-        int acc = accumulate || k0 > 0;
-        #pragma omp parallel for schedule(static)
-        for (int n0 = 0; n0 < N; n0 += 4) {
-            for (int m0 = 0; m0 < M; m0 += 4) {
-                gemm_block(out + (size_t)m0 * N + n0, N, a + (size_t)m0 * K + k0, b + (size_t)n0 * K + k0, (size_t)K,
-                           M - m0 < 4 ? M - m0 : 4, N - n0 < 4 ? N - n0 : 4, kc, acc);
-            }
+// tile t of the output (MC x NC) over one chunk of kc, from the packed panels
+static void gemm_tile(float *out, size_t ldo, int rows, int cols, const float *ap, const float *bp, int kc, int t,
+                      int accumulate) {
+    const int tiles_n = (cols + GEMM_NC - 1) / GEMM_NC;
+    const int m0 = (t / tiles_n) * GEMM_MC, n0 = (t % tiles_n) * GEMM_NC;
+    const int m1 = m0 + GEMM_MC < rows ? m0 + GEMM_MC : rows, n1 = n0 + GEMM_NC < cols ? n0 + GEMM_NC : cols;
+    for (int n = n0; n < n1; n += GEMM_NR) {
+        const float *b = bp + (size_t)(n / GEMM_NR) * kc * GEMM_NR;
+        for (int m = m0; m < m1; m += GEMM_MR) {
+            gemm_micro(out + (size_t)m * ldo + n, ldo, ap + (size_t)(m / GEMM_MR) * kc * GEMM_MR, b, kc,
+                       m1 - m < GEMM_MR ? m1 - m : GEMM_MR, n1 - n < GEMM_NR ? n1 - n : GEMM_NR, accumulate);
         }
     }
 }
+
+static size_t gemm_round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// out (rows, cols; rows ldo apart) (+)= A (rows, inner) . B (cols, inner)^T
+static void gemm_packed(float *out, size_t ldo, GemmOperand a, GemmOperand b, int rows, int cols, int inner,
+                        int accumulate) {
+    const int kc_max = inner < GEMM_KC ? inner : GEMM_KC;
+    float *ap = gemm_buffer(0, gemm_round_up(rows, GEMM_MR) * kc_max);
+    float *bp = gemm_buffer(1, gemm_round_up(cols, GEMM_NR) * kc_max);
+    const int panels_a = (rows + GEMM_MR - 1) / GEMM_MR, panels_b = (cols + GEMM_NR - 1) / GEMM_NR;
+    const int tiles = ((rows + GEMM_MC - 1) / GEMM_MC) * ((cols + GEMM_NC - 1) / GEMM_NC);
+    #pragma omp parallel
+    for (int k0 = 0; k0 < inner; k0 += GEMM_KC) {
+        const int kc = inner - k0 < GEMM_KC ? inner - k0 : GEMM_KC;
+        #pragma omp for schedule(static) nowait
+        for (int p = 0; p < panels_a; p++) { gemm_pack_panel(ap + (size_t)p * kc * GEMM_MR, a, p, GEMM_MR, rows, k0, kc); }
+        #pragma omp for schedule(static)
+        for (int p = 0; p < panels_b; p++) { gemm_pack_panel(bp + (size_t)p * kc * GEMM_NR, b, p, GEMM_NR, cols, k0, kc); }
+        #pragma omp for schedule(dynamic, 1)
+        for (int t = 0; t < tiles; t++) { gemm_tile(out, ldo, rows, cols, ap, bp, kc, t, accumulate || k0 > 0); }
+    }
+}
+
+static void builtin_nt(float *out, const float *a, const float *w, int M, int N, int K) {
+    gemm_packed(out, N, (GemmOperand){a, K, 1}, (GemmOperand){w, K, 1}, M, N, K, 0);
+}
+static void builtin_nn(float *out, const float *a, const float *w, int M, int N, int K) {
+    gemm_packed(out, K, (GemmOperand){a, N, 1}, (GemmOperand){w, 1, K}, M, K, N, 0);
+}
+static void builtin_tn_acc(float *out, const float *a, const float *x, int M, int N, int K) {
+    gemm_packed(out, K, (GemmOperand){a, 1, N}, (GemmOperand){x, 1, K}, N, K, M, 1);
+}
+
+// whether OpenBLAS runs its AVX-512 kernels here (their names in OpenBLAS 0.3)
+static int openblas_has_avx512_kernels(void) {
+#if defined(USE_BLAS) && defined(OPENBLAS_VERSION)
+    const char *core = openblas_get_corename();
+    return strcasestr(core, "skylakex") || strcasestr(core, "cooperlake") || strcasestr(core, "sapphire");
+#else
+    return 0;
+#endif
+}
+
+// 1: the built-in kernel runs the products, 0: OpenBLAS (see the top of this file); decided at the
+// first call, which the trainer makes while it builds the model
+static int gemm_builtin(void) {
+    static int chosen = -1;
+    if (chosen >= 0) { return chosen; }
+    const char *env = getenv("LLMC_CPU_MATMUL");
+#ifdef USE_BLAS
+    if (env == NULL || env[0] == '\0' || strcmp(env, "auto") == 0) {
+        chosen = GEMM_VL == 16 && !openblas_has_avx512_kernels();
+    } else if (strcmp(env, "openblas") == 0 || strcmp(env, "builtin") == 0) {
+        chosen = strcmp(env, "builtin") == 0;
+    } else {
+        llmc_die("LLMC_CPU_MATMUL=%s: the CPU matmul is auto, openblas or builtin", env);
+    }
+#else
+    if (env != NULL && strcmp(env, "openblas") == 0) {
+        llmc_die("LLMC_CPU_MATMUL=openblas: this build has no OpenBLAS (built with NO_BLAS=1 or without libopenblas-openmp-dev); unset it or rebuild");
+    } else if (env != NULL && env[0] != '\0' && strcmp(env, "auto") != 0 && strcmp(env, "builtin") != 0) {
+        llmc_die("LLMC_CPU_MATMUL=%s: the CPU matmul is auto, openblas or builtin", env);
+    }
+    chosen = 1;
+#endif
+    return chosen;
+}
+
+#ifdef USE_BLAS
+static void openblas_nt(float *out, const float *a, const float *w, int M, int N, int K) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, w, K, 0.0f, out, N);
+}
+static void openblas_nn(float *out, const float *a, const float *w, int M, int N, int K) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, a, N, w, K, 0.0f, out, K);
+}
+static void openblas_tn_acc(float *out, const float *a, const float *x, int M, int N, int K) {
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, a, N, x, K, 1.0f, out, K);
+}
+#else  // never chosen: without OpenBLAS gemm_builtin() is 1
+#define openblas_nt builtin_nt
+#define openblas_nn builtin_nn
+#define openblas_tn_acc builtin_tn_acc
+#endif
 
 static void gemm_nt(float *out, const float *a, const float *w, int M, int N, int K) {
-    gemm_abt(out, a, w, M, N, K, 0);
+    (gemm_builtin() ? builtin_nt : openblas_nt)(out, a, w, M, N, K);
 }
 static void gemm_nn(float *out, const float *a, const float *w, int M, int N, int K) {
-    float *wt = gemm_buffer(0, (size_t)N * K);  // w (N,K) -> (K,N)
-    transpose(wt, w, N, K);
-    gemm_abt(out, a, wt, M, K, N, 0);
+    (gemm_builtin() ? builtin_nn : openblas_nn)(out, a, w, M, N, K);
 }
 static void gemm_tn_acc(float *out, const float *a, const float *x, int M, int N, int K) {
-    float *at = gemm_buffer(0, (size_t)M * N), *xt = gemm_buffer(1, (size_t)M * K);
-    transpose(at, a, M, N);  // (N,M)
-    transpose(xt, x, M, K);  // (K,M)
-    gemm_abt(out, at, xt, N, K, M, 1);
+    (gemm_builtin() ? builtin_tn_acc : openblas_tn_acc)(out, a, x, M, N, K);
 }
-#endif
 
-// the floats of scratch buffer `which` (0, 1) that gemm_nn and gemm_tn_acc take for a product of
-// M rows, inner width K and output width N (a matmul layer's M = B*T, K = C, N = OC): gemm_nn's
-// N*K and gemm_tn_acc's M*N into buffer 0, its M*K into buffer 1; 0 with OpenBLAS
+// the floats of scratch buffer `which` (0, 1) that the built-in kernel takes for the three products
+// of M rows, inner width K and output width N (a matmul layer's M = B*T, K = C, N = OC): the
+// packed chunk of A (0) and of B (1) of the shape that needs the most; 0 when OpenBLAS runs them
 static size_t gemm_scratch_floats(int which, size_t M, size_t N, size_t K) {
-#ifdef USE_BLAS
-    (void)which; (void)M; (void)N; (void)K;
-    return 0;
-#else
-    return which == 0 ? (N * K > M * N ? N * K : M * N) : M * K;
-#endif
+    if (!gemm_builtin()) { return 0; }
+    const size_t shapes[3][3] = {{M, N, K}, {M, K, N}, {N, K, M}};  // rows, cols, inner: nt, nn, tn
+    size_t most = 0;
+    for (int s = 0; s < 3; s++) {
+        const size_t kc = shapes[s][2] < GEMM_KC ? shapes[s][2] : GEMM_KC;
+        const size_t need = which == 0 ? gemm_round_up(shapes[s][0], GEMM_MR) * kc : gemm_round_up(shapes[s][1], GEMM_NR) * kc;
+        if (need > most) { most = need; }
+    }
+    return most;
 }
 
 // grows scratch buffer `which` to n floats now, so that the matmuls allocate nothing later
 static void gemm_reserve(int which, size_t n) {
-#ifdef USE_BLAS
-    (void)which; (void)n;
-#else
     if (n > 0) { gemm_buffer(which, n); }
+}
+
+// the matmul kernel, for the trainer's banner: "OpenBLAS, Haswell kernels" or "built-in matmul, ..."
+static void gemm_kernel_name(char *buf, size_t n) {
+#if defined(USE_BLAS) && defined(OPENBLAS_VERSION)
+    if (!gemm_builtin()) {
+        snprintf(buf, n, "OpenBLAS, %s kernels", openblas_get_corename());
+        return;
+    }
+#elif defined(USE_BLAS)
+    if (!gemm_builtin()) {
+        snprintf(buf, n, "OpenBLAS");
+        return;
+    }
 #endif
+    snprintf(buf, n, "built-in matmul, %d-float vectors", GEMM_VL);
 }
 
 #endif  // LLMC_CPU_MATMUL_H

@@ -8,7 +8,7 @@ SHARED_DATA ?= ../shared/data
 SKIP_OR_FAIL = bash -c '. dev/test/lib.sh --tools && skip_or_fail "$$@"' skip_or_fail
 NVCC_HINT = install the CUDA toolkit 12 or 13 (https://developer.nvidia.com/cuda-downloads) or put nvcc on PATH
 
-TEST_TARGETS = test-build test-model test-loader test-init test-bad-input test-generate test-bootstrap test-mpi test-resume test-checkpoints test-hang test-multihost test-run-state \
+TEST_TARGETS = test-build test-model test-cpu-matmul test-loader test-init test-bad-input test-generate test-bootstrap test-mpi test-resume test-checkpoints test-hang test-multihost test-run-state \
                test-plan test-tensorboard test-hellaswag test-torch-ddp test-muon test-tokenizer test-data test-export test-plot test-bench-tools test-prebuilt test-gpu-script test-books-smoke test-finetune \
                test-cuda-build test-cuda-host test-cuda-sim test-attention-sim test-cuda-trainer-sim \
                test-fuzz test-sanitize
@@ -44,13 +44,35 @@ $(FIXTURES)/tiny64.bin: train_gpt2.py
 # CPU trainer and host code
 
 # the model test against the dependency-free matmul too, so the two builds are held to the same numbers
+# (and the OpenBLAS build with each of its kernels: LLMC_CPU_MATMUL, llmc/cpu_matmul.h)
 test_gpt2_noblas: test_gpt2.c train_gpt2.c $(CPU_HEADERS) dev/test/model_test.h $(STAMP_OPENMP)
 	$(CC) $(CFLAGS) $< -o $@ -lm
 
 test-model: test_gpt2 test_gpt2_noblas fixtures
 	./test_gpt2 $(FIXTURES)/tiny.bin $(FIXTURES)/tiny_state.bin $(FIXTURES)/tiny_traj.txt
+	if [ -n "$(CPU_BLAS)" ]; then LLMC_CPU_MATMUL=openblas ./test_gpt2 $(FIXTURES)/tiny.bin $(FIXTURES)/tiny_state.bin $(FIXTURES)/tiny_traj.txt nockpt; fi
 	./test_gpt2 $(FIXTURES)/d12.bin $(FIXTURES)/d12_state.bin $(FIXTURES)/d12_traj.txt nockpt
 	./test_gpt2_noblas $(FIXTURES)/tiny.bin $(FIXTURES)/tiny_state.bin $(FIXTURES)/tiny_traj.txt
+
+# the matmuls against a double reference: OpenBLAS (as the trainer is built), the built-in kernel,
+# and on x86-64 the built-in kernel at the AVX2 and SSE widths of machines without AVX-512
+CPU_MATMUL_TESTS = dev/test/test_cpu_matmul dev/test/test_cpu_matmul_noblas
+ifeq ($(shell uname -m),x86_64)
+  CPU_MATMUL_TESTS += dev/test/test_cpu_matmul_avx2 dev/test/test_cpu_matmul_sse
+endif
+dev/test/test_cpu_matmul: dev/test/test_cpu_matmul.c llmc/cpu_matmul.h llmc/utils.h $(STAMP_OPENMP) $(STAMP_OPENBLAS)
+	$(CC) $(CFLAGS) $(CPU_BLAS) $< -o $@ $(LDLIBS_CPU)
+dev/test/test_cpu_matmul_noblas: dev/test/test_cpu_matmul.c llmc/cpu_matmul.h llmc/utils.h $(STAMP_OPENMP)
+	$(CC) $(CFLAGS) $< -o $@ -lm
+dev/test/test_cpu_matmul_avx2: dev/test/test_cpu_matmul.c llmc/cpu_matmul.h llmc/utils.h $(STAMP_OPENMP)
+	$(CC) $(CFLAGS) -march=x86-64-v3 -mtune=generic $< -o $@ -lm
+dev/test/test_cpu_matmul_sse: dev/test/test_cpu_matmul.c llmc/cpu_matmul.h llmc/utils.h $(STAMP_OPENMP)
+	$(CC) $(CFLAGS) -march=x86-64 -mtune=generic $< -o $@ -lm
+
+test-cpu-matmul: $(CPU_MATMUL_TESTS)
+	@for t in $(CPU_MATMUL_TESTS); do OMP_NUM_THREADS=2 ./$$t || exit 1; done
+	@if [ -n "$(CPU_BLAS)" ]; then OMP_NUM_THREADS=2 LLMC_CPU_MATMUL=openblas ./dev/test/test_cpu_matmul && \
+	  OMP_NUM_THREADS=2 LLMC_CPU_MATMUL=builtin ./dev/test/test_cpu_matmul; fi
 
 dev/test/test_dataloader: dev/test/test_dataloader.c $(CPU_HEADERS) $(STAMP_OPENMP)
 	$(CC) $(CFLAGS) $< -o $@ -lm
