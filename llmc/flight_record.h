@@ -44,6 +44,9 @@ typedef struct {
     const char *wait_op;
     long long wait_bytes;
     double wait_start;
+    // a stop signal that came while this process computed: noted at its next wait (0: none)
+    volatile sig_atomic_t signal_unnoted;
+    double signal_time;
 } Flight;
 
 static Flight llmc_flight;
@@ -198,18 +201,32 @@ static inline void flight_wait_begin(const char *op, long long bytes) {
     f->waiting = 1;
 }
 
+// processes.h on each poll of a wait: a stop signal that came while this rank computed is noted
+// once the wait has lasted FLIGHT_NOTE_AFTER s (on a job stopped on purpose every rank has the
+// signal and the wait ends sooner; a rank whose peer died waits on until the launcher kills it)
+#define FLIGHT_NOTE_AFTER 0.5
+static void flight_note(int sig, double came);
+static inline void flight_wait_poll(void) {
+    Flight *f = &llmc_flight;
+    const int sig = f->signal_unnoted;
+    if (sig != 0 && flight_now() - f->wait_start >= FLIGHT_NOTE_AFTER) {
+        f->signal_unnoted = 0;
+        flight_note(sig, f->signal_time);
+    }
+}
+
 static inline void flight_wait_end(void) { llmc_flight.waiting = 0; }
 
 /*
  * A signal that asks the process to stop (signals.h) came. When it finds this rank waiting in a
  * collective, one note says where, and the record is written: a launcher that ends a job after a
  * rank or a host died (mpirun: SIGTERM, SIGKILL a second later) leaves no other trace of the
- * step. The same signal also comes to stop a job on purpose, so the note claims no failure.
- * Async-signal-safe.
+ * step. A signal that comes while the rank computes is noted in the rank's next wait that lasts
+ * (flight_wait_poll). The same signal also comes to stop a job on purpose, so the note claims no
+ * failure. Async-signal-safe.
  */
-static inline void flight_note_signal(int sig) {
+static void flight_note(int sig, double came) {
     Flight *f = &llmc_flight;
-    if (!f->on || !f->waiting) { return; }
     static FlightText t;
     t.len = 0;
     ft_str(&t, "[rank ");
@@ -219,7 +236,13 @@ static inline void flight_note_signal(int sig) {
     ft_str(&t, " (");
     ft_str(&t, f->phase ? f->phase : "start-up");
     ft_str(&t, sig == SIGINT ? "): SIGINT" : "): SIGTERM");
-    ft_str(&t, " came while this rank had waited ");
+    if (came < f->wait_start) {
+        ft_str(&t, " came ");
+        ft_seconds(&t, f->wait_start - came, 0);
+        ft_str(&t, " s before this rank began to wait; it has waited ");
+    } else {
+        ft_str(&t, " came while this rank had waited ");
+    }
     ft_seconds(&t, flight_now() - f->wait_start, 0);
     ft_str(&t, " s in ");
     ft_str(&t, f->wait_op);
@@ -231,6 +254,17 @@ static inline void flight_note_signal(int sig) {
     ft_str(&t, "\n");
     ft_out(STDERR_FILENO, &t);
     flight_write(sig == SIGINT ? "SIGINT while waiting in a collective" : "SIGTERM while waiting in a collective");
+}
+
+static inline void flight_note_signal(int sig) {
+    Flight *f = &llmc_flight;
+    if (!f->on) { return; }
+    if (!f->waiting) {
+        f->signal_time = flight_now();
+        f->signal_unnoted = sig;
+        return;
+    }
+    flight_note(sig, flight_now());
 }
 
 // what llmc_die says about the record, and writes it (utils.h's fatal hook)

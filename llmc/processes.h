@@ -172,6 +172,7 @@ static inline void comm_mpi_wait(Comm *c, MPI_Request *req, const char *op, long
         int done = 0;
         mpiCheck(MPI_Test(req, &done, MPI_STATUS_IGNORE));
         if (done) { flight_wait_end(); flight_end(handle); return; }
+        flight_wait_poll();
         int from = comm_notice_poll();
         if (from >= 0) { comm_mpi_fail(c, op, bytes, from); }
         if (wait_clock_expired(&clock)) { comm_mpi_fail(c, op, bytes, -1); }

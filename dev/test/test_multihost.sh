@@ -205,8 +205,8 @@ lose() {
     local rc=$?
     [ $rc -ne 0 ] || bad "$what: the job exited 0"
     for r in 0 1; do
-        grep -q "^\[rank $r\] \(error\|note\): step [0-9]* (.*\(no answer from rank(s) 2, 3\|came while this rank had waited\)" "$dir.out" \
-            || bad "$what: rank $r printed no line naming the step and the ranks it waited for"
+        grep -q "^\[rank $r\] \(error\|note\): step [0-9]* (.*\(no answer from rank(s) 2, 3\|came while this rank had waited\|before this rank began to wait\)" "$dir.out" \
+            || { bad "$what: rank $r printed no line naming the step and the ranks it waited for"; grep -v '^step ' "$dir.out" | tail -8; }
     done
     ok "$what: $(grep -m1 '^\[rank 0\] \(error\|note\)' "$dir.out" | cut -c1-150)"
 }

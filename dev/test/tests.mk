@@ -134,7 +134,11 @@ test-checkpoints: train_gpt2 dev/test/crc_probe
 	PYTHON=$(PYTHON) bash dev/test/test_checkpoints.sh
 
 # a frozen rank (SIGSTOP) ends the job within -pt with a line and a flight record per live rank; resume
-test-hang: train_gpt2
+dev/test/test_flight_note: dev/test/test_flight_note.c $(CPU_HEADERS)
+	$(CC) $(CFLAGS) $< -o $@ -lm
+
+test-hang: train_gpt2 dev/test/test_flight_note
+	./dev/test/test_flight_note
 	PYTHON=$(PYTHON) bash dev/test/test_hang.sh
 
 # metrics.jsonl, the ETA, evaluation progress, a finished run started again, a changed -x on resume
