@@ -60,7 +60,9 @@ else
     [ "${DRY_RUN:-0}" = 1 ] || make train_gpt2 export_hf
     # a 4-layer, 256-wide model: the 50,257-entry classifier is most of the work, so a narrow model
     # sees the most tokens in the time; 2,048 tokens per step (8 x 256), 250 steps are ~1.7 epochs
-    # (1.9 s a step on 2 cores: 300 steps took 10m6s, over the 10 minutes); val: 4 batches of 8 x 256
+    # (on the 2-core build machine 1.8 s a step in 2026-11, 300 steps 10m6s; 0.72 s since its
+    # own AVX-512 matmul, 1.02 s with OpenBLAS's AVX2 kernels: 250 steps leave room on CPUs
+    # without AVX-512 or with fewer cores); val: 4 batches of 8 x 256
     cmd=("$trainer" "${common[@]}" -e L4:C256:H4 -b 8 -t 256 -d 2048 -l 2e-3 -x 250 -v 50 -m 4 -s 125)
 fi
 cmd+=("$@")
