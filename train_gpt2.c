@@ -890,7 +890,7 @@ static void cpu_plan(void *ctx, int B, int recompute, MemPlan *p) {
     const size_t matmul_scratch = gpt2_matmul_scratch_floats(0, c, B, cp->a->T) + gpt2_matmul_scratch_floats(1, c, B, cp->a->T);
     plan_add(p, PLAN_SCRATCH, 1, 2 * BT * sizeof(int) + matmul_scratch * F);
     plan_note(p, PLAN_SCRATCH, "the backward's layer buffers, token copies%s",
-              matmul_scratch > 0 ? ", the built-in matmul's transposes" : "");
+              matmul_scratch > 0 ? ", the built-in matmul's packed operands" : "");
     plan_note(p, PLAN_COMM, "%s", cp->ranks > 1 ? "none: MPI all-reduces the gradients in place (its own buffers not counted)"
                                                : "none (one process)");
     train_data_plan(p, 1, cp->a, B, c->vocab_size);

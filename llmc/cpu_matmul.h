@@ -27,7 +27,8 @@
  * The built-in kernel, laid out as optimized BLAS libraries lay out theirs.
  * Every shape is one product, out (rows, cols) (+)= A (rows, inner) . B (cols, inner)^T, where A
  * and B are read through two strides each (row- or column-major: no operand is transposed first).
- * The inner dimension is cut into chunks of GEMM_KC. For each chunk both operands are packed:
+ * The output is cut into blocks of up to GEMM_BLOCK x GEMM_BLOCK, and for each block the inner
+ * dimension into chunks of GEMM_KC. For each chunk both operands are packed:
  * A in panels of GEMM_MR rows and B in panels of GEMM_NR columns, each panel k-major (for every k
  * its MR or NR values side by side, zero past the edge), into the two scratch buffers. Then the
  * output is cut into tiles of GEMM_MC x GEMM_NC that the threads take in turn; within a tile the
@@ -51,6 +52,7 @@
 #define GEMM_KC 384
 #define GEMM_MC (8 * GEMM_MR)
 #define GEMM_NC (8 * GEMM_NR)
+#define GEMM_BLOCK 2048
 typedef float gemm_vec __attribute__((vector_size(GEMM_VL * sizeof(float))));
 
 // one operand of the product: element (i, k) is at p[i * si + k * sk]
@@ -141,15 +143,12 @@ static void gemm_tile(float *out, size_t ldo, int rows, int cols, const float *a
 
 static size_t gemm_round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-// out (rows, cols; rows ldo apart) (+)= A (rows, inner) . B (cols, inner)^T
-static void gemm_packed(float *out, size_t ldo, GemmOperand a, GemmOperand b, int rows, int cols, int inner,
-                        int accumulate) {
-    const int kc_max = inner < GEMM_KC ? inner : GEMM_KC;
-    float *ap = gemm_buffer(0, gemm_round_up(rows, GEMM_MR) * kc_max);
-    float *bp = gemm_buffer(1, gemm_round_up(cols, GEMM_NR) * kc_max);
+// one block of the output, rows x cols of out (ldo apart), over the whole inner dimension: the
+// chunks in turn, each packed by all threads, then its tiles shared out
+static void gemm_block(float *out, size_t ldo, GemmOperand a, GemmOperand b, int rows, int cols, int inner,
+                       int accumulate, float *ap, float *bp) {
     const int panels_a = (rows + GEMM_MR - 1) / GEMM_MR, panels_b = (cols + GEMM_NR - 1) / GEMM_NR;
     const int tiles = ((rows + GEMM_MC - 1) / GEMM_MC) * ((cols + GEMM_NC - 1) / GEMM_NC);
-    #pragma omp parallel
     for (int k0 = 0; k0 < inner; k0 += GEMM_KC) {
         const int kc = inner - k0 < GEMM_KC ? inner - k0 : GEMM_KC;
         #pragma omp for schedule(static) nowait
@@ -158,6 +157,24 @@ static void gemm_packed(float *out, size_t ldo, GemmOperand a, GemmOperand b, in
         for (int p = 0; p < panels_b; p++) { gemm_pack_panel(bp + (size_t)p * kc * GEMM_NR, b, p, GEMM_NR, cols, k0, kc); }
         #pragma omp for schedule(dynamic, 1)
         for (int t = 0; t < tiles; t++) { gemm_tile(out, ldo, rows, cols, ap, bp, kc, t, accumulate || k0 > 0); }
+    }
+}
+
+// out (rows, cols; rows ldo apart) (+)= A (rows, inner) . B (cols, inner)^T, in blocks of at most
+// GEMM_BLOCK x GEMM_BLOCK outputs, so that the packed chunks of a block (at most 3 MiB each) stay
+// in the last-level cache however wide the product (the vocabulary's 50304 columns or rows)
+static void gemm_packed(float *out, size_t ldo, GemmOperand a, GemmOperand b, int rows, int cols, int inner,
+                        int accumulate) {
+    const int kc_max = inner < GEMM_KC ? inner : GEMM_KC;
+    float *ap = gemm_buffer(0, gemm_round_up(rows < GEMM_BLOCK ? rows : GEMM_BLOCK, GEMM_MR) * kc_max);
+    float *bp = gemm_buffer(1, gemm_round_up(cols < GEMM_BLOCK ? cols : GEMM_BLOCK, GEMM_NR) * kc_max);
+    #pragma omp parallel
+    for (int i0 = 0; i0 < rows; i0 += GEMM_BLOCK) {
+        for (int j0 = 0; j0 < cols; j0 += GEMM_BLOCK) {
+            const GemmOperand ab = {a.p + (size_t)i0 * a.si, a.si, a.sk}, bb = {b.p + (size_t)j0 * b.si, b.si, b.sk};
+            gemm_block(out + (size_t)i0 * ldo + j0, ldo, ab, bb, rows - i0 < GEMM_BLOCK ? rows - i0 : GEMM_BLOCK,
+                       cols - j0 < GEMM_BLOCK ? cols - j0 : GEMM_BLOCK, inner, accumulate, ap, bp);
+        }
     }
 }
 
@@ -241,7 +258,9 @@ static size_t gemm_scratch_floats(int which, size_t M, size_t N, size_t K) {
     size_t most = 0;
     for (int s = 0; s < 3; s++) {
         const size_t kc = shapes[s][2] < GEMM_KC ? shapes[s][2] : GEMM_KC;
-        const size_t need = which == 0 ? gemm_round_up(shapes[s][0], GEMM_MR) * kc : gemm_round_up(shapes[s][1], GEMM_NR) * kc;
+        const size_t rows = shapes[s][0] < GEMM_BLOCK ? shapes[s][0] : GEMM_BLOCK;
+        const size_t cols = shapes[s][1] < GEMM_BLOCK ? shapes[s][1] : GEMM_BLOCK;
+        const size_t need = which == 0 ? gemm_round_up(rows, GEMM_MR) * kc : gemm_round_up(cols, GEMM_NR) * kc;
         if (need > most) { most = need; }
     }
     return most;

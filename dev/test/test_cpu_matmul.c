@@ -1,7 +1,7 @@
 /*
  * The CPU trainer's matrix products (llmc/cpu_matmul.h) against a double-precision reference:
  * gemm_nt, gemm_nn and gemm_tn_acc (which adds to what out holds) on random operands, at shapes
- * that are and are not multiples of the built-in kernel's panels and tiles, with an inner width
+ * that are and are not multiples of the built-in kernel's panels, tiles and blocks, with an inner width
  * inside one chunk and across several, and at the layer shapes of GPT-2 124M at B*T = 64.
  * An output passes when its error is within 1e-5 of the sum of the absolute products (fp32
  * rounding over up to a few thousand terms stays well inside it; a wrong element, a missed
@@ -113,7 +113,8 @@ static void check_shape(int s, int M, int N, int K) {
 int main(void) {
     // (M, N, K): single elements, edges of every panel and tile size, inner widths across chunks
     const int sizes[][3] = {{1, 1, 1}, {1, 7, 3}, {5, 1, 9}, {13, 33, 17}, {12, 32, 256}, {25, 65, 257},
-                            {97, 129, 513}, {6, 16, 700}, {200, 70, 31}, {64, 520, 40}};
+                            {97, 129, 513}, {6, 16, 700}, {200, 70, 31}, {64, 520, 40},
+                            {2051, 2050, 9}};  // past one output block (GEMM_BLOCK) both ways
     for (size_t n = 0; n < sizeof(sizes) / sizeof(sizes[0]); n++) {
         for (int s = 0; s < 3; s++) { check_shape(s, sizes[n][0], sizes[n][1], sizes[n][2]); }
     }
