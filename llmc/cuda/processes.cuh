@@ -353,48 +353,53 @@ static inline void gpu_check_not_shared(Comm *c, int device) {
  * Creates the communicator of all ranks (NCCL id by MPI or TCP), installs the abort hook, and the
  * host collectives when Comm has none (no MPI). Call after gpu_check_not_shared, on every rank.
  */
-static inline void nccl_init(NcclContext *ctx, Comm *c, int timeout_s) {
-    memset(ctx, 0, sizeof(*ctx));
-    ctx->rank = c->rank;
-    ctx->world_size = c->world_size;
-    ctx->timeout_s = timeout_s;
+// NCCL's unique id, made by rank 0 and given to every rank: through the launcher's collectives, or
+// without MPI through the TCP bootstrap at MASTER_ADDR
+static inline ncclUniqueId nccl_share_unique_id(Comm *c, int timeout_s) {
     ncclUniqueId id;
     memset(&id, 0, sizeof(id));
     if (c->rank == 0) { ncclCheck(ncclGetUniqueId(&id)); }
     if (comm_has_collectives(c)) {
         c->bcast(c, &id, sizeof(id));
-    } else {
-        const char *addr = getenv("MASTER_ADDR");
-        if (addr == NULL || addr[0] == '\0') {
-            llmc_die("%d processes without MPI need MASTER_ADDR and MASTER_PORT for the NCCL bootstrap (torchrun sets "
-                     "them; under SLURM export MASTER_ADDR=<first node> MASTER_PORT=29500)", c->world_size);
-        }
-        bootstrap_tcp_bcast(&id, sizeof(id), c->rank, c->world_size, addr, bootstrap_port(), timeout_s);
+        return id;
     }
+    const char *addr = getenv("MASTER_ADDR");
+    if (addr == NULL || addr[0] == '\0') {
+        llmc_die("%d processes without MPI need MASTER_ADDR and MASTER_PORT for the NCCL bootstrap (torchrun sets "
+                 "them; under SLURM export MASTER_ADDR=<first node> MASTER_PORT=29500)", c->world_size);
+    }
+    bootstrap_tcp_bcast(&id, sizeof(id), c->rank, c->world_size, addr, bootstrap_port(), timeout_s);
+    return id;
+}
+
+// LLMC_DEBUG_STREAMS: 1 checks the order of the NCCL and compute streams
+static inline int nccl_debug_streams_flag(void) {
     const char *debug = getenv("LLMC_DEBUG_STREAMS");
     if (debug && *debug && strcmp(debug, "0") && strcmp(debug, "1")) {
         llmc_die("LLMC_DEBUG_STREAMS=%s: expected 0 or 1 (1 checks the order of the NCCL and compute streams)", debug);
     }
-    ctx->debug_streams = debug && !strcmp(debug, "1");
-    nccl_stream_create(&ctx->stream);
+    return debug && !strcmp(debug, "1");
+}
+
+static inline void nccl_die_no_comm(int world_size, ncclResult_t r, ncclComm_t comm) {
+    llmc_die("NCCL could not create the communicator of %d ranks: %s (%s); if two ranks share a GPU, use -pb mpi",
+             world_size, ncclGetErrorString(r), ncclGetLastError(comm));
+}
+
+// the communicator, created non-blocking and waited for within -pt (a rank that died or two ranks
+// on one GPU would otherwise hang every rank here)
+static inline void nccl_comm_form(NcclContext *ctx, const Comm *c, ncclUniqueId id, int timeout_s) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclResult_t r = ncclCommInitRankConfig(&ctx->comm, c->world_size, id, c->rank, &config);
-    if (r != ncclSuccess && r != ncclInProgress) {
-        llmc_die("NCCL could not create the communicator of %d ranks: %s (%s); if two ranks share a GPU, use -pb mpi",
-                 c->world_size, ncclGetErrorString(r), ncclGetLastError(NULL));
-    }
-    // the communicator forms in the background: wait for it, bounded
+    if (r != ncclSuccess && r != ncclInProgress) { nccl_die_no_comm(c->world_size, r, NULL); }
     WaitClock clock = wait_clock_start(timeout_s);  // counts only time this process ran (utils.h)
     long spins = 0;
     for (;;) {
         ncclResult_t state;
         ncclCheck(ncclCommGetAsyncError(ctx->comm, &state));
-        if (state == ncclSuccess) { break; }
-        if (state != ncclInProgress) {
-            llmc_die("NCCL could not create the communicator of %d ranks: %s (%s); if two ranks share a GPU, use -pb mpi",
-                     c->world_size, ncclGetErrorString(state), ncclGetLastError(ctx->comm));
-        }
+        if (state == ncclSuccess) { return; }
+        if (state != ncclInProgress) { nccl_die_no_comm(c->world_size, state, ctx->comm); }
         if (wait_clock_expired(&clock)) {
             ncclCommAbort(ctx->comm);
             llmc_die("the NCCL communicator of %d ranks did not form within %d s (-pt): a rank died, or two ranks share "
@@ -402,6 +407,31 @@ static inline void nccl_init(NcclContext *ctx, Comm *c, int timeout_s) {
         }
         llmc_poll_pause(&spins);
     }
+}
+
+// without MPI the host's collectives run over NCCL too, and the check that no two ranks share a
+// GPU, which could not run before the communicator, runs now
+static inline void nccl_take_host_collectives(NcclContext *ctx, Comm *c) {
+    c->impl = ctx;
+    c->allreduce_sum_f64 = nccl_comm_allreduce_f64;
+    c->allreduce_max_i32 = nccl_comm_allreduce_max_i32;
+    c->allgather_u64 = nccl_comm_allgather_u64;
+    c->barrier = nccl_comm_barrier;
+    c->bcast = nccl_comm_bcast;
+    int device = 0;
+    ncclCheck(ncclCommCuDevice(ctx->comm, &device));
+    gpu_check_not_shared(c, device);
+}
+
+static inline void nccl_init(NcclContext *ctx, Comm *c, int timeout_s) {
+    memset(ctx, 0, sizeof(*ctx));
+    ctx->rank = c->rank;
+    ctx->world_size = c->world_size;
+    ctx->timeout_s = timeout_s;
+    const ncclUniqueId id = nccl_share_unique_id(c, timeout_s);
+    ctx->debug_streams = nccl_debug_streams_flag();
+    nccl_stream_create(&ctx->stream);
+    nccl_comm_form(ctx, c, id, timeout_s);
     ctx->buf_bytes = nccl_staging_bytes(c->world_size);
     cudaCheck(cudaMalloc(&ctx->dev_buf, ctx->buf_bytes));
     cudaCheck(cudaMallocHost(&ctx->host_buf, ctx->buf_bytes));
@@ -409,18 +439,7 @@ static inline void nccl_init(NcclContext *ctx, Comm *c, int timeout_s) {
     nccl_active = ctx;
     nccl_prev_abort_hook = llmc_abort_hook;
     llmc_abort_hook = nccl_abort_hook;
-    if (!comm_has_collectives(c)) {
-        c->impl = ctx;
-        c->allreduce_sum_f64 = nccl_comm_allreduce_f64;
-        c->allreduce_max_i32 = nccl_comm_allreduce_max_i32;
-        c->allgather_u64 = nccl_comm_allgather_u64;
-        c->barrier = nccl_comm_barrier;
-        c->bcast = nccl_comm_bcast;
-        // without MPI the sharing check could not run before the communicator; run it now
-        int device = 0;
-        ncclCheck(ncclCommCuDevice(ctx->comm, &device));
-        gpu_check_not_shared(c, device);
-    }
+    if (!comm_has_collectives(c)) { nccl_take_host_collectives(ctx, c); }
 }
 
 static inline void nccl_free(NcclContext *ctx) {
