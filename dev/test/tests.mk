@@ -55,10 +55,14 @@ test-model: test_gpt2 test_gpt2_noblas fixtures
 	./test_gpt2_noblas $(FIXTURES)/tiny.bin $(FIXTURES)/tiny_state.bin $(FIXTURES)/tiny_traj.txt
 
 # the matmuls against a double reference: OpenBLAS (as the trainer is built), the built-in kernel,
-# and on x86-64 the built-in kernel at the AVX2 and SSE widths of machines without AVX-512
+# and on x86-64 the built-in kernel at the AVX2 and SSE widths of machines without AVX-512 (AVX2's
+# where this CPU can run it)
 CPU_MATMUL_TESTS = dev/test/test_cpu_matmul dev/test/test_cpu_matmul_noblas
 ifeq ($(shell uname -m),x86_64)
-  CPU_MATMUL_TESTS += dev/test/test_cpu_matmul_avx2 dev/test/test_cpu_matmul_sse
+  CPU_MATMUL_TESTS += dev/test/test_cpu_matmul_sse
+  ifneq ($(shell grep -m1 -ow 'avx2' /proc/cpuinfo 2>/dev/null),)
+    CPU_MATMUL_TESTS += dev/test/test_cpu_matmul_avx2
+  endif
 endif
 dev/test/test_cpu_matmul: dev/test/test_cpu_matmul.c llmc/cpu_matmul.h llmc/utils.h $(STAMP_OPENMP) $(STAMP_OPENBLAS)
 	$(CC) $(CFLAGS) $(CPU_BLAS) $< -o $@ $(LDLIBS_CPU)
