@@ -6,9 +6,9 @@
  *   nn: out (M,K)  = a (M,N) @ w (N,K)        input gradient
  *   tn: out (N,K) += a (M,N)^T @ x (M,K)      weight gradient (accumulates)
  * Which one runs is decided once (gemm_builtin): OpenBLAS, except where the built-in kernel has
- * AVX-512 and OpenBLAS's chosen kernels do not, as on an AMD Zen 5 with an OpenBLAS older than
- * it, held to its AVX2 kernels (its AVX-512 ones crash or miscompute on CPUs it does not know):
- * there the built-in kernel's d12 step is 1.36x faster. LLMC_CPU_MATMUL=openblas or builtin in
+ * AVX-512 and OpenBLAS's chosen kernels do not, as on an AMD Zen 5 whose OPENBLAS_CORETYPE=Haswell
+ * keeps an OpenBLAS older than the CPU on its AVX2 kernels (its AVX-512 ones can crash or
+ * miscompute on CPUs it does not know): there the built-in kernel's d12 step is 1.36x faster. LLMC_CPU_MATMUL=openblas or builtin in
  * the environment overrides the choice.
  * The built-in kernel packs its operands into two scratch buffers that grow on demand;
  * gemm_scratch_floats says how large a shape needs them, so that a caller can reserve them up
