@@ -929,12 +929,8 @@ int main(int argc, char **argv) {
     }
     Backend backend;
     gpt2_make_backend(&backend, &model, run.args.T);
-#ifndef USE_BLAS
-    // without AVX-512 the built-in matmul is slower than OpenBLAS's; say so, since nothing else would
-    if (run.comm.rank == 0 && GEMM_VL < 16) {
-        printf("matmul: the built-in kernel is slower than OpenBLAS on CPUs without AVX-512; apt-get install libopenblas-openmp-dev and rebuild\n");
-    }
-#endif
+    // a slower matmul than this CPU could have: say so, since nothing else would
+    if (run.comm.rank == 0 && gemm_hint() != NULL) { printf("matmul: %s\n", gemm_hint()); }
     int rc = train_run(&run.args, &run.comm, &backend);
     gpt2_free(&model);
     comm_finalize(&run.comm);

@@ -77,6 +77,10 @@ test-cpu-matmul: $(CPU_MATMUL_TESTS)
 	@for t in $(CPU_MATMUL_TESTS); do OMP_NUM_THREADS=2 ./$$t || exit 1; done
 	@if [ -n "$(CPU_BLAS)" ]; then OMP_NUM_THREADS=2 LLMC_CPU_MATMUL=openblas ./dev/test/test_cpu_matmul && \
 	  OMP_NUM_THREADS=2 LLMC_CPU_MATMUL=builtin ./dev/test/test_cpu_matmul; fi
+	@out=$$(LLMC_CPU_MATMUL=openblas ./dev/test/test_cpu_matmul_noblas 2>&1); \
+	  if [ $$? -ne 0 ] && echo "$$out" | grep -q "^error: LLMC_CPU_MATMUL=openblas: this build has no OpenBLAS"; then \
+	    echo "ok   LLMC_CPU_MATMUL=openblas without OpenBLAS: $$out"; \
+	  else echo "FAIL: LLMC_CPU_MATMUL=openblas in a build without OpenBLAS: $$out" | head -3; exit 1; fi
 
 dev/test/test_dataloader: dev/test/test_dataloader.c $(CPU_HEADERS) $(STAMP_OPENMP)
 	$(CC) $(CFLAGS) $< -o $@ -lm
