@@ -217,6 +217,28 @@ static inline void flight_wait_poll(void) {
 
 static inline void flight_wait_end(void) { llmc_flight.waiting = 0; }
 
+// "[rank R] KIND: step S (PHASE): " at the start of t (an async-signal-safe line's beginning)
+static void ft_line_start(FlightText *t, const char *kind, int step, const char *phase) {
+    t->len = 0;
+    ft_str(t, "[rank ");
+    ft_int(t, llmc_flight.rank, 0);
+    ft_str(t, "] ");
+    ft_str(t, kind);
+    ft_str(t, ": step ");
+    ft_int(t, step, 0);
+    ft_str(t, " (");
+    ft_str(t, phase ? phase : "start-up");
+    ft_str(t, "): ");
+}
+
+// "...; flight record: PATH\n" to stderr
+static void ft_line_end(FlightText *t) {
+    ft_str(t, "flight record: ");
+    ft_str(t, llmc_flight.path[0] ? llmc_flight.path : "stderr");
+    ft_str(t, "\n");
+    ft_out(STDERR_FILENO, t);
+}
+
 /*
  * A signal that asks the process to stop (signals.h) came. When it finds this rank waiting in a
  * collective, one note says where, and the record is written: a launcher that ends a job after a
@@ -228,14 +250,8 @@ static inline void flight_wait_end(void) { llmc_flight.waiting = 0; }
 static void flight_note(int sig, double came) {
     Flight *f = &llmc_flight;
     static FlightText t;
-    t.len = 0;
-    ft_str(&t, "[rank ");
-    ft_int(&t, f->rank, 0);
-    ft_str(&t, "] note: step ");
-    ft_int(&t, f->step, 0);
-    ft_str(&t, " (");
-    ft_str(&t, f->phase ? f->phase : "start-up");
-    ft_str(&t, sig == SIGINT ? "): SIGINT" : "): SIGTERM");
+    ft_line_start(&t, "note", f->step, f->phase);
+    ft_str(&t, sig == SIGINT ? "SIGINT" : "SIGTERM");
     if (came < f->wait_start) {
         ft_str(&t, " came ");
         ft_seconds(&t, f->wait_start - came, 0);
@@ -249,10 +265,8 @@ static void flight_note(int sig, double came) {
     ft_str(&t, " of ");
     ft_int(&t, f->wait_bytes, 0);
     ft_str(&t, " bytes for the other ranks; if the job ends here, one of them stopped answering (the launcher "
-               "names it); flight record: ");
-    ft_str(&t, f->path[0] ? f->path : "stderr");
-    ft_str(&t, "\n");
-    ft_out(STDERR_FILENO, &t);
+               "names it); ");
+    ft_line_end(&t);
     flight_write(sig == SIGINT ? "SIGINT while waiting in a collective" : "SIGTERM while waiting in a collective");
 }
 
@@ -286,6 +300,35 @@ static void flight_on_signal(int sig, siginfo_t *info, void *ctx) {
     raise(sig);
 }
 
+/*
+ * SIGPIPE: a write to a connection whose other end is gone. Inside an MPI collective that is MPI's
+ * TCP connection to a rank whose process or host died (OpenMPI's TCP transport writes without
+ * MSG_NOSIGNAL), and the default action would end this rank without a word, before the
+ * launcher's SIGTERM could bring the note above. So one error line naming the step and the
+ * collective, the record, then the default action. Elsewhere (stdout piped to a reader that left;
+ * NCCL's sockets never raise it) only the default action.
+ */
+static void flight_on_sigpipe(int sig) {
+    Flight *f = &llmc_flight;
+    const FlightEntry *e = f->count > 0 ? &f->ring[(f->count - 1) % FLIGHT_SLOTS] : NULL;
+    const int in_mpi = e != NULL && e->end < 0 && e->op[0] == 'M' && e->op[1] == 'P' && e->op[2] == 'I';
+    if (in_mpi) {
+        static FlightText t;
+        ft_line_start(&t, "error", e->step, e->phase);
+        ft_str(&t, "a connection to another rank broke (SIGPIPE) ");
+        ft_seconds(&t, flight_now() - e->start, 0);
+        ft_str(&t, " s into ");
+        ft_str(&t, e->op);
+        ft_str(&t, " of ");
+        ft_int(&t, e->bytes, 0);
+        ft_str(&t, " bytes: a rank's process or host is gone (the launcher names it); ");
+        ft_line_end(&t);
+        flight_write("SIGPIPE in a collective: a connection to another rank broke");
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);  // delivered, with the default action, when this handler returns
+}
+
 // start recording (processes.h calls this once the ranks are known): only with several processes
 static inline void flight_start(int rank, int world_size) {
     Flight *f = &llmc_flight;
@@ -314,6 +357,14 @@ static inline void flight_arm(const char *dir) {
         sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
         sigemptyset(&sa.sa_mask);
         sigaction(sigs[i], &sa, &flight_prev_action[sigs[i]]);
+    }
+    struct sigaction pipe_now;
+    if (sigaction(SIGPIPE, NULL, &pipe_now) == 0 && pipe_now.sa_handler == SIG_DFL) {  // an ignored SIGPIPE stays so
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = flight_on_sigpipe;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGPIPE, &sa, NULL);
     }
 }
 

@@ -7,8 +7,15 @@
  *   - SIGTERM while the rank computes: nothing yet; nothing either when its next wait is short (a
  *     job stopped on purpose: every rank has the signal); the note once a wait lasts
  *     FLIGHT_NOTE_AFTER s, saying how long before that wait the signal came; and only once.
+ * And SIGPIPE (a write to a connection whose other end is gone), each in a child process:
+ *   - inside a collective (OpenMPI's TCP connection to a dead rank): one error line naming the
+ *     collective's step and phase, the record written, and the process still ends by SIGPIPE;
+ *   - outside a collective (a closed stdout), or while an NCCL one is open: ends by SIGPIPE
+ *     without a line;
+ *   - ignored before the record was armed: stays ignored (the write fails with EPIPE).
  * stderr goes to a file that the checks read.
  */
+#include <sys/wait.h>
 #include "../../llmc/signals.h"
 
 static int failures = 0;
@@ -39,6 +46,67 @@ static void wait_in_collective(double seconds) {
         usleep(1000);
     }
     flight_wait_end();
+}
+
+// in a child with stderr in DIR/NAME: arm the record, then, inside the collective OP (still open
+// when `open`), write to a pipe whose reader is gone; returns the child's wait status
+static int broken_pipe_child(const char *dir, const char *name, const char *op, int open, int ignored) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) { llmc_die("fork failed"); }
+    if (pid == 0) {
+        char path[4200];
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        if (!freopen(path, "w", stderr)) { _exit(100); }
+        setvbuf(stderr, NULL, _IONBF, 0);
+        if (ignored) { signal(SIGPIPE, SIG_IGN); }
+        llmc_flight.count = 0;
+        flight_start(1, 2);
+        flight_arm(dir);
+        flight_where(11, 0, "the gradient reduction");
+        long long h = flight_begin(op, 4096);
+        if (!open) { flight_end(h); }
+        int fds[2];
+        if (pipe(fds) != 0) { _exit(101); }
+        close(fds[0]);
+        usleep(20 * 1000);
+        ssize_t n = write(fds[1], "x", 1);
+        _exit(n < 0 && errno == EPIPE ? 0 : 102);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return status;
+}
+
+static void check_sigpipe(const char *dir) {
+    char text[65536], path[4200], record[4200];
+    snprintf(record, sizeof(record), "%s/flight_rank1.txt", dir);
+    int st = broken_pipe_child(dir, "pipe_in.txt", "MPI_Allreduce(f32)", 1, 0);
+    snprintf(path, sizeof(path), "%s/pipe_in.txt", dir);
+    snprintf(err_path, sizeof(err_path), "%s", path);
+    read_stderr(text, sizeof(text));
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGPIPE, "SIGPIPE in a collective: the process did not end by SIGPIPE (status %d)", st);
+    CHECK(count(text, "\n") == 1 &&
+          strstr(text, "[rank 1] error: step 11 (the gradient reduction): a connection to another rank broke (SIGPIPE) 0.0") != NULL &&
+          strstr(text, " s into MPI_Allreduce(f32) of 4096 bytes: a rank's process or host is gone") != NULL,
+          "the line of a SIGPIPE in a collective: %s", text);
+    snprintf(err_path, sizeof(err_path), "%s", record);
+    read_stderr(text, sizeof(text));
+    CHECK(strstr(text, "SIGPIPE in a collective") != NULL && strstr(text, "<- not completed") != NULL,
+          "the flight record after a SIGPIPE in a collective: %s", text);
+    unlink(record);
+
+    const char *outside[2][2] = {{"MPI_Allreduce(f32)", "after an MPI collective"}, {"ncclAllReduce(grads)", "in an NCCL collective"}};
+    for (int i = 0; i < 2; i++) {
+        st = broken_pipe_child(dir, "pipe_out.txt", outside[i][0], i, 0);
+        snprintf(err_path, sizeof(err_path), "%s/pipe_out.txt", dir);
+        read_stderr(text, sizeof(text));
+        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGPIPE && text[0] == '\0' && access(record, F_OK) != 0,
+              "SIGPIPE %s: want the default action alone (status %d, stderr: %s)", outside[i][1], st, text);
+    }
+
+    st = broken_pipe_child(dir, "pipe_ign.txt", "MPI_Allreduce(f32)", 1, 1);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "an ignored SIGPIPE did not stay ignored (status %d)", st);
 }
 
 int main(void) {
@@ -83,6 +151,8 @@ int main(void) {
     CHECK(count(text, "note: ") == 2 && strstr(text, "[rank 0] note: step 9 (the loss sum): SIGTERM came while this rank had waited 0.0") != NULL,
           "the note of a signal that came while waiting: %s", text);
 
+    check_sigpipe(dir);
+
     char cmd[4300];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     if (system(cmd) != 0) { printf("note: could not remove %s\n", dir); }
@@ -90,6 +160,6 @@ int main(void) {
         printf("test_flight_note: %d check(s) FAILED\n", failures);
         return 1;
     }
-    printf("test_flight_note: the stop-signal notes are right\n");
+    printf("test_flight_note: the stop-signal notes and the SIGPIPE line are right\n");
     return 0;
 }
