@@ -2,7 +2,8 @@
 # needs, once. Run again, nothing is installed and nothing is asked.
 #   need_packages PKG...         Debian/Ubuntu packages: the missing ones are installed with
 #                                apt-get, as root or through sudo; where neither works, the one
-#                                command to run is printed and the script stops
+#                                command to run is printed and the script stops. ?PKG: only
+#                                where the distribution's archive has PKG
 #   need_pypi PYTHON CHECK SPEC...   PyPI packages for PYTHON: installed with pip unless the
 #                                Python statement CHECK runs (as root for the system, else --user)
 # DRY_RUN=1: say what would be installed, install nothing.
@@ -23,27 +24,47 @@ need_packages() {
         echo "setup: no apt-get here (not Debian or Ubuntu); install the equivalents of: $*, then run this again" >&2
         exit 1
     fi
-    local missing=() p
+    local missing=() optional=() p
     for p in "$@"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q ' installed$' || missing+=("$p")
+        case "$p" in
+            \?*) package_installed "${p#?}" || optional+=("${p#?}") ;;
+            *) package_installed "$p" || missing+=("$p") ;;
+        esac
     done
-    [ ${#missing[@]} -eq 0 ] && return 0
+    # an optional package that the archive, as apt knows it so far, lacks is not missing
+    local known=() unknown=()
+    for p in "${optional[@]}"; do if apt_has "$p"; then known+=("$p"); else unknown+=("$p"); fi; done
+    [ ${#missing[@]} -eq 0 ] && [ ${#known[@]} -eq 0 ] && return 0
+    local wanted=("${missing[@]}" "${known[@]}")
     if [ "${DRY_RUN:-0}" = 1 ]; then
-        echo "setup: would install ${missing[*]}"
+        echo "setup: would install ${wanted[*]}"
         return 0
     fi
-    local install=(apt-get install -y -q --no-install-recommends "${missing[@]}")
-    # not as root and no sudo: the user runs the one command that installs them
+    local install=(apt-get install -y -q --no-install-recommends)
+    # not as root and no sudo: the user runs the one command that installs them (the optional
+    # ones apt does not know yet each in a clause of their own that may fail)
     if ! as_root true; then
-        echo "setup: ${missing[*]} must be installed, which needs root. Run as root:" >&2
-        echo "  apt-get update && ${install[*]}" >&2
+        echo "setup: ${wanted[*]} must be installed, which needs root. Run as root:" >&2
+        local line="apt-get update && ${install[*]} ${wanted[*]}"
+        for p in "${unknown[@]}"; do line+=" && { ${install[*]} $p || true; }"; done
+        echo "  $line" >&2
         echo "then run this command again." >&2
         exit 1
     fi
-    echo "setup: installing ${missing[*]} (apt-get)"
     as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
-    as_root env DEBIAN_FRONTEND=noninteractive "${install[@]}"
+    # the archive as apt knows it now decides the optional ones
+    wanted=("${missing[@]}")
+    for p in "${optional[@]}"; do
+        if apt_has "$p"; then wanted+=("$p"); else echo "setup: $p is not in this distribution's archive; going on without it"; fi
+    done
+    echo "setup: installing ${wanted[*]} (apt-get)"
+    as_root env DEBIAN_FRONTEND=noninteractive "${install[@]}" "${wanted[@]}"
 }
+
+package_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q ' installed$'; }
+
+# the archive has PKG as a package of its own (a candidate version to install)
+apt_has() { apt-cache policy "$1" 2>/dev/null | grep -q '^  Candidate: [^(]'; }
 
 need_pypi() {
     local python="$1" check="$2"
@@ -61,4 +82,19 @@ need_pypi() {
     fi
     if [ "$(id -u)" = 0 ]; then "${pip[@]}" "$@"; else "${pip[@]}" --user "$@"; fi
     "$python" -c "$check" || { echo "setup: $* installed, but '$check' still fails for $python" >&2; exit 1; }
+}
+
+# need_torch PYTHON: PyTorch 1.13 or newer for PYTHON (the tests' reference). The distribution's
+# python3-torch where its archive has 1.13 or newer (Debian 12: 1.13.1); else (Ubuntu 22.04 has
+# 1.8.1, 24.04 none) PyTorch's CPU-only wheel from its own index, which pulls no CUDA libraries.
+TORCH_CHECK="import sys, torch; sys.exit(tuple(int(x) for x in torch.__version__.split('+')[0].split('.')[:2]) < (1, 13))"
+need_torch() {
+    local python="$1" candidate
+    "$python" -c "$TORCH_CHECK" >/dev/null 2>&1 && return 0
+    candidate=$(apt-cache policy python3-torch 2>/dev/null | sed -n 's/^  Candidate: \([^(].*\)$/\1/p')
+    if [ -n "$candidate" ] && dpkg --compare-versions "$candidate" ge 1.13; then
+        need_packages python3-torch
+        if [ "${DRY_RUN:-0}" = 1 ] || "$python" -c "$TORCH_CHECK" >/dev/null 2>&1; then return 0; fi
+    fi
+    need_pypi "$python" "$TORCH_CHECK" --index-url https://download.pytorch.org/whl/cpu torch
 }

@@ -14,14 +14,17 @@ source scripts/setup_lib.sh
 
 # compilers, make and the tools the tests use; OpenBLAS (OpenMP build), OpenMPI, PCRE2; for the
 # multi-host test, network namespaces (iproute2) and a SLURM of its own (slurmctld, slurmd, munge:
-# the test starts and stops them itself, with its own configuration); the PyTorch reference and the test scripts' Python (torch 1.13, numpy, matplotlib, pip); clang and
-# its sanitizer/fuzzer runtime for the fuzz and sanitizer tests (libclang-rt-dev: the runtime of
-# the default clang, libclang-rt-14-dev on Debian 12)
+# the test starts and stops them itself, with its own configuration); the test scripts' Python
+# (numpy, matplotlib, pip); clang and its sanitizer/fuzzer runtime for the fuzz and sanitizer
+# tests (libclang-rt-dev: the runtime of the default clang, libclang-rt-14-dev on Debian 12;
+# Ubuntu 22.04's clang has it inside and no such package)
 need_packages build-essential pkg-config xz-utils procps \
     libopenblas-openmp-dev openmpi-bin libopenmpi-dev libpcre2-dev \
     iproute2 slurmctld slurmd slurm-client munge \
-    python3-torch python3-numpy python3-matplotlib python3-pip python3-protobuf \
-    clang libclang-rt-dev
+    python3-numpy python3-matplotlib python3-pip python3-protobuf \
+    clang '?libclang-rt-dev'
+# the PyTorch reference: Debian 12's python3-torch (1.13), else PyTorch's CPU wheel (setup_lib.sh)
+need_torch /usr/bin/python3
 # independent references from PyPI: tiktoken (tokenizer ids), transformers (export check),
 # tensorboard (its EventAccumulator reads -tb 1's events files). 4.45.2 is the newest transformers
 # whose generate() imports next to Debian's torch 1.13; tensorboard 2.20.0 the newest that keeps

@@ -9,7 +9,7 @@ SKIP_OR_FAIL = bash -c '. dev/test/lib.sh --tools && skip_or_fail "$$@"' skip_or
 NVCC_HINT = install the CUDA toolkit 12 or 13 (https://developer.nvidia.com/cuda-downloads) or put nvcc on PATH
 
 TEST_TARGETS = test-build test-model test-cpu-matmul test-loader test-init test-bad-input test-generate test-bootstrap test-mpi test-resume test-checkpoints test-hang test-multihost test-run-state \
-               test-plan test-tensorboard test-hellaswag test-torch-ddp test-muon test-tokenizer test-data test-export test-plot test-bench-tools test-prebuilt test-gpu-script test-books-smoke test-finetune \
+               test-plan test-tensorboard test-hellaswag test-torch-ddp test-muon test-tokenizer test-data test-export test-plot test-setup test-bench-tools test-prebuilt test-gpu-script test-books-smoke test-finetune \
                test-cuda-build test-cuda-host test-cuda-sim test-attention-sim test-cuda-trainer-sim \
                test-fuzz test-sanitize
 
@@ -195,6 +195,10 @@ test-plot:
 # the readers of a GPU session's figures (gpu_summary.py, exposed_comm.py) on logs in their formats
 test-bench-tools:
 	PYTHON=$(PYTHON) bash dev/test/test_bench_tools.sh
+
+# scripts/setup_lib.sh (what the README's two commands install with), on stand-ins for apt and pip
+test-setup:
+	PYTHON=$(PYTHON) bash dev/test/test_setup.sh
 
 # dev/gpu/prebuilt.sh: whether a GPU session installs the binaries built here or builds its own
 test-prebuilt:

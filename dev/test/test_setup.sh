@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# scripts/setup_lib.sh, what the README's two commands install with, against stand-ins for apt-get,
+# apt-cache, dpkg-query, sudo and pip (nothing is installed on this machine), on three archives:
+# Debian 12's (every package), Ubuntu 22.04's (no libclang-rt-dev, python3-torch 1.8.1) and Ubuntu
+# 24.04's (no python3-torch):
+#  - need_packages: one apt-get update, then one install of the missing packages; an optional
+#    package (?PKG) only where the archive has it, decided after the update (a fresh machine has
+#    no package lists), and said when left out; run again, no apt-get call at all; DRY_RUN=1
+#    installs nothing; without root or sudo, nothing is installed and the one command printed
+#    installs the same packages (an optional one apt cannot know yet in a clause that may fail);
+#  - need_torch: nothing where PyTorch 1.13+ imports; the archive's python3-torch where it is 1.13
+#    or newer; else pip with PyTorch's CPU index (and a torch older than 1.13 does not count).
+source "$(dirname "$0")/lib.sh" test_setup
+FAKE=$TMP/fake
+mkdir -p "$FAKE/bin" "$FAKE/site"
+cat > "$FAKE/bin/dpkg-query" <<'EOF'
+#!/bin/sh
+for pkg; do :; done
+grep -qx "$pkg" "$FAKE/installed" && printf 'install ok installed' || exit 1
+EOF
+# apt's view of the archive: none before the first update, the whole one after it
+cat > "$FAKE/bin/apt-cache" <<'EOF'
+#!/bin/sh
+[ "$1" = policy ] || exit 1
+[ -f "$FAKE/updated" ] || exit 0
+v=$(awk -v p="$2" '$1 == p { print $2 }' "$FAKE/archive")
+[ -n "$v" ] && printf '%s:\n  Installed: (none)\n  Candidate: %s\n' "$2" "$v"
+exit 0
+EOF
+cat > "$FAKE/bin/apt-get" <<'EOF'
+#!/bin/sh
+echo "apt-get $*" >> "$FAKE/apt.log"
+[ "$1" = update ] && { touch "$FAKE/updated"; exit 0; }
+for p; do
+    case "$p" in install|-*) continue ;; esac
+    v=$(awk -v p="$p" '$1 == p { print $2 }' "$FAKE/archive")
+    [ -n "$v" ] || { echo "E: Unable to locate package $p"; exit 100; }
+    echo "$p" >> "$FAKE/installed"
+    [ "$p" = python3-torch ] && mkdir -p "$FAKE/site/torch" && echo "__version__ = '$v'" > "$FAKE/site/torch/__init__.py"
+done
+exit 0
+EOF
+# a user without root (FAKE_UID) and without sudo
+printf '#!/bin/sh\n[ "$1" = -u ] && [ -n "$FAKE_UID" ] && { echo "$FAKE_UID"; exit 0; }\nexec /usr/bin/id "$@"\n' > "$FAKE/bin/id"
+printf '#!/bin/sh\nexit 1\n' > "$FAKE/bin/sudo"
+# the Python: the real one, seeing the fake torch; pip logs and "installs" torch 2.5.1+cpu
+cat > "$FAKE/bin/py" <<'EOF'
+#!/bin/sh
+if [ "$1" = -m ] && [ "$2" = pip ]; then
+    [ "$4" = --help ] && exit 0
+    echo "pip $*" >> "$FAKE/pip.log"
+    case " $* " in *" torch "*) mkdir -p "$FAKE/site/torch"; echo "__version__ = '2.5.1+cpu'" > "$FAKE/site/torch/__init__.py" ;; esac
+    exit 0
+fi
+PYTHONPATH="$FAKE/site" exec "$PY_REAL" "$@"
+EOF
+chmod +x "$FAKE/bin/"*
+export FAKE PY_REAL=$PY PATH="$FAKE/bin:$PATH"
+
+COMMON="a-tool 1.0
+b-lib 2.0
+clang 1:14.0"
+# machine ARCHIVE [INSTALLED...]: a fresh machine (no package lists) with that archive
+machine() {
+    rm -f "$FAKE/updated" "$FAKE/apt.log" "$FAKE/pip.log"
+    mkdir -p "$FAKE/site/torch"  # hides this machine's own torch
+    echo "raise ImportError('no torch here')" > "$FAKE/site/torch/__init__.py"
+    printf '%s\n' "$COMMON" "$1" > "$FAKE/archive"
+    shift
+    printf '%s\n' "$@" > "$FAKE/installed"
+}
+setup() { (source "$ROOT/scripts/setup_lib.sh" && "$@") > out.txt 2>&1; }
+apt_calls() { cat "$FAKE/apt.log" 2> /dev/null | tr '\n' ';'; }
+check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1: got '$2', want '$3'"; cat out.txt; fi; }
+
+WANT="apt-get update -q;apt-get install -y -q --no-install-recommends a-tool b-lib clang"
+machine "libclang-rt-dev 1:14.0"
+setup need_packages a-tool b-lib clang '?libclang-rt-dev'
+check "Debian 12, fresh: one update, one install, the optional package with the rest" "$(apt_calls)" "$WANT libclang-rt-dev;"
+rm -f "$FAKE/apt.log"
+setup need_packages a-tool b-lib clang '?libclang-rt-dev'
+check "Debian 12, run again: no apt-get call" "$(apt_calls)" ""
+
+machine "python3-torch 1.8.1"
+setup need_packages a-tool b-lib clang '?libclang-rt-dev'
+check "Ubuntu 22.04, fresh: installed without the optional package" "$(apt_calls)" "$WANT;"
+grep -q "^setup: libclang-rt-dev is not in this distribution's archive; going on without it$" out.txt \
+    && ok "Ubuntu 22.04: the optional package left out is named" || { bad "no line naming the package left out"; cat out.txt; }
+rm -f "$FAKE/apt.log"
+setup need_packages a-tool b-lib clang '?libclang-rt-dev'
+check "Ubuntu 22.04, run again: no apt-get call" "$(apt_calls)" ""
+
+machine ""
+DRY_RUN=1 setup need_packages a-tool b-lib
+check "DRY_RUN=1: no apt-get call" "$(apt_calls)" ""
+grep -q "^setup: would install a-tool b-lib$" out.txt && ok "DRY_RUN=1: says what it would install" || { bad "DRY_RUN=1 output"; cat out.txt; }
+
+# without root or sudo: the printed command, run by root, installs what the setup needs
+machine "libclang-rt-dev 1:14.0"
+FAKE_UID=1000 setup need_packages a-tool b-lib '?libclang-rt-dev' && bad "without root or sudo: need_packages did not stop"
+check "without root or sudo: no apt-get call" "$(apt_calls)" ""
+line=$(sed -n 's/^  \(apt-get update && .*\)/\1/p' out.txt)
+bash -c "$line" > /dev/null
+check "without root or sudo: the printed command installs the packages, the optional one too" \
+    "$(tr '\n' ' ' < "$FAKE/installed")" " a-tool b-lib libclang-rt-dev "
+machine ""
+bash -c "$line" > /dev/null
+check "the same command where the archive lacks the optional package: still succeeds" "$(tr '\n' ' ' < "$FAKE/installed")" " a-tool b-lib "
+
+# need_torch
+machine "python3-torch 1.13.1+dfsg-4"
+touch "$FAKE/updated"  # the lists of need_packages' update, which runs first
+setup need_torch "$FAKE/bin/py"
+check "Debian 12: python3-torch from the archive" "$(apt_calls)/$(cat "$FAKE/pip.log" 2> /dev/null)" \
+    "apt-get update -q;apt-get install -y -q --no-install-recommends python3-torch;/"
+rm -f "$FAKE/apt.log"
+setup need_torch "$FAKE/bin/py"
+check "Debian 12, run again: nothing" "$(apt_calls)$(cat "$FAKE/pip.log" 2> /dev/null)" ""
+CPU_WHEEL="pip -m pip install -q --index-url https://download.pytorch.org/whl/cpu torch"
+for archive in "python3-torch 1.8.1-4" ""; do
+    machine "$archive"
+    touch "$FAKE/updated"  # the lists of an earlier install
+    setup need_torch "$FAKE/bin/py"
+    check "archive '${archive:-no python3-torch}': PyTorch's CPU wheel, no apt-get" \
+        "$(apt_calls)/$(tr -s ' ' < "$FAKE/pip.log" 2> /dev/null | sed 's/ *--user//')" "/$CPU_WHEEL"
+done
+machine ""
+echo "__version__ = '1.8.1'" > "$FAKE/site/torch/__init__.py"
+touch "$FAKE/updated"
+setup need_torch "$FAKE/bin/py"
+grep -q "download.pytorch.org/whl/cpu torch" "$FAKE/pip.log" 2> /dev/null && ok "an installed torch 1.8.1 does not count" \
+    || bad "torch 1.8.1 was taken for 1.13+"
+finish
