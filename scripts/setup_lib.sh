@@ -75,18 +75,26 @@ need_pypi() {
         return 0
     fi
     echo "setup: installing $* for $python (pip)"
+    pip_install "$python" "$@"
+    "$python" -c "$check" || { echo "setup: $* installed, but '$check' still fails for $python" >&2; exit 1; }
+}
+
+# pip_install PYTHON ARGS...: pip install for PYTHON, as root for the system, else --user
+pip_install() {
+    local python="$1"
+    shift
     local pip=("$python" -m pip install -q)
     # Debian 12 and Ubuntu 24.04 mark the system Python as externally managed; older pips lack the flag
     if "$python" -m pip install --help | grep -q -- --break-system-packages; then
         pip+=(--break-system-packages)
     fi
     if [ "$(id -u)" = 0 ]; then "${pip[@]}" "$@"; else "${pip[@]}" --user "$@"; fi
-    "$python" -c "$check" || { echo "setup: $* installed, but '$check' still fails for $python" >&2; exit 1; }
 }
 
 # need_torch PYTHON: PyTorch 1.13 or newer for PYTHON (the tests' reference). The distribution's
 # python3-torch where its archive has 1.13 or newer (Debian 12: 1.13.1); else (Ubuntu 22.04 has
-# 1.8.1, 24.04 none) PyTorch's CPU-only wheel from its own index, which pulls no CUDA libraries.
+# 1.8.1, 24.04 none) PyTorch's CPU-only wheel from its own index, which pulls no CUDA libraries,
+# and where that index cannot be reached, PyPI's torch (with the CUDA libraries it depends on).
 TORCH_CHECK="import sys, torch; sys.exit(tuple(int(x) for x in torch.__version__.split('+')[0].split('.')[:2]) < (1, 13))"
 need_torch() {
     local python="$1" candidate
@@ -96,5 +104,14 @@ need_torch() {
         need_packages python3-torch
         if [ "${DRY_RUN:-0}" = 1 ] || "$python" -c "$TORCH_CHECK" >/dev/null 2>&1; then return 0; fi
     fi
-    need_pypi "$python" "$TORCH_CHECK" --index-url https://download.pytorch.org/whl/cpu torch
+    if [ "${DRY_RUN:-0}" = 1 ]; then
+        echo "setup: would install torch for $python (pip, PyTorch's CPU-only index)"
+        return 0
+    fi
+    echo "setup: installing torch for $python from PyTorch's CPU-only index (pip)"
+    if ! pip_install "$python" --index-url https://download.pytorch.org/whl/cpu torch; then
+        echo "setup: PyTorch's index (download.pytorch.org) did not serve torch; installing PyPI's torch instead (with the CUDA libraries it depends on, about 3 GB)"
+        pip_install "$python" torch
+    fi
+    "$python" -c "$TORCH_CHECK" || { echo "setup: torch installed, but it does not import as 1.13 or newer for $python" >&2; exit 1; }
 }

@@ -9,7 +9,8 @@
 #    installs nothing; without root or sudo, nothing is installed and the one command printed
 #    installs the same packages (an optional one apt cannot know yet in a clause that may fail);
 #  - need_torch: nothing where PyTorch 1.13+ imports; the archive's python3-torch where it is 1.13
-#    or newer; else pip with PyTorch's CPU index (and a torch older than 1.13 does not count).
+#    or newer; else pip with PyTorch's CPU index, and PyPI's torch where that index fails (a
+#    torch older than 1.13 does not count).
 source "$(dirname "$0")/lib.sh" test_setup
 FAKE=$TMP/fake
 mkdir -p "$FAKE/bin" "$FAKE/site"
@@ -49,6 +50,7 @@ cat > "$FAKE/bin/py" <<'EOF'
 if [ "$1" = -m ] && [ "$2" = pip ]; then
     [ "$4" = --help ] && exit 0
     echo "pip $*" >> "$FAKE/pip.log"
+    case " $* " in *" --index-url "*) [ -f "$FAKE/no_cpu_index" ] && { echo "ERROR: No matching distribution found for torch"; exit 1; } ;; esac
     case " $* " in *" torch "*) mkdir -p "$FAKE/site/torch"; echo "__version__ = '2.5.1+cpu'" > "$FAKE/site/torch/__init__.py" ;; esac
     exit 0
 fi
@@ -124,6 +126,13 @@ for archive in "python3-torch 1.8.1-4" ""; do
     check "archive '${archive:-no python3-torch}': PyTorch's CPU wheel, no apt-get" \
         "$(apt_calls)/$(tr -s ' ' < "$FAKE/pip.log" 2> /dev/null | sed 's/ *--user//')" "/$CPU_WHEEL"
 done
+machine ""
+touch "$FAKE/updated" "$FAKE/no_cpu_index"
+setup need_torch "$FAKE/bin/py"
+check "PyTorch's index unreachable: PyPI's torch after it" "$(tr '\n' ';' < "$FAKE/pip.log" 2> /dev/null)" "$CPU_WHEEL;pip -m pip install -q torch;"
+grep -q "^setup: PyTorch's index (download.pytorch.org) did not serve torch; installing PyPI's torch instead" out.txt \
+    && ok "PyTorch's index unreachable: said so" || { bad "no line saying PyTorch's index failed"; cat out.txt; }
+rm -f "$FAKE/no_cpu_index"
 machine ""
 echo "__version__ = '1.8.1'" > "$FAKE/site/torch/__init__.py"
 touch "$FAKE/updated"
