@@ -20,7 +20,8 @@
 # passes, no test is skipped for want of MPI (the first command builds train_gpt2 before the second
 # installs OpenMPI: make must rebuild it), and the only SKIPPED lines are those for what a fresh machine lacks: the shared data
 # folder (the book corpus and HellaSwag: test-tokenizer's and test-data's parts, test-books-smoke)
-# and nvcc (test-cuda-build, test-cuda-host, test-plan's train_gpt2cu part). Any other skip fails the check.
+# and nvcc (test-cuda-build, test-cuda-host, test-plan's train_gpt2cu part), and on jammy srun's
+# PMIx plugin (test-multihost's srun --mpi=pmix parts). Any other skip fails the check.
 # KEEP=1 leaves the root (FRESH_ROOT, default a new /var/tmp/fresh_machine.XXXXXX) for inspection;
 # the logs stay in $FRESH_ROOT.logs.
 set -euo pipefail
@@ -40,6 +41,12 @@ test-cuda-host
 test-data: books.sh, hellaswag.sh
 test-plan: train_gpt2cu without a GPU
 test-tokenizer: books_corpus, hellaswag"
+# Ubuntu 22.04's Slurm 21.08 has no PMIx plugin for srun
+[ "$SUITE" = jammy ] && EXPECTED_SKIPS=$(printf '%s\n%s\n' "$EXPECTED_SKIPS" \
+    "test-multihost: srun --mpi=pmix (the recipe under SLURM with MPI, a lost host under SLURM)" | sort)
+# this machine's debootstrap may predate the suite: Ubuntu's releases share one script
+SCRIPT=/usr/share/debootstrap/scripts/$SUITE
+[ -e "$SCRIPT" ] || SCRIPT=/usr/share/debootstrap/scripts/gutsy
 
 CHROOT="${FRESH_ROOT:-$(mktemp -d /var/tmp/fresh_machine.XXXXXX)}"
 LOGS="$CHROOT.logs"
@@ -74,7 +81,7 @@ packages() { chroot "$CHROOT" dpkg-query -W -f='${Status}\n' | grep -c ' install
 
 # ---- 1. the root
 t0=$(date +%s)
-debootstrap --variant=minbase --components="$COMPONENTS" --include=git,ca-certificates "$SUITE" "$CHROOT" "$MIRROR" \
+debootstrap --variant=minbase --components="$COMPONENTS" --include=git,ca-certificates "$SUITE" "$CHROOT" "$MIRROR" "$SCRIPT" \
     > "$LOGS/debootstrap.log" 2>&1 || { tail "$LOGS/debootstrap.log"; echo "error: debootstrap failed" >&2; exit 1; }
 cp /etc/resolv.conf "$CHROOT/etc/resolv.conf"
 # /etc/hosts as an installed system has it (debootstrap writes none): localhost, and the host name
