@@ -45,15 +45,30 @@ static inline void llmc_set_rank(int rank, int world_size) {
     llmc_world_size = world_size;
 }
 
+/*
+ * "[rank R] KIND: MESSAGE\n" in one write(2), so that the lines of ranks sharing a launcher's pipe
+ * never interleave (a pipe keeps a write of up to 4096 bytes whole): glibc 2.37 and newer write an
+ * unbuffered stream's fprintf in pieces of 128 bytes (seen on Ubuntu 24.04 under mpirun).
+ */
 static inline void llmc_vprint(FILE *f, const char *kind, const char *fmt, va_list ap) {
-    char msg[4096];
+    char msg[4000], line[4096];
     vsnprintf(msg, sizeof(msg), fmt, ap);
-    if (llmc_world_size > 1) {
-        fprintf(f, "[rank %d] %s: %s\n", llmc_rank, kind, msg);
-    } else {
-        fprintf(f, "%s: %s\n", kind, msg);
+    int n = llmc_world_size > 1 ? snprintf(line, sizeof(line), "[rank %d] %s: %s\n", llmc_rank, kind, msg)
+                                : snprintf(line, sizeof(line), "%s: %s\n", kind, msg);
+    if (n < 0) { return; }
+    if (n >= (int)sizeof(line)) {  // cut: still one line
+        n = (int)sizeof(line) - 1;
+        line[n - 1] = '\n';
     }
     fflush(f);
+    for (int off = 0; off < n;) {
+        ssize_t w = write(fileno(f), line + off, (size_t)(n - off));
+        if (w <= 0) {
+            if (w < 0 && errno == EINTR) { continue; }
+            break;
+        }
+        off += (int)w;
+    }
 }
 
 #if defined(__GNUC__)

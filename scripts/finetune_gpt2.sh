@@ -57,7 +57,7 @@ model_bin=${MODEL_BIN:-$DATA_DIR/hf/$name.bin}
 out=${OUT:-log_finetune_$name}
 
 gpu=0
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then gpu=1; fi
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep '^GPU' > /dev/null; then gpu=1; fi
 data="$DATA_DIR/tinyshakespeare"
 recipe=(-e "$model_bin" -i "$data/tiny_shakespeare_train.bin" -j "$data/tiny_shakespeare_val.bin"
         -tk "$TOKENIZER_BIN" -l 3e-5 -u 2 -q 1.0 -c 0 -o "$out" -y 1)

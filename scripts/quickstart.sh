@@ -42,7 +42,7 @@ common=(-i "$data/tiny_shakespeare_train.bin" -j "$data/tiny_shakespeare_val.bin
 [ "$resume" = 1 ] || common+=(--start-over 1)
 
 gpu=0
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep '^GPU' > /dev/null; then
     if [ "${DRY_RUN:-0}" = 1 ] || make train_gpt2cu export_hf; then
         gpu=1
     else

@@ -57,14 +57,15 @@ need_packages() {
     for p in "${optional[@]}"; do
         if apt_has "$p"; then wanted+=("$p"); else echo "setup: $p is not in this distribution's archive; going on without it"; fi
     done
+    [ ${#wanted[@]} -gt 0 ] || return 0
     echo "setup: installing ${wanted[*]} (apt-get)"
     as_root env DEBIAN_FRONTEND=noninteractive "${install[@]}" "${wanted[@]}"
 }
 
-package_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q ' installed$'; }
+package_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep ' installed$' > /dev/null; }
 
 # the archive has PKG as a package of its own (a candidate version to install)
-apt_has() { apt-cache policy "$1" 2>/dev/null | grep -q '^  Candidate: [^(]'; }
+apt_has() { apt-cache policy "$1" 2>/dev/null | grep '^  Candidate: [^(]' > /dev/null; }
 
 need_pypi() {
     local python="$1" check="$2"
@@ -85,7 +86,7 @@ pip_install() {
     shift
     local pip=("$python" -m pip install -q)
     # Debian 12 and Ubuntu 24.04 mark the system Python as externally managed; older pips lack the flag
-    if "$python" -m pip install --help | grep -q -- --break-system-packages; then
+    if "$python" -m pip install --help | grep -- --break-system-packages > /dev/null; then
         pip+=(--break-system-packages)
     fi
     if [ "$(id -u)" = 0 ]; then "${pip[@]}" "$@"; else "${pip[@]}" --user "$@"; fi

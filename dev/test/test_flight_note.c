@@ -13,6 +13,8 @@
  *   - outside a collective (a closed stdout), or while an NCCL one is open: ends by SIGPIPE
  *     without a line;
  *   - ignored before the record was armed: stays ignored (the write fails with EPIPE).
+ * And the error and warning lines of utils.h: 4 processes writing 300 lines of 700 bytes each to
+ * one pipe, as ranks under a launcher do, leave every line whole (one write each).
  * stderr goes to a file that the checks read.
  */
 #include <sys/wait.h>
@@ -109,6 +111,45 @@ static void check_sigpipe(const char *dir) {
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "an ignored SIGPIPE did not stay ignored (status %d)", st);
 }
 
+// 4 "ranks" each warn LINES times with a long message into one pipe: every line read back is whole
+static void check_lines_whole(void) {
+    enum { RANKS = 4, LINES = 300, LEN = 700 };
+    int fds[2];
+    if (pipe(fds) != 0) { llmc_die("pipe failed"); }
+    fflush(NULL);
+    for (int r = 0; r < RANKS; r++) {
+        if (fork() == 0) {
+            close(fds[0]);
+            dup2(fds[1], STDERR_FILENO);
+            char msg[LEN + 1];
+            memset(msg, 'a' + r, LEN);
+            msg[LEN] = '\0';
+            llmc_set_rank(r, RANKS);
+            for (int i = 0; i < LINES; i++) { llmc_warn("%s", msg); }
+            _exit(0);
+        }
+    }
+    close(fds[1]);
+    FILE *in = fdopen(fds[0], "r");
+    static char line[4 * LEN];
+    int whole[RANKS] = {0}, broken = 0;
+    while (fgets(line, sizeof(line), in)) {
+        int r = -1, n = 0;
+        const size_t len = strlen(line);
+        if (sscanf(line, "[rank %d] warning: %n", &r, &n) == 1 && r >= 0 && r < RANKS && n > 0 &&
+            len == (size_t)n + LEN + 1 && strspn(line + n, (char[]){(char)('a' + r), '\0'}) == LEN) {
+            whole[r]++;
+        } else {
+            broken++;
+        }
+    }
+    fclose(in);
+    while (wait(NULL) > 0) {}
+    for (int r = 0; r < RANKS; r++) {
+        CHECK(whole[r] == LINES, "rank %d: %d of %d warning lines whole (%d broken lines in all)", r, whole[r], LINES, broken);
+    }
+}
+
 int main(void) {
     char dir[] = "/tmp/test_flight_note_XXXXXX";
     if (!mkdtemp(dir)) { llmc_die("mkdtemp failed"); }
@@ -152,6 +193,7 @@ int main(void) {
           "the note of a signal that came while waiting: %s", text);
 
     check_sigpipe(dir);
+    check_lines_whole();
 
     char cmd[4300];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
@@ -160,6 +202,6 @@ int main(void) {
         printf("test_flight_note: %d check(s) FAILED\n", failures);
         return 1;
     }
-    printf("test_flight_note: the stop-signal notes and the SIGPIPE line are right\n");
+    printf("test_flight_note: the stop-signal notes, the SIGPIPE line and whole error lines are right\n");
     return 0;
 }

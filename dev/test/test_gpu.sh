@@ -348,7 +348,7 @@ if has_part multi; then
     step nccl_dropped_waits 240 "for w in 1 2 3 4; do LLMC_FORCE_NCCL=1 LLMC_DEBUG_STREAMS=1 LLMC_TEST_DROP_WAIT=\$w build/drop_wait/train_gpt2cu $A -d $MULTI_D -z 1 -o $D/ncclmiss\$w > $D/ncclmiss\$w.txt 2>&1 || { echo \"wait \$w left out: exit \$?\"; tail -3 $D/ncclmiss\$w.txt; exit 1; }; if compare_logs $D/ncclmiss\$w/main.log $D/single/main.log trl=0 norm=0 > /dev/null; then echo \"wait \$w left out, yet the run is bitwise the plain one\"; exit 1; fi; echo \"wait \$w left out: the run differs, as it must\"; done"
     # torchrun (torch.distributed.run): --no-python in torch 2.x, --no_python in 1.x
     NOPY=--no-python
-    "$PY" -m torch.distributed.run --help 2>/dev/null | grep -q -- "--no-python" || NOPY=--no_python
+    "$PY" -m torch.distributed.run --help 2>/dev/null | grep -- "--no-python" > /dev/null || NOPY=--no_python
     TORCHRUN="$PY -m torch.distributed.run --nproc_per_node=1 $NOPY"
     step torchrun_1 180 "$TORCHRUN ./train_gpt2cu $A -d $MULTI_D -o $D/torchrun && compare_logs $D/torchrun/main.log $D/single/main.log trl=0 norm=0 && LLMC_FORCE_NCCL=1 $TORCHRUN ./train_gpt2cu $A -d $MULTI_D -o $D/torchrun_nccl && compare_logs $D/torchrun_nccl/main.log $D/single/main.log trl=0 norm=0"
     if [ -n "$MPIRUN_STR" ]; then

@@ -25,8 +25,11 @@ cat > "$FAKE/bin/apt-cache" <<'EOF'
 [ "$1" = policy ] || exit 1
 [ -f "$FAKE/updated" ] || exit 0
 v=$(awk -v p="$2" '$1 == p { print $2 }' "$FAKE/archive")
-[ -n "$v" ] && printf '%s:\n  Installed: (none)\n  Candidate: %s\n' "$2" "$v"
-exit 0
+[ -n "$v" ] || exit 0
+printf '%s:\n  Installed: (none)\n  Candidate: %s\n  Version table:\n' "$2" "$v"
+# a long table after it, as apt's can be, written line by line: a reader that stops at the
+# candidate line leaves this process to die of SIGPIPE (status 141 under pipefail)
+i=0; while [ $i -lt 3000 ]; do printf '     %s 500\n' "$i"; i=$((i + 1)); done
 EOF
 cat > "$FAKE/bin/apt-get" <<'EOF'
 #!/bin/sh
@@ -48,7 +51,11 @@ printf '#!/bin/sh\nexit 1\n' > "$FAKE/bin/sudo"
 cat > "$FAKE/bin/py" <<'EOF'
 #!/bin/sh
 if [ "$1" = -m ] && [ "$2" = pip ]; then
-    [ "$4" = --help ] && exit 0
+    if [ "$4" = --help ]; then  # an externally managed Python's pip (FAKE/pep668) knows the flag, early in a long help
+        [ -f "$FAKE/pep668" ] && echo "  --break-system-packages"
+        i=0; while [ $i -lt 3000 ]; do echo "  --option-$i"; i=$((i + 1)); done
+        exit 0
+    fi
     echo "pip $*" >> "$FAKE/pip.log"
     case " $* " in *" --index-url "*) [ -f "$FAKE/no_cpu_index" ] && { echo "ERROR: No matching distribution found for torch"; exit 1; } ;; esac
     case " $* " in *" torch "*) mkdir -p "$FAKE/site/torch"; echo "__version__ = '2.5.1+cpu'" > "$FAKE/site/torch/__init__.py" ;; esac
@@ -71,7 +78,8 @@ machine() {
     shift
     printf '%s\n' "$@" > "$FAKE/installed"
 }
-setup() { (source "$ROOT/scripts/setup_lib.sh" && "$@") > out.txt 2>&1; }
+# as scripts/test.sh and quickstart.sh run it: set -euo pipefail
+setup() { (set -euo pipefail; source "$ROOT/scripts/setup_lib.sh" && "$@") > out.txt 2>&1; }
 apt_calls() { cat "$FAKE/apt.log" 2> /dev/null | tr '\n' ';'; }
 check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1: got '$2', want '$3'"; cat out.txt; fi; }
 
@@ -133,6 +141,12 @@ check "PyTorch's index unreachable: PyPI's torch after it" "$(tr '\n' ';' < "$FA
 grep -q "^setup: PyTorch's index (download.pytorch.org) did not serve torch; installing PyPI's torch instead" out.txt \
     && ok "PyTorch's index unreachable: said so" || { bad "no line saying PyTorch's index failed"; cat out.txt; }
 rm -f "$FAKE/no_cpu_index"
+machine ""
+touch "$FAKE/updated" "$FAKE/pep668"
+setup need_pypi "$FAKE/bin/py" "import tiktoken_stand_in_that_is_missing" tiktoken
+grep -q -- "--break-system-packages tiktoken" "$FAKE/pip.log" 2> /dev/null && ok "an externally managed Python: pip gets --break-system-packages" \
+    || bad "an externally managed Python: no --break-system-packages ($(cat "$FAKE/pip.log" 2> /dev/null))"
+rm -f "$FAKE/pep668"
 machine ""
 echo "__version__ = '1.8.1'" > "$FAKE/site/torch/__init__.py"
 touch "$FAKE/updated"
