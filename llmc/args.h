@@ -368,6 +368,12 @@ static inline void args_parse(TrainArgs *a, int argc, char **argv) {
         }
         args_set(a, s, flag, value);
     }
+    // the longest name written under it (state_<step>_<rank>.bin.tmp and the like) must fit the 4095
+    // bytes of a path the system takes
+    if (strlen(a->output_dir) > 4000) {
+        args_fail("-o: the directory's path is %zu characters; the files under it would pass the 4095 a path may have: "
+                  "use one of at most 4000", strlen(a->output_dir));
+    }
     if (a->checkpoint_every > 0 && a->output_dir[0] == '\0') {
         args_fail("-n %d needs an output directory: add -o <dir>", a->checkpoint_every);
     }

@@ -108,6 +108,7 @@ expect "memory past the machine" "B=1000000 T=64 needs [0-9.]* GiB of RAM per pr
 expect "-b and -t past 64 bits" "-b 2147 -t 1000000: the attention matrices alone would take" -- -i "$TMP/good.bin" "${BASE[@]}" -e L100:C64:H16:T1000000 -b 2147 -t 1000000
 expect "--start-over with -y 1" "--start-over 1 .* excludes -y 1" -- -i "$TMP/good.bin" "${BASE[@]}" -o "$TMP/so" -y 1 --start-over 1
 expect_error "bad LLMC_FAULT" "LLMC_FAULT=state:x: expected" env LLMC_FAULT=state:x "$TRAINER" -i "$TMP/good.bin" "${BASE[@]}"
+expect "-o longer than a path can take below it" "-o: the directory's path is 4001 characters" -- -i "$TMP/good.bin" "${BASE[@]}" -o "/tmp/$(printf 'd%.0s' $(seq 3996))"
 expect_error "bad LLMC_CPU_MATMUL" "LLMC_CPU_MATMUL=fast: the CPU matmul is auto, openblas or builtin" env LLMC_CPU_MATMUL=fast "$TRAINER" -i "$TMP/good.bin" "${BASE[@]}"
 expect "a smaller model's decode table" "-tk .*table10.bin has 10 tokens, fewer than the model's 50257" -- -i "$TMP/good.bin" "${BASE[@]}" -s 1 -tk "$TMP/table10.bin"
 expect "-o a file"             "-o .*good.bin exists and is not a folder" -- -i "$TMP/good.bin" "${BASE[@]}" -o "$TMP/good.bin"
