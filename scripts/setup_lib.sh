@@ -6,7 +6,10 @@
 #                                where the distribution's archive has PKG
 #   need_pypi PYTHON CHECK SPEC...   PyPI packages for PYTHON: installed with pip unless the
 #                                Python statement CHECK runs (as root for the system, else --user)
+#   need_torch PYTHON            PyTorch 1.13 or newer for PYTHON (from where: see below)
 # DRY_RUN=1: say what would be installed, install nothing.
+# A pipeline here ends in grep without -q: grep -q stops reading at its match and leaves the
+# command before it to die of SIGPIPE, which the callers' pipefail turns into a failure.
 
 # as_root CMD...: run CMD as root (directly, or through sudo); 1 if neither is possible
 as_root() {
