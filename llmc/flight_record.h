@@ -134,13 +134,7 @@ static inline void ft_pad(FlightText *t, const char *s, int width) {
     for (size_t i = t->len - before; (int)i < width; i++) { ft_str(t, " "); }
 }
 
-static inline void ft_out(int fd, const FlightText *t) {
-    for (size_t off = 0; off < t->len;) {
-        ssize_t n = write(fd, t->buf + off, t->len - off);
-        if (n <= 0) { break; }
-        off += (size_t)n;
-    }
-}
+static inline void ft_out(int fd, const FlightText *t) { llmc_write_all(fd, t->buf, t->len); }
 
 /*
  * Write the record (again, if it was written before): a heading with the reason, then the

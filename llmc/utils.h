@@ -45,6 +45,18 @@ static inline void llmc_set_rank(int rank, int world_size) {
     llmc_world_size = world_size;
 }
 
+// all n bytes of p to fd, as far as fd takes them (write(2) only: async-signal-safe)
+static inline void llmc_write_all(int fd, const char *p, size_t n) {
+    for (size_t off = 0; off < n;) {
+        ssize_t w = write(fd, p + off, n - off);
+        if (w <= 0) {
+            if (w < 0 && errno == EINTR) { continue; }
+            return;
+        }
+        off += (size_t)w;
+    }
+}
+
 /*
  * "[rank R] KIND: MESSAGE\n" in one write(2), so that the lines of ranks sharing a launcher's pipe
  * never interleave (a pipe keeps a write of up to 4096 bytes whole): glibc 2.37 and newer write an
@@ -61,14 +73,7 @@ static inline void llmc_vprint(FILE *f, const char *kind, const char *fmt, va_li
         line[n - 1] = '\n';
     }
     fflush(f);
-    for (int off = 0; off < n;) {
-        ssize_t w = write(fileno(f), line + off, (size_t)(n - off));
-        if (w <= 0) {
-            if (w < 0 && errno == EINTR) { continue; }
-            break;
-        }
-        off += (int)w;
-    }
+    llmc_write_all(fileno(f), line, (size_t)n);
 }
 
 #if defined(__GNUC__)

@@ -8,8 +8,8 @@
 #                                Python statement CHECK runs (as root for the system, else --user)
 #   need_torch PYTHON            PyTorch 1.13 or newer for PYTHON (from where: see below)
 # DRY_RUN=1: say what would be installed, install nothing.
-# A pipeline here ends in grep without -q: grep -q stops reading at its match and leaves the
-# command before it to die of SIGPIPE, which the callers' pipefail turns into a failure.
+# A pipeline here reads its input to the end (grep without -q): grep -q stops at its match and
+# leaves the command before it to die of SIGPIPE, which the callers' pipefail makes a failure.
 
 # as_root CMD...: run CMD as root (directly, or through sudo); 1 if neither is possible
 as_root() {
@@ -67,8 +67,9 @@ need_packages() {
 
 package_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep ' installed$' > /dev/null; }
 
-# the archive has PKG as a package of its own (a candidate version to install)
-apt_has() { apt-cache policy "$1" 2>/dev/null | grep '^  Candidate: [^(]' > /dev/null; }
+# the version of PKG that apt would install, as it knows the archive now; nothing if none
+apt_candidate() { apt-cache policy "$1" 2>/dev/null | sed -n 's/^  Candidate: \([^(].*\)$/\1/p'; }
+apt_has() { [ -n "$(apt_candidate "$1")" ]; }
 
 need_pypi() {
     local python="$1" check="$2"
@@ -103,7 +104,7 @@ TORCH_CHECK="import sys, torch; sys.exit(tuple(int(x) for x in torch.__version__
 need_torch() {
     local python="$1" candidate
     "$python" -c "$TORCH_CHECK" >/dev/null 2>&1 && return 0
-    candidate=$(apt-cache policy python3-torch 2>/dev/null | sed -n 's/^  Candidate: \([^(].*\)$/\1/p')
+    candidate=$(apt_candidate python3-torch)
     if [ -n "$candidate" ] && dpkg --compare-versions "$candidate" ge 1.13; then
         need_packages python3-torch
         if [ "${DRY_RUN:-0}" = 1 ] || "$python" -c "$TORCH_CHECK" >/dev/null 2>&1; then return 0; fi
