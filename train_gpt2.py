@@ -518,7 +518,8 @@ FLAGS = {
     "u": ("warmup", int, 0, 0, (1 << 31) - 1, "linear warmup steps"),
     "q": ("final_lr_frac", float, 1.0, 0.0, 1.0, "final learning rate as a fraction of -l"),
     "c": ("weight_decay", float, 0.0, 0.0, 10.0, "weight decay, on 2-D tensors only"),
-    "k": ("schedule", str, "cosine", None, None, "schedule: cosine | linear | constant"),
+    "k": ("schedule", str, "cosine", None, None, "schedule: cosine | linear | constant | wsd"),
+    "kd": ("decay_frac", float, 0.2, 0.0, 1.0, "wsd: the fraction of the -x steps that decays"),
     "opt": ("optimizer", str, "adamw", None, None, "adamw, or muon: Muon for the blocks' 2-D matrices, AdamW (-l) for the rest"),
     "ml": ("muon_lr", float, 0.02, 0.0, 10.0, "Muon: peak learning rate of the matrices (-k's schedule)"),
     "mm": ("muon_momentum", float, 0.95, 0.0, 0.999, "Muon: Nesterov momentum"),
@@ -591,8 +592,8 @@ def parse_train_args(argv, rank):
                 fail(f"{f} {v}: must be in {lo:g}..{hi:g}")
             v = x
         setattr(a, attr, v)
-    if a.schedule not in ("cosine", "linear", "constant"):
-        fail(f"-k {a.schedule}: unknown schedule (cosine, linear or constant)")
+    if a.schedule not in ("cosine", "linear", "constant", "wsd"):
+        fail(f"-k {a.schedule}: unknown schedule (cosine, linear, constant or wsd)")
     if a.backend not in ("nccl", "mpi"):
         fail(f"-pb {a.backend}: unknown backend (nccl or mpi)")
     if a.optimizer not in ("adamw", "muon"):
@@ -603,6 +604,7 @@ def parse_train_args(argv, rank):
         fail("-y 1 resumes from the checkpoints in -o <dir>; no -o was given")
     # the C trainers keep these as float32: compute with the same values
     a.lr, a.final_lr_frac, a.weight_decay = np.float32(a.lr), np.float32(a.final_lr_frac), np.float32(a.weight_decay)
+    a.decay_frac = np.float32(a.decay_frac)
     a.muon_lr, a.muon_momentum = np.float32(a.muon_lr), np.float32(a.muon_momentum)
     a.argv = list(argv)
     return a
@@ -613,11 +615,15 @@ def lr_at(a, step, max_steps, peak=None):
     peak = a.lr if peak is None else peak
     if step < a.warmup:
         return float(peak * np.float32(step + 1) / np.float32(a.warmup))
-    if a.schedule == "constant" or max_steps <= a.warmup:
+    start = a.warmup  # where the decay begins; for wsd (int)((1 - decay_frac) * max_steps) in float32
+    if a.schedule == "wsd":
+        start = max(start, int((np.float32(1.0) - a.decay_frac) * np.float32(max_steps)))
+    if a.schedule == "constant" or step < start or max_steps <= start:
         return float(peak)
-    progress = min(1.0, (step - a.warmup) / (max_steps - a.warmup))
+    progress = min(1.0, (step - start) / (max_steps - start))
     min_lr = float(peak) * float(a.final_lr_frac)
-    coeff = 0.5 * (1.0 + math.cos(math.pi * progress)) if a.schedule == "cosine" else 1.0 - progress
+    coeff = {"cosine": 0.5 * (1.0 + math.cos(math.pi * progress)), "linear": 1.0 - progress,
+             "wsd": 1.0 - math.sqrt(progress)}[a.schedule]
     return float(np.float32(min_lr + coeff * (float(peak) - min_lr)))
 
 

@@ -48,7 +48,10 @@
     X(F32, final_lr_frac, "q", "final-lr-frac", "<float>", 1.0, 0.0, 1.0,                                               \
       "final learning rate as a fraction of -l; 1.0 = constant after warmup")                                          \
     X(F32, weight_decay, "c", "weight-decay", "<float>", 0.0, 0.0, 10.0, "weight decay, on 2-D tensors only")           \
-    X(CHOICE, schedule, "k", "schedule", "cosine|linear|constant", "cosine", 0, 0, "learning rate schedule")            \
+    X(CHOICE, schedule, "k", "schedule", "cosine|linear|constant|wsd", "cosine", 0, 0,                                 \
+      "learning rate schedule after warmup: decay to -q*lr over the -x steps (cosine,\n"                                \
+      "linear), none (constant), or wsd: constant, then 1-sqrt decay over the last -kd of them")                       \
+    X(F32, decay_frac, "kd", "decay-frac", "<float>", 0.2, 0.0, 1.0, "wsd: the fraction of the -x steps that decays")   \
     X(CHOICE, optimizer, "opt", "optimizer", "adamw|muon", "adamw", 0, 0,                                              \
       "adamw, or muon: Muon for the blocks' 2-D matrices, AdamW (-l) for the rest")                     \
     X(F32, muon_lr, "ml", "muon-lr", "<float>", 0.02, 0.0, 10.0, "Muon: peak learning rate of the matrices (-k's schedule)") \

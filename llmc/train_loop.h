@@ -226,8 +226,8 @@ static inline double event_mean(const EventTime *e) { return e->count > 0 ? e->s
 
 /*
  * A resumed run whose -x differs from the one its checkpoint was written with follows another LR
- * schedule from here on (cosine and linear decay over -x steps). Warns on rank 0 when the
- * learning rate of any remaining step changes.
+ * schedule from here on (cosine and linear decay over -x steps; wsd decays over the end of them).
+ * Warns on rank 0 when the learning rate of any remaining step changes.
  */
 static inline void warn_schedule_change(const LRSchedule *now, int old_steps, int from, const char *dir) {
     LRSchedule old = *now;
@@ -460,7 +460,7 @@ static inline void train_print_banner(const TrainRun *r) {
 static inline void train_prepare(TrainRun *r) {
     const TrainArgs *a = r->a;
     TrainState *st = &r->st;
-    lr_schedule_init(&r->sched, a->schedule, a->lr, a->warmup, r->M, a->final_lr_frac);
+    lr_schedule_init(&r->sched, a->schedule, a->lr, a->warmup, r->M, a->final_lr_frac, a->decay_frac);
     if (r->resumed && r->rank == 0 && st->max_steps > 0 && st->max_steps != r->M) {
         warn_schedule_change(&r->sched, st->max_steps, st->step, a->output_dir);
     }

@@ -175,7 +175,7 @@ static void test_trainer_init(TestTrainer *tt, Comm *comm, const DebugState *ds,
     tt->args.B = ds->B;
     tt->args.T = ds->T;
     tt->args.total_batch = (long long)ds->B * ds->T;
-    lr_schedule_init(&tt->sched, "constant", tr->lr, 0, tr->steps, 1.0f);
+    lr_schedule_init(&tt->sched, "constant", tr->lr, 0, tr->steps, 1.0f, 0.0f);
     tt->st.B = ds->B; tt->st.T = ds->T; tt->st.total_batch = tt->args.total_batch; tt->st.shuffle = 0;
     tt->st.seed = tt->args.seed;
     guard_init(&tt->st.guard, 0, 0, 10);

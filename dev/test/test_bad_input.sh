@@ -85,7 +85,7 @@ expect "flag in wrong case"    "did you mean -z?"   -- -i "$TMP/good.bin" "${BAS
 expect "flag without value"    "needs a value"      -- -i "$TMP/good.bin" "${BASE[@]}" -b
 expect "bad number"            "expected an integer" -- -i "$TMP/good.bin" "${BASE[@]}" -b two
 expect "bad descriptor"        "descriptor"         -- -i "$TMP/good.bin" -e L2:C64 -b 2 -t 32
-expect "bad schedule"          "expected one of cosine|linear|constant" -- -i "$TMP/good.bin" "${BASE[@]}" -k triangle
+expect "bad schedule"          "expected one of cosine|linear|constant|wsd" -- -i "$TMP/good.bin" "${BASE[@]}" -k triangle
 expect "bad attention"         "-at flash: expected one of own|cudnn" -- -i "$TMP/good.bin" "${BASE[@]}" -at flash
 expect "checkpoints need -o"   "-o"                 -- -i "$TMP/good.bin" "${BASE[@]}" -n 5
 expect "resume needs -o"       "-o"                 -- -i "$TMP/good.bin" "${BASE[@]}" -y 1

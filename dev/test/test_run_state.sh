@@ -9,7 +9,9 @@
 #    often than LLMC_PROGRESS_SECONDS (the test hook; default 5 s, so none for fast evaluations);
 #  - a finished run started again with -y 1 says it is complete, exits 0 and writes nothing;
 #  - resuming with another -x warns that the LR schedule changes (only when it does), and the
-#    resumed steps follow the new schedule (checked against the cosine formula).
+#    resumed steps follow the new schedule (checked against the cosine formula);
+#  - -k wsd: every step's LR against the warmup-stable-decay formula, and a run resumed in its
+#    stable phase with a larger -x trains the steps before the new decay as it did.
 source "$(dirname "$0")/lib.sh" test_run_state "${1:-./train_gpt2}"
 $PY "$ROOT/dev/bench/make_random_shard.py" train.bin 60000 1 512
 $PY "$ROOT/dev/bench/make_random_shard.py" val.bin 240000 2 512
@@ -182,5 +184,42 @@ grep -q "^run complete: checkpoint 16" same.out && ! grep -q "warning: -x" same.
 "$TRAINER" "${ARGS[@]}" -q 1.0 -x 4 -o const > /dev/null 2>&1
 "$TRAINER" "${ARGS[@]}" -q 1.0 -x 6 -o const -y 1 > const.out 2>&1 || bad "constant-schedule resume failed"
 grep -q "warning: -x" const.out && bad "a warning about -x for a constant schedule, which -x does not change"
+
+# ---- wsd (warmup-stable-decay): every step's LR against the formula (Hagele et al. 2024, decay
+# point as llm.c's); raising -x in the stable phase moves the decay to the new end, the steps
+# before it train as they did, and the warning names the first step whose LR changes
+wsd_lrs_follow() {  # wsd_lrs_follow <main.log> <-x> <first step> <last step> (1-based, inclusive)
+    $PY - "$@" <<'EOF2' && echo "ok   $1: steps $3-$4 follow wsd at -x $2" || bad "$1: the LR of wsd at -x $2"
+import math, sys
+log, x, first, last = sys.argv[1], *map(int, sys.argv[2:])
+lr = {int(f["s"]): float(f["lr"]) for f in (dict(kv.split(":", 1) for kv in l.split()) for l in open(log)) if "lr" in f}
+start = int(0.75 * x)  # -kd 0.25: the last quarter decays
+for s in range(first - 1, last):
+    if s < 2:
+        want = 1e-3 * (s + 1) / 2  # warmup 2
+    elif s < start:
+        want = 1e-3
+    else:
+        want = 1e-4 + (1 - math.sqrt((s - start) / (x - start))) * (1e-3 - 1e-4)
+    assert abs(lr[s] - want) <= 5e-6 * want, f"s:{s} lr {lr[s]}, want {want}"
+EOF2
+}
+WSD=(-k wsd -kd 0.25 -n 2 -nk 0)
+"$TRAINER" "${ARGS[@]}" "${WSD[@]}" -x 8 -o wsd > wsd.out 2>&1 || { bad "the wsd run failed"; tail -n 3 wsd.out; }
+wsd_lrs_follow wsd/main.log 8 1 8
+cp -r wsd wsd_longer && rm wsd_longer/DONE_0000000[68]
+"$TRAINER" "${ARGS[@]}" "${WSD[@]}" -x 12 -o wsd_longer -y 1 > wsd_longer.out 2>&1 || bad "the wsd resume with -x 12 failed"
+grep -q "resumed from checkpoint 4" wsd_longer.out || bad "the wsd run did not resume from checkpoint 4"
+wsd_lrs_follow wsd_longer/main.log 12 5 12
+$PY - wsd/main.log wsd_longer/main.log <<'EOF2' && echo "ok   steps 5-7 logged the same loss and LR after -x 8 -> 12" || bad "steps 5-7 changed with -x"
+import sys
+rows = [{int(l.split()[0][2:]): l.split()[1:3] for l in open(p) if " trl:" in l} for p in sys.argv[1:]]
+assert all(rows[0][s] == rows[1][s] for s in (4, 5, 6)), [(rows[0][s], rows[1][s]) for s in (4, 5, 6)]
+EOF2
+if grep -q "^warning: -x 12 differs from the -x 8 .*(step 8: lr 1.00e-03 instead of 3.64e-04)" wsd_longer.out; then
+    echo "ok   $(grep '^warning: -x' wsd_longer.out)"
+else
+    bad "the warning for wsd's raised -x"; grep -i "warn" wsd_longer.out | head -3
+fi
 
 finish

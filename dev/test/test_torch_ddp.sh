@@ -4,7 +4,8 @@
 #     not start on Python 3.11) give the per-step train losses and gradient norms, the val losses,
 #     the HellaSwag accuracy and the samples' RNG of ./train_gpt2 under mpirun -np 1/2 at the same
 #     flags (shuffled data, 2 micro-steps per step, warmup + cosine, weight decay), within 1e-4
-#     relative; final parameters within 1e-4 (L2). -e is a descriptor: both init alike.
+#     relative; final parameters within 1e-4 (L2). -e is a descriptor: both init alike. With -k wsd
+#     (1 process) the logged learning rates are the same strings.
 #  2. only rank 0 prints step lines and writes main.log; a state file per rank, whose header
 #     (data position, AdamW count, sampling RNG after a sample, guard counters, model) equals the
 #     C trainer's.
@@ -78,6 +79,12 @@ for np in 1 2; do
     [ "$(ls p$np | grep -c '^main.log$')" -eq 1 ] && [ "$(ls p$np | grep -c '^state_00000012_')" -eq $np ] \
         || bad "np=$np: expected one main.log and $np state files for step 12: $(ls p$np | tr '\n' ' ')"
 done
+# -k wsd (warmup-stable-decay), 1 process: the same learning rate strings and losses
+WSD=("${ARGS[@]}" -b 4 -k wsd -kd 0.4 -x 10 -v 0 -h 0 -s 0 -n 0)
+"$TRAINER" "${WSD[@]}" -o cwsd > cwsd.out 2>&1 || { bad "train_gpt2 -k wsd failed"; tail -n 3 cwsd.out; }
+torch_ranks 1 pwsd "${WSD[@]}" -o pwsd || { bad "train_gpt2.py -k wsd failed"; tail -n 3 pwsd.*.err; }
+echo "-k wsd, train_gpt2.py vs train_gpt2:"
+compare_logs pwsd/main.log cwsd/main.log lr=0 trl=1e-4 || bad "-k wsd: the logs differ"
 if grep -q '^step \|^val loss\|^generating' p2.1.out; then bad "rank 1 printed: $(head -n 2 p2.1.out)"
 else echo "ok   rank 1 printed nothing ($(wc -c < p2.1.out) bytes on stdout)"; fi
 # the banner names the attention too where torch has SDPA (2.x): "(cpu, fp32, sdpa)"
