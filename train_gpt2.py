@@ -534,6 +534,7 @@ FLAGS = {
     "g": ("gen_tokens", int, 64, 1, 1 << 20, "tokens to generate per sample"),
     "n": ("checkpoint_every", int, 0, 0, (1 << 31) - 1, "checkpoint every N steps (needs -o)"),
     "nk": ("checkpoint_keep", int, 0, 0, (1 << 31) - 1, "keep only the newest N complete checkpoints; 0 = all"),
+    "nm": ("checkpoint_major", int, 0, 0, (1 << 31) - 1, "with -nk: also keep every checkpoint whose step is a multiple of N"),
     "y": ("resume", int, 0, 0, 1, "resume from the newest complete checkpoint in -o"),
     "sl": ("guard_z_loss", float, 0.0, 0.0, 1e6, "skip a step whose loss z-score over the last 100 exceeds this; 0 = off"),
     "sg": ("guard_z_norm", float, 0.0, 0.0, 1e6, "the same for the gradient norm; 0 = off"),
@@ -600,6 +601,9 @@ def parse_train_args(argv, rank):
         fail(f"-opt {a.optimizer}: expected one of adamw|muon")
     if a.checkpoint_every > 0 and not a.output_dir:
         fail(f"-n {a.checkpoint_every} needs an output directory: add -o <dir>")
+    if a.checkpoint_major > 0 and (a.checkpoint_every <= 0 or a.checkpoint_major % a.checkpoint_every != 0):
+        fail(f"-nm {a.checkpoint_major} keeps the checkpoints at multiples of {a.checkpoint_major} steps; it must be a "
+             f"multiple of -n (now {a.checkpoint_every}), which writes them")
     if a.resume and not a.output_dir:
         fail("-y 1 resumes from the checkpoints in -o <dir>; no -o was given")
     # the C trainers keep these as float32: compute with the same values
@@ -942,7 +946,8 @@ def checkpoint_save(a, d, dist, st, cfg, flat_params, m, v):
         atomic_write(ckpt_path(d, "DONE", st.step), [f"step {st.step}\nworld_size {W}\n".encode()])
         if a.checkpoint_keep > 0:
             for old in checkpoint_list(d)[max(a.checkpoint_keep, 1):]:
-                checkpoint_delete(d, old)
+                if a.checkpoint_major <= 0 or old % a.checkpoint_major != 0:
+                    checkpoint_delete(d, old)
 
 
 def checkpoint_list(d):

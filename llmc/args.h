@@ -70,6 +70,8 @@
     X(INT, checkpoint_every, "n", "ckpt-every", "<int>", 0, 0, INT_MAX, "checkpoint every N steps (needs -o)")          \
     X(INT, checkpoint_keep, "nk", "ckpt-keep", "<int>", 0, 0, INT_MAX,                                                  \
       "keep only the newest N complete checkpoints; 0 = keep all")                                                     \
+    X(INT, checkpoint_major, "nm", "ckpt-major", "<int>", 0, 0, INT_MAX,                                                \
+      "with -nk: also keep every checkpoint whose step is a multiple of N (a multiple of -n)")                         \
     X(INT, resume, "y", "resume", "<0|1>", 0, 0, 1, "resume from the newest complete checkpoint in -o")                 \
     X(INT, ckpt_async, "", "ckpt-async", "<0|1>", 1, 0, 1,                                                             \
       "write checkpoints while training goes on, from a copy in host memory\n"                                         \
@@ -379,6 +381,10 @@ static inline void args_parse(TrainArgs *a, int argc, char **argv) {
     }
     if (a->checkpoint_every > 0 && a->output_dir[0] == '\0') {
         args_fail("-n %d needs an output directory: add -o <dir>", a->checkpoint_every);
+    }
+    if (a->checkpoint_major > 0 && (a->checkpoint_every <= 0 || a->checkpoint_major % a->checkpoint_every != 0)) {
+        args_fail("-nm %d keeps the checkpoints at multiples of %d steps; it must be a multiple of -n (now %d), "
+                  "which writes them", a->checkpoint_major, a->checkpoint_major, a->checkpoint_every);
     }
     if (a->resume && a->output_dir[0] == '\0') {
         args_fail("-y 1 resumes from the checkpoints in -o <dir>; no -o was given");

@@ -298,11 +298,17 @@ static inline void checkpoint_delete(const char *dir, int step) {
     }
 }
 
-// keep the newest `keep` complete checkpoints (the newest one is never deleted)
-static inline void checkpoint_prune(const char *dir, int keep) {
+/*
+ * -nk keep, -nm major: keep the newest `keep` complete checkpoints (the newest one is never
+ * deleted) and, with major > 0, every one whose step is a multiple of major (llm.c's major
+ * checkpoints: a long run's milestones survive the rotation).
+ */
+static inline void checkpoint_prune(const char *dir, int keep, int major) {
     int *steps;
     int n = checkpoint_list(dir, &steps);
-    for (int i = (keep > 1 ? keep : 1); i < n; i++) { checkpoint_delete(dir, steps[i]); }
+    for (int i = (keep > 1 ? keep : 1); i < n; i++) {
+        if (major <= 0 || steps[i] % major != 0) { checkpoint_delete(dir, steps[i]); }
+    }
     free(steps);
 }
 
@@ -355,6 +361,7 @@ typedef struct {
     int failures;             // failed checkpoints in a row
     int newest;               // the newest complete checkpoint (-1: none)
     int last_begun;           // the step of the last checkpoint begun (-1: none)
+    int keep, keep_major;     // -nk, -nm: what checkpoint_prune keeps once a checkpoint completes (0: all)
 } CkptWriter;
 
 // the images of the snapshot: rank 0's model file, and the state file of an optimizer slice of n
@@ -590,11 +597,11 @@ static inline void ckpt_snapshot(CkptWriter *w) {
     if (w->n > 0) { b->get_opt_state(b, w->lo, w->n, w->m, w->v, w->master); }
 }
 
-static inline void checkpoint_settle(CkptWriter *w, Comm *c, int keep);
+static inline void checkpoint_settle(CkptWriter *w, Comm *c);
 
 // begin checkpoint st->step (every rank; see the top of this section)
-static inline void checkpoint_begin(CkptWriter *w, Comm *c, const TrainState *st, int keep) {
-    if (w->in_flight) { checkpoint_settle(w, c, keep); }
+static inline void checkpoint_begin(CkptWriter *w, Comm *c, const TrainState *st) {
+    if (w->in_flight) { checkpoint_settle(w, c); }
     w->st = *st;
     w->last_begun = st->step;
     w->in_flight = 1;
@@ -613,7 +620,7 @@ static inline void checkpoint_begin(CkptWriter *w, Comm *c, const TrainState *st
     }
     w->background = 0;
     ckpt_write_files(w);
-    checkpoint_settle(w, c, keep);  // synchronous: complete it now
+    checkpoint_settle(w, c);  // synchronous: complete it now
 }
 
 // for the loop's per-step all-reduce (max over ranks): is this rank's writer busy, has it failed
@@ -626,7 +633,7 @@ static inline void checkpoint_flags(CkptWriter *w, int *busy, int *failed) {
  * Every rank, once no rank's writer is busy; any_failed: whether one failed (max over ranks). DONE
  * and pruning, or the cleanup of a failed checkpoint (see the top of this section).
  */
-static inline void checkpoint_complete(CkptWriter *w, Comm *c, int any_failed, int keep) {
+static inline void checkpoint_complete(CkptWriter *w, Comm *c, int any_failed) {
     if (w->thread_started) { pthread_join(w->thread, NULL); w->thread_started = 0; }
     w->in_flight = 0;
     const int step = w->st.step;
@@ -641,7 +648,7 @@ static inline void checkpoint_complete(CkptWriter *w, Comm *c, int any_failed, i
         if (atomic_commit(&af) != 0) {
             w->failed = 1;  // only rank 0 knows; it deletes the whole checkpoint below
         } else {
-            if (keep > 0) { checkpoint_prune(w->dir, keep); }
+            if (w->keep > 0) { checkpoint_prune(w->dir, w->keep, w->keep_major); }
             if (w->background) {
                 printf("checkpoint %d written to %s (snapshot %.2f s, then %.2f s while training went on)\n", step, w->dir,
                        w->snapshot_s, w->write_s);
@@ -684,12 +691,12 @@ static inline void checkpoint_complete(CkptWriter *w, Comm *c, int any_failed, i
 }
 
 // wait for the checkpoint in flight, if any, and complete it (every rank)
-static inline void checkpoint_settle(CkptWriter *w, Comm *c, int keep) {
+static inline void checkpoint_settle(CkptWriter *w, Comm *c) {
     if (!w->in_flight) { return; }
     if (w->thread_started) { pthread_join(w->thread, NULL); w->thread_started = 0; }
     int failed = w->failed;
     c->allreduce_max_i32(c, &failed, 1);
-    checkpoint_complete(w, c, failed, keep);
+    checkpoint_complete(w, c, failed);
 }
 
 /*
@@ -711,10 +718,10 @@ static inline void checkpoint_require_last(CkptWriter *w, Comm *c, int step) {
 }
 
 // a checkpoint written now, synchronously, straight from the backend (tests and tools)
-static inline void checkpoint_save(const char *dir, Backend *b, Comm *c, const TrainState *st, int keep) {
+static inline void checkpoint_save(const char *dir, Backend *b, Comm *c, const TrainState *st) {
     CkptWriter w;
     ckpt_writer_init(&w, dir, b, c, 0, 0, -1);
-    checkpoint_begin(&w, c, st, keep);
+    checkpoint_begin(&w, c, st);
     ckpt_writer_free(&w);
 }
 

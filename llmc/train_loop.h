@@ -253,7 +253,7 @@ static inline void warn_schedule_change(const LRSchedule *now, int old_steps, in
  */
 static inline void train_rollback(const TrainArgs *a, Comm *c, Backend *b, CkptWriter *ckw, Logger *lg, TrainState *st,
                                   const char *reason) {
-    checkpoint_settle(ckw, c, a->checkpoint_keep);  // one in flight completes first: it may be the newest
+    checkpoint_settle(ckw, c);  // one in flight completes first: it may be the newest
     if (st->rollbacks >= TRAIN_MAX_ROLLBACKS) {
         llmc_die("%d consecutive steps skipped by the numeric guards (last: %s) after %d rollbacks (-rb); the run is "
                  "diverging: lower -l, raise -u, or resume from an earlier checkpoint", st->guard.consecutive, reason,
@@ -470,6 +470,8 @@ static inline void train_prepare(TrainRun *r) {
     logger_init(&r->lg, dir, r->rank, r->resumed, a->tensorboard, r->resumed ? st->step : -1);
     logger_note(&r->lg, plan_auto_note);
     ckpt_writer_init(&r->ckw, dir, r->b, r->c, a->ckpt_async, a->checkpoint_every, r->resumed ? st->step : -1);
+    r->ckw.keep = a->checkpoint_keep;
+    r->ckw.keep_major = a->checkpoint_major;
     memset(&r->tok, 0, sizeof(r->tok));
     if (r->rank == 0 && a->sample_every > 0) {
         tokenizer_init(&r->tok, a->tokenizer, "-tk");
@@ -590,7 +592,7 @@ static inline int train_step(TrainRun *r, int s) {
         return 1;
     }
     if (st->guard.consecutive >= st->guard.max_consecutive) {
-        checkpoint_settle(&r->ckw, r->c, a->checkpoint_keep);  // the one in flight predates the divergence
+        checkpoint_settle(&r->ckw, r->c);  // the one in flight predates the divergence
         llmc_die("%d consecutive steps skipped by the numeric guards (last: %s); the run is diverging: lower "
                  "-l, raise -u, or resume from an earlier checkpoint", st->guard.consecutive, e.reason);
     }
@@ -612,13 +614,13 @@ static inline int train_checkpoint(TrainRun *r) {
     c->allreduce_max_i32(c, flags, 3);
     const int stop = flags[0];
     flight_where(st->step, 0, "the checkpoint after the step");
-    if (r->ckw.in_flight && !flags[1]) { checkpoint_complete(&r->ckw, c, flags[2], a->checkpoint_keep); }
+    if (r->ckw.in_flight && !flags[1]) { checkpoint_complete(&r->ckw, c, flags[2]); }
     int want_ckpt = a->checkpoint_every > 0 && (st->step % a->checkpoint_every == 0 || st->step == r->M);
     if (r->have_out && (want_ckpt || stop)) {
         double tc = llmc_wall_seconds();
         if (r->b->range) { r->b->range("checkpoint", 1); }
-        checkpoint_begin(&r->ckw, c, st, a->checkpoint_keep);
-        if (stop) { checkpoint_settle(&r->ckw, c, a->checkpoint_keep); }
+        checkpoint_begin(&r->ckw, c, st);
+        if (stop) { checkpoint_settle(&r->ckw, c); }
         if (r->b->range) { r->b->range(NULL, 0); }
         r->eval_ms += (llmc_wall_seconds() - tc) * 1000.0;  // counted with the next step's evaluations
     }
@@ -638,7 +640,7 @@ static inline int train_checkpoint(TrainRun *r) {
 // the last checkpoint completed; the mean step time; the host buffers, the logs and the tokenizer freed
 static inline void train_finish(TrainRun *r) {
     flight_where(r->st.step, 0, "the last checkpoint");
-    checkpoint_settle(&r->ckw, r->c, r->a->checkpoint_keep);
+    checkpoint_settle(&r->ckw, r->c);
     checkpoint_require_last(&r->ckw, r->c, r->st.step);
     ckpt_writer_free(&r->ckw);
     if (r->rank == 0 && r->timed_steps > 0) {

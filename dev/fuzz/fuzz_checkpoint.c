@@ -86,7 +86,7 @@ static void setup(void) {
     train_state_defaults(&st);
     for (int step = 1; step <= 2; step++) {
         st.step = st.opt_steps = step;
-        checkpoint_save(fuzz_path("ckpt"), &bk, &c, &st, 0);
+        checkpoint_save(fuzz_path("ckpt"), &bk, &c, &st);
     }
     valid_state2 = slurp(fuzz_path("ckpt/state_00000002_00000.bin"), &valid_state2_len);
     valid_done2 = slurp(fuzz_path("ckpt/DONE_00000002"), &valid_done2_len);

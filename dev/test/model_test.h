@@ -222,7 +222,7 @@ static int check_checkpoint_roundtrip(Comm *comm, Backend *b, Backend *fresh, co
     TestTrainer tt;
     test_trainer_init(&tt, comm, ds, tr);
     for (int s = 0; s < 3; s++) { backend_step(b, &tt, ds, NULL); }
-    checkpoint_save(dir, b, comm, &tt.st, 0);
+    checkpoint_save(dir, b, comm, &tt.st);
     float cont[3];
     for (int s = 0; s < 3; s++) { cont[s] = backend_step(b, &tt, ds, NULL); }
     uint32_t crc_a = b->params_crc(b);

@@ -5,7 +5,7 @@
 #  - a corrupt newest checkpoint (model or state file) is skipped with a warning naming the file;
 #  - SIGTERM / SIGINT on any rank: every rank finishes the step, a checkpoint is written, exit 0;
 #    a second signal exits at once;
-#  - -nk keeps the newest K complete checkpoints;
+#  - -nk keeps the newest K complete checkpoints, and -nm M also those at multiples of M;
 #  - numeric guards: NaN steps are skipped and the run stops after -sm of them; an outlier loss is
 #    skipped without touching parameters or optimizer state;
 #  - resuming with another model size is an error naming the file.
@@ -129,6 +129,16 @@ ls twice | grep -q DONE && bad "a checkpoint was completed despite the second si
 got=$(ls prune | grep -v "main.log\|metrics.jsonl" | tr '\n' ' ')
 want="DONE_00000036 DONE_00000040 model_00000036.bin model_00000040.bin state_00000036_00000.bin state_00000040_00000.bin "
 [ "$got" = "$want" ] && echo "ok   -nk 2 keeps: $got" || bad "-nk 2 left: $got"
+# -nm 12 (llm.c's major checkpoints): the multiples of 12 stay too, and the run resumes from the newest
+"$TRAINER" "${ARGS[@]}" -o major -n 4 -nk 2 -nm 12 > major.out 2>&1 || bad "run with -nk 2 -nm 12 failed"
+got=$(ls major | grep '^DONE' | tr '\n' ' ')
+want="DONE_00000012 DONE_00000024 DONE_00000036 DONE_00000040 "
+[ "$got" = "$want" ] && echo "ok   -nk 2 -nm 12 keeps: $got" || bad "-nk 2 -nm 12 left: $got"
+[ "$(ls major | grep -c '^model_\|^state_')" -eq 8 ] || bad "-nm 12: the kept checkpoints' files: $(ls major | tr '\n' ' ')"
+"$TRAINER" "${ARGS[@]}" -o major -n 4 -nk 2 -nm 12 -x 44 -y 1 > major2.out 2>&1 && grep -q "resumed from checkpoint 40" major2.out \
+    && [ "$(ls major | grep '^DONE' | tr '\n' ' ')" = "DONE_00000012 DONE_00000024 DONE_00000036 DONE_00000040 DONE_00000044 " ] \
+    && echo "ok   resumed from 40 to 44: 36 kept as a major checkpoint, 40 as one of the newest 2" \
+    || { bad "-nm 12 resume: $(ls major | grep '^DONE' | tr '\n' ' ')"; tail -n 3 major2.out; }
 
 # ---- another model size in the checkpoint dir
 "$TRAINER" "${ARGS[@]}" -e L2:C32:H4:T64:V512 -o ref1 -y 1 > size.out 2>&1; rc=$?

@@ -80,11 +80,14 @@ for np in 1 2; do
         || bad "np=$np: expected one main.log and $np state files for step 12: $(ls p$np | tr '\n' ' ')"
 done
 # -k wsd (warmup-stable-decay), 1 process: the same learning rate strings and losses
-WSD=("${ARGS[@]}" -b 4 -k wsd -kd 0.4 -x 10 -v 0 -h 0 -s 0 -n 0)
+WSD=("${ARGS[@]}" -b 4 -k wsd -kd 0.4 -x 10 -v 0 -h 0 -s 0 -n 2 -nk 1 -nm 4)
 "$TRAINER" "${WSD[@]}" -o cwsd > cwsd.out 2>&1 || { bad "train_gpt2 -k wsd failed"; tail -n 3 cwsd.out; }
 torch_ranks 1 pwsd "${WSD[@]}" -o pwsd || { bad "train_gpt2.py -k wsd failed"; tail -n 3 pwsd.*.err; }
 echo "-k wsd, train_gpt2.py vs train_gpt2:"
 compare_logs pwsd/main.log cwsd/main.log lr=0 trl=1e-4 || bad "-k wsd: the logs differ"
+# and -nk 1 -nm 4 keep the same checkpoints: the newest and the multiples of 4
+[ "$(ls pwsd | grep '^DONE' | tr '\n' ' ')" = "DONE_00000004 DONE_00000008 DONE_00000010 " ] && [ "$(ls pwsd | grep -v '^main.log$' | tr '\n' ' ')" = "$(ls cwsd | grep -v '^main.log$\|^metrics.jsonl$' | tr '\n' ' ')" ] \
+    && echo "ok   -nk 1 -nm 4: both kept checkpoints 4, 8 and 10" || bad "-nk 1 -nm 4: train_gpt2.py kept $(ls pwsd | tr '\n' ' '), train_gpt2 $(ls cwsd | tr '\n' ' ')"
 if grep -q '^step \|^val loss\|^generating' p2.1.out; then bad "rank 1 printed: $(head -n 2 p2.1.out)"
 else echo "ok   rank 1 printed nothing ($(wc -c < p2.1.out) bytes on stdout)"; fi
 # the banner names the attention too where torch has SDPA (2.x): "(cpu, fp32, sdpa)"
@@ -130,6 +133,7 @@ torch_error() {  # torch_error <name> <words> <flags...>: train_gpt2.py rejects 
 }
 torch_error "unknown flag" "unknown flag -zz" "${ARGS[@]}" -zz 1
 torch_error "bad model descriptor" "-e L2:C64:H5: channels must be divisible by the number of heads" "${ARGS[@]}" -e L2:C64:H5 -o bad
+torch_error "-nm not a multiple of -n" "-nm 10 keeps the checkpoints at multiples of 10 steps; it must be a multiple of -n (now 6)" "${ARGS[@]}" -o bad -nk 1 -nm 10
 torch_error "batch arithmetic" "not divisible by B\*T\*ranks = 3\*32\*1 = 96" "${ARGS[@]}" -b 3 -o bad
 torch_error "no shards" "-i nothing\*.bin: no files match" "${ARGS[@]}" -i 'nothing*.bin' -o bad
 head -c 5000 c1/model_00000012.bin > cut.bin
