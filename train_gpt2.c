@@ -904,9 +904,9 @@ int main(int argc, char **argv) {
     TrainSetup run;
     train_start(&run, &argc, &argv);
     if (run.comm.world_size > 1 && !comm_has_collectives(&run.comm)) {
-        llmc_die("%s started %d processes, but train_gpt2 runs several processes only with MPI; use: mpirun -np %d "
+        llmc_die("%d processes (launcher: %s), but train_gpt2 runs several processes only with MPI; use: mpirun -np %d "
                  "./train_gpt2 ..., or under SLURM srun --mpi=pmix (the default of scripts/multi_node/slurm.sbatch)",
-                 run.comm.launcher, run.comm.world_size, run.comm.world_size);
+                 run.comm.world_size, run.comm.launcher, run.comm.world_size);
     }
     const int plan_ranks = run.args.plan > 0 ? run.args.plan : run.comm.world_size;
     CpuPlan cp = {&run.args, run.config, plan_ranks, plan_process_rss()};

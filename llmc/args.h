@@ -89,11 +89,22 @@
       "after this many consecutive skipped steps, reload the newest complete checkpoint and skip\n"                     \
       "the data of the steps since it (at most 3 times per run; needs -o and -n); 0 = off")                            \
     X(SECTION, _gpu, "", "", "", 0, 0, 0,                                                                               \
-      "memory, precision, multi-process (train_gpt2cu; train_gpt2 accepts and ignores -z -r -w -pb -at -ge)")          \
+      "memory, precision, multi-process (train_gpt2cu; train_gpt2 accepts and ignores -z -r -w -pb -at -ge -pi -ps -pf)")          \
     X(INT, zero_stage, "z", "zero", "<0|1>", 0, 0, 1, "ZeRO stage: 1 shards the optimizer state across ranks")          \
     X(INT, recompute, "r", "recompute", "<0|1|2>", 1, 0, 2, "recompute in backward: 1 = GELU, 2 = GELU and LayerNorm")  \
     X(INT, master_weights, "w", "master-weights", "<0|1>", 1, 0, 1, "fp32 master weights")                              \
     X(CHOICE, backend, "pb", "backend", "nccl|mpi", "nccl", 0, 0, "gradient all-reduce backend (mpi: host-staged)")     \
+    X(INT, num_processes, "pn", "num-processes", "<int>", 0, 0, 1000000,                                               \
+      "processes of the run, for processes started by hand (llm.c's -pn); 0 = the launcher's")                        \
+    X(INT, process_rank, "pr", "process-rank", "<int>", -1, -1, 999999, "this process's rank (llm.c's -pr); -1 = the launcher's") \
+    X(INT, gpus_per_node, "pg", "gpus-per-node", "<int>", 0, 0, 1 << 20,                                                \
+      "processes per node (llm.c's -pg): started by hand, the GPU is -pr mod -pg; 0 = the launcher's")                \
+    X(CHOICE, init_method, "pi", "init-method", "auto|mpi|tcp|fs", "auto", 0, 0,                                       \
+      "how the ranks get rank 0's NCCL id: mpi (mpirun), tcp (rank 0's host -ps, else MASTER_ADDR),\n"               \
+      "fs (files in the shared directory -pf); auto = mpi under mpirun, else tcp")                                    \
+    X(STR, init_server, "ps", "server", "<host>", "", 0, 0,                                                            \
+      "-pi tcp: rank 0's host (port LLMC_BOOTSTRAP_PORT, MASTER_PORT+1, else 12345); empty = MASTER_ADDR")           \
+    X(STR, init_dir, "pf", "sync-dir", "<dir>", "", 0, 0, "-pi fs: a directory every node mounts, e.g. -o's")          \
     X(INT, comm_timeout, "pt", "comm-timeout", "<int>", 300, 1, 86400,                                                  \
       "seconds before a collective (MPI, NCCL) or the bootstrap that has not completed is an error")                                                    \
     X(CHOICE, attention, "at", "attention", "own|cudnn", "own", 0, 0,                                                  \

@@ -6,8 +6,14 @@
  *      PMI_RANK/PMI_SIZE, PMIX_RANK) and the binary was built with MPI (USE_MPI);
  *   2. torchrun's RANK, WORLD_SIZE, LOCAL_RANK (MASTER_ADDR/MASTER_PORT for the NCCL bootstrap);
  *   3. SLURM's SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID;
- *   4. else a single process.
+ *   4. llm.c's flags -pn (processes), -pr (this one's rank), -pg (per node), for processes started
+ *      by hand (comm_apply_args; where a launcher set the ranks, the flags must agree);
+ *   5. else a single process.
  * The GPU of a rank is its local rank.
+ *
+ * Without MPI the ranks of the CUDA trainer meet through a bootstrap that hands them rank 0's NCCL
+ * id (comm_bootstrap_bcast, -pi): TCP to rank 0's host (tcp_broadcast.h) or files in a shared
+ * directory (fs_broadcast.h).
  *
  * Host collectives (small buffers: losses, flags, hashes) go through function pointers so that
  * the CPU trainer uses MPI and the CUDA trainer can use MPI or NCCL. Large gradient reductions
@@ -25,7 +31,10 @@
 #define LLMC_PROCESSES_H
 
 #include "utils.h"
+#include "args.h"
 #include "flight_record.h"
+#include "tcp_broadcast.h"
+#include "fs_broadcast.h"
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
@@ -35,9 +44,11 @@ typedef struct Comm {
     int world_size;
     int local_rank;           // rank on this node, = GPU index
     int local_size;           // ranks on this node (MPI, torchrun's LOCAL_WORLD_SIZE; else 1): they share its RAM
-    const char *launcher;     // "single", "mpirun", "torchrun", "slurm"
+    const char *launcher;     // "single", "mpirun", "torchrun", "slurm", "-pn/-pr"
     int mpi;                  // 1 if we initialised MPI
     int timeout_s;            // -pt: seconds before a collective that has not completed is an error
+    // the bootstrap (comm_apply_args): -pi auto|mpi|tcp|fs, -ps rank 0's host, -pf the shared directory
+    const char *init_method, *init_server, *init_dir;
     void *impl;               // backend data of the collectives below (e.g. an NCCL communicator)
     void (*allreduce_sum_f64)(struct Comm *c, double *buf, int n);
     void (*allreduce_max_i32)(struct Comm *c, int *buf, int n);
@@ -335,6 +346,83 @@ static inline void comm_init(Comm *c, int *argc, char ***argv) {
 }
 
 static inline int comm_has_collectives(const Comm *c) { return c->allreduce_sum_f64 != NULL; }
+
+/*
+ * The flags of the processes, after comm_init and args_parse: -pt; llm.c's launch flags -pn
+ * processes, -pr this process's rank (0 / -1: the launcher's), -pg processes per node (0: the
+ * launcher's); -pi, -ps, -pf for the bootstrap. Where a launcher set the ranks, -pn and -pr must
+ * say the same (a script written for llm.c passes $SLURM_NTASKS and $SLURM_PROCID) and -pg gives
+ * the ranks per node where the launcher does not. Started by hand, the flags are the ranks: rank
+ * -pr of -pn, local rank -pr mod -pg.
+ */
+static inline void comm_apply_args(Comm *c, const TrainArgs *a) {
+    const int pn = a->num_processes, pr = a->process_rank, pg = a->gpus_per_node;
+    c->timeout_s = a->comm_timeout;
+    c->init_method = a->init_method;
+    c->init_server = a->init_server;
+    c->init_dir = a->init_dir;
+    if (strcmp(c->launcher, "single") != 0) {
+        if (pn > 0 && pn != c->world_size) {
+            llmc_die("-pn %d, but %s started %d processes: drop -pn, or launch %d", pn, c->launcher, c->world_size, pn);
+        }
+        if (pr >= 0 && pr != c->rank) {
+            llmc_die("-pr %d, but %s made this process rank %d: drop -pr, or pass each process its own rank", pr,
+                     c->launcher, c->rank);
+        }
+        if (pg > 0 && c->local_size > 1 && pg != c->local_size) {
+            llmc_die("-pg %d, but %s started %d processes on this node: drop -pg, or make them agree", pg, c->launcher,
+                     c->local_size);
+        }
+        if (pg > 0) { c->local_size = pg; }
+        return;
+    }
+    if (pn <= 1 && pr <= 0) { return; }  // one process
+    if (pn <= 0 || pr < 0 || pr >= pn) {
+        llmc_die("-pn %d -pr %d: processes started by hand need both, the rank in 0..%d (-pn %d -pr 0 on the first, -pr 1 "
+                 "on the next, ...); under mpirun, torchrun or srun leave them out", pn, pr, pn > 0 ? pn - 1 : 0,
+                 pn > 0 ? pn : 2);
+    }
+    c->launcher = "-pn/-pr";
+    c->rank = pr;
+    c->world_size = pn;
+    c->local_rank = pg > 0 ? pr % pg : pr;  // the GPU: local rank mod the GPUs visible
+    c->local_size = pg > 0 ? pg : 1;
+    c->allreduce_sum_f64 = NULL;  // the single process's identities: the caller provides collectives or stops
+    c->allreduce_max_i32 = NULL;
+    c->allgather_u64 = NULL;
+    c->barrier = NULL;
+    c->bcast = NULL;
+    llmc_set_rank(c->rank, c->world_size);
+    flight_start(c->rank, c->world_size);
+}
+
+/*
+ * Rank 0's blob (the NCCL id) to every rank, by -pi: mpi (the launcher's MPI), tcp (rank 0's host
+ * -ps, else MASTER_ADDR; port LLMC_BOOTSTRAP_PORT, else MASTER_PORT + 1, else llm.c's 12345), fs
+ * (files in -pf); auto: mpi where MPI runs, else tcp.
+ */
+#define BOOTSTRAP_LLMC_PORT 12345
+static inline void comm_bootstrap_bcast(Comm *c, void *blob, size_t len, const char *what) {
+    const char *m = c->init_method && c->init_method[0] ? c->init_method : "auto";
+    if (c->world_size == 1) { return; }  // rank 0 has it
+    if (!strcmp(m, "mpi") || (!strcmp(m, "auto") && comm_has_collectives(c))) {
+        if (!c->mpi) {
+            llmc_die("-pi mpi sends the %s through MPI, which this process does not run (started by %s): launch with "
+                     "mpirun, or pass -pi tcp -ps <rank 0's host> or -pi fs -pf <shared dir>", what, c->launcher);
+        }
+        c->bcast(c, blob, len);
+    } else if (!strcmp(m, "fs")) {
+        bootstrap_fs_bcast(blob, len, c->rank, c->world_size, c->init_dir, c->timeout_s);
+    } else {
+        const char *addr = c->init_server && c->init_server[0] ? c->init_server : getenv("MASTER_ADDR");
+        if (addr == NULL || addr[0] == '\0') {
+            llmc_die("%d processes without MPI need rank 0's host for the %s: -ps <host> (llm.c's -pi tcp), or "
+                     "MASTER_ADDR and MASTER_PORT (torchrun sets them), or -pi fs -pf <shared dir>", c->world_size, what);
+        }
+        const int port = c->init_server && c->init_server[0] ? bootstrap_port_or(BOOTSTRAP_LLMC_PORT) : bootstrap_port_or(0);
+        bootstrap_tcp_bcast(blob, len, c->rank, c->world_size, addr, port, c->timeout_s);
+    }
+}
 
 /*
  * Every rank must have the same value of `h` (a hash of `what`); if not, rank 0 names the ranks

@@ -10,7 +10,7 @@
  * debugger, a suspended job) does not find it passed on waking.
  *
  * The port: LLMC_BOOTSTRAP_PORT if set, else MASTER_PORT + 1 (torchrun's own store already
- * listens on MASTER_PORT).
+ * listens on MASTER_PORT), else, where -ps names rank 0's host (llm.c's -pi tcp), llm.c's 12345.
  */
 #ifndef LLMC_TCP_BROADCAST_H
 #define LLMC_TCP_BROADCAST_H
@@ -72,10 +72,12 @@ static inline int bs_connect(const struct addrinfo *ai, WaitClock *clock) {
     return fd;
 }
 
-static inline int bootstrap_port(void) {
+// LLMC_BOOTSTRAP_PORT, else MASTER_PORT + 1, else fallback (0: an error)
+static inline int bootstrap_port_or(int fallback) {
     const char *s = getenv("LLMC_BOOTSTRAP_PORT");
     int base_plus = 0;
     if (s == NULL || s[0] == '\0') { s = getenv("MASTER_PORT"); base_plus = 1; }
+    if ((s == NULL || s[0] == '\0') && fallback > 0) { return fallback; }
     if (s == NULL || s[0] == '\0') {
         llmc_die("several processes without MPI need MASTER_ADDR and MASTER_PORT (torchrun sets them; under SLURM "
                  "export MASTER_ADDR=<first node> MASTER_PORT=29500) or LLMC_BOOTSTRAP_PORT");
@@ -131,7 +133,7 @@ static inline void bootstrap_tcp_bcast(void *blob, size_t len, int rank, int wor
                     if (!seen[r]) { size_t l = strlen(missing); snprintf(missing + l, sizeof(missing) - l, "%s%d", n++ ? "," : "", r); }
                 }
                 llmc_die("bootstrap: only %d of %d ranks reached rank 0 on port %d within %d s (missing: %s); did they all "
-                         "start, with the same MASTER_ADDR/MASTER_PORT? (-pt sets the timeout)", joined, world_size, port,
+                         "start, with the same MASTER_ADDR/MASTER_PORT or -ps? (-pt sets the timeout)", joined, world_size, port,
                          timeout_s, missing);
             }
             int fd = accept(srv, NULL, NULL);
@@ -160,7 +162,7 @@ static inline void bootstrap_tcp_bcast(void *blob, size_t len, int rank, int wor
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     int gai = getaddrinfo(addr, portstr, &hints, &res);
-    if (gai != 0) { llmc_die("bootstrap: cannot resolve MASTER_ADDR '%s': %s", addr, gai_strerror(gai)); }
+    if (gai != 0) { llmc_die("bootstrap: cannot resolve rank 0's host '%s' (MASTER_ADDR or -ps): %s", addr, gai_strerror(gai)); }
     for (int done = 0; !done;) {
         for (struct addrinfo *ai = res; ai != NULL && !done; ai = ai->ai_next) {
             int fd = bs_connect(ai, &clock);
@@ -178,7 +180,7 @@ static inline void bootstrap_tcp_bcast(void *blob, size_t len, int rank, int wor
         }
         if (!done && wait_clock_expired(&clock)) {
             llmc_die("bootstrap: could not get the NCCL id from rank 0 at %s:%d within %d s; is rank 0 running, and are "
-                     "MASTER_ADDR/MASTER_PORT right and reachable? (-pt sets the timeout)", addr, port, timeout_s);
+                     "its host and port (MASTER_ADDR/MASTER_PORT, or -ps) right and reachable? (-pt sets the timeout)", addr, port, timeout_s);
         }
         if (!done) { usleep(100 * 1000); }  // rank 0 may not be listening yet
     }

@@ -41,7 +41,7 @@ static inline int train_resolve_model(TrainArgs *a, GPT2Config *config);
 static inline void train_start(TrainSetup *run, int *argc, char ***argv) {
     comm_init(&run->comm, argc, argv);
     args_parse(&run->args, *argc, *argv);
-    run->comm.timeout_s = run->args.comm_timeout;
+    comm_apply_args(&run->comm, &run->args);
     run->from_file = train_resolve_model(&run->args, &run->config);
 }
 

@@ -5,8 +5,8 @@
  *
  *   probe rank R of W local L host H launcher K token T
  *
- * (rank discovery: llmc/processes.h; T: the value rank 0 drew, received through the TCP bootstrap of
- * llmc/tcp_broadcast.h at MASTER_ADDR, as train_gpt2cu receives the NCCL id), then one line per
+ * (rank discovery: llmc/processes.h, with -pn/-pr/-pg; T: the value rank 0 drew, received through the
+ * bootstrap -pi chooses, as train_gpt2cu receives the NCCL id), then one line per
  * micro-step of the first optimizer step,
  *
  *   probe rank R batch M windows A..Z crc C
@@ -17,7 +17,6 @@
  */
 #include <time.h>
 #include "../../llmc/args.h"
-#include "../../llmc/tcp_broadcast.h"
 #include "../../llmc/processes.h"
 #include "../../llmc/dataloader.h"
 
@@ -26,16 +25,12 @@ int main(int argc, char **argv) {
     comm_init(&c, &argc, &argv);
     TrainArgs a;
     args_parse(&a, argc, argv);
+    comm_apply_args(&c, &a);
     const int A = args_grad_accum(&a, c.world_size);
     uint64_t token = 0;
     if (c.world_size > 1 && !c.mpi) {
         if (c.rank == 0) { token = (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)getpid(); }
-        const char *addr = getenv("MASTER_ADDR");
-        if (addr == NULL || addr[0] == '\0') {
-            llmc_die("%d processes without MPI need MASTER_ADDR and MASTER_PORT (torchrun sets them; under SLURM export "
-                     "MASTER_ADDR=<first node> MASTER_PORT=29500)", c.world_size);
-        }
-        bootstrap_tcp_bcast(&token, sizeof(token), c.rank, c.world_size, addr, bootstrap_port(), a.comm_timeout);
+        comm_bootstrap_bcast(&c, &token, sizeof(token), "token");
     }
     char host[256] = "?";
     gethostname(host, sizeof(host) - 1);

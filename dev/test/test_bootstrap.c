@@ -1,14 +1,23 @@
 /*
- * TCP bootstrap tests (llmc/tcp_broadcast.h), with real processes on localhost:
+ * Bootstrap tests, with real processes on localhost. TCP (llmc/tcp_broadcast.h):
  * 1. 5 ranks, rank 0 started last: every rank receives rank 0's blob;
  * 2. a rank with no rank 0 to talk to stops with an error within the timeout;
  * 3. a rank 0 whose peers never come stops with an error naming the missing ranks;
  * 4. a rank stopped (SIGSTOP) for longer than its timeout, then continued, still gets the blob:
  *    the timeout counts the time a rank ran, not the time it was stopped for.
+ * Files in a shared directory (llmc/fs_broadcast.h, -pi fs):
+ * 5. 5 ranks, rank 0 started last: every rank receives rank 0's blob, and the directory is left empty;
+ * 6. the files of a job that died midway (its rank 0 killed while it waited for a rank that never
+ *    came, after 3 ranks had taken its blob) are in the directory when the next job starts, its
+ *    other ranks first: every rank of the new job gets the new rank 0's blob, none the old one;
+ * 7. a rank 0 whose peers never come names them; a rank without rank 0 stops; a -pf that cannot
+ *    be created is an error naming it.
  */
+#include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include "../../llmc/tcp_broadcast.h"
+#include "../../llmc/fs_broadcast.h"
 
 static int failures = 0;
 
@@ -30,6 +39,33 @@ static pid_t spawn(int rank, int world, int port, int timeout, int delay_ms, con
     return pid;
 }
 
+// the fs bootstrap in a child: rank 0 sends the blob of `seed`; the child exits 0 if it has that blob
+static pid_t spawn_fs(int rank, int world, const char *dir, int timeout, int delay_ms, const char *errfile, int seed) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (errfile) { if (!freopen(errfile, "w", stderr)) { _exit(3); } }
+        usleep(delay_ms * 1000);
+        unsigned char blob[128];
+        memset(blob, 0, sizeof(blob));
+        if (rank == 0) { for (int i = 0; i < 128; i++) { blob[i] = (unsigned char)(i * seed + 3); } }
+        llmc_set_rank(rank, world);
+        bootstrap_fs_bcast(blob, sizeof(blob), rank, world, dir, timeout);
+        for (int i = 0; i < 128; i++) { if (blob[i] != (unsigned char)(i * seed + 3)) { _exit(2); } }
+        _exit(0);
+    }
+    return pid;
+}
+
+static int dir_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (d == NULL) { return -1; }
+    for (struct dirent *e; (e = readdir(d)) != NULL;) { n += e->d_name[0] != '.'; }
+    closedir(d);
+    return n;
+}
+
 static int wait_rc(pid_t pid) {
     int st;
     waitpid(pid, &st, 0);
@@ -44,6 +80,68 @@ static int file_contains(const char *path, const char *needle) {
     buf[n] = '\0';
     fclose(f);
     return strstr(buf, needle) != NULL;
+}
+
+// a job (blob of seed 5, 5 ranks) that dies midway: ranks 1-3 take the blob, rank 4 never comes, rank 0
+// is killed while it waits for it. Returns the number of files it leaves in dir.
+static int fs_dead_job(const char *dir) {
+    pid_t pids[4];
+    for (int r = 3; r >= 0; r--) { pids[r] = spawn_fs(r, 5, dir, 30, 0, NULL, 5); }
+    int taken = 1;
+    for (int r = 1; r <= 3; r++) { taken &= wait_rc(pids[r]) == 0; }
+    kill(pids[0], SIGKILL);
+    wait_rc(pids[0]);
+    return taken ? dir_entries(dir) : -1;
+}
+
+static void test_fs(void) {
+    char dir[] = "/tmp/test_bootstrap_fs.XXXXXX", sync[64], err0[80], err1[80];
+    if (mkdtemp(dir) == NULL) { printf("FAIL: mkdtemp\n"); failures++; return; }
+    snprintf(sync, sizeof(sync), "%s/sync", dir);
+    snprintf(err0, sizeof(err0), "%s/err0.txt", dir);
+    snprintf(err1, sizeof(err1), "%s/err1.txt", dir);
+    // 5. five ranks, rank 0 last
+    pid_t pids[5];
+    for (int r = 4; r >= 0; r--) { pids[r] = spawn_fs(r, 5, sync, 10, r == 0 ? 300 : 0, NULL, 7); }
+    int ok = 1;
+    for (int r = 0; r < 5; r++) { int rc = wait_rc(pids[r]); if (rc != 0) { printf("FAIL: fs rank %d exited %d\n", r, rc); ok = 0; } }
+    ok = ok && dir_entries(sync) == 0;
+    printf("%s fs: 5 ranks received rank 0's id (rank 0 started last); %d files left in -pf\n", ok ? "ok  " : "FAIL",
+           dir_entries(sync));
+    failures += !ok;
+
+    // 6. over a dead job's files, the next job with its other ranks first, then with ranks 1-3 last
+    for (int late = 0; late < 2; late++) {
+        const int stale = fs_dead_job(sync);
+        for (int r = 4; r >= 0; r--) {
+            const int delay = late ? (r >= 1 && r <= 3 ? 1500 : 0) : (r == 0 ? 1000 : 0);
+            pids[r] = spawn_fs(r, 5, sync, 10, delay, NULL, 11);
+        }
+        ok = stale >= 7;  // the dead job's reply, joins 1-3 and oks 1-3
+        for (int r = 0; r < 5; r++) { int rc = wait_rc(pids[r]); if (rc != 0) { printf("FAIL: fs rank %d of the new job exited %d\n", r, rc); ok = 0; } }
+        printf("%s fs: over the %d files of a job that died midway, every rank of the next one got its rank 0's id "
+               "(%s)\n", ok ? "ok  " : "FAIL", stale, late ? "ranks 1-3 last" : "rank 0 last");
+        failures += !ok;
+    }
+
+    // 7. rank 0 of 4 with only rank 2 coming; rank 1 of 2 without a rank 0; a -pf that cannot be made
+    pid_t p0 = spawn_fs(0, 4, sync, 2, 0, err0, 7), p2 = spawn_fs(2, 4, sync, 2, 0, NULL, 7);
+    int rc = wait_rc(p0);
+    wait_rc(p2);
+    ok = rc == 1 && file_contains(err0, "ranks 1,3 did not answer through");
+    printf("%s fs: rank 0 names the ranks that did not answer (exit %d)\n", ok ? "ok  " : "FAIL", rc);
+    failures += !ok;
+    rc = wait_rc(spawn_fs(1, 2, sync, 2, 0, err1, 7));
+    ok = rc == 1 && file_contains(err1, "no answer from rank 0 through");
+    printf("%s fs: a rank without rank 0 stops with an error (exit %d)\n", ok ? "ok  " : "FAIL", rc);
+    failures += !ok;
+    rc = wait_rc(spawn_fs(1, 2, "/proc/llmc_sync", 2, 0, err1, 7));
+    ok = rc == 1 && file_contains(err1, "cannot create directory '/proc/llmc_sync'");
+    printf("%s fs: a -pf that cannot be created is an error naming it (exit %d)\n", ok ? "ok  " : "FAIL", rc);
+    failures += !ok;
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    if (system(cmd) != 0) { printf("warning: could not remove %s\n", dir); }
 }
 
 int main(void) {
@@ -90,6 +188,7 @@ int main(void) {
     failures += !ok;
     remove("/tmp/test_bootstrap_err0.txt");
     remove("/tmp/test_bootstrap_err1.txt");
+    test_fs();
     if (failures) { printf("test_bootstrap: FAILED\n"); return 1; }
     printf("test_bootstrap: all checks passed\n");
     return 0;

@@ -13,7 +13,8 @@
 #  3. MPI, host-staged (-pb mpi), 2 ranks: equals 1 rank with 2 micro-steps (bf16 tolerance); a
 #     frozen rank ends the job within -pt with the line of processes.h's deadline;
 #     ZeRO-1: equals -z 0, writes a state file per rank, resumes bitwise on 2 ranks and re-shards
-#     onto 1 rank; -pb nccl on 2 simulated GPUs is bitwise -pb mpi, with -z 0 and with ZeRO-1's
+#     onto 1 rank; -pb nccl on 2 simulated GPUs is bitwise -pb mpi (also with the NCCL id through
+#     -pi fs's files instead of MPI), with -z 0 and with ZeRO-1's
 #     reduce-scatter layout (and the debug mode on);
 #  4. -opt muon (llmc/cuda/muon.cuh): against the CPU trainer's Muon; 2 ranks -pb mpi with ZeRO-1 (shards
 #     of whole matrices) against -z 0, -pb nccl -z 1 bitwise -pb mpi -z 1, bitwise resume on 2
@@ -150,6 +151,11 @@ if have_mpi "$SIM"; then
     run nc2z "${NCCL2[@]}" -x LLMC_DEBUG_STREAMS=1 "$SIM" "${ARGS[@]}" -pb nccl -z 1 -o nc2z
     echo " -pb nccl vs -pb mpi, 2 ranks:"; compare_logs nc2/main.log np2/main.log trl=0 norm=0 || bad "-pb nccl differs from -pb mpi"
     echo " -pb nccl -z 1 vs -pb mpi -z 1:"; compare_logs nc2z/main.log z1/main.log trl=0 norm=0 || bad "NCCL ZeRO-1 differs from MPI ZeRO-1"
+    # the NCCL id through llm.c's file bootstrap instead of MPI (the simulator's NCCL, like NCCL,
+    # takes no ranks whose ids differ): the same run
+    run nc2fs "${NCCL2[@]}" "$SIM" "${ARGS[@]}" -pb nccl -pi fs -pf nc2fs_sync -o nc2fs
+    echo " -pb nccl with -pi fs vs with MPI's broadcast:"; compare_logs nc2fs/main.log nc2/main.log trl=0 norm=0 || bad "-pi fs differs"
+    [ -z "$(ls -A nc2fs_sync)" ] || bad "-pi fs left files: $(ls nc2fs_sync | tr '\n' ' ')"
     grep -q "gradient reduction: nccl (stream priority -5, LLMC_DEBUG_STREAMS=1), ZeRO-1" nc2z.txt || bad "nc2z: no NCCL ZeRO-1 banner"
     ERROR_LINES=2 expect_error "2 ranks with -pb nccl in a build without NCCL (each rank says so)" "use the host-staged backend -pb mpi" \
         "${MPIRUN[@]}" -np 2 "$ASAN" "${ARGS[@]}" -pb nccl

@@ -66,6 +66,15 @@ expect_fail "ranks with different data" "have different flags or data files" \
 ERROR_LINES=3 expect_fail "world size does not divide the batch (each rank says so)" "not divisible by B\*T\*ranks = 2\*32\*3 = 192" \
     "${MPIRUN[@]}" -np 3 "$TRAINER" "${ARGS[@]}"
 RANK=0 WORLD_SIZE=2 expect_fail "torchrun variables without MPI" "use: mpirun -np 2" "$TRAINER" "${ARGS[@]}"
+# llm.c's launch flags: where mpirun set the ranks they must agree with it; by hand they need both
+ERROR_LINES=2 expect_fail "-pn against mpirun's count (each rank says so)" "-pn 3, but mpirun started 2 processes: drop -pn, or launch 3" \
+    "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -pn 3
+expect_fail "-pr against mpirun's rank" "-pr 1, but mpirun made this process rank 0" "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -pr 1
+expect_fail "-pn by hand without -pr" "-pn 2 -pr -1: processes started by hand need both" "$TRAINER" "${ARGS[@]}" -pn 2
+expect_fail "-pn/-pr by hand without MPI" "2 processes (launcher: -pn/-pr), but train_gpt2 runs several processes only with MPI" \
+    "$TRAINER" "${ARGS[@]}" -pn 2 -pr 1
+"${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -pn 2 -pg 2 -x 2 -o agree > agree.txt 2>&1 && grep -q "^trainer .* 2 process(es) (mpirun)" agree.txt \
+    && ok "mpirun -np 2 with -pn 2 -pg 2, which agree with it: trains" || { bad "-pn 2 -pg 2 under mpirun -np 2"; tail -n 3 agree.txt; }
 
 # a rank killed with SIGKILL mid-run: the others must not hang
 "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -x 100000 -v 0 > dies.txt 2>&1 &

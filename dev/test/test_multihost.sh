@@ -10,7 +10,9 @@
 #  2. A real SLURM (slurmctld, a slurmd per host, munge; no cgroups): sbatch
 #     scripts/multi_node/slurm.sbatch on 2 nodes x 2 tasks, through srun --mpi=pmix: the same
 #     losses; with SRUN_MPI=none, the ranks found from SLURM_*, meeting through the TCP bootstrap,
-#     read together what one process reads (dev/test/launch_probe); train_gpt2 itself refuses.
+#     read together what one process reads (dev/test/launch_probe); train_gpt2 itself refuses. So
+#     do the ranks of llm.c's multi-node scripts (-pn/-pr/-pg from SLURM_*, -pi fs or -pi tcp -ps)
+#     and the same processes started by hand on each host.
 #  3. A host is lost (all its processes SIGKILLed, or frozen with SIGSTOP) under mpirun and under
 #     SLURM: every rank left exits non-zero within -pt + 30 s with a line naming the step.
 #  4. After it, -y 1 on one process of the remaining host resumes the newest complete checkpoint
@@ -160,20 +162,49 @@ if [ $SRUN_PMIX = 1 ]; then
     grep -q "^trainer .* 4 process(es) (mpirun)" slurm_pmix.out && same_losses "sbatch, srun --mpi=pmix, 2 nodes x 2 tasks" spmix
 fi
 # without MPI: the probe takes the trainer's place
-on 1 env TRAINER="$ROOT/dev/test/launch_probe" SRUN_MPI=none "${SB[@]}" -o "$TMP/slurm_none.out" \
-    "$ROOT/scripts/multi_node/slurm.sbatch" "${RUN[@]}" > sbatch.out 2>&1 || { bad "sbatch with SRUN_MPI=none failed"; tail -5 slurm_none.out; }
 "$ROOT/dev/test/launch_probe" "${RUN[@]}" -o "$TMP/probe" > probe1.out 2>&1  # one process, 4 micro-steps: the reference
-$PY - slurm_none.out probe1.out <<'EOF' && ok "srun without MPI: ranks 0-3 from SLURM_*, local 0-1 on each node, rank 0's token through the TCP bootstrap, the data of one process" || bad "srun without MPI: the probe's ranks, bootstrap or data are wrong"
+# probe_ok OUT LAUNCHER WHAT: 4 ranks (2 per node, local 0-1 on each) from LAUNCHER, all with rank 0's
+# token (through the bootstrap), reading together the micro-batches of one process
+probe_ok() {
+    $PY - "$1" probe1.out "$2" <<'EOF' && ok "$3" || bad "$3: the probe's ranks, bootstrap or data are wrong (see $1)"
 import re, sys
 ranks = {int(m[1]): m for m in re.finditer(r"^probe rank (\d+) of (\d+) local (\d+) host (\S+) launcher (\S+) token (\d+)$", open(sys.argv[1]).read(), re.M)}
 assert sorted(ranks) == [0, 1, 2, 3] and {m[2] for m in ranks.values()} == {"4"}, ranks
 assert {(m[4], int(m[3])) for m in ranks.values()} == {("node1", 0), ("node1", 1), ("node2", 0), ("node2", 1)}
-assert {m[5] for m in ranks.values()} == {"slurm"} and len({m[6] for m in ranks.values()}) == 1 and ranks[0][6] != "0"
+assert {m[5] for m in ranks.values()} == {sys.argv[3]} and len({m[6] for m in ranks.values()}) == 1 and ranks[0][6] != "0"
 def batches(path):  # global micro-batch -> crc of its tokens
     return {int(m[1]): m[2] for m in re.finditer(r"^probe rank \d+ batch (\d+) windows \S+ crc (\w+)$", open(path).read(), re.M)}
 four, one = batches(sys.argv[1]), batches(sys.argv[2])
 assert sorted(four) == [0, 1, 2, 3] and four == one, (four, one)
 EOF
+}
+on 1 env TRAINER="$ROOT/dev/test/launch_probe" SRUN_MPI=none "${SB[@]}" -o "$TMP/slurm_none.out" \
+    "$ROOT/scripts/multi_node/slurm.sbatch" "${RUN[@]}" > sbatch.out 2>&1 || { bad "sbatch with SRUN_MPI=none failed"; tail -5 slurm_none.out; }
+probe_ok slurm_none.out slurm "srun without MPI: ranks 0-3 from SLURM_*, local 0-1 on each node, rank 0's token through the TCP bootstrap, the data of one process"
+# llm.c's multi-node scripts: each task is given -pn/-pr/-pg from SLURM_* and meets the others
+# through -pi fs (files in a directory both nodes see) or -pi tcp -ps <node1>, without MPI or MASTER_ADDR
+cat > llmc_task.sh <<EOF
+#!/bin/bash
+unset MASTER_ADDR MASTER_PORT
+exec "$ROOT/dev/test/launch_probe" ${RUN[*]} -o "$TMP/probe" -pn "\$SLURM_NTASKS" -pr "\$SLURM_PROCID" -pg "\$SLURM_NTASKS_PER_NODE" "\$@"
+EOF
+printf '#!/bin/bash\nsrun -u --mpi=none "%s" "$@"\n' "$TMP/llmc_task.sh" > llmc_flags.sbatch
+chmod +x llmc_task.sh
+for init in "-pi fs -pf $TMP/llmc_sync" "-pi tcp -ps ${ADDR[0]}"; do
+    on 1 "${SB[@]}" -o "$TMP/llmc_flags.out" "$TMP/llmc_flags.sbatch" $init > sbatch.out 2>&1 \
+        || { bad "sbatch of llm.c's flags ($init) failed"; tail -5 llmc_flags.out; }
+    probe_ok llmc_flags.out slurm "srun with llm.c's -pn \$SLURM_NTASKS -pr \$SLURM_PROCID -pg \$SLURM_NTASKS_PER_NODE $init: rank 0's token, the data of one process"
+done
+[ -z "$(ls -A llmc_sync)" ] || bad "-pi fs left files in -pf: $(ls llmc_sync | tr '\n' ' ')"
+# the same processes started by hand on each host, with no launcher at all
+hand=()
+for r in 0 1 2 3; do
+    on $((r / 2 + 1)) "$ROOT/dev/test/launch_probe" "${RUN[@]}" -o "$TMP/probe" -pn 4 -pr $r -pg 2 -pi tcp -ps "${ADDR[0]}" > "hand.$r.out" 2>&1 &
+    hand+=($!)
+done
+wait "${hand[@]}"
+cat hand.[0-3].out > hand.out
+probe_ok hand.out -pn/-pr "by hand on node1 and node2 with -pn 4 -pr 0..3 -pg 2 -pi tcp -ps ${ADDR[0]}: rank 0's token, the data of one process"
 # sbatch_out FILE ARGS...: sbatch --wait ... -o FILE ARGS, then FILE on stdout without SLURM's own
 # lines; 1 if the job failed (srun's status is its tasks' strongest: 143 for the tasks it ended
 # with SIGTERM after the first failed one)
@@ -267,7 +298,7 @@ printf 'node1 slots=2\nnode3 slots=2\n' > badhosts
 expect_error "a hostfile naming an unknown host" "hostfile '$TMP/badhosts' names 'node3', which does not resolve" \
     on 1 env HOSTFILE="$TMP/badhosts" TRAINER="$TRAINER" NP=4 PER_NODE=2 bash "$ROOT/scripts/multi_node/mpirun_hostfile.sh" "${RUN[@]}" -o "$TMP/x"
 PROBE=(TRAINER="$ROOT/dev/test/launch_probe" SRUN_MPI=none "${SB[@]}")
-ERROR_LINES=4 expect_error "MASTER_ADDR that does not resolve (each rank says so)" "cannot resolve MASTER_ADDR 'nosuchhost.invalid'" \
+ERROR_LINES=4 expect_error "MASTER_ADDR that does not resolve (each rank says so)" "cannot resolve rank 0's host 'nosuchhost.invalid' (MASTER_ADDR or -ps)" \
     sbatch_out "$TMP/addr.out" MASTER_ADDR=nosuchhost.invalid "${PROBE[@]}" -o "$TMP/addr.out" "$ROOT/scripts/multi_node/slurm.sbatch" "${RUN[@]}"
 # the port taken on node1 (once the previous job's ranks have let it go; a connection of theirs
 # left in TIME_WAIT does not count, as it does not for the trainer's own SO_REUSEADDR socket)

@@ -111,8 +111,8 @@ test-bad-input: train_gpt2 export_hf $(if $(PCRE2_OK),gpt2_tokenize)
 test-generate: train_gpt2
 	PYTHON=$(PYTHON) bash dev/test/test_generate.sh
 
-# the TCP bootstrap of the NCCL id (launches without MPI), with real processes on localhost
-dev/test/test_bootstrap: dev/test/test_bootstrap.c llmc/tcp_broadcast.h llmc/utils.h $(STAMP_OPENMP)
+# the bootstraps of the NCCL id (launches without MPI: TCP, files), with real processes on localhost
+dev/test/test_bootstrap: dev/test/test_bootstrap.c llmc/tcp_broadcast.h llmc/fs_broadcast.h llmc/utils.h $(STAMP_OPENMP)
 	$(CC) $(CFLAGS) $< -o $@
 
 test-bootstrap: dev/test/test_bootstrap

@@ -9,7 +9,8 @@
  *   not below the GPU count stops, and a communicator that does not form within -pt seconds
  *   (the other symptom) stops with the same hint.
  * - Bootstrap: rank 0 makes the NCCL unique id; it travels by MPI_Bcast under mpirun, else by
- *   llmc/tcp_broadcast.h's TCP broadcast to MASTER_ADDR (torchrun, SLURM without MPI).
+ *   the bootstrap of llmc/processes.h (-pi: TCP to MASTER_ADDR or -ps, or files in -pf) for
+ *   torchrun, SLURM without MPI and processes started by hand.
  * - Non-blocking communicator (ncclConfig_t.blocking = 0): no NCCL call ever blocks the host.
  *   A call may return ncclInProgress before its work is on the stream, so after every call
  *   nccl_wait_issued() polls ncclCommGetAsyncError until the work is enqueued; only then are
@@ -38,7 +39,6 @@
 #include "../processes.h"
 #ifdef MULTI_GPU
 #include <nccl.h>
-#include "../tcp_broadcast.h"
 #endif
 
 // how the gradients of several processes are reduced (-pb; llmc/cuda/grad_reduce.cuh)
@@ -353,22 +353,13 @@ static inline void gpu_check_not_shared(Comm *c, int device) {
  * Creates the communicator of all ranks (NCCL id by MPI or TCP), installs the abort hook, and the
  * host collectives when Comm has none (no MPI). Call after gpu_check_not_shared, on every rank.
  */
-// NCCL's unique id, made by rank 0 and given to every rank: through the launcher's collectives, or
-// without MPI through the TCP bootstrap at MASTER_ADDR
-static inline ncclUniqueId nccl_share_unique_id(Comm *c, int timeout_s) {
+// NCCL's unique id, made by rank 0 and given to every rank: through the launcher's MPI, or without
+// it through the bootstrap -pi chooses (llmc/processes.h)
+static inline ncclUniqueId nccl_share_unique_id(Comm *c) {
     ncclUniqueId id;
     memset(&id, 0, sizeof(id));
     if (c->rank == 0) { ncclCheck(ncclGetUniqueId(&id)); }
-    if (comm_has_collectives(c)) {
-        c->bcast(c, &id, sizeof(id));
-        return id;
-    }
-    const char *addr = getenv("MASTER_ADDR");
-    if (addr == NULL || addr[0] == '\0') {
-        llmc_die("%d processes without MPI need MASTER_ADDR and MASTER_PORT for the NCCL bootstrap (torchrun sets "
-                 "them; under SLURM export MASTER_ADDR=<first node> MASTER_PORT=29500)", c->world_size);
-    }
-    bootstrap_tcp_bcast(&id, sizeof(id), c->rank, c->world_size, addr, bootstrap_port(), timeout_s);
+    comm_bootstrap_bcast(c, &id, sizeof(id), "NCCL id");
     return id;
 }
 
@@ -428,7 +419,7 @@ static inline void nccl_init(NcclContext *ctx, Comm *c, int timeout_s) {
     ctx->rank = c->rank;
     ctx->world_size = c->world_size;
     ctx->timeout_s = timeout_s;
-    const ncclUniqueId id = nccl_share_unique_id(c, timeout_s);
+    const ncclUniqueId id = nccl_share_unique_id(c);
     ctx->debug_streams = nccl_debug_streams_flag();
     nccl_stream_create(&ctx->stream);
     nccl_comm_form(ctx, c, id, timeout_s);

@@ -21,6 +21,8 @@
 
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <vector>
 
 #include "cuda_bf16.h"
@@ -275,13 +277,19 @@ static inline const char *ncclGetErrorString(ncclResult_t r) {
 }
 static inline const char *ncclGetLastError(ncclComm_t) { return sim_nccl::last_error; }
 
+// a different id on every call, as NCCL's (rank 0's address and a random magic): a rank that did
+// not receive rank 0's id fails ncclCommInitRank below
 static inline ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
+    static unsigned long long calls = 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
     memset(id, 0, sizeof(*id));
-    snprintf(id->internal, sizeof(id->internal), "simulated nccl");
+    snprintf(id->internal, sizeof(id->internal), "simulated nccl %d %llu %lld.%09ld", (int)getpid(), ++calls,
+             (long long)ts.tv_sec, ts.tv_nsec);
     return ncclSuccess;
 }
 
-static inline ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId, int rank, ncclConfig_t *) {
+static inline ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t *) {
     if (nranks < 1 || rank < 0 || rank >= nranks) { return sim_nccl::fail("ncclCommInitRank: bad rank or size"); }
     SimNcclComm *c = new SimNcclComm();
     c->rank = rank;
@@ -300,7 +308,19 @@ static inline ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, 
             return ncclInvalidUsage;
         }
         MPI_Comm_dup(MPI_COMM_WORLD, &c->mpi);
+        std::vector<ncclUniqueId> ids((size_t)nranks);  // NCCL's ranks meet only with the same id
+        MPI_Allgather(&id, sizeof(id), MPI_BYTE, ids.data(), sizeof(id), MPI_BYTE, c->mpi);
+        for (int r = 0; r < nranks; r++) {
+            if (memcmp(&ids[(size_t)r], &ids[0], sizeof(id)) != 0) {
+                MPI_Comm_free(&c->mpi);
+                delete c;
+                snprintf(sim_nccl::last_error, sizeof(sim_nccl::last_error), "rank %d's unique id differs from "
+                         "rank 0's: the ranks would never meet (the real NCCL waits for them forever)", r);
+                return ncclInvalidUsage;
+            }
+        }
 #else
+        (void)id;
         delete c;
         snprintf(sim_nccl::last_error, sizeof(sim_nccl::last_error), "the simulator's NCCL runs several ranks only in a "
                  "build with MPI, under mpirun");
