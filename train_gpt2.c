@@ -914,7 +914,7 @@ int main(int argc, char **argv) {
     planner.ckpt_snapshot = ckpt_snapshot_plan_bytes(&run.args, gpt2_num_params(&run.config), MODEL_VERSION_FP32, 0,
                                                      plan_ranks, NULL);
     if (run.args.plan > 0) {
-        if (run.comm.rank == 0) { plan_print(&planner, &run.args, plan_ranks, gpt2_num_params(&run.config)); }
+        if (run.comm.rank == 0) { plan_print(&planner, &run.args, plan_ranks, &run.config); }
         comm_finalize(&run.comm);
         return 0;
     }

@@ -1073,7 +1073,7 @@ static int cuda_plan_main(TrainSetup *run, AttentionImpl attention) {
     planner.ckpt_snapshot = ckpt_snapshot_plan_bytes(&run->args, gpt2_num_params(&run->config), MODEL_VERSION_BF16,
                                                      run->args.master_weights, W, bounds);
     free(bounds);
-    if (run->comm.rank == 0) { plan_print(&planner, &run->args, W, gpt2_num_params(&run->config)); }
+    if (run->comm.rank == 0) { plan_print(&planner, &run->args, W, &run->config); }
     attention_free();
     comm_finalize(&run->comm);
     return 0;

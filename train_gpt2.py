@@ -82,16 +82,27 @@ class Config:
 
     @staticmethod
     def from_descriptor(desc, flag="--model"):
-        """d12/d24/d36/d48 (GPT-2 sizes), dN (C=64N, NH=N), or L2:C64:H4[:T256][:V512], checked as
-        gpt2_parse_descriptor (model_io.h) checks it; a bad one ends the run with an error naming flag."""
-        m = re.fullmatch(r"d(\d+)", desc)
+        """d12/d24/d36/d48 (GPT-2 sizes), d60/d72/d84 (llm.c's), dN (C=64N, NH=N), gpt2:dN, gpt3:cN
+        (llm.c's GPT-3 shapes, maxT 2048), or L2:C64:H4[:T256][:V512], checked as gpt2_parse_descriptor
+        (model_io.h) checks it; a bad one ends the run with an error naming flag."""
+        m = re.fullmatch(r"(?:gpt2:)?d(\d+)", desc)
+        g = re.fullmatch(r"gpt3:c(\d+)", desc)
         if m:
-            depth = int(m.group(1))
+            depth = int(m.group(1)) if len(m.group(1)) <= 7 else 0
             if not 1 <= depth <= 1000:
                 die(f"{flag} {desc}: depth must be in 1..1000")
-            sizes = {12: (768, 12), 24: (1024, 16), 36: (1280, 20), 48: (1600, 25)}
+            sizes = {12: (768, 12), 24: (1024, 16), 36: (1280, 20), 48: (1600, 25), 60: (1920, 30), 72: (2880, 30),
+                     84: (3456, 36)}
             c, h = sizes.get(depth, (64 * depth, depth))
             cfg = Config(depth, c, h)
+        elif g:
+            shapes = {384: (6, 64), 768: (12, 64), 1024: (24, 64), 1536: (24, 96), 2048: (24, 128), 2560: (32, 80),
+                      4096: (32, 128), 12288: (96, 128)}  # channels: (layers, head size)
+            c = int(g.group(1)) if len(g.group(1)) <= 7 else 0
+            if c not in shapes:
+                die(f"{flag} {desc}: GPT-3 shapes are gpt3:c384, c768, c1024, c1536, c2048, c2560, c4096 and c12288 "
+                    f"(the channels); for another shape use L<layers>:C<channels>:H<heads>:T2048")
+            cfg = Config(shapes[c][0], c, c // shapes[c][1], block_size=2048)
         else:
             if not re.fullmatch(r"[LCHTV][1-9]\d*(?::[LCHTV][1-9]\d*)*", desc):
                 die(f"{flag} {desc}: bad descriptor; expected e.g. d12, L2:C64:H4 or L2:C64:H4:T256:V512")
@@ -509,7 +520,7 @@ FLAGS = {
     "i": ("train_glob", str, "data/tinyshakespeare/tiny_shakespeare_train.bin", None, None, "train token shards (glob)"),
     "j": ("val_glob", str, "data/tinyshakespeare/tiny_shakespeare_val.bin", None, None, "val token shards (glob)"),
     "o": ("output_dir", str, "", None, None, "output dir for main.log and checkpoints; empty = none"),
-    "e": ("model", str, "d12", None, None, "model .bin (version 3 or 5) or descriptor: d12 d24 d36 d48 dN L2:C64:H4"),
+    "e": ("model", str, "d12", None, None, "model .bin (version 3 or 5) or descriptor: d12 d24 d36 d48 dN gpt3:c768 L2:C64:H4"),
     "tk": ("tokenizer", str, "gpt2_tokenizer.bin", None, None, "tokenizer decode table, to print samples as text"),
     "b": ("B", int, 4, 1, 1 << 20, "micro-batch size per rank, sequences"),
     "t": ("T", int, 1024, 1, 1 << 20, "sequence length"),

@@ -30,7 +30,8 @@
     X(STR, output_dir, "o", "out", "<dir>", "", 0, 0, "output dir for main.log and checkpoints; empty = none")          \
     X(STR, model, "e", "model", "<model>", "d12", 0, 0,                                                                \
       "model .bin (version 3 fp32 or 5 bf16) or descriptor:\n"                                                         \
-      "d12 d24 d36 d48 = GPT-2 124M/350M/774M/1558M; dN = N layers, C=64N, NH=N;\n"                                    \
+      "d12 d24 d36 d48 = GPT-2 124M/350M/774M/1558M; d60 d72 d84 = llm.c's 2.7B/7.3B/12.2B;\n"                      \
+      "dN = N layers, C=64N, NH=N; gpt2:dN = dN; gpt3:c768 etc. = llm.c's GPT-3 shapes (maxT 2048);\n"                \
       "L<n>:C<n>:H<n>[:T<maxT>][:V<vocab>] e.g. L2:C64:H4 (maxT 1024, V 50257 by default)")                            \
     X(STR, tokenizer, "tk", "tokenizer", "<file>", "gpt2_tokenizer.bin", 0, 0, "tokenizer decode table, to print text")  \
     X(SECTION, _batch, "", "", "", 0, 0, 0, "batch")                                                                    \

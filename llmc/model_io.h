@@ -122,29 +122,72 @@ static inline uint32_t header_crc(const int *h, int n, int slot) {
 }
 
 /*
- * Model descriptors for -e:
+ * Model descriptors for -e (llm.c's, and an explicit form):
  *   d12, d24, d36, d48   GPT-2 124M, 350M, 774M, 1558M (C = 768, 1024, 1280, 1600; NH = 12, 16, 20, 25)
+ *   d60, d72, d84        llm.c's unofficial 2.7B, 7.3B, 12.2B (C = 1920, 2880, 3456; NH = 30, 30, 36)
  *   dN (other N)         N layers, C = 64*N, NH = N (head size 64)
+ *   gpt2:dN              the same as dN (llm.c's explicit form)
+ *   gpt3:cN              llm.c's GPT-3 shapes by channel count, maxT 2048 (dense attention):
+ *                        c384 c768 c1024 c1536 c2048 c2560 c4096 c12288 (not llm.c's c5140, which
+ *                        its heads of 128 do not divide)
  *   L<n>:C<n>:H<n>[:T<n>][:V<n>]   explicit; T = max_seq_len (default 1024), V = vocab (default 50257)
  * All use maxT 1024 and V 50257 unless given; Vp = V rounded up to a multiple of 128.
  * Returns 1 and fills c if desc is a descriptor, 0 if it is not one (then it is a file path).
  * A string that looks like a descriptor but is malformed is an error.
  */
+
+// whether s is one or more digits and nothing else (then a name like "d12" is a descriptor, not a file)
+static inline int descriptor_digits(const char *s) {
+    if (*s == '\0') { return 0; }
+    for (const char *p = s; *p; p++) { if (!isdigit((unsigned char)*p)) { return 0; } }
+    return 1;
+}
+
+// the digits of s as a number in 1..limit (0: out of range)
+static inline long descriptor_number(const char *s, long limit) {
+    long v = strlen(s) <= 7 ? strtol(s, NULL, 10) : 0;
+    return v >= 1 && v <= limit ? v : 0;
+}
+
+static inline void gpt2_depth_shape(const char *desc, const char *digits, GPT2Config *c) {
+    long depth = descriptor_number(digits, 1000);
+    if (depth == 0) { llmc_die("-e %s: depth must be in 1..1000", desc); }
+    static const int shapes[][3] = {{12, 768, 12}, {24, 1024, 16}, {36, 1280, 20}, {48, 1600, 25},
+                                    {60, 1920, 30}, {72, 2880, 30}, {84, 3456, 36}};
+    c->num_layers = (int)depth;
+    c->channels = 64 * (int)depth;
+    c->num_heads = (int)depth;
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        if (shapes[i][0] == depth) { c->channels = shapes[i][1]; c->num_heads = shapes[i][2]; }
+    }
+}
+
+static inline void gpt3_channel_shape(const char *desc, const char *digits, GPT2Config *c) {
+    static const int shapes[][3] = {{384, 6, 64}, {768, 12, 64}, {1024, 24, 64}, {1536, 24, 96}, {2048, 24, 128},
+                                    {2560, 32, 80}, {4096, 32, 128}, {12288, 96, 128}};
+    const long channels = descriptor_number(digits, 1000000);
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        if (shapes[i][0] == channels) {
+            c->channels = shapes[i][0];
+            c->num_layers = shapes[i][1];
+            c->num_heads = shapes[i][0] / shapes[i][2];
+            c->max_seq_len = 2048;
+            return;
+        }
+    }
+    llmc_die("-e %s: GPT-3 shapes are gpt3:c384, c768, c1024, c1536, c2048, c2560, c4096 and c12288 (the "
+             "channels); for another shape use L<layers>:C<channels>:H<heads>:T2048", desc);
+}
+
 static inline int gpt2_parse_descriptor(const char *desc, GPT2Config *c) {
     c->max_seq_len = 1024;
     c->vocab_size = 50257;
-    if (desc[0] == 'd' && desc[1] != '\0') {
-        for (const char *p = desc + 1; *p; p++) { if (!isdigit((unsigned char)*p)) { return 0; } }
-        long depth = strlen(desc + 1) <= 4 ? strtol(desc + 1, NULL, 10) : 0;
-        if (depth <= 0 || depth > 1000) { llmc_die("-e %s: depth must be in 1..1000", desc); }
-        c->num_layers = (int)depth;
-        switch (depth) {
-            case 12: c->channels = 768; c->num_heads = 12; break;
-            case 24: c->channels = 1024; c->num_heads = 16; break;
-            case 36: c->channels = 1280; c->num_heads = 20; break;
-            case 48: c->channels = 1600; c->num_heads = 25; break;
-            default: c->channels = 64 * depth; c->num_heads = depth; break;
-        }
+    if (desc[0] == 'd' && descriptor_digits(desc + 1)) {
+        gpt2_depth_shape(desc, desc + 1, c);
+    } else if (!strncmp(desc, "gpt2:d", 6) && descriptor_digits(desc + 6)) {
+        gpt2_depth_shape(desc, desc + 6, c);
+    } else if (!strncmp(desc, "gpt3:c", 6) && descriptor_digits(desc + 6)) {
+        gpt3_channel_shape(desc, desc + 6, c);
     } else if (desc[0] == 'L' && isdigit((unsigned char)desc[1])) {
         int have_c = 0, have_h = 0;
         c->num_layers = 0;

@@ -224,7 +224,8 @@ static inline void plan_auto_batch(TrainArgs *a, Comm *c, const Planner *pl, int
  * for each -r and -b auto's choice; rank 0 prints it. For -b auto without a known device the plan
  * is shown at B = 1.
  */
-static inline void plan_print(const Planner *pl, const TrainArgs *a, int W, size_t num_params) {
+static inline void plan_print(const Planner *pl, const TrainArgs *a, int W, const GPT2Config *cfg) {
+    const size_t num_params = gpt2_num_params(cfg);
     const DeviceMemory *d = &pl->dev;
     const size_t budget = d->known ? plan_budget(d) : 0;
     int B = a->B;
@@ -238,8 +239,9 @@ static inline void plan_print(const Planner *pl, const TrainArgs *a, int W, size
     memset(&p, 0, sizeof(p));
     pl->fn(pl->ctx, B, a->recompute, &p);
     const int two = plan_total(&p, 0) > 0;  // a host column besides the device's
-    printf("memory plan of %s: -e %s (%zu parameters) | -b %d%s | -t %d | -r %d | -w %d | -z %d | %d rank(s); per rank:\n",
-           pl->trainer, a->model, num_params, B, b_note, a->T, a->recompute, a->master_weights, a->zero_stage, W);
+    printf("memory plan of %s: -e %s (L %d, C %d, H %d, maxT %d: %zu parameters) | -b %d%s | -t %d | -r %d | -w %d | -z %d "
+           "| %d rank(s); per rank:\n", pl->trainer, a->model, cfg->num_layers, cfg->channels, cfg->num_heads,
+           cfg->max_seq_len, num_params, B, b_note, a->T, a->recompute, a->master_weights, a->zero_stage, W);
     printf("  %-22s %11s %11s\n", "", d->name, two ? "host" : "");
     char x[32], y[32];
     for (int i = 0; i < PLAN_ROWS; i++) {

@@ -8,7 +8,9 @@
 #  - every step's metrics.jsonl carries the six phase times, which add up to the step's own
 #    wall-clock time (measured apart, in the loop) less what the loop does between them; the -pe
 #    line is the mean of the steps it covers; -pe 0 prints none;
-#  - train_gpt2cu (when nvcc built it) prints its plan without a GPU and refuses -b auto.
+#  - train_gpt2cu (when nvcc built it) prints its plan without a GPU and refuses -b auto;
+#  - the plan's heading shows the model's shape: llm.c's descriptors (d6 .. d84, gpt2:dN, gpt3:cN)
+#    give its shapes, in train_gpt2 and train_gpt2.py alike.
 source "$(dirname "$0")/lib.sh" test_plan "${1:-./train_gpt2}"
 $PY "$ROOT/dev/bench/make_random_shard.py" train.bin 60000 1 512 > /dev/null
 SMALL=(-i train.bin -j train.bin -e L2:C64:H4:T64:V512 -t 32 -s 0 -l 1e-3)
@@ -107,4 +109,32 @@ if [ -x "$CU" ]; then
 else
     skip_or_fail "test-plan: train_gpt2cu without a GPU" "./train_gpt2cu (nvcc)" "make train_gpt2cu" || bad "train_gpt2cu part not run"
 fi
+# ---- llm.c's model descriptors: the shapes its train_gpt2.cu builds (written out here from its
+# source), the parameter count from them, against --plan's heading and train_gpt2.py's parser
+for d in d6 d12 gpt2:d24 d36 d48 d60 d72 d84 gpt3:c384 gpt3:c768 gpt3:c1024 gpt3:c1536 gpt3:c2048 gpt3:c2560 gpt3:c4096 gpt3:c12288; do
+    "$TRAINER" --plan 1 -e "$d" -b 1 -t 64 2>&1 | head -n 1
+done > shapes.txt
+PYTHONPATH="$ROOT" $PY - shapes.txt <<'EOF' && ok "descriptors: the shapes of llm.c's d6 .. d84, gpt2:dN and gpt3:c384 .. c12288 in both trainers" || bad "descriptors: a shape differs from llm.c's"
+import re, sys, train_gpt2
+# llm.c: (layers, channels, heads, maxT)
+want = {"d6": (6, 384, 6, 1024), "d12": (12, 768, 12, 1024), "gpt2:d24": (24, 1024, 16, 1024), "d36": (36, 1280, 20, 1024),
+        "d48": (48, 1600, 25, 1024), "d60": (60, 1920, 30, 1024), "d72": (72, 2880, 30, 1024), "d84": (84, 3456, 36, 1024),
+        "gpt3:c384": (6, 384, 6, 2048), "gpt3:c768": (12, 768, 12, 2048), "gpt3:c1024": (24, 1024, 16, 2048),
+        "gpt3:c1536": (24, 1536, 16, 2048), "gpt3:c2048": (24, 2048, 16, 2048), "gpt3:c2560": (32, 2560, 32, 2048),
+        "gpt3:c4096": (32, 4096, 32, 2048), "gpt3:c12288": (96, 12288, 96, 2048)}
+got = {m[1]: tuple(map(int, m.groups()[1:])) for m in re.finditer(
+    r"-e (\S+) \(L (\d+), C (\d+), H (\d+), maxT (\d+): (\d+) parameters\)", open(sys.argv[1]).read())}
+bad = 0
+for d, (L, C, H, T) in want.items():
+    P = 50304 * C + T * C + L * (12 * C * C + 13 * C) + 2 * C  # wte (padded vocab), wpe, the blocks, ln_f
+    cfg = train_gpt2.Config.from_descriptor(d)
+    twin = (cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.block_size)
+    if got.get(d) != (L, C, H, T, P) or twin != (L, C, H, T):
+        print(f"  {d}: llm.c {(L, C, H, T)} {P} parameters; train_gpt2 {got.get(d)}; train_gpt2.py {twin}")
+        bad = 1
+sys.exit(bad)
+EOF
+expect_error "a GPT-3 shape llm.c does not have" "-e gpt3:c700: GPT-3 shapes are gpt3:c384, c768" "$TRAINER" --plan 1 -e gpt3:c700
+[ "$("$TRAINER" --plan 1 -e d12.bin 2>&1 | grep -c "model file 'd12.bin' not found")" = 1 ] || bad "-e d12.bin is not taken for a file"
+
 finish
