@@ -105,7 +105,7 @@
       "fs (files in the shared directory -pf); auto = mpi under mpirun, else tcp")                                    \
     X(STR, init_server, "ps", "server", "<host>", "", 0, 0,                                                            \
       "-pi tcp: rank 0's host (port LLMC_BOOTSTRAP_PORT, MASTER_PORT+1, else 12345); empty = MASTER_ADDR")           \
-    X(STR, init_dir, "pf", "sync-dir", "<dir>", "", 0, 0, "-pi fs: a directory every node mounts, e.g. -o's")          \
+    X(STR, init_dir, "pf", "sync-dir", "<dir>", "", 0, 0, "-pi fs: a directory every node mounts; empty = -o")         \
     X(INT, comm_timeout, "pt", "comm-timeout", "<int>", 300, 1, 86400,                                                  \
       "seconds before a collective (MPI, NCCL) or the bootstrap that has not completed is an error")                                                    \
     X(CHOICE, attention, "at", "attention", "own|cudnn", "own", 0, 0,                                                  \

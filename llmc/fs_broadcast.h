@@ -187,7 +187,7 @@ static inline void bootstrap_fs_bcast(void *blob, size_t len, int rank, int worl
     if (len > FS_SYNC_MAX_BLOB) { llmc_die("bootstrap (-pi fs): a %zu-byte blob is too large", len); }
     if (dir == NULL || dir[0] == '\0') {
         llmc_die("-pi fs hands rank 0's NCCL id to the other ranks through files: add -pf <dir>, a directory every node "
-                 "mounts (e.g. -o's)");
+                 "mounts, or -o (the default)");
     }
     if (strlen(dir) > 4000) { llmc_die("-pf: the directory's path is %zu characters; use one of at most 4000", strlen(dir)); }
     make_dirs(dir);

@@ -360,7 +360,7 @@ static inline void comm_apply_args(Comm *c, const TrainArgs *a) {
     c->timeout_s = a->comm_timeout;
     c->init_method = a->init_method;
     c->init_server = a->init_server;
-    c->init_dir = a->init_dir;
+    c->init_dir = a->init_dir[0] ? a->init_dir : a->output_dir;  // -o is shared by every node anyway
     if (strcmp(c->launcher, "single") != 0) {
         if (pn > 0 && pn != c->world_size) {
             llmc_die("-pn %d, but %s started %d processes: drop -pn, or launch %d", pn, c->launcher, c->world_size, pn);
