@@ -33,7 +33,7 @@ static OptSettings bench_update_settings(const TrainArgs *a, float norm) {
     TrainArgs b = *a;
     b.weight_decay = 0.1f;
     LRSchedule sched;
-    lr_schedule_init(&sched, "constant", 1e-5f, 0, 1, 1.0f);
+    lr_schedule_init(&sched, "constant", 1e-5f, 0, 1, 1.0f, 0.0f);
     return opt_settings(&b, &sched, 0, norm, 1);
 }
 
@@ -250,6 +250,7 @@ int main(int argc, char **argv) {
     comm_init(&comm, &argc, &argv);
     TrainArgs args;
     args_parse(&args, argc, argv);
+    comm_apply_args(&comm, &args);
     const int iters = args.max_steps > 0 ? args.max_steps : 20;
     GPT2Config config;
     if (train_resolve_model(&args, &config)) { llmc_die("bench_layers takes a descriptor (-e d12), not a file"); }
