@@ -92,14 +92,15 @@ faults=$(cat run.txt logs_back/logs/*.log | grep -E "unbound variable|command no
 [ -z "$faults" ] && ok "no unbound variable, missing command or syntax error in the output and the logs" || bad "script faults: $faults"
 
 # a budget: the steps that no longer fit say SKIP, and the run still ends with its summary. A step
-# starts while 30 s would be left after it and the 20 s the summary keeps: with 50 s the first one
-# starts, and from the first whole second on none does (here every step fails at once, and the
-# whole run took 5 s on a fast machine, so a larger budget may skip nothing)
-(cd tree && PATH="$TMP/bin:$PATH" OUT="$TMP/out2" TEST_GPU_BUDGET=50 PYTHON="$PY" timeout 120 bash dev/test/test_gpu.sh test bench) > run2.txt 2>&1
+# starts only while 30 s would be left after it and the 20 s the summary keeps, so with 49 s none
+# does (the installation of the prebuilt binaries is not a step), whatever the machine's speed (the run above, with 600 s, shows steps that fit do run; a
+# budget that lets the first steps in and not the later ones depends on how fast they fail here:
+# 5 s for the whole run on a fast machine)
+(cd tree && PATH="$TMP/bin:$PATH" OUT="$TMP/out2" TEST_GPU_BUDGET=49 PYTHON="$PY" timeout 120 bash dev/test/test_gpu.sh test bench) > run2.txt 2>&1
 if grep -q "^SKIP .*(the time budget is used up)" out2/summary.txt && grep -q "^== done in" out2/summary.txt &&
-   grep -q "^\(PASS\|FAIL\) " out2/summary.txt; then
-    ok "TEST_GPU_BUDGET=50: $(grep -c '^\(PASS\|FAIL\) ' out2/summary.txt) step(s) ran, $(grep -c '^SKIP .*budget' out2/summary.txt) skipped, the run ended with its summary"
+   ! grep -v "^\(PASS\|FAIL\)    prebuilt" out2/summary.txt | grep -q "^\(PASS\|FAIL\|TIMEOUT\) "; then
+    ok "TEST_GPU_BUDGET=49: every one of the $(grep -c '^SKIP .*budget' out2/summary.txt) steps skipped, the run ended with its summary"
 else
-    bad "TEST_GPU_BUDGET=50: no step ran, none skipped, or no summary"; tail -3 out2/summary.txt
+    bad "TEST_GPU_BUDGET=49: a step ran, none skipped, or no summary"; grep "^\(PASS\|FAIL\|TIMEOUT\) " out2/summary.txt; tail -3 out2/summary.txt
 fi
 finish
