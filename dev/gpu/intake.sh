@@ -3,7 +3,8 @@
 # machine, the same way every time:
 #   - summary.txt -> dev/bench/gpu/<date>-call<N>-<parts>.txt (date and parts from its first line);
 #   - the logs that carry figures (the benchmark's steps, d48, the memory plan, Nsight Compute,
-#     Muon, bench_layers' output) out of test_gpu_logs.tgz -> dev/bench/gpu/<date>-call<N>-logs/;
+#     Muon, bench_layers' output) and those of the steps that failed, out of test_gpu_logs.tgz ->
+#     dev/bench/gpu/<date>-call<N>-logs/;
 #   - gpu_results_rows.tsv's rows -> dev/bench/gpu_results.tsv (its header once; a row already
 #     there is not added again).
 # It never overwrites a different summary of the same name. What stays by hand: the figures into
@@ -40,13 +41,16 @@ if [ -f "$FROM/test_gpu_logs.tgz" ]; then
     tar -xzf "$FROM/test_gpu_logs.tgz" -C "$tmp" 2> /dev/null || die "$FROM/test_gpu_logs.tgz is damaged"
     mkdir -p "$G/$name-logs"
     n=0
-    for f in "$tmp"/logs/bench_*.log "$tmp"/logs/d48.log "$tmp"/logs/memory_*.log "$tmp"/logs/profile_ncu.log \
-             "$tmp"/logs/muon_bench.log "$tmp"/logs/kernels.log "$tmp"/bench/layers_*.log; do
-        [ -f "$f" ] && cp "$f" "$G/$name-logs/" && n=$((n + 1))
+    # and each FAIL or TIMEOUT step's own log: what the next session fixes from (the summary keeps
+    # only its last 15 lines)
+    failed=$(sed -n 's/^\(FAIL\|TIMEOUT\) *\([A-Za-z0-9_]*\).*/\2/p' "$FROM/summary.txt" | sed "s|^|$tmp/logs/|; s|\$|.log|")
+    for f in $(ls "$tmp"/logs/bench_*.log "$tmp"/logs/d48.log "$tmp"/logs/memory_*.log "$tmp"/logs/profile_ncu.log \
+               "$tmp"/logs/muon_bench.log "$tmp"/logs/kernels.log "$tmp"/bench/layers_*.log $failed 2> /dev/null | sort -u); do
+        cp "$f" "$G/$name-logs/" && n=$((n + 1))
     done
     rm -rf "$tmp"
     [ $n -gt 0 ] || rmdir "$G/$name-logs"
-    echo "intake: $n log(s) with figures -> dev/bench/gpu/$name-logs/"
+    echo "intake: $n log(s) with figures or of failed steps -> dev/bench/gpu/$name-logs/"
 fi
 
 rows=$FROM/gpu_results_rows.tsv

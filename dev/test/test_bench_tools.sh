@@ -193,15 +193,17 @@ mkdir -p back/logs back/bench intake_root
   echo "PASS    env (3s)"; echo "FAIL    test_gpt2cu_tiny (exit 1, 2s)"; echo "SKIP    bench_layers (the time budget is used up)"
   echo "== done in 300s: 1 step(s) failed"; } > back/summary.txt
 echo "bench figures" > back/logs/bench_d12.log; echo "no figures" > back/logs/env.log; echo "layers" > back/bench/layers_d12_b64.log
+echo "why it failed" > back/logs/test_gpt2cu_tiny.log; echo "passed" > back/logs/test_gpt2cu_d12.log
 tar -czf back/test_gpu_logs.tgz -C back logs bench
 printf 'date\tcommit\tdevice\tmodel\tB\tT\tours_tok_s\tllmc_tok_s\tours_mfu\tllmc_mfu\n2026-12-01\tabc\tH200\td12\t64\t1024\t1\t2\t3\t4\n' > back/gpu_results_rows.tsv
 IN=(env INTAKE_ROOT="$TMP/intake_root" bash "$ROOT/dev/gpu/intake.sh")
 G=intake_root/dev/bench/gpu
 if "${IN[@]}" back 1 > intake.txt 2>&1 && cmp -s back/summary.txt "$G/2026-12-01-call1-env-build-test-bench.txt" \
    && [ -f "$G/2026-12-01-call1-env-build-test-bench-logs/bench_d12.log" ] && [ -f "$G/2026-12-01-call1-env-build-test-bench-logs/layers_d12_b64.log" ] \
-   && [ ! -f "$G/2026-12-01-call1-env-build-test-bench-logs/env.log" ] && [ "$(wc -l < intake_root/dev/bench/gpu_results.tsv)" = 2 ] \
+   && [ ! -f "$G/2026-12-01-call1-env-build-test-bench-logs/env.log" ] && [ -f "$G/2026-12-01-call1-env-build-test-bench-logs/test_gpt2cu_tiny.log" ] \
+   && [ ! -f "$G/2026-12-01-call1-env-build-test-bench-logs/test_gpt2cu_d12.log" ] && [ "$(wc -l < intake_root/dev/bench/gpu_results.tsv)" = 2 ] \
    && grep -q "1 PASS, 1 FAIL/TIMEOUT, 1 SKIP" intake.txt; then
-    ok "intake.sh: the summary under its date, call and parts, the logs with figures, the row with its header"
+    ok "intake.sh: the summary under its date, call and parts, the logs with figures and the failed step's, the row with its header"
 else
     bad "intake.sh:"; cat intake.txt; find intake_root
 fi

@@ -52,8 +52,9 @@
 #            bitwise equal, with MPI 2 ranks -z 1 against -z 0 (shards of whole matrices), then
 #            dev/bench/bench_gpu.sh muon: AdamW against Muon on d12 and Muon's step-time overhead
 #   sanitize compute-sanitizer memcheck and racecheck on test_gpt2cu (tiny fixture) and on the
-#            attention workbench: zero reports; racecheck of test_gpt2cu checks our kernels only
-#            (cuBLASLt's are excluded by name: slow to instrument, and not ours to fix)
+#            attention workbench: zero reports; racecheck follows our kernels only (by name; cuBLASLt's
+#            and cuDNN's are slow to instrument and not ours to fix); a sanitizer failure it cannot
+#            place is run again with CUDA_LAUNCH_BLOCKING=1, whose error line names the launch
 #   kernels  dev/cuda/run_all.sh (every kernel workbench)
 #   profile  Nsight Compute (ncu --clock-control none) over one d12 step: every kernel's duration,
 #            throughput and occupancy, summarized per kernel (a refusal says whether counters are
@@ -444,17 +445,29 @@ if has_part sanitize; then
         MAKE_ATT="&& make --no-print-directory -C dev/cuda ../../build/cuda/attention CUDA_ARCHS=90a NVCC=$NVCC"
         [ $PREBUILT = 1 ] && MAKE_ATT=""
         step sanitize_build 300 "make --no-print-directory dev/test/fixtures/tiny64.bin PYTHON=$PY $MAKE_ATT"
+        # racecheck follows our kernels only (each of llmc/cuda's __global__ functions ends in _kernel):
+        # cuBLASLt's and cuDNN's are not ours to fix, and instrumenting them is slow (cuDNN's
+        # runtime-compiled ones took minutes); memcheck checks every kernel
+        OURS="regex=$(grep -ho -E '\b[A-Za-z0-9_]+_kernel\(' llmc/cuda/*.cuh llmc/cuda/*.h | tr -d '(' | sort -u | paste -sd'|')"
+        TEST_TINY="./test_gpt2cu dev/test/fixtures/tiny64.bin dev/test/fixtures/tiny64_state.bin dev/test/fixtures/tiny64_traj.txt"
         for t in memcheck racecheck; do
             for prog in test_gpt2cu attention; do
-                cmd="./test_gpt2cu dev/test/fixtures/tiny64.bin dev/test/fixtures/tiny64_state.bin dev/test/fixtures/tiny64_traj.txt"
-                [ $prog = attention ] && cmd="build/cuda/attention --no-timing"
-                # racecheck on test_gpt2cu: our kernels only; cuBLASLt's (nvjet, xmma, cutlass, gemm/gemv,
-                # split-K reductions) are slow to instrument and not ours to fix; memcheck checks all
-                filter=""
-                [ $t = racecheck ] && [ $prog = test_gpt2cu ] && filter="--kernel-name-exclude 'regex=nvjet|xmma|cutlass|gemm|gemv|splitK|cublas'"
-                limit=150; [ $prog = attention ] && limit=90
+                cmd=$TEST_TINY filter="" limit=150
+                [ $prog = attention ] && cmd="build/cuda/attention --no-timing" limit=90
+                if [ $t = racecheck ]; then
+                    filter="--kernel-name '$OURS'"
+                    [ $prog = attention ] && cmd="$cmd --no-cudnn"
+                fi
                 step "sanitize_${t}_$prog" $limit "'$SANITIZER' --tool $t $filter --error-exitcode 99 --print-limit 20 $cmd"
+                rc=$?
                 grep -hE "ERROR SUMMARY|RACECHECK SUMMARY" "$WORK/logs/sanitize_${t}_$prog.log" 2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
+                # a failure the tool itself could not place ("Internal Sanitizer Error", an error that
+                # surfaces at a later call): again with every launch synchronous, so that the
+                # cudaCheckLaunch() after the launch that faulted names its file and line
+                if [ $rc -ne 0 ] && grep -qE "Internal Sanitizer Error|^error: CUDA error" "$WORK/logs/sanitize_${t}_$prog.log"; then
+                    step "sanitize_${t}_${prog}_blocking" $limit "CUDA_LAUNCH_BLOCKING=1 '$SANITIZER' --tool $t $filter --error-exitcode 99 --print-limit 20 $cmd"
+                    grep -hE "^error:|Internal Sanitizer|SUMMARY" "$WORK/logs/sanitize_${t}_${prog}_blocking.log" 2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
+                fi
             done
         done
     else
