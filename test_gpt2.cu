@@ -101,8 +101,8 @@ static void fixture_args(TrainArgs *targs, const char *model_path, const char *s
     targs->model = model_path;
     debug_state_shape(state_path, &targs->B, &targs->T);
     const char *att_name = getenv("LLMC_ATTENTION");
-    if (att_name && *att_name) { targs->attention = att_name; }
-    (void)attention_impl(targs->attention, "LLMC_ATTENTION");  // a bad value is named as the variable, not as -at
+    targs->attention = att_name && *att_name ? att_name : "own";  // each implementation tested by its name
+    (void)attention_impl(targs->attention, "LLMC_ATTENTION", targs->T);  // a bad value is named as the variable, not as -at
     const char *ge = getenv("LLMC_GELU_FUSION");
     if (ge && *ge) {
         if (strcmp(ge, "0") && strcmp(ge, "1") && strcmp(ge, "2")) { llmc_die("LLMC_GELU_FUSION=%s: expected 0, 1 or 2 (-ge)", ge); }

@@ -1001,7 +1001,7 @@ static void gpt2_build_from_args(GPT2 *m, const TrainArgs *a, const GPT2Config *
     GradReducer plan;
     const int muon = opt_is_muon(a);
     grad_reduce_plan(&plan, kind, c, a->zero_stage, muon, config);
-    gpt2_build(m, config, a->B, a->T, a->recompute, a->master_weights, attention_impl(a->attention, "-at"), &plan,
+    gpt2_build(m, config, a->B, a->T, a->recompute, a->master_weights, attention_impl(a->attention, "-at", a->T), &plan,
                kind == GRAD_REDUCE_NCCL ? nccl : NULL, muon);
     m->gelu_fusion = a->gelu_fusion;
 }
@@ -1100,10 +1100,11 @@ static void cuda_banner(const TrainSetup *run, GPT2 *model, ProcessGroup *group,
     const TrainArgs *a = &run->args;
     char reduction[96];
     process_group_describe(group, reduction, sizeof(reduction));
-    printf("device: %s (sm_%d%d, %d SMs) | gradient reduction: %s%s | recompute -r %d | attention: %s | GELU -ge %d | "
+    printf("device: %s (sm_%d%d, %d SMs) | gradient reduction: %s%s | recompute -r %d | attention: %s%s | GELU -ge %d | "
            "GPU memory planned %.2f GiB (--plan %d prints its rows)\n", prop.name, prop.major, prop.minor,
            prop.multiProcessorCount, reduction, a->zero_stage && run->comm.world_size > 1 ? ", ZeRO-1" : "",
-           a->recompute, gpt2_attention_describe(model), a->gelu_fusion, model->planned_bytes / GiB, run->comm.world_size);
+           a->recompute, gpt2_attention_describe(model), strcmp(a->attention, "auto") ? "" : " by -at auto",
+           a->gelu_fusion, model->planned_bytes / GiB, run->comm.world_size);
     printf("MFU peak: %s\n", peak_why);
     if (!gpt2_attention_deterministic(model)) {
         llmc_warn("-at cudnn: cuDNN refused its deterministic attention backward for this shape, so this run is not "
@@ -1126,7 +1127,7 @@ static void cuda_memory_end(size_t free_at_start, const GPT2 *model) {
 int main(int argc, char **argv) {
     TrainSetup run;
     train_start(&run, &argc, &argv);
-    const AttentionImpl attention = attention_impl(run.args.attention, "-at");  // before the GPU: a bad -at stops at once
+    const AttentionImpl attention = attention_impl(run.args.attention, "-at", run.args.T);  // before the GPU: a bad -at stops at once
     if (run.args.plan > 0) { return cuda_plan_main(&run, attention); }
 
     const int device = gpu_select_device(&run.comm, (const void *)cast_fp32_to_bf16_kernel, LLMC_CUDA_ARCHS);

@@ -108,8 +108,9 @@
     X(STR, init_dir, "pf", "sync-dir", "<dir>", "", 0, 0, "-pi fs: a directory every node mounts; empty = -o")         \
     X(INT, comm_timeout, "pt", "comm-timeout", "<int>", 300, 1, 86400,                                                  \
       "seconds before a collective (MPI, NCCL) or the bootstrap that has not completed is an error")                                                    \
-    X(CHOICE, attention, "at", "attention", "own|cudnn", "own", 0, 0,                                                  \
-      "attention: own (llmc/cuda/attention.cuh) or cudnn (cuDNN's fused SDPA, in builds with cuDNN)")                       \
+    X(CHOICE, attention, "at", "attention", "auto|own|cudnn", "auto", 0, 0,                                            \
+      "attention: own (llmc/cuda/attention.cuh), cudnn (cuDNN's fused SDPA, in builds with cuDNN);\nauto = cudnn "     \
+      "where the build has it and -t >= 256 (measured faster there), else own")                                       \
     X(INT, gelu_fusion, "ge", "gelu-fusion", "<0|1|2>", 2, 0, 2,                                                       \
       "GELU in cuBLASLt's matmul epilogue: 0 = our kernels (llmc/cuda/gelu.cuh), 1 = forward, 2 = both")                    \
     X(SECTION, _gen, "", "", "", 0, 0, 0,                                                                               \

@@ -4,9 +4,9 @@
 #   d12     GPT-2 124M, T = 1024, B = 16, 32, 64: ours and llm.c's train_gpt2cu (cuDNN attention,
 #           built by dev/bench/build_llmc.sh) on the same shard of random tokens, the same B, T and
 #           -r, one after the other, STEPS steps each of which the first WARMUP are not timed;
-#   attention  ours with cuDNN's attention (-at cudnn) on d12, T = 1024, B = 64; the d12
-#           part gives our own kernel (-at own) and llm.c at the same B, and its llm.c run is
-#           paired with this one (rows with the model "d12 -at cudnn");
+#   attention  ours with our own attention kernel (-at own) on d12, T = 1024, B = 64; the d12
+#           part runs the defaults (-at auto: cuDNN's attention at T = 1024 in builds with it) and
+#           llm.c at the same B, and its llm.c run is paired with this one (rows "d12 -at own");
 #   gelu    ours with -ge 0 (our GELU kernels; the d12 part runs the default -ge 2, GELU and its
 #           derivative in cuBLASLt's epilogues) on d12, T = 1024, B = 64, paired with llm.c's run
 #           of the d12 part (rows "d12 -ge 0"); llm.c measured its fused epilogue slower on some GPUs;
@@ -122,10 +122,10 @@ if has d12; then
 fi
 
 if has attention; then
-    rm -rf "$OUTB/d12_cudnn" && mkdir -p "$OUTB/d12_cudnn"
-    echo "== d12, T=1024, B=64, -r $R: ours with -at cudnn ($STEPS steps, the first $WARMUP not timed)"
-    OURS_ARGS="${OURS_ARGS:-} -at cudnn" run ours d12 64 "$R" "$STEPS" d12_cudnn
-    cp "$OUTB/d12/llmc_d12_b64_r$R".* "$OUTB/d12_cudnn/" 2> /dev/null  # llm.c's run of the d12 part, if any
+    rm -rf "$OUTB/d12_own" && mkdir -p "$OUTB/d12_own"
+    echo "== d12, T=1024, B=64, -r $R: ours with -at own ($STEPS steps, the first $WARMUP not timed)"
+    OURS_ARGS="${OURS_ARGS:-} -at own" run ours d12 64 "$R" "$STEPS" d12_own
+    cp "$OUTB/d12/llmc_d12_b64_r$R".* "$OUTB/d12_own/" 2> /dev/null  # llm.c's run of the d12 part, if any
 fi
 
 if has gelu; then
@@ -190,7 +190,7 @@ rows=$OUTB/gpu_results_rows.tsv
 rm -f "$rows"
 if has d12; then $PY dev/bench/gpu_summary.py "$OUTB/d12" "$WARMUP" "$(date -u +%F)" "$COMMIT" "$rows" || rc=1; fi
 if has attention; then
-    $PY dev/bench/gpu_summary.py "$OUTB/d12_cudnn" "$WARMUP" "$(date -u +%F)" "$COMMIT" "$rows" "-at cudnn" || rc=1
+    $PY dev/bench/gpu_summary.py "$OUTB/d12_own" "$WARMUP" "$(date -u +%F)" "$COMMIT" "$rows" "-at own" || rc=1
 fi
 if has gelu; then $PY dev/bench/gpu_summary.py "$OUTB/d12_ge0" "$WARMUP" "$(date -u +%F)" "$COMMIT" "$rows" "-ge 0" || rc=1; fi
 if has d48; then $PY dev/bench/gpu_summary.py "$OUTB/d48" 3 "$(date -u +%F)" "$COMMIT" "$rows" || rc=1; fi

@@ -15,7 +15,7 @@ H200, which its table lacks). Peak memory is the largest nvidia-smi sample
 during the run (the same measure for both), next to the trainer's own figure. Our step lines'
 MFU is checked against this count (it must be the same formula). Appends one TSV row per pair
 (header `date commit device model B T ours_tok_s llmc_tok_s ours_mfu llmc_mfu`) to [tsv out].
-[label] (e.g. "-at cudnn") follows the model name in the rows: which variant of ours ran.
+[label] (e.g. "-at own") follows the model name in the rows: which variant of ours ran.
 Exit status 1 if a log has no timed steps or our MFU disagrees with the count."""
 import glob, os, re, sys
 

@@ -14,6 +14,8 @@
  *   - the warps-per-block rule of the LayerNorm backward;
  *   - the checks' running maximum (nan_max.h) keeps a NaN, and check_close's max|diff| shows an
  *     unmatched NaN or inf, so a printed max |diff| cannot hide one;
+ *   - -at auto (llmc/cuda/attention_choice.cuh): cuDNN from T = 256 on where the build has it, our
+ *     kernel below and in builds without it;
  *   - the MFU peak (llmc/gpu_peak.h) of H100 SXM/PCIe/NVL, H200, A100 SXM/PCIe names against the
  *     spec sheets' dense bf16 figures, scaled for a MIG slice and a capped clock; unknown: none;
  *   - ZeRO-1's reduce-scatter layout (llmc/cuda/grad_reduce.cuh): for several models and rank counts, the runs
@@ -31,6 +33,7 @@
 #include "llmc/cuda/layernorm.cuh"
 #include "llmc/gpu_peak.h"
 #include "llmc/cuda/grad_reduce.cuh"
+#include "llmc/cuda/attention_choice.cuh"
 #include <vector>
 
 #include <unistd.h>  // dup, dup2: check_close_line reads what check_close prints
@@ -431,6 +434,14 @@ int main(void) {
                    layernorm_backward_warps(12288) == 1 && layernorm_backward_warps(12296) == 0,
                "");
     test_printed_maxima();
+    printf("-at auto (the implementation measured faster at the run's T)\n");
+    check_true("with cuDNN: T 1024 and 256 -> cudnn, 255 and 64 -> own",
+               attention_auto(1, 1024) == ATTENTION_CUDNN && attention_auto(1, 256) == ATTENTION_CUDNN &&
+                   attention_auto(1, 255) == ATTENTION_OWN && attention_auto(1, 64) == ATTENTION_OWN, "");
+    check_true("without cuDNN: own at every T; this build (no cuDNN): -at auto is own at T 1024",
+               attention_auto(0, 1024) == ATTENTION_OWN && attention_auto(0, 64) == ATTENTION_OWN &&
+                   attention_impl("auto", "-at", 1024) == (ATTENTION_HAVE_CUDNN ? ATTENTION_CUDNN : ATTENTION_OWN),
+               "");
     test_gpu_peak();
     test_zero_layout();
     if (wb_failures) {

@@ -86,7 +86,7 @@ expect "flag without value"    "needs a value"      -- -i "$TMP/good.bin" "${BAS
 expect "bad number"            "expected an integer" -- -i "$TMP/good.bin" "${BASE[@]}" -b two
 expect "bad descriptor"        "descriptor"         -- -i "$TMP/good.bin" -e L2:C64 -b 2 -t 32
 expect "bad schedule"          "expected one of cosine|linear|constant|wsd" -- -i "$TMP/good.bin" "${BASE[@]}" -k triangle
-expect "bad attention"         "-at flash: expected one of own|cudnn" -- -i "$TMP/good.bin" "${BASE[@]}" -at flash
+expect "bad attention"         "-at flash: expected one of auto|own|cudnn" -- -i "$TMP/good.bin" "${BASE[@]}" -at flash
 expect "checkpoints need -o"   "-o"                 -- -i "$TMP/good.bin" "${BASE[@]}" -n 5
 expect "-nm not a multiple of -n" "-nm 10 keeps the checkpoints at multiples of 10 steps; it must be a multiple of -n (now 4)" -- -i "$TMP/good.bin" "${BASE[@]}" -o "$TMP/nm" -n 4 -nk 2 -nm 10
 expect "resume needs -o"       "-o"                 -- -i "$TMP/good.bin" "${BASE[@]}" -y 1

@@ -90,6 +90,8 @@ for g in 0 1; do
 done
 grep -q "GELU -ge 0" sim_ge0.txt || bad "-ge 0 not in the banner"
 grep -q "gradient reduction: none (one process)" sim.txt || bad "no device/backend line on stdout"
+# -at auto, the default: a build without cuDNN (the simulator's) runs our kernel, and says why
+grep -q "attention: own (llmc/cuda/attention.cuh) by -at auto" sim.txt || bad "the banner's attention: $(grep -o 'attention: [^|]*' sim.txt)"
 
 # ---- 2. determinism and resume
 echo "2. determinism and resume:"

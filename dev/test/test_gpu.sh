@@ -4,7 +4,7 @@
 # dev/gpu/PLAN.md lists the device calls (a session has 15 minutes of device time: two calls of
 # about 5.5 minutes each, on binaries built beforehand by dev/gpu/prepare.sh):
 #
-#   dev/test/test_gpu.sh env build test bench     call 1: bring-up, ours vs llm.c, -at cudnn, -ge 0, layers
+#   dev/test/test_gpu.sh env build test bench     call 1: bring-up, ours vs llm.c, -at own, -ge 0, layers
 #   dev/test/test_gpu.sh multi memory             call 2: the multi-process paths, the memory plan
 #   dev/test/test_gpu.sh sanitize kernels         call 3: compute-sanitizer, the kernel workbenches
 #   dev/test/test_gpu.sh d48 profile              call 4: GPT-2 1.5B, Nsight Compute
@@ -40,7 +40,7 @@
 #            -pb mpi, and a rank killed with SIGKILL mid-step makes the job end with an error instead
 #            of hanging
 #   bench    dev/bench/bench_gpu.sh's parts d12, attention, gelu, layers, each its own step: ours and
-#            llm.c at d12, B=16/32/64, ours with -at cudnn and with -ge 0 at B=64; where the time of
+#            llm.c at d12, B=16/32/64, ours with -at own and with -ge 0 at B=64; where the time of
 #            a step goes; per-layer backward; a 1-rank NCCL all-reduce of one layer
 #   d48      dev/bench/bench_gpu.sh d48: GPT-2 1.5B at T=1024, the largest B that fits (-r 1, -r 2),
 #            llm.c at the same B, per-layer backward
@@ -328,6 +328,8 @@ if has_part test; then
     # 5 resumed in a third process: steps 6-10 bitwise equal to the uninterrupted run's
     rm -rf "$D/det_a" "$D/det_b" "$D/det_r"
     step determinism_2proc 90 "./train_gpt2cu $A -d $MULTI_D -n 5 -o $D/det_a > /dev/null && ./train_gpt2cu $A -d $MULTI_D -o $D/det_b && compare_logs $D/det_b/main.log $D/det_a/main.log trl=0 norm=0"
+    # -at auto (the default): cuDNN's attention at T = 256 (this build has it), our kernel at T = 64
+    step at_auto 60 "./train_gpt2cu $A -d $MULTI_D -x 1 -v 0 > $WORK/auto256.txt 2>&1; ./train_gpt2cu $A -t 64 -d 1024 -x 1 -v 0 > $WORK/auto64.txt 2>&1; grep -h 'attention:' $WORK/auto256.txt $WORK/auto64.txt; grep -q 'attention: cudnn .* by -at auto' $WORK/auto256.txt && grep -q 'attention: own .* by -at auto' $WORK/auto64.txt"
     step resume_bitwise 60 "resume_copy $D/det_a $D/det_r && ./train_gpt2cu $A -d $MULTI_D -n 5 -o $D/det_r -y 1 > $D/det_r.txt 2>&1; rc=\$?; cat $D/det_r.txt; [ \$rc -eq 0 ] && $(resumed "$D/det_r.txt" "$D/det_r" "$D/det_a" 0)"
     $PY dev/bench/make_random_shard.py "$WORK/small.bin" 300000 3 > /dev/null
     step bad_no_gpu 60 "CUDA_VISIBLE_DEVICES= ./train_gpt2cu -i $WORK/small.bin -e d12 > $WORK/nogpu.txt 2>&1; rc=\$?; cat $WORK/nogpu.txt; [ \$rc -ne 0 ] && grep -q 'no CUDA GPU is visible' $WORK/nogpu.txt"

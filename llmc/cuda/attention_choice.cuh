@@ -1,6 +1,6 @@
 /*
  * The attention of a run (-at): our fused kernel (attention.cuh) or cuDNN's fused SDPA
- * (cudnn_att.cpp, in builds with USE_CUDNN). The one place that knows whether this build has
+ * (cudnn_att.cpp, in builds with USE_CUDNN); -at auto (the default) the faster of the two as measured. The one place that knows whether this build has
  * cuDNN: the model names an implementation and calls these functions.
  */
 #ifndef LLMC_ATTENTION_CHOICE_CUH
@@ -10,15 +10,30 @@
 #include "../model_io.h"
 #ifdef USE_CUDNN
 #include "cudnn_att.h"
+#define ATTENTION_HAVE_CUDNN 1
+#else
+#define ATTENTION_HAVE_CUDNN 0
 #endif
 
 typedef enum { ATTENTION_OWN = 0, ATTENTION_CUDNN = 1 } AttentionImpl;
 
-// name: "own" or "cudnn", from `source` (a flag or variable, for the message); stops with a one-line
-// error for an unknown name or for cudnn in a build without it
-static AttentionImpl attention_impl(const char *name, const char *source) {
+// -at auto picks cuDNN from this T on, in builds with it. Measured on one H200 (2026-11-26, the
+// attention workbench, HS 64, d12's and d48's heads): cuDNN's forward and backward took 0.79x and
+// 0.82x our kernel's time at T = 256 and 0.69-0.81x at T = 1024 (d12 at B = 64, T = 1024: 1.09x
+// the whole step's tokens/s), but 2.2x and 1.25x at T = 64.
+#define ATTENTION_AUTO_CUDNN_MIN_T 256
+
+// -at auto's choice: have_cudnn, whether this build has cuDNN's attention
+static AttentionImpl attention_auto(int have_cudnn, int T) {
+    return have_cudnn && T >= ATTENTION_AUTO_CUDNN_MIN_T ? ATTENTION_CUDNN : ATTENTION_OWN;
+}
+
+// name: "auto", "own" or "cudnn", from `source` (a flag or variable, for the message), for a run of
+// sequence length T; stops with a one-line error for an unknown name or for cudnn in a build without it
+static AttentionImpl attention_impl(const char *name, const char *source, int T) {
     if (!strcmp(name, "own")) { return ATTENTION_OWN; }
-    if (strcmp(name, "cudnn")) { llmc_die("%s %s: unknown attention implementation (own or cudnn)", source, name); }
+    if (!strcmp(name, "auto")) { return attention_auto(ATTENTION_HAVE_CUDNN, T); }
+    if (strcmp(name, "cudnn")) { llmc_die("%s %s: unknown attention implementation (auto, own or cudnn)", source, name); }
 #ifndef USE_CUDNN
     llmc_die("%s cudnn: this build has no cuDNN attention; build with it: make cudnn-frontend, then make again (needs "
              "cuDNN 9: the CUDA toolkit's, CUDNN_HOME=dir, or the nvidia-cudnn-cu13 wheel; make's 'cuDNN:' line says "
