@@ -85,17 +85,6 @@ static inline uint64_t fs_sync_join_nonce(const char *dir, int r, int world_size
     return h.nonce;
 }
 
-// the ranks in 1..world_size-1 whose flag is 0, as "2,5,7" (at most 16, then "...")
-static inline void fs_sync_missing(char *out, size_t n, const char *done, int world_size) {
-    out[0] = '\0';
-    for (int r = 1, k = 0; r < world_size; r++) {
-        if (done[r]) { continue; }
-        size_t l = strlen(out);
-        if (k++ == 16) { snprintf(out + l, n - l, ",..."); break; }
-        snprintf(out + l, n - l, "%s%d", k > 1 ? "," : "", r);
-    }
-}
-
 // rank 0's side: serve the reply until every rank has answered, then remove the files
 static inline void fs_bcast_serve(const void *blob, size_t len, int world_size, const char *dir, WaitClock *clock,
                                   int timeout_s) {
@@ -124,7 +113,7 @@ static inline void fs_bcast_serve(const void *blob, size_t len, int world_size, 
         if (all) { break; }
         if (wait_clock_expired(clock)) {
             char missing[256];
-            fs_sync_missing(missing, sizeof(missing), done, world_size);
+            missing_ranks_list(missing, sizeof(missing), done, world_size);
             llmc_die("bootstrap (-pi fs): rank%s %s did not answer through %s within %d s; did every rank start, with "
                      "the same -pn %d and -pf, on a directory all nodes share? (-pt sets the timeout)",
                      strchr(missing, ',') ? "s" : "", missing, dir, timeout_s, world_size);

@@ -128,10 +128,8 @@ static inline void bootstrap_tcp_bcast(void *blob, size_t len, int rank, int wor
         int joined = 1;
         while (joined < world_size) {
             if (bs_wait(srv, POLLIN, &clock) != 1) {
-                char missing[512] = "";
-                for (int r = 1, n = 0; r < world_size && n < 16; r++) {
-                    if (!seen[r]) { size_t l = strlen(missing); snprintf(missing + l, sizeof(missing) - l, "%s%d", n++ ? "," : "", r); }
-                }
+                char missing[256];
+                missing_ranks_list(missing, sizeof(missing), seen, world_size);
                 llmc_die("bootstrap: only %d of %d ranks reached rank 0 on port %d within %d s (missing: %s); did they all "
                          "start, with the same MASTER_ADDR/MASTER_PORT or -ps? (-pt sets the timeout)", joined, world_size, port,
                          timeout_s, missing);

@@ -624,6 +624,18 @@ static inline int wait_clock_expired(WaitClock *w) {
     return w->left < 0;
 }
 
+// a timed-out wait's message: the ranks in 1..world_size-1 whose flag in `arrived` is 0, as
+// "2,5,7" (the first 16, then ",...")
+static inline void missing_ranks_list(char *out, size_t n, const char *arrived, int world_size) {
+    out[0] = '\0';
+    for (int r = 1, k = 0; r < world_size; r++) {
+        if (arrived[r]) { continue; }
+        size_t l = strlen(out);
+        if (k++ == 16) { snprintf(out + l, n - l, ",..."); break; }
+        snprintf(out + l, n - l, "%s%d", k > 1 ? "," : "", r);
+    }
+}
+
 static inline void llmc_poll_pause(long *polls) {
     if (++*polls < 2000) { sched_yield(); } else { usleep(50); }
 }

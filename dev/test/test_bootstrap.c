@@ -12,6 +12,7 @@
  *    other ranks first: every rank of the new job gets the new rank 0's blob, none the old one;
  * 7. a rank 0 whose peers never come names them; a rank without rank 0 stops; a -pf that cannot
  *    be created is an error naming it.
+ * 8. the list of missing ranks both messages use (llmc/utils.h): none, some, and past 16.
  */
 #include <dirent.h>
 #include <signal.h>
@@ -144,7 +145,26 @@ static void test_fs(void) {
     if (system(cmd) != 0) { printf("warning: could not remove %s\n", dir); }
 }
 
+// 8. missing_ranks_list, against lists written out by hand
+static void test_missing_list(void) {
+    char arrived[40] = {0}, out[256];
+    int ok = 1;
+    memset(arrived, 1, sizeof(arrived));
+    missing_ranks_list(out, sizeof(out), arrived, 8);
+    ok &= strcmp(out, "") == 0;
+    arrived[2] = arrived[5] = arrived[7] = 0;
+    missing_ranks_list(out, sizeof(out), arrived, 8);
+    ok &= strcmp(out, "2,5,7") == 0;
+    memset(arrived, 0, sizeof(arrived));  // rank 0 never counts: it is the one waiting
+    arrived[3] = 1;
+    missing_ranks_list(out, sizeof(out), arrived, 40);
+    ok &= strcmp(out, "1,2,4,5,6,7,8,9,10,11,12,13,14,15,16,17,...") == 0;
+    printf("%s the missing ranks' list: none, 2,5,7, the first 16 then ... (last: %s)\n", ok ? "ok  " : "FAIL", out);
+    failures += !ok;
+}
+
 int main(void) {
+    test_missing_list();
     int port = 20000 + (int)(getpid() % 20000);
     // 1. five ranks, rank 0 starts 300 ms after the others
     pid_t pids[5];
