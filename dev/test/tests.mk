@@ -267,7 +267,7 @@ test-cuda-trainer-sim: train_gpt2
 
 FUZZ_CC ?= clang
 FUZZ_BUILD := build/fuzz
-FUZZ_NAMES := shard model checkpoint tokenizer hellaswag bpe_load bpe_encode tokenize safetensors args \
+FUZZ_NAMES := shard model checkpoint tokenizer hellaswag bpe_load bpe_encode tokenize safetensors args fs_bootstrap \
               tokenize_args export_args
 FUZZ_PCRE2 := bpe_load bpe_encode tokenize tokenize_args
 FUZZ_SECONDS ?= 60
