@@ -213,6 +213,7 @@ static size_t gpt2_pinned_bytes(const GPT2Config *c, int B, int T) {
 typedef struct {
     GPT2Config config;
     int T, master, world_size, zero, have_gpu, muon;
+    int probing;              // -b auto's trials: a B cuDNN cannot build attention for does not fit
     AttentionImpl attention;
     GradReduceKind kind;
     size_t padded, opt_count;
@@ -249,7 +250,13 @@ static void gpt2_plan(void *ctx, int B, int recompute, MemPlan *p) {
     plan_note(p, PLAN_ACTS, "bf16, kept for the backward; -r %d recomputes %s", recompute,
               recompute == 0 ? "nothing" : recompute == 1 ? "GELU" : "GELU and LayerNorm");
     plan_note(p, PLAN_LOGITS, "(B, T, max(Vp, 4C)) bf16, reused by the backward");
-    if (cp->attention == ATTENTION_CUDNN && cp->have_gpu) {
+    if (cp->attention == ATTENTION_CUDNN && cp->have_gpu && cp->probing) {
+        size_t ws = 0;
+        const char *err = attention_workspace_probe(cp->attention, c, B, T, &ws);
+        plan_add(p, PLAN_ATTENTION, 1, err ? (size_t)1 << 60 : cuda_alloc_bytes(ws));
+        if (err) { plan_note(p, PLAN_ATTENTION, "cuDNN cannot build its attention at this B: %s", err); }
+        else { plan_note(p, PLAN_ATTENTION, "cuDNN's workspace"); }
+    } else if (cp->attention == ATTENTION_CUDNN && cp->have_gpu) {
         plan_add(p, PLAN_ATTENTION, 1, cuda_alloc_bytes(attention_workspace_bytes(cp->attention, c, B, T)));
         plan_note(p, PLAN_ATTENTION, "cuDNN's workspace (-at cudnn)");
     } else if (cp->attention == ATTENTION_CUDNN) {
@@ -1088,8 +1095,10 @@ static void cuda_auto_batch(TrainSetup *run, GradReduceKind kind, AttentionImpl 
     CudaPlan cp;
     gpt2_plan_of(&cp, &run->config, run->args.T, run->args.master_weights, attention, &red, opt_is_muon(&run->args), 1,
                  &run->args);
+    cp.probing = 1;
     Planner planner = {"train_gpt2cu", gpt2_plan, &cp, 3, gpu_device_memory(device, 0)};
     plan_auto_batch(&run->args, &run->comm, &planner, run->args.recompute);
+    attention_forget_probes();  // the graphs of the B tried: only the run's own count (determinism)
 }
 
 // rank 0's startup lines: the device and how the run uses it, the MFU peak, a warning where the

@@ -48,18 +48,33 @@ static void cudnn_att_check(const char *err) {
 }
 #endif
 
-// cuDNN's attention workspace for B x T (the largest shape): builds its graphs, so it needs the GPU;
-// 0 for our kernel
-static size_t attention_workspace_bytes(AttentionImpl impl, const GPT2Config *c, int B, int T) {
+// cuDNN's attention workspace for B x T (the largest shape) into *bytes: builds its graphs, so it
+// needs the GPU; 0 for our kernel. NULL, or why cuDNN cannot build them for this shape.
+static const char *attention_workspace_probe(AttentionImpl impl, const GPT2Config *c, int B, int T, size_t *bytes) {
+    *bytes = 0;
 #ifdef USE_CUDNN
-    if (impl == ATTENTION_CUDNN) {
-        size_t bytes = 0;
-        cudnn_att_check(cudnn_att_prepare(B, T, c->num_heads, c->channels / c->num_heads, SIZE_MAX, &bytes));
-        return bytes;
-    }
+    if (impl == ATTENTION_CUDNN) { return cudnn_att_prepare(B, T, c->num_heads, c->channels / c->num_heads, SIZE_MAX, bytes); }
 #endif
     (void)impl; (void)c; (void)B; (void)T;
-    return 0;
+    return NULL;
+}
+
+// the same for the run's own shape: a refusal stops the run
+static size_t attention_workspace_bytes(AttentionImpl impl, const GPT2Config *c, int B, int T) {
+    size_t bytes = 0;
+#ifdef USE_CUDNN
+    cudnn_att_check(attention_workspace_probe(impl, c, B, T, &bytes));
+#else
+    (void)attention_workspace_probe(impl, c, B, T, &bytes);
+#endif
+    return bytes;
+}
+
+// after -b auto's sizing: the graphs of the batch sizes it tried are dropped (the run builds its own)
+static void attention_forget_probes(void) {
+#ifdef USE_CUDNN
+    cudnn_att_forget_plans();
+#endif
 }
 
 // out (B, T, C), lse (B, NH, T) from qkv (B, T, 3C); workspace: cuDNN's (attention_workspace_bytes)

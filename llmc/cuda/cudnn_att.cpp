@@ -257,6 +257,11 @@ extern "C" const char *cudnn_att_describe(void) {
     return description;
 }
 
+extern "C" void cudnn_att_forget_plans(void) {
+    forward_plans.clear();
+    backward_plans.clear();
+}
+
 extern "C" void cudnn_att_free(void) {
     forward_plans.clear();
     backward_plans.clear();

@@ -51,6 +51,10 @@ int cudnn_att_deterministic(void);
 // what was built, for the startup banner: e.g. "cuDNN 9.19.0, frontend 1.32.0, deterministic backward"
 const char *cudnn_att_describe(void);
 
+// drops every graph built so far (those -b auto built to size the workspace at the batch sizes it
+// tried): the run's own are built again at its shape, and only they count for cudnn_att_deterministic
+void cudnn_att_forget_plans(void);
+
 // destroys the graphs and the cuDNN handle
 void cudnn_att_free(void);
 
