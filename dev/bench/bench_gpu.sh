@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU benchmark on one GPU, ours against karpathy/llm.c in the same call.
-# Parts (arguments, in this order; default: d12 attention gelu layers d48):
-#   d12     GPT-2 124M, T = 1024, B = 16, 32, 64: ours and llm.c's train_gpt2cu (cuDNN attention,
+# Parts (arguments, in this order; default: d12 attention gelu recompute layers d48):
+#   d12     GPT-2 124M, T = 1024, B = 16, 32, 64, 128: ours and llm.c's train_gpt2cu (cuDNN attention,
 #           built by dev/bench/build_llmc.sh) on the same shard of random tokens, the same B, T and
 #           -r, one after the other, STEPS steps each of which the first WARMUP are not timed;
 #   attention  ours with our own attention kernel (-at own) on d12, T = 1024, B = 64; the d12
@@ -10,6 +10,7 @@
 #   gelu    ours with -ge 0 (our GELU kernels; the d12 part runs the default -ge 2, GELU and its
 #           derivative in cuBLASLt's epilogues) on d12, T = 1024, B = 64, paired with llm.c's run
 #           of the d12 part (rows "d12 -ge 0"); llm.c measured its fused epilogue slower on some GPUs;
+#   recompute  ours and llm.c with -r 0 (nothing recomputed) on d12, T = 1024, B = 64 (rows "d12 -r 0");
 #   layers  build/bench_layers on d12 at B = 64: where the milliseconds of one step go (the phases,
 #           every operation alone), the backward time per layer, one 1-rank NCCL all-reduce of a
 #           layer's gradients, and from them (dev/bench/exposed_comm.py) the exposed communication
@@ -32,10 +33,10 @@
 # (llmc/gpu_peak.h: 989 TFLOP/s on an H100 SXM or H200): llm.c's FLOP count, which is also the
 # trainer's (llmc/model_io.h); the summary checks that our step lines agree.
 #
-# usage: dev/bench/bench_gpu.sh [d12] [attention] [gelu] [layers] [d48] [muon]
+# usage: dev/bench/bench_gpu.sh [d12] [attention] [gelu] [recompute] [layers] [d48] [muon]
 #   env: BENCH_OUT (build/bench), LLMC_COMMIT (the commit in the rows; default git HEAD), STEPS (40),
 #        MUON_STEPS (300),
-#        WARMUP (10), D12_BS ("16 32 64"), RECOMPUTE (-r of the d12 runs, 1), CUDA_ARCHS (90a),
+#        WARMUP (10), D12_BS ("16 32 64 128"), RECOMPUTE (-r of the d12 runs, 1), CUDA_ARCHS (90a),
 #        OURS_ARGS (more flags for our trainer), LLMC_BIN, BENCH_NO_BUILD (see the builds), and what
 #        make reads (NCCL_HOME, PYTHON, ...)
 set -u
@@ -44,16 +45,16 @@ cd "$ROOT" || exit 1
 OUTB=${BENCH_OUT:-build/bench}
 mkdir -p "$OUTB"
 PY=${PYTHON:-python3}
-STEPS=${STEPS:-40} WARMUP=${WARMUP:-10} D12_BS=${D12_BS:-"16 32 64"} R=${RECOMPUTE:-1}
+STEPS=${STEPS:-40} WARMUP=${WARMUP:-10} D12_BS=${D12_BS:-"16 32 64 128"} R=${RECOMPUTE:-1}
 bench_error() { echo "error: bench_gpu.sh: $*" >&2; exit 2; }
 [[ "$STEPS" =~ ^[0-9]+$ && "$WARMUP" =~ ^[0-9]+$ ]] && [ "$WARMUP" -lt "$STEPS" ] \
     || bench_error "STEPS=$STEPS WARMUP=$WARMUP: expected whole numbers with WARMUP < STEPS (the timed steps follow the warm-up)"
 [[ "$D12_BS" =~ ^[1-9][0-9]*( +[1-9][0-9]*)*$ ]] || bench_error "D12_BS='$D12_BS': expected batch sizes, e.g. \"16 32 64\""
 COMMIT=${LLMC_COMMIT:-$(git rev-parse --short HEAD 2> /dev/null || echo unknown)}
 PARTS=("$@")
-[ ${#PARTS[@]} -eq 0 ] && PARTS=(d12 attention gelu layers d48)
+[ ${#PARTS[@]} -eq 0 ] && PARTS=(d12 attention gelu recompute layers d48)
 for p in "${PARTS[@]}"; do
-    case $p in d12|attention|gelu|layers|d48|muon) ;; *) bench_error "unknown part '$p' (parts: d12 attention gelu layers d48 muon)";; esac
+    case $p in d12|attention|gelu|recompute|layers|d48|muon) ;; *) bench_error "unknown part '$p' (parts: d12 attention gelu recompute layers d48 muon)";; esac
 done
 has() { local p; for p in "${PARTS[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 
@@ -121,18 +122,23 @@ if has d12; then
     done
 fi
 
-if has attention; then
-    rm -rf "$OUTB/d12_own" && mkdir -p "$OUTB/d12_own"
-    echo "== d12, T=1024, B=64, -r $R: ours with -at own ($STEPS steps, the first $WARMUP not timed)"
-    OURS_ARGS="${OURS_ARGS:-} -at own" run ours d12 64 "$R" "$STEPS" d12_own
-    cp "$OUTB/d12/llmc_d12_b64_r$R".* "$OUTB/d12_own/" 2> /dev/null  # llm.c's run of the d12 part, if any
-fi
-
-if has gelu; then
-    rm -rf "$OUTB/d12_ge0" && mkdir -p "$OUTB/d12_ge0"
-    echo "== d12, T=1024, B=64, -r $R: ours with -ge 0 ($STEPS steps, the first $WARMUP not timed)"
-    OURS_ARGS="${OURS_ARGS:-} -ge 0" run ours d12 64 "$R" "$STEPS" d12_ge0
-    cp "$OUTB/d12/llmc_d12_b64_r$R".* "$OUTB/d12_ge0/" 2> /dev/null  # llm.c's run of the d12 part, if any
+# variant <dir> <flags of ours>: ours with those flags on d12, T=1024, B=64, paired with llm.c's B=64
+# run of the d12 part (copied in, if there is one)
+variant() {
+    rm -rf "${OUTB:?}/$1" && mkdir -p "$OUTB/$1"
+    echo "== d12, T=1024, B=64, -r $R: ours with $2 ($STEPS steps, the first $WARMUP not timed)"
+    OURS_ARGS="${OURS_ARGS:-} $2" run ours d12 64 "$R" "$STEPS" "$1"
+    cp "$OUTB/d12/llmc_d12_b64_r$R".* "$OUTB/$1/" 2> /dev/null
+}
+if has attention; then variant d12_own "-at own"; fi
+if has gelu; then variant d12_ge0 "-ge 0"; fi
+# -r 0 (nothing recomputed in the backward: the GELU output kept, 4.8 GB more at d12 B=64) for both
+# trainers: the lever of the d12 step's 2.4 ms GELU recompute (bench_layers, 2026-11-26)
+if has recompute; then
+    rm -rf "$OUTB/d12_r0" && mkdir -p "$OUTB/d12_r0"
+    echo "== d12, T=1024, B=64, -r 0: ours and llm.c ($STEPS steps, the first $WARMUP not timed)"
+    run ours d12 64 0 "$STEPS" d12_r0
+    [ -n "$LLMC" ] && run llmc d12 64 0 "$STEPS" d12_r0
 fi
 
 # largest <r> <B...>: the first B with which ours runs d48 (10 steps), echoed; memory failures go on
@@ -193,6 +199,7 @@ if has attention; then
     $PY dev/bench/gpu_summary.py "$OUTB/d12_own" "$WARMUP" "$(date -u +%F)" "$COMMIT" "$rows" "-at own" || rc=1
 fi
 if has gelu; then $PY dev/bench/gpu_summary.py "$OUTB/d12_ge0" "$WARMUP" "$(date -u +%F)" "$COMMIT" "$rows" "-ge 0" || rc=1; fi
+if has recompute; then $PY dev/bench/gpu_summary.py "$OUTB/d12_r0" "$WARMUP" "$(date -u +%F)" "$COMMIT" "$rows" "-r 0" || rc=1; fi
 if has d48; then $PY dev/bench/gpu_summary.py "$OUTB/d48" 3 "$(date -u +%F)" "$COMMIT" "$rows" || rc=1; fi
 if [ -s "$rows" ]; then
     [ -s dev/bench/gpu_results.tsv ] || head -1 "$rows" > dev/bench/gpu_results.tsv

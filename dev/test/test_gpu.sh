@@ -39,9 +39,10 @@
 #            (bitwise) and on 1 process, -pb nccl with 2 ranks on one GPU stops with a message naming
 #            -pb mpi, and a rank killed with SIGKILL mid-step makes the job end with an error instead
 #            of hanging
-#   bench    dev/bench/bench_gpu.sh's parts d12, attention, gelu, layers, each its own step: ours and
-#            llm.c at d12, B=16/32/64, ours with -at own and with -ge 0 at B=64; where the time of
-#            a step goes; per-layer backward; a 1-rank NCCL all-reduce of one layer
+#   bench    dev/bench/bench_gpu.sh's parts d12, attention, gelu, recompute, layers, each its own step:
+#            ours and llm.c at d12, B=16/32/64/128, ours with -at own and with -ge 0 at B=64, both
+#            with -r 0 at B=64; where the time of a step goes; per-layer backward; a 1-rank NCCL
+#            all-reduce of one layer
 #   d48      dev/bench/bench_gpu.sh d48: GPT-2 1.5B at T=1024, the largest B that fits (-r 1, -r 2),
 #            llm.c at the same B, per-layer backward
 #   memory   the memory plan against the GPU: d12 -b 16 and d48 -b auto -r 2 at T=1024, 2
@@ -413,6 +414,7 @@ if has_part bench; then
     bench_part bench_d12 300 d12
     bench_part bench_attention 90 attention
     bench_part bench_gelu 90 gelu
+    bench_part bench_recompute 90 recompute
     bench_part bench_layers 120 layers
 fi
 if has_part d48; then
