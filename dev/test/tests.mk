@@ -233,6 +233,14 @@ ifeq ($(USE_CUDNN),1)
 	    || { echo "test-cuda-build: make cuda-libs does not name the cuDNN the build links ($(CUDNN))" >&2; exit 1; }
 endif
 	@echo "test-cuda-build: compiled for CUDA_ARCHS=\"$(CUDA_ARCHS)\": train_gpt2cu, test_gpt2cu and build/bench_layers $(if $(USE_CUDNN),with,WITHOUT) cuDNN, the single-GPU variant without$(if $(USE_CUDNN),,; make cudnn-frontend adds the cuDNN variant)"
+	@# -at auto's choice in this build, as --plan shows it (no GPU needed): cuDNN's attention from
+	@# -t 256 on where the build has it (its workspace 2 B NH T (T+2) bytes, 384.8 MiB for d12 at
+	@# B 16, T 1024: the H200's figure), our kernel below and without cuDNN
+	@./train_gpt2cu --plan 1 -e d12 -b 16 -t 128 | grep -q "^  attention workspace  *-  *-  none: our kernel" \
+	    || { echo "test-cuda-build: -at auto at -t 128 did not take our kernel (--plan's attention row)" >&2; exit 1; }
+	@./train_gpt2cu --plan 1 -e d12 -b 16 -t 1024 | grep -q "^  attention workspace  *$(if $(USE_CUDNN),384.8 MiB .*cuDNN's workspace,-  *-  none: our kernel)" \
+	    || { echo "test-cuda-build: -at auto at -t 1024 did not take $(if $(USE_CUDNN),cuDNN's attention with its workspace,our kernel)" >&2; exit 1; }
+	@echo "test-cuda-build: -at auto takes $(if $(USE_CUDNN),cuDNN's attention at -t 1024 and ours at 128,our kernel: no cuDNN in this build) (--plan)"
 endif
 
 # the CPU-only test of the CUDA layers' host logic (no GPU needed; one architecture is enough)
