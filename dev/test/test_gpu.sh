@@ -55,7 +55,8 @@
 #   sanitize compute-sanitizer memcheck and racecheck on test_gpt2cu (tiny fixture) and on the
 #            attention workbench: zero reports; racecheck follows our kernels only (by name; cuBLASLt's
 #            and cuDNN's are slow to instrument and not ours to fix); a sanitizer failure it cannot
-#            place is run again with CUDA_LAUNCH_BLOCKING=1, whose error line names the launch
+#            place is run again with CUDA_LAUNCH_BLOCKING=1, whose error line names the launch; and
+#            racecheck of the 6 kernel workbenches that launch no cuBLAS (WB_NO_TIMING=1)
 #   kernels  dev/cuda/run_all.sh (every kernel workbench)
 #   profile  Nsight Compute (ncu --clock-control none) over one d12 step: every kernel's duration,
 #            throughput and occupancy, summarized per kernel (a refusal says whether counters are
@@ -474,6 +475,11 @@ if has_part sanitize; then
                 fi
             done
         done
+        # racecheck of our kernels in the workbenches that launch no cuBLAS (each kernel checked once,
+        # WB_NO_TIMING=1): what test_gpt2cu runs, without cuBLASLt's kernels beside them
+        WBS="encoder layernorm gelu fused_classifier adamw global_norm"
+        step sanitize_racecheck_workbenches 150 "for w in $WBS; do echo \"=== \$w\"; WB_NO_TIMING=1 '$SANITIZER' --tool racecheck --kernel-name '$OURS' --error-exitcode 99 --print-limit 20 build/cuda/\$w || exit 1; done"
+        grep -hE "^=== |RACECHECK SUMMARY" "$WORK/logs/sanitize_racecheck_workbenches.log" 2> /dev/null | paste -sd' ' | sed 's/^/        /' | tee -a "$SUMMARY"
     else
         note "SKIP    sanitize: compute-sanitizer not found"
     fi

@@ -85,7 +85,7 @@ else
 fi
 # the sanitizers and the profiler: every step passes but racecheck of test_gpt2cu (the stand-in
 # fails it as above), whose synchronous rerun follows it and puts the launch it names in the summary
-want="sanitize_build sanitize_memcheck_test_gpt2cu sanitize_memcheck_attention sanitize_racecheck_test_gpt2cu sanitize_racecheck_test_gpt2cu_blocking sanitize_racecheck_attention profile_ncu"
+want="sanitize_build sanitize_memcheck_test_gpt2cu sanitize_memcheck_attention sanitize_racecheck_test_gpt2cu sanitize_racecheck_test_gpt2cu_blocking sanitize_racecheck_attention sanitize_racecheck_workbenches profile_ncu"
 got=$(sed -n 's/^\(PASS\|FAIL\|TIMEOUT\|SKIP\) *\(sanitize[a-z0-9_]*\|profile[a-z_]*\).*/\2/p' "$S" | paste -sd' ')
 failed=$(sed -n 's/^FAIL *\(sanitize[a-z0-9_]*\|profile[a-z_]*\).*/\1/p' "$S" | paste -sd' ')
 if [ "$got" = "$want" ] && [ "$failed" = "sanitize_racecheck_test_gpt2cu sanitize_racecheck_test_gpt2cu_blocking" ] &&
@@ -94,15 +94,19 @@ if [ "$got" = "$want" ] && [ "$failed" = "sanitize_racecheck_test_gpt2cu sanitiz
 else
     bad "sanitizer/profiler steps: '$got' (failed: '$failed'), expected '$want' with the two racecheck_test_gpt2cu failing"
 fi
-# racecheck's kernel filter: one argument naming our kernels only, in both racecheck runs (and the rerun)
+# racecheck's kernel filter: one argument naming our kernels only, in every racecheck run (test_gpt2cu,
+# its rerun, the attention workbench, the 6 workbenches without cuBLAS)
 filter=$(grep -A1 -x -- "--kernel-name" compute-sanitizer.args | grep "^regex=" | sort -u)
-if [ "$(grep -c -x -- "--kernel-name" compute-sanitizer.args)" = 3 ] && [ "$(wc -l <<< "$filter")" = 1 ] &&
+if [ "$(grep -c -x -- "--kernel-name" compute-sanitizer.args)" = 9 ] && [ "$(wc -l <<< "$filter")" = 1 ] &&
    grep -q "|attention_forward_kernel|" <<< "$filter" && grep -q "|layernorm_forward_kernel|" <<< "$filter" &&
    ! grep -qiE "nvjet|gemm|cublas|cudnn" <<< "$filter" && grep -qx -- "--no-cudnn" compute-sanitizer.args; then
     ok "racecheck follows our $(tr '|' '\n' <<< "${filter#regex=}" | wc -l) kernels, as one argument; the attention workbench without cuDNN"
 else
     bad "the racecheck filter: $(grep -c -x -- "--kernel-name" compute-sanitizer.args) times, '${filter:0:120}...'"
 fi
+wbs=$(grep -x "build/cuda/[a-z_]*" compute-sanitizer.args | sort -u | paste -sd' ')
+[ "$wbs" = "build/cuda/adamw build/cuda/attention build/cuda/encoder build/cuda/fused_classifier build/cuda/gelu build/cuda/global_norm build/cuda/layernorm" ] \
+    && ok "the sanitizers ran the attention workbench and the 6 without cuBLAS" || bad "the workbenches under the sanitizers: $wbs"
 grep -qx -- "--clock-control" ncu.args && grep -qx "none" ncu.args && ok "ncu ran with --clock-control none" || bad "ncu's arguments: $(head -5 ncu.args | paste -sd' ')"
 
 mkdir logs_back && tar -xzf out/test_gpu_logs.tgz -C logs_back 2> /dev/null || bad "out/test_gpu_logs.tgz is missing or damaged"
