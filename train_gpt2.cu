@@ -213,7 +213,7 @@ static size_t gpt2_pinned_bytes(const GPT2Config *c, int B, int T) {
 typedef struct {
     GPT2Config config;
     int T, master, world_size, zero, have_gpu, muon;
-    int probing;              // -b auto's trials: a B cuDNN cannot build attention for does not fit
+    int probing;              // -b auto's trials, --plan: a B cuDNN cannot build attention for does not fit
     AttentionImpl attention;
     GradReduceKind kind;
     size_t padded, opt_count;
@@ -1075,6 +1075,7 @@ static int cuda_plan_main(TrainSetup *run, AttentionImpl attention) {
     CudaPlan cp;
     gpt2_plan_of(&cp, &run->config, run->args.T, run->args.master_weights, attention, &red, opt_is_muon(&run->args),
                  dev.known, &run->args);
+    cp.probing = 1;  // a plan to read: a B that cuDNN refuses shows as not fitting, with cuDNN's reason
     Planner planner = {"train_gpt2cu", gpt2_plan, &cp, 3, dev, 0};
     size_t *bounds = NULL;  // the optimizer's ZeRO shards, which the checkpoint snapshot copies
     if (red.zero) {

@@ -1,7 +1,8 @@
 /*
  * The attention of a run (-at): our fused kernel (attention.cuh) or cuDNN's fused SDPA
- * (cudnn_att.cpp, in builds with USE_CUDNN); -at auto (the default) the faster of the two as measured. The one place that knows whether this build has
- * cuDNN: the model names an implementation and calls these functions.
+ * (cudnn_att.cpp, in builds with USE_CUDNN); -at auto (the default) picks the one measured faster.
+ * The one place that knows whether this build has cuDNN: the model names an implementation and
+ * calls these functions.
  */
 #ifndef LLMC_ATTENTION_CHOICE_CUH
 #define LLMC_ATTENTION_CHOICE_CUH
