@@ -186,7 +186,8 @@ static inline void flight_write(const char *reason) {
     if (fd != STDERR_FILENO) { close(fd); }
 }
 
-// processes.h around each wait for a collective
+// processes.h around each wait for a collective; bytes -1: a host wait for the GPU to finish NCCL's
+// work (cuda/processes.cuh's gpu_wait_event), which the flight record's open entries detail
 static inline void flight_wait_begin(const char *op, long long bytes) {
     Flight *f = &llmc_flight;
     f->wait_op = op;
@@ -254,11 +255,18 @@ static void flight_note(int sig, double came) {
         ft_str(&t, " came while this rank had waited ");
     }
     ft_seconds(&t, flight_now() - f->wait_start, 0);
-    ft_str(&t, " s in ");
-    ft_str(&t, f->wait_op);
-    ft_str(&t, " of ");
-    ft_int(&t, f->wait_bytes, 0);
-    ft_str(&t, " bytes for the other ranks; if the job ends here, one of them stopped answering (the launcher "
+    if (f->wait_bytes >= 0) {
+        ft_str(&t, " s in ");
+        ft_str(&t, f->wait_op);
+        ft_str(&t, " of ");
+        ft_int(&t, f->wait_bytes, 0);
+        ft_str(&t, " bytes");
+    } else {  // the GPU's NCCL work: the record lists the collectives not completed
+        ft_str(&t, " s on the GPU for ");
+        ft_str(&t, f->wait_op);
+        ft_str(&t, " (NCCL collectives)");
+    }
+    ft_str(&t, " for the other ranks; if the job ends here, one of them stopped answering (the launcher "
                "names it); ");
     ft_line_end(&t);
     flight_write(sig == SIGINT ? "SIGINT while waiting in a collective" : "SIGTERM while waiting in a collective");

@@ -4,6 +4,7 @@
  * SIGKILL, and the note is then the only trace of where each rank was.
  *   - SIGTERM while the rank waits in a collective: the note at once, naming step, phase, the
  *     collective and how long it has waited, and the flight record is written.
+ *   - SIGTERM while the host waits for the GPU's NCCL work (no byte count): the note names the wait;
  *   - SIGTERM while the rank computes: nothing yet; nothing either when its next wait is short (a
  *     job stopped on purpose: every rank has the signal); the note once a wait lasts
  *     FLIGHT_NOTE_AFTER s, saying how long before that wait the signal came; and only once.
@@ -191,6 +192,19 @@ int main(void) {
     flight_wait_end();
     CHECK(count(text, "note: ") == 2 && strstr(text, "[rank 0] note: step 9 (the loss sum): SIGTERM came while this rank had waited 0.0") != NULL,
           "the note of a signal that came while waiting: %s", text);
+
+    // 3. SIGTERM while the host waits for the GPU's NCCL work (cuda/processes.cuh's gpu_wait_event)
+    llmc_stop_signal = 0;
+    flight_where(12, 0, "the gradient norm");
+    flight_wait_begin("the gradient norm", -1);
+    usleep(50 * 1000);
+    raise(SIGTERM);
+    read_stderr(text, sizeof(text));
+    flight_wait_end();
+    CHECK(count(text, "note: ") == 3 &&
+          strstr(text, "[rank 0] note: step 12 (the gradient norm): SIGTERM came while this rank had waited 0.0") != NULL &&
+          strstr(text, " s on the GPU for the gradient norm (NCCL collectives) for the other ranks") != NULL,
+          "the note of a signal that came while waiting for the GPU's NCCL work: %s", text);
 
     check_sigpipe(dir);
     check_lines_whole();

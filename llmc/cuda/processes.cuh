@@ -200,10 +200,12 @@ static inline void gpu_wait_event(cudaEvent_t ev, const char *what) {
     if (ctx != NULL) {
         WaitClock clock = wait_clock_start(ctx->timeout_s);
         long spins = 0;
+        flight_wait_begin(what, -1);  // a stop signal meanwhile gets its note (flight_record.h)
         for (;;) {
             cudaError_t e = cudaEventQuery(ev);
-            if (e == cudaSuccess) { return; }
+            if (e == cudaSuccess) { flight_wait_end(); return; }
             if (e != cudaErrorNotReady) { cudaCheck(e); }
+            flight_wait_poll();
             ncclResult_t state;
             ncclCheck(ncclCommGetAsyncError(ctx->comm, &state));
             if (state != ncclSuccess && state != ncclInProgress) {
