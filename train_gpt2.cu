@@ -61,6 +61,7 @@
 #include "llmc/cuda/global_norm.cuh"
 #include "llmc/cuda/processes.cuh"
 #include "llmc/cuda/grad_reduce.cuh"
+#include "llmc/cuda/gpu_telemetry.cuh"  // -lg: the GPU's clocks, power, temperature (NVML, loaded at run time)
 #include <nvtx3/nvToolsExt.h>
 #include "llmc/gpu_peak.h"
 
@@ -958,6 +959,11 @@ static void cuda_set_opt_state(Backend *b, size_t offset, size_t count, const fl
     gpt2_sync(m, "the optimizer state upload");
 }
 
+static void cuda_device_report(Backend *b, char *out, size_t n) {
+    (void)b;
+    gpu_telemetry_line(out, n);
+}
+
 static uint32_t cuda_params_crc(Backend *b) {
     GPT2 *m = (GPT2 *)b->self;
     uint16_t *bf = gpt2_params_to_host(m);
@@ -996,6 +1002,7 @@ void gpt2_make_backend(Backend *b, GPT2 *m, int T, double peak_flops) {
     b->params_crc = cuda_params_crc;
     b->step_phases = cuda_step_phases;
     b->range = cuda_range;
+    b->device_report = cuda_device_report;
 }
 
 // ----------------------------------------------------------------------------

@@ -575,6 +575,11 @@ static inline int train_step(TrainRun *r, int s) {
     double tps = (double)a->total_batch / dt;
     double mfu = b->peak_flops > 0 ? 100.0 * b->flops_per_token * tps / r->W / b->peak_flops : -1.0;
     if (r->rank == 0) { train_print_step(r, &e, dt, tps, mfu); }
+    if (r->rank == 0 && a->gpu_log_every > 0 && b->device_report && st->step % a->gpu_log_every == 0) {
+        char line[512];
+        b->device_report(b, line, sizeof(line));
+        if (line[0]) { printf("  %s\n", line); fflush(stdout); }
+    }
     b->step_phases(b, phase_ms);
     phase_ms[PHASE_EVAL] = r->eval_ms;
     StepRecord rec = {s, (long long)st->step * a->total_batch, e.loss, e.lr, e.norm, dt * 1000.0, tps, mfu,

@@ -93,6 +93,23 @@ grep -q "gradient reduction: none (one process)" sim.txt || bad "no device/backe
 # -at auto, the default: a build without cuDNN (the simulator's) runs our kernel, and says why
 grep -q "attention: own (llmc/cuda/attention.cuh) by -at auto" sim.txt || bad "the banner's attention: $(grep -o 'attention: [^|]*' sim.txt)"
 
+# -lg: the GPU line every N steps from NVML, here a stand-in libnvidia-ml.so.1 (dev/test/nvml_stub.c)
+# with fixed readings; without any NVML one warning, and the run goes on
+mkdir -p nvml && cc -shared -fPIC "$ROOT/dev/test/nvml_stub.c" -o nvml/libnvidia-ml.so.1 || bad "the NVML stand-in did not build"
+bg sim_lg env LD_LIBRARY_PATH="$PWD/nvml${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$SIM" "${ARGS[@]}" -lg 2
+if ldconfig -p 2> /dev/null | grep -q "libnvidia-ml.so.1"; then no_nvml=0; else no_nvml=1; bg sim_lg0 "$SIM" "${ARGS[@]}" -lg 1; fi
+joined sim_lg $([ $no_nvml = 1 ] && echo sim_lg0)
+want="  gpu: SM 1410/1980 MHz | 650/700 W | 62 C (slows at 87) | busy 97%, memory busy 41% | memory 24.0/140.0 GiB | clocks held back: power cap"
+got=$(grep -A1 "^step [0-9]*/4 " sim_lg.txt | grep -v "^--" | paste -sd'#')
+expect_lines="$(grep "^step 1/4 " sim_lg.txt)#$(grep "^step 2/4 " sim_lg.txt)#$want#$(grep "^step 3/4 " sim_lg.txt)#$(grep "^step 4/4 " sim_lg.txt)#$want"
+[ "$got" = "$expect_lines" ] && ok "-lg 2: NVML's line after steps 2 and 4 (the device found by its PCI bus id)" \
+    || { bad "-lg 2: the lines around the steps:"; grep -A1 "^step" sim_lg.txt | head -12; }
+if [ $no_nvml = 1 ]; then
+    [ "$(grep -c "warning: -lg: no GPU line: cannot load libnvidia-ml.so.1" sim_lg0.txt)" = 1 ] &&
+    [ "$(grep -c "^step [0-9]*/4 " sim_lg0.txt)" = 4 ] && ! grep -q "^  gpu:" sim_lg0.txt \
+        && ok "-lg without NVML: one warning, the run goes on" || { bad "-lg without NVML:"; head -20 sim_lg0.txt; }
+fi
+
 # ---- 2. determinism and resume
 echo "2. determinism and resume:"
 echo " second run:"; compare_logs sim2/main.log sim/main.log trl=0 norm=0 || bad "two identical runs differ"

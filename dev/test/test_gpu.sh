@@ -332,6 +332,9 @@ if has_part test; then
     step determinism_2proc 90 "./train_gpt2cu $A -d $MULTI_D -n 5 -o $D/det_a > /dev/null && ./train_gpt2cu $A -d $MULTI_D -o $D/det_b && compare_logs $D/det_b/main.log $D/det_a/main.log trl=0 norm=0"
     # -at auto (the default): cuDNN's attention at T = 256 (this build has it), our kernel at T = 64
     step at_auto 60 "./train_gpt2cu $A -d $MULTI_D -x 1 -v 0 > $WORK/auto256.txt 2>&1; ./train_gpt2cu $A -t 64 -d 1024 -x 1 -v 0 > $WORK/auto64.txt 2>&1; grep -h 'attention:' $WORK/auto256.txt $WORK/auto64.txt; grep -q 'attention: cudnn .* by -at auto' $WORK/auto256.txt && grep -q 'attention: own .* by -at auto' $WORK/auto64.txt"
+    # -lg: NVML's line (the driver's library) after each step, real readings
+    step gpu_log 60 "./train_gpt2cu $A -d $MULTI_D -x 2 -v 0 -lg 1 > $WORK/lg.txt 2>&1; rc=\$?; cat $WORK/lg.txt; [ \$rc -eq 0 ] && [ \$(grep -cE '^  gpu: SM [0-9]+/[0-9]+ MHz \\| [0-9]+/[0-9]+ W \\| [0-9]+ C' $WORK/lg.txt) = 2 ]"
+    grep -h "^  gpu:" "$WORK/lg.txt" 2> /dev/null | head -1 | sed 's/^/      /' | tee -a "$SUMMARY"
     step resume_bitwise 60 "resume_copy $D/det_a $D/det_r && ./train_gpt2cu $A -d $MULTI_D -n 5 -o $D/det_r -y 1 > $D/det_r.txt 2>&1; rc=\$?; cat $D/det_r.txt; [ \$rc -eq 0 ] && $(resumed "$D/det_r.txt" "$D/det_r" "$D/det_a" 0)"
     $PY dev/bench/make_random_shard.py "$WORK/small.bin" 300000 3 > /dev/null
     step bad_no_gpu 60 "CUDA_VISIBLE_DEVICES= ./train_gpt2cu -i $WORK/small.bin -e d12 > $WORK/nogpu.txt 2>&1; rc=\$?; cat $WORK/nogpu.txt; [ \$rc -ne 0 ] && grep -q 'no CUDA GPU is visible' $WORK/nogpu.txt"
