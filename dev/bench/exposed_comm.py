@@ -11,7 +11,9 @@ cost measured on one rank. Without overlap, all gradients are reduced in one cal
 backward: all of it is exposed. With overlap (the trainer's -pb nccl), layer l's reduction is
 queued when its backward ends, the reductions run one after another on their own stream, and the
 last one (wte, wpe, lnf) starts after the embeddings' backward: exposed is what runs past the
-end of the backward. The model assumes the reductions do not slow the backward down."""
+end of the backward. The model assumes the reductions do not slow the backward down. Where bench_layers' phases line
+gives the step's time, each exposed time is also given as a share of it (one GPU's step: with
+data parallelism every GPU runs the same step)."""
 import re, sys
 
 USAGE = next(line for line in __doc__.splitlines() if line.startswith("usage:"))
@@ -53,6 +55,8 @@ def main():
                               text, "gradient sizes")
     launch_layer, = number(r"NCCL all-reduce on 1 rank, one layer.*: ([0-9.]+) ms", text, "1-rank layer all-reduce")
     launch_all, = number(r"NCCL all-reduce on 1 rank, all gradients.*: ([0-9.]+) ms", text, "1-rank all-gradient all-reduce")
+    m = re.search(r"^  zero gradients .*\| step ([0-9.]+) ms", text, re.M)  # the phases line, where there is one
+    step_ms = float(m.group(1)) if m else 0.0
     rest_mb = all_mb - L * layer_mb  # wte, wpe, lnf: reduced after the embeddings' backward
     backward = head + L * layer + embed
     print(f"{model}, B={B}, T={T}: backward {backward:.2f} ms ({L} layers of {layer:.3f} ms); gradients {all_mb:.1f} MB "
@@ -67,8 +71,10 @@ def main():
             comm_free = max(comm_free, t) + launch_layer + layer_mb * f
         t += embed
         comm_free = max(comm_free, t) + launch_layer + rest_mb * f
+        with_overlap = comm_free - t
+        share = lambda ms: f" ({100 * ms / step_ms:.1f}% of the {step_ms:.1f} ms step)" if step_ms > 0 else ""
         print(f"  {name} ({W} ranks, {bw:.0f} GB/s bus): one layer {launch_layer + layer_mb * f:.3f} ms; exposed per step: "
-              f"without overlap {no_overlap:.2f} ms, with overlap {comm_free - t:.2f} ms")
+              f"without overlap {no_overlap:.2f} ms{share(no_overlap)}, with overlap {with_overlap:.2f} ms{share(with_overlap)}")
 
 
 if __name__ == "__main__":

@@ -102,6 +102,11 @@ for c in "a 1.000 3.00 1.00" "b 2.000 5.00 3.50"; do
     grep -q "2 ranks (2 ranks, 1 GB/s bus): one layer $one ms; exposed per step: without overlap $none ms, with overlap $with ms" comm.txt &&
         ok "exposed_comm.py: timeline $name" || { bad "exposed_comm.py: timeline $name:"; cat comm.txt; }
 done
+# with bench_layers' phases line (a step of 10 ms): each exposed time as a share of it
+echo "  zero gradients 0.010 | forward (with the classifier) 3.000 | backward 5.000 | gradient norm 0.100 | AdamW 1.000 | step 10.000 ms = 2048 tok/s" >> a.txt
+"${COMM[@]}" a.txt 2:1 > comm.txt 2>&1 || bad "exposed_comm.py with the step: exit $?"
+grep -q "without overlap 3.00 ms (30.0% of the 10.0 ms step), with overlap 1.00 ms (10.0% of the 10.0 ms step)" comm.txt &&
+    ok "exposed_comm.py: the shares of the step" || { bad "exposed_comm.py: the shares of the step:"; cat comm.txt; }
 expect_error "exposed_comm.py: no argument" "usage:" "${COMM[@]}"
 expect_error "exposed_comm.py: a missing file" "cannot read nope.txt" "${COMM[@]}" nope.txt
 expect_error "exposed_comm.py: not bench_layers' output" "no model line" "${COMM[@]}" rows.tsv
