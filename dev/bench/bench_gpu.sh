@@ -99,7 +99,8 @@ run() {
     local common=(-i "$SHARD" -e "$model" -b "$B" -t 1024 -d $(( B * 1024 )) -x "$steps" -s 0 -r "$r")
     mem_start "${log%.log}.mem"
     if [ "$who" = ours ]; then
-        timeout 400 ./train_gpt2cu "${common[@]}" -v 0 -sh 0 ${OURS_ARGS:-} > "$log" 2>&1
+        # -lg 10: the GPU's clocks, power and throttling beside the step times (gpu_summary.py sums them up)
+        timeout 400 ./train_gpt2cu "${common[@]}" -v 0 -sh 0 -lg 10 ${OURS_ARGS:-} > "$log" 2>&1
     else  # llm.c: -v 0 would divide by zero; -m 1 keeps its step-0 and last-step validation short
         LD_LIBRARY_PATH="$LLMC_LD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 400 "$LLMC" "${common[@]}" -j "$SHARD" \
             -v 100000 -m 1 > "$log" 2>&1

@@ -16,6 +16,7 @@ during the run (the same measure for both), next to the trainer's own figure. Ou
 MFU is checked against this count (it must be the same formula). Appends one TSV row per pair
 (header `date commit device model B T ours_tok_s llmc_tok_s ours_mfu llmc_mfu`) to [tsv out].
 [label] (e.g. "-at own") follows the model name in the rows: which variant of ours ran.
+Our runs' -lg lines (the GPU's clock, power and throttling, from NVML) are summed up under each run.
 Exit status 1 if a log has no timed steps or our MFU disagrees with the count."""
 import glob, os, re, sys
 
@@ -24,6 +25,7 @@ VP, MAXT = 50304, 1024
 TSV_HEADER = "date\tcommit\tdevice\tmodel\tB\tT\tours_tok_s\tllmc_tok_s\tours_mfu\tllmc_mfu"
 STEP = re.compile(r"^step\s+(\d+)/(\d+) \|.*?\| ([0-9.]+) ms", re.M)
 OUR_MFU = re.compile(r"^step\s+(\d+)/\d+ \|.*?\| ([0-9.]+) tok/s \| MFU ([0-9.]+)%", re.M)
+GPU_LINE = re.compile(r"^  gpu: SM (\d+)/(\d+) MHz \| (\d+)/(\d+) W \|.*?clocks held back: (.*)$", re.M)
 
 
 def flops_per_token(model, T):
@@ -74,6 +76,19 @@ def run_summary(path, warm, T):
     return s
 
 
+def gpu_digest(path):
+    """our -lg lines (llmc/cuda/gpu_telemetry.cuh) of a run in one line: the SM clock's range against
+    its maximum, the highest power against the limit, what held the clocks back; None without them"""
+    lines = GPU_LINE.findall(open(path, errors="replace").read())
+    if not lines:
+        return None
+    clocks = [int(l[0]) for l in lines]
+    held = sorted({w.strip() for l in lines for w in l[4].split(",") if w.strip() != "no"})
+    n_held = sum(1 for l in lines if l[4].strip() != "no")
+    return (f"gpu (-lg, {len(lines)} readings): SM {min(clocks)}-{max(clocks)} of {lines[0][1]} MHz, up to "
+            f"{max(int(l[2]) for l in lines)} of {lines[0][3]} W, clocks held back in {n_held}: {', '.join(held) or '-'}")
+
+
 def check_our_mfu(s, fpt, peak):
     """Our step lines print tok/s and MFU of the same step: MFU must be fpt * tok/s / peak."""
     text = open(s["path"], errors="replace").read()
@@ -116,6 +131,9 @@ def main():
         mem = f"{fmt(s['smi_mem'], '.1f')} GiB [{fmt(s['own_mem'], '.1f')}]"
         print(f"  {s['who']:4s} {s['model']} B={s['B']:3d} -r {s['r']}: {s['ms']:9.2f} ms/step {s['tps']:10.0f} tok/s "
               f"MFU {fmt(s['mfu'], '5.1f')}%  memory {mem}  ({s['steps']} steps)")
+        digest = gpu_digest(s["path"])
+        if digest:
+            print(f"       {digest}")
         if s["who"] == "ours" and peak:
             worst = check_our_mfu(s, fpt, peak)
             if worst > 0.11:  # the step line rounds MFU to 0.1 and tok/s to 1

@@ -33,6 +33,9 @@ ours_log() {  # ours_log <file> <MFU printed on the step lines> [<the banner's p
       echo "GPU memory in use at the end: 20.5 GiB"; } > "$1"
 }
 ours_log d12/ours_d12_b16_r1.log 13.3%
+# two -lg lines (llmc/cuda/gpu_telemetry.cuh's format) among the steps
+sed -i '4a\  gpu: SM 1980/1980 MHz | 610/700 W | 55 C (slows at 87) | busy 99%, memory busy 40% | memory 20.0/80.0 GiB | clocks held back: no' d12/ours_d12_b16_r1.log
+sed -i '7a\  gpu: SM 1755/1980 MHz | 699/700 W | 71 C (slows at 87) | busy 99%, memory busy 41% | memory 20.0/80.0 GiB | clocks held back: power cap' d12/ours_d12_b16_r1.log
 printf '20000\n21504\n' > d12/ours_d12_b16_r1.mem
 { echo "| device                | NVIDIA H100 80GB HBM3                              |"
   for s in 1 2 3 4 5 6; do
@@ -48,7 +51,8 @@ else
 fi
 for line in "ours d12 B= 16 -r 1:    100.00 ms/step     163840 tok/s MFU  13.3%  memory 21.0 GiB \[20.5\]" \
             "llmc d12 B= 16 -r 1:    125.00 ms/step     131072 tok/s MFU  10.6%  memory - GiB \[23.0\]" \
-            "d12 B= 16 -r 1: ours    163840 tok/s, llm.c    131072 tok/s: ratio 1.250"; do
+            "d12 B= 16 -r 1: ours    163840 tok/s, llm.c    131072 tok/s: ratio 1.250" \
+            "gpu (-lg, 2 readings): SM 1755-1980 of 1980 MHz, up to 699 of 700 W, clocks held back in 1: power cap"; do
     grep -q -- "$line" summary.txt && ok "gpu_summary.py: '${line:0:40}...'" || { bad "gpu_summary.py: no line '$line' in:"; cat summary.txt; }
 done
 # the peak comes from our banner (llmc/gpu_peak.h), not from a table of the reader's: an H100 PCIe's
@@ -68,6 +72,9 @@ rc=$?
 [ $rc -eq 1 ] && grep -q "MFU differs from the 6N + 6LTC count by up to 0.69" summary.txt && ok "gpu_summary.py: our MFU off the count fails" ||
     { bad "gpu_summary.py: our MFU off the count (exit $rc)"; cat summary.txt; }
 ours_log d12/ours_d12_b16_r1.log 13.3%
+# two -lg lines (llmc/cuda/gpu_telemetry.cuh's format) among the steps
+sed -i '4a\  gpu: SM 1980/1980 MHz | 610/700 W | 55 C (slows at 87) | busy 99%, memory busy 40% | memory 20.0/80.0 GiB | clocks held back: no' d12/ours_d12_b16_r1.log
+sed -i '7a\  gpu: SM 1755/1980 MHz | 699/700 W | 71 C (slows at 87) | busy 99%, memory busy 41% | memory 20.0/80.0 GiB | clocks held back: power cap' d12/ours_d12_b16_r1.log
 echo "error: out of GPU memory" > d12/llmc_d12_b32_r1.log
 "${SUMMARY[@]}" d12 2 2026-01-02 abc1234 > summary.txt 2>&1
 rc=$?

@@ -405,7 +405,7 @@ wait_llmc() {
 bench_part() {
     step "$1" "$2" "$BENCH_ENV bash dev/bench/bench_gpu.sh $3"
     [ -f "$WORK/logs/$1.log" ] || return 0
-    grep -E "^(  ours|  llmc|  d12|  d48|\| [0-9]{4}-|phases|  zero|backward:|sum of the|NCCL all-reduce|bench_layers)" \
+    grep -E "^(  ours|  llmc|  d12|  d48|       gpu \(-lg|\| [0-9]{4}-|phases|  zero|backward:|sum of the|NCCL all-reduce|bench_layers)" \
         "$WORK/logs/$1.log" | sed 's/^/        /' | tee -a "$SUMMARY"
     local rows=$WORK/bench/gpu_results_rows.tsv all=$OUTDIR/gpu_results_rows.tsv
     if [ -s "$rows" ]; then
