@@ -959,9 +959,9 @@ static void cuda_set_opt_state(Backend *b, size_t offset, size_t count, const fl
     gpt2_sync(m, "the optimizer state upload");
 }
 
-static void cuda_device_report(Backend *b, char *out, size_t n) {
+static int cuda_device_readings(Backend *b, DeviceReadings *out) {
     (void)b;
-    gpu_telemetry_line(out, n);
+    return gpu_telemetry_read(out);
 }
 
 static uint32_t cuda_params_crc(Backend *b) {
@@ -1002,7 +1002,7 @@ void gpt2_make_backend(Backend *b, GPT2 *m, int T, double peak_flops) {
     b->params_crc = cuda_params_crc;
     b->step_phases = cuda_step_phases;
     b->range = cuda_range;
-    b->device_report = cuda_device_report;
+    b->device_readings = cuda_device_readings;
 }
 
 // ----------------------------------------------------------------------------

@@ -18,6 +18,7 @@
 
 #include "model_io.h"
 #include "phase.h"
+#include "device_readings.h"
 #include "optimizer.h"
 
 typedef struct Backend {
@@ -76,9 +77,9 @@ typedef struct Backend {
     // Profiler ranges around the loop's own phases (data, eval): push 1 opens `name`, 0 closes the
     // innermost. NULL where there is no profiler to tell (the CPU trainer; NVTX in the CUDA trainer).
     void (*range)(const char *name, int push);
-    // -lg: one line on the device's state (clocks, power, temperature, throttling) into out, ""
-    // when there is none to give. NULL where there is no device (the CPU trainer).
-    void (*device_report)(struct Backend *b, char *out, size_t n);
+    // -lg: the device's state (clocks, power, temperature, throttling) into out; 1 if there is one
+    // to give. NULL where there is no device (the CPU trainer).
+    int (*device_readings)(struct Backend *b, DeviceReadings *out);
 } Backend;
 
 #endif  // LLMC_BACKEND_H

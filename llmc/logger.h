@@ -22,12 +22,16 @@
  * loss, lr, norm, val_loss and hellaswag are written with the digits main.log has, so they parse
  * to the same values; a non-finite loss or norm is null. A step also carries where its time went
  * (llmc/phase.h): "data_ms", "forward_ms", "backward_ms", "comm_ms", "optimizer_ms", "eval_ms".
+ * With -lg N, every N-th step also carries the GPU's readings (llmc/device_readings.h):
+ * "gpu_sm_mhz", "gpu_sm_max_mhz", "gpu_power_w", "gpu_power_limit_w", "gpu_temp_c",
+ * "gpu_busy_pct", "gpu_mem_used_gib" (null where the GPU does not give one) and "gpu_held_back".
  *
  * main.log may start with "# " lines (its header: -b auto's choice and reason); readers skip them.
  *
  * With -tb 1, the same values go to a TensorBoard events file (llmc/tensorboard.h), keyed by
  * main.log's s: train/loss, train/lr, train/grad_norm, train/tokens_per_s, train/mfu_pct (where
- * known), train/skipped (1 for a skipped step, else 0), phase/<phase>_ms, val/loss, val/hellaswag.
+ * known), train/skipped (1 for a skipped step, else 0), phase/<phase>_ms, val/loss, val/hellaswag,
+ * and with -lg gpu/sm_mhz, gpu/power_w, gpu/temp_c, gpu/busy_pct, gpu/mem_used_gib.
  *
  * A log that cannot be written (a full disk) does not stop the run: the first failed write of
  * each file (main.log, metrics.jsonl, the events file) is a warning naming it, that file is
@@ -40,6 +44,7 @@
 #include <limits.h>
 #include <math.h>
 #include "phase.h"
+#include "device_readings.h"
 #include "tensorboard.h"
 #include "utils.h"
 
@@ -78,6 +83,7 @@ typedef struct {
     double mfu_pct;      // < 0: unknown
     const char *skip;    // why the guards skipped it, or NULL
     const double *phase_ms;  // (NUM_PHASES) where its time went
+    const DeviceReadings *device;  // -lg's readings after this step, or NULL
 } StepRecord;
 
 // resume_step >= 0: a resumed run (appends; the TensorBoard file says where it resumed)
@@ -151,6 +157,17 @@ static inline void logger_step(Logger *lg, const StepRecord *r) {
         jsonl_number(f, "tok_per_s", "%.1f", r->tok_per_s);
         if (r->mfu_pct >= 0) { jsonl_number(f, "mfu_pct", "%.2f", r->mfu_pct); }
         if (r->skip) { jsonl_string(f, "skipped", r->skip); }
+        const DeviceReadings *d = r->device;
+        if (d) {
+            jsonl_number(f, "gpu_sm_mhz", "%.0f", d->sm_mhz);
+            jsonl_number(f, "gpu_sm_max_mhz", "%.0f", d->sm_max_mhz);
+            jsonl_number(f, "gpu_power_w", "%.1f", d->power_w);
+            jsonl_number(f, "gpu_power_limit_w", "%.1f", d->power_limit_w);
+            jsonl_number(f, "gpu_temp_c", "%.0f", d->temp_c);
+            jsonl_number(f, "gpu_busy_pct", "%.0f", d->busy_pct);
+            jsonl_number(f, "gpu_mem_used_gib", "%.2f", d->mem_used_gib);
+            if (d->held_back[0]) { jsonl_string(f, "gpu_held_back", d->held_back); }
+        }
         char key[32];
         for (int i = 0; i < NUM_PHASES; i++) {
             snprintf(key, sizeof(key), "%s_ms", phase_name[i]);
@@ -162,11 +179,19 @@ static inline void logger_step(Logger *lg, const StepRecord *r) {
     if (lg->tb.fp) {
         static const char *const phase_tag[NUM_PHASES] = {"phase/data_ms", "phase/forward_ms", "phase/backward_ms",
                                                           "phase/comm_ms", "phase/optimizer_ms", "phase/eval_ms"};
-        const char *tags[8 + NUM_PHASES] = {"train/loss", "train/lr", "train/grad_norm", "train/tokens_per_s", "train/skipped"};
-        float v[8 + NUM_PHASES] = {r->loss, r->lr, r->norm, (float)r->tok_per_s, r->skip ? 1.0f : 0.0f};
+        const char *tags[16 + NUM_PHASES] = {"train/loss", "train/lr", "train/grad_norm", "train/tokens_per_s", "train/skipped"};
+        float v[16 + NUM_PHASES] = {r->loss, r->lr, r->norm, (float)r->tok_per_s, r->skip ? 1.0f : 0.0f};
         int n = 5;
         if (r->mfu_pct >= 0) { tags[n] = "train/mfu_pct"; v[n++] = (float)r->mfu_pct; }
         for (int i = 0; i < NUM_PHASES; i++) { tags[n] = phase_tag[i]; v[n++] = (float)r->phase_ms[i]; }
+        if (r->device) {  // -lg's readings that the device gave
+            const DeviceReadings *d = r->device;
+            const char *const gtag[5] = {"gpu/sm_mhz", "gpu/power_w", "gpu/temp_c", "gpu/busy_pct", "gpu/mem_used_gib"};
+            const double gval[5] = {d->sm_mhz, d->power_w, d->temp_c, d->busy_pct, d->mem_used_gib};
+            for (int i = 0; i < 5; i++) {
+                if (isfinite(gval[i])) { tags[n] = gtag[i]; v[n++] = (float)gval[i]; }
+            }
+        }
         tb_scalars(&lg->tb, r->step, tags, v, n);
         logger_check(lg, LOG_TB, r->step);
     }

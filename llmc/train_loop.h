@@ -575,15 +575,21 @@ static inline int train_step(TrainRun *r, int s) {
     double tps = (double)a->total_batch / dt;
     double mfu = b->peak_flops > 0 ? 100.0 * b->flops_per_token * tps / r->W / b->peak_flops : -1.0;
     if (r->rank == 0) { train_print_step(r, &e, dt, tps, mfu); }
-    if (r->rank == 0 && a->gpu_log_every > 0 && b->device_report && st->step % a->gpu_log_every == 0) {
-        char line[512];
-        b->device_report(b, line, sizeof(line));
-        if (line[0]) { printf("  %s\n", line); fflush(stdout); }
+    DeviceReadings dev;  // -lg: rank 0's device every gpu_log_every steps, on its line and in the logs
+    int have_dev = 0;
+    if (r->rank == 0 && a->gpu_log_every > 0 && b->device_readings && st->step % a->gpu_log_every == 0) {
+        have_dev = b->device_readings(b, &dev);
+        if (have_dev) {
+            char line[512];
+            device_readings_line(&dev, line, sizeof(line));
+            printf("  %s\n", line);
+            fflush(stdout);
+        }
     }
     b->step_phases(b, phase_ms);
     phase_ms[PHASE_EVAL] = r->eval_ms;
     StepRecord rec = {s, (long long)st->step * a->total_batch, e.loss, e.lr, e.norm, dt * 1000.0, tps, mfu,
-                      e.skipped ? e.reason : NULL, phase_ms};
+                      e.skipped ? e.reason : NULL, phase_ms, have_dev ? &dev : NULL};
     logger_step(&r->lg, &rec);
     if (r->rank == 0 && a->phase_every > 0) {
         phase_window_add(&r->phases, phase_ms, dt * 1000.0 + r->eval_ms, st->step);

@@ -96,7 +96,7 @@ grep -q "attention: own (llmc/cuda/attention.cuh) by -at auto" sim.txt || bad "t
 # -lg: the GPU line every N steps from NVML, here a stand-in libnvidia-ml.so.1 (dev/test/nvml_stub.c)
 # with fixed readings; without any NVML one warning, and the run goes on
 mkdir -p nvml && cc -shared -fPIC "$ROOT/dev/test/nvml_stub.c" -o nvml/libnvidia-ml.so.1 || bad "the NVML stand-in did not build"
-bg sim_lg env LD_LIBRARY_PATH="$PWD/nvml${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$SIM" "${ARGS[@]}" -lg 2
+bg sim_lg env LD_LIBRARY_PATH="$PWD/nvml${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$SIM" "${ARGS[@]}" -lg 2 -o sim_lg -tb 1
 if ldconfig -p 2> /dev/null | grep -q "libnvidia-ml.so.1"; then no_nvml=0; else no_nvml=1; bg sim_lg0 "$SIM" "${ARGS[@]}" -lg 1; fi
 joined sim_lg $([ $no_nvml = 1 ] && echo sim_lg0)
 want="  gpu: SM 1410/1980 MHz | 650/700 W | 62 C (slows at 87) | busy 97%, memory busy 41% | memory 24.0/140.0 GiB | clocks held back: power cap"
@@ -104,6 +104,16 @@ got=$(grep -A1 "^step [0-9]*/4 " sim_lg.txt | grep -v "^--" | paste -sd'#')
 expect_lines="$(grep "^step 1/4 " sim_lg.txt)#$(grep "^step 2/4 " sim_lg.txt)#$want#$(grep "^step 3/4 " sim_lg.txt)#$(grep "^step 4/4 " sim_lg.txt)#$want"
 [ "$got" = "$expect_lines" ] && ok "-lg 2: NVML's line after steps 2 and 4 (the device found by its PCI bus id)" \
     || { bad "-lg 2: the lines around the steps:"; grep -A1 "^step" sim_lg.txt | head -12; }
+# the same readings in metrics.jsonl (the steps printed as 2 and 4 are main.log's s 1 and 3) and TensorBoard
+readings=$($PY -c '
+import json, sys
+keys = ["gpu_sm_mhz", "gpu_sm_max_mhz", "gpu_power_w", "gpu_power_limit_w", "gpu_temp_c", "gpu_busy_pct", "gpu_mem_used_gib", "gpu_held_back"]
+steps = [e for e in map(json.loads, open(sys.argv[1])) if e.get("event") == "step"]
+print(" ".join(str(e["step"]) + ":" + ",".join(str(e.get(k)) for k in keys) for e in steps))' sim_lg/metrics.jsonl)
+none="None,None,None,None,None,None,None,None" some="1410,1980,650.5,700.0,62,97,24.0,power cap"
+[ "$readings" = "0:$none 1:$some 2:$none 3:$some" ] &&
+    grep -qa "gpu/power_w" sim_lg/events.out.tfevents.* && ok "-lg 2: the readings in metrics.jsonl (every second step) and TensorBoard" \
+    || bad "-lg 2: metrics.jsonl's readings: $readings"
 if [ $no_nvml = 1 ]; then
     [ "$(grep -c "warning: -lg: no GPU line: cannot load libnvidia-ml.so.1" sim_lg0.txt)" = 1 ] &&
     [ "$(grep -c "^step [0-9]*/4 " sim_lg0.txt)" = 4 ] && ! grep -q "^  gpu:" sim_lg0.txt \

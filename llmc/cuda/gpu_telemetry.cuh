@@ -16,6 +16,7 @@
 
 #include <dlfcn.h>
 #include "cuda_common.cuh"
+#include "../device_readings.h"
 
 // NVML's ABI, as documented (nvml.h): the subset this file calls
 typedef int nvml_ret;                        // nvmlReturn_t: 0 = NVML_SUCCESS
@@ -93,11 +94,11 @@ static int gpu_telemetry_open(GpuTelemetry *t, int device, char *why, size_t n) 
 // f(dev, ...) into *out where the driver has f and it succeeds; 1 if it did
 #define GPU_TELEMETRY_GET(t, f, ...) ((t)->f != NULL && (t)->f((t)->dev, __VA_ARGS__) == 0)
 
-// the line (without a newline) for this process's GPU into out; on the first call NVML is
-// opened, and where it cannot be, one warning says why and every later call writes "" (no line)
-static void gpu_telemetry_line(char *out, size_t n) {
+// this process's GPU's readings into d; 1 if there are any. On the first call NVML is opened, and
+// where it cannot be, one warning says why and every later call returns 0 (no line)
+static int gpu_telemetry_read(DeviceReadings *d) {
     GpuTelemetry *t = &gpu_telemetry;
-    out[0] = '\0';
+    device_readings_clear(d);
     if (t->state == 0) {
         int device = 0;
         char why[512];
@@ -105,44 +106,30 @@ static void gpu_telemetry_line(char *out, size_t n) {
         t->state = gpu_telemetry_open(t, device, why, sizeof(why)) == 0 ? 1 : -1;
         if (t->state < 0) { llmc_warn("-lg: no GPU line: %s; the run goes on without it", why); }
     }
-    if (t->state < 0) { return; }
-    size_t len = 0;
-#define GT_PRINTF(...) (len += (size_t)snprintf(out + len, len < n ? n - len : 0, __VA_ARGS__))
-    unsigned int a, b;
-    GT_PRINTF("gpu:");
-    if (GPU_TELEMETRY_GET(t, get_clock, NVML_SM_CLOCK, &a)) {
-        GT_PRINTF(" SM %u", a);
-        if (GPU_TELEMETRY_GET(t, get_max_clock, NVML_SM_CLOCK, &b)) { GT_PRINTF("/%u", b); }
-        GT_PRINTF(" MHz |");
-    }
-    if (GPU_TELEMETRY_GET(t, get_power, &a)) {
-        GT_PRINTF(" %u", a / 1000);
-        if (GPU_TELEMETRY_GET(t, get_power_limit, &b)) { GT_PRINTF("/%u", b / 1000); }
-        GT_PRINTF(" W |");
-    }
-    if (GPU_TELEMETRY_GET(t, get_temperature, NVML_GPU_SENSOR, &a)) {
-        GT_PRINTF(" %u C", a);
-        if (GPU_TELEMETRY_GET(t, get_temperature_threshold, NVML_SLOWDOWN_THRESHOLD, &b)) { GT_PRINTF(" (slows at %u)", b); }
-        GT_PRINTF(" |");
-    }
+    if (t->state < 0) { return 0; }
+    unsigned int v;
+    if (GPU_TELEMETRY_GET(t, get_clock, NVML_SM_CLOCK, &v)) { d->sm_mhz = v; }
+    if (GPU_TELEMETRY_GET(t, get_max_clock, NVML_SM_CLOCK, &v)) { d->sm_max_mhz = v; }
+    if (GPU_TELEMETRY_GET(t, get_power, &v)) { d->power_w = v / 1000.0; }
+    if (GPU_TELEMETRY_GET(t, get_power_limit, &v)) { d->power_limit_w = v / 1000.0; }
+    if (GPU_TELEMETRY_GET(t, get_temperature, NVML_GPU_SENSOR, &v)) { d->temp_c = v; }
+    if (GPU_TELEMETRY_GET(t, get_temperature_threshold, NVML_SLOWDOWN_THRESHOLD, &v)) { d->temp_slowdown_c = v; }
     nvml_utilization u;
-    if (GPU_TELEMETRY_GET(t, get_utilization, &u)) { GT_PRINTF(" busy %u%%, memory busy %u%% |", u.gpu, u.memory); }
+    if (GPU_TELEMETRY_GET(t, get_utilization, &u)) { d->busy_pct = u.gpu; d->mem_busy_pct = u.memory; }
     nvml_memory m;
-    if (GPU_TELEMETRY_GET(t, get_memory, &m)) {
-        GT_PRINTF(" memory %.1f/%.1f GiB |", m.used / 1073741824.0, m.total / 1073741824.0);
-    }
+    if (GPU_TELEMETRY_GET(t, get_memory, &m)) { d->mem_used_gib = m.used / 1073741824.0; d->mem_total_gib = m.total / 1073741824.0; }
     unsigned long long reasons = 0;
     if (GPU_TELEMETRY_GET(t, get_throttle, &reasons)) {
-        int any = 0;
-        GT_PRINTF(" clocks held back:");
+        size_t len = 0;
         for (size_t i = 0; i < sizeof(nvml_throttle_reasons) / sizeof(nvml_throttle_reasons[0]); i++) {
-            if (reasons & nvml_throttle_reasons[i].bit) { GT_PRINTF("%s %s", any++ ? "," : "", nvml_throttle_reasons[i].why); }
+            if (reasons & nvml_throttle_reasons[i].bit) {
+                len += (size_t)snprintf(d->held_back + len, len < sizeof(d->held_back) ? sizeof(d->held_back) - len : 0,
+                                        "%s%s", len ? ", " : "", nvml_throttle_reasons[i].why);
+            }
         }
-        if (!any) { GT_PRINTF(" no"); }
+        if (len == 0) { snprintf(d->held_back, sizeof(d->held_back), "no"); }
     }
-#undef GT_PRINTF
-    // a trailing " |" from the last field present
-    if (len >= 2 && len < n && out[len - 1] == '|') { out[len - 2] = '\0'; }
+    return 1;
 }
 
 #endif  // LLMC_CUDA_GPU_TELEMETRY_CUH
