@@ -141,10 +141,12 @@ run_trainer() {
     rm -f "$RUN/bin/python3"
     printf '#!/bin/sh\nexec "%s" "$@"\n' "$(command -v "$PYTHON")" > "$RUN/bin/python3"
     chmod +x "$RUN/bin/python3"
+    # ours also logs the GPU's clocks, power and throttling every 100 steps (-lg: stdout, metrics.jsonl)
+    local own=""; [ "$name" = cuda ] && own="-lg 100"
     # shellcheck disable=SC2086  # REPRO_FLAGS: extra trainer flags, word-split on purpose
     PATH="$(realpath "$RUN/bin"):$PATH" LD_LIBRARY_PATH="$ld" TRAINER="$trainer" BUILD=$build B="$b" OUT="$out" DATA_DIR="$DATA" \
         PYTHONUNBUFFERED=1 timeout --preserve-status -s TERM -k 120 "$t" \
-        bash scripts/run_gpt2_124M_books.sh ${REPRO_FLAGS:-} >> "$RUN/$name.out" 2>&1 \
+        bash scripts/run_gpt2_124M_books.sh ${REPRO_FLAGS:-} $own >> "$RUN/$name.out" 2>&1 \
         || { echo "$name: the trainer failed:"; tail -5 "$RUN/$name.out"; exit 1; }
     if grep -q "^s:$STEPS tel:" "$out/main.log"; then echo "$name: finished"; else
         echo "$name: stopped after step $(($(grep -o '^s:[0-9]* trl' "$out/main.log" | tail -1 | grep -o '[0-9]*') + 1)) of $STEPS (time budget); run the phase again"
