@@ -4,7 +4,7 @@
  * put first on LD_LIBRARY_PATH. It knows one GPU, at the PCI bus id the simulator gives device 0;
  * asked for another, it says "not found" (NVML's 6), as the real one would. Readings: SM clock
  * 1410 of 1980 MHz, 650.5 of 700 W, 62 C (slowdown at 87), 97% busy and 41% memory busy, 24 of 140
- * GiB in use, clocks held back by the power cap (0x4).
+ * GiB in use, clocks held back by the power cap (0x4, through the newer drivers' name of the call).
  */
 #include <string.h>
 
@@ -24,7 +24,9 @@ int nvmlDeviceGetPowerUsage(void *d, unsigned int *mw) { *mw = 650500; return d 
 int nvmlDeviceGetEnforcedPowerLimit(void *d, unsigned int *mw) { *mw = 700000; return d == &device_token ? 0 : 2; }
 int nvmlDeviceGetTemperature(void *d, int sensor, unsigned int *c) { *c = sensor == 0 ? 62 : 0; return d == &device_token ? 0 : 2; }
 int nvmlDeviceGetTemperatureThreshold(void *d, int which, unsigned int *c) { *c = which == 1 ? 87 : 95; return d == &device_token ? 0 : 2; }
-int nvmlDeviceGetCurrentClocksThrottleReasons(void *d, unsigned long long *r) { *r = 0x4; return d == &device_token ? 0 : 2; }
+// the newer drivers export both names; the trainer must take the newer (the older would say thermal)
+int nvmlDeviceGetCurrentClocksEventReasons(void *d, unsigned long long *r) { *r = 0x4; return d == &device_token ? 0 : 2; }
+int nvmlDeviceGetCurrentClocksThrottleReasons(void *d, unsigned long long *r) { *r = 0x40; return d == &device_token ? 0 : 2; }
 int nvmlDeviceGetUtilizationRates(void *d, Utilization *u) { u->gpu = 97; u->memory = 41; return d == &device_token ? 0 : 2; }
 int nvmlDeviceGetMemoryInfo(void *d, Memory *m) {
     m->total = 140ULL << 30;

@@ -1,9 +1,9 @@
 /*
- * -lg N (llm.c's flag): every N steps, one line with what the GPU of rank 0 is doing: SM clock
+ * -lg N (llm.c's flag): every N steps, what the GPU of rank 0 is doing (llmc/device_readings.h: a
+ * line after the step's, and the step's entries in metrics.jsonl and TensorBoard): SM clock
  * against its maximum, power against its limit, temperature against the slowdown threshold, the
  * driver's utilization figures, memory in use and why the clocks are held back, if they are. A
- * step time that drifts up with the power or temperature line beside it is throttling, not the
- * trainer.
+ * step time that drifts up with the power or temperature beside it is throttling, not the trainer.
  *
  * The figures come from NVML, the NVIDIA driver's management library (libnvidia-ml.so.1, beside
  * every driver), opened at run time with dlopen: nothing to link, no header needed, and a machine
@@ -68,7 +68,8 @@ static int gpu_telemetry_open(GpuTelemetry *t, int device, char *why, size_t n) 
     GT_SYM(get_power_limit, "nvmlDeviceGetEnforcedPowerLimit");
     GT_SYM(get_temperature, "nvmlDeviceGetTemperature");
     GT_SYM(get_temperature_threshold, "nvmlDeviceGetTemperatureThreshold");
-    GT_SYM(get_throttle, "nvmlDeviceGetCurrentClocksThrottleReasons");
+    GT_SYM(get_throttle, "nvmlDeviceGetCurrentClocksEventReasons");  // the newer drivers' name,
+    if (t->get_throttle == NULL) { GT_SYM(get_throttle, "nvmlDeviceGetCurrentClocksThrottleReasons"); }  // the older
     GT_SYM(get_utilization, "nvmlDeviceGetUtilizationRates");
     GT_SYM(get_memory, "nvmlDeviceGetMemoryInfo");
 #undef GT_SYM
