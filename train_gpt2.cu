@@ -251,15 +251,13 @@ static void gpt2_plan(void *ctx, int B, int recompute, MemPlan *p) {
     plan_note(p, PLAN_ACTS, "bf16, kept for the backward; -r %d recomputes %s", recompute,
               recompute == 0 ? "nothing" : recompute == 1 ? "GELU" : "GELU and LayerNorm");
     plan_note(p, PLAN_LOGITS, "(B, T, max(Vp, 4C)) bf16, reused by the backward");
-    if (cp->attention == ATTENTION_CUDNN && cp->have_gpu && cp->probing) {
+    if (cp->attention == ATTENTION_CUDNN && cp->have_gpu) {
         size_t ws = 0;
         const char *err = attention_workspace_probe(cp->attention, c, B, T, &ws);
+        if (!cp->probing) { cudnn_att_check(err); }  // the run's own shape: a refusal stops it
         plan_add(p, PLAN_ATTENTION, 1, err ? (size_t)1 << 60 : cuda_alloc_bytes(ws));
         if (err) { plan_note(p, PLAN_ATTENTION, "cuDNN cannot build its attention at this B: %s", err); }
         else { plan_note(p, PLAN_ATTENTION, "cuDNN's workspace"); }
-    } else if (cp->attention == ATTENTION_CUDNN && cp->have_gpu) {
-        plan_add(p, PLAN_ATTENTION, 1, cuda_alloc_bytes(attention_workspace_bytes(cp->attention, c, B, T)));
-        plan_note(p, PLAN_ATTENTION, "cuDNN's workspace (-at cudnn)");
     } else if (cp->attention == ATTENTION_CUDNN) {
         // cuDNN sizes it on the GPU. Measured on an H200 (cuDNN 9.19, deterministic backward, 12 and
         // 25 heads): 2 B NH T (T + 2) bytes to 256 bytes at T 256 and 1024, about twice that at T 64

@@ -43,11 +43,10 @@ static AttentionImpl attention_impl(const char *name, const char *source, int T)
     return ATTENTION_CUDNN;
 }
 
-#ifdef USE_CUDNN
+// stops the run on cuDNN's refusal (err, from the calls below; always NULL in a build without cuDNN)
 static void cudnn_att_check(const char *err) {
     if (err) { llmc_die("-at cudnn: %s; -at own runs our kernel instead", err); }
 }
-#endif
 
 // cuDNN's attention workspace for B x T (the largest shape) into *bytes: builds its graphs, so it
 // needs the GPU; 0 for our kernel. NULL, or why cuDNN cannot build them for this shape.
@@ -63,11 +62,7 @@ static const char *attention_workspace_probe(AttentionImpl impl, const GPT2Confi
 // the same for the run's own shape: a refusal stops the run
 static size_t attention_workspace_bytes(AttentionImpl impl, const GPT2Config *c, int B, int T) {
     size_t bytes = 0;
-#ifdef USE_CUDNN
     cudnn_att_check(attention_workspace_probe(impl, c, B, T, &bytes));
-#else
-    (void)attention_workspace_probe(impl, c, B, T, &bytes);
-#endif
     return bytes;
 }
 

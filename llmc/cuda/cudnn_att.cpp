@@ -263,8 +263,7 @@ extern "C" void cudnn_att_forget_plans(void) {
 }
 
 extern "C" void cudnn_att_free(void) {
-    forward_plans.clear();
-    backward_plans.clear();
+    cudnn_att_forget_plans();
     if (handle) {
         cudnnDestroy(handle);
         handle = nullptr;
