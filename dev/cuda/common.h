@@ -212,7 +212,12 @@ static inline void check_true(const char *what, int ok, const char *detail) {
 // returns 0, and the reports say "not timed"
 static inline int wb_no_timing(void) {
     const char *v = getenv("WB_NO_TIMING");
-    return v != NULL && strcmp(v, "1") == 0;
+    if (v == NULL || v[0] == '\0' || strcmp(v, "0") == 0) { return 0; }
+    if (strcmp(v, "1") != 0) {
+        fprintf(stderr, "error: WB_NO_TIMING=%s: expected 0 or 1 (1: run each timed kernel once, untimed)\n", v);
+        exit(2);
+    }
+    return 1;
 }
 
 // average milliseconds of f() over reps runs, after one warm-up run
@@ -251,6 +256,7 @@ static inline void report_flops(const char *what, float ms, double flops) {
 
 static inline void workbench_init(const char *name) {
     setvbuf(stdout, NULL, _IOLBF, 0);  // lines appear in order with stderr, also through a pipe
+    (void)wb_no_timing();              // a bad WB_NO_TIMING stops here, before any work
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess || count == 0) {
