@@ -5,6 +5,7 @@
  *   ./test_gpt2cu model.bin debug_state.bin trajectory.txt [nockpt]
  *   LLMC_ATTENTION=cudnn ./test_gpt2cu ...   the same with cuDNN's attention (-at cudnn; default own)
  *   LLMC_GELU_FUSION=0 ./test_gpt2cu ...     the same with -ge 0 (our GELU kernels; default 2, cuBLASLt's epilogue)
+ *   LLMC_MATMUL_TUNE=1 ./test_gpt2cu ...     the same with -mt 1 (cuBLASLt's algorithms chosen by timing)
  *
  * 1. forward: logits and loss of the debug batch against PyTorch's (fp32);
  * 2. backward: all 16 parameter gradients against PyTorch's;
@@ -95,7 +96,7 @@ static void reset_model(GPT2 *m, const char *path) {
 }
 
 // the trainer's flags for the fixture: -e <fixture> at the reference debug state's B and T, -at
-// from LLMC_ATTENTION (default own), -ge from LLMC_GELU_FUSION
+// from LLMC_ATTENTION (default own), -ge from LLMC_GELU_FUSION, -mt from LLMC_MATMUL_TUNE
 static void fixture_args(TrainArgs *targs, const char *model_path, const char *state_path) {
     args_defaults(targs);
     targs->model = model_path;
@@ -107,6 +108,11 @@ static void fixture_args(TrainArgs *targs, const char *model_path, const char *s
     if (ge && *ge) {
         if (strcmp(ge, "0") && strcmp(ge, "1") && strcmp(ge, "2")) { llmc_die("LLMC_GELU_FUSION=%s: expected 0, 1 or 2 (-ge)", ge); }
         targs->gelu_fusion = atoi(ge);
+    }
+    const char *mt = getenv("LLMC_MATMUL_TUNE");
+    if (mt && *mt) {
+        if (strcmp(mt, "0") && strcmp(mt, "1")) { llmc_die("LLMC_MATMUL_TUNE=%s: expected 0 or 1 (-mt)", mt); }
+        targs->matmul_tune = atoi(mt);
     }
 }
 
@@ -191,9 +197,9 @@ int main(int argc, char **argv) {
     debug_state_read(&ds, state_path, model.config.vocab_size, model.num_params);
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, device));
-    printf("test_gpt2cu on %s: %s, B=%d T=%d, L=%d C=%d NH=%d, %zu parameters, attention %s, GELU -ge %d\n", prop.name,
-           model_path, B, T, model.config.num_layers, model.config.channels, model.config.num_heads, model.num_params,
-           gpt2_attention_describe(&model), model.gelu_fusion);
+    printf("test_gpt2cu on %s: %s, B=%d T=%d, L=%d C=%d NH=%d, %zu parameters, attention %s, GELU -ge %d, matmul -mt %d\n",
+           prop.name, model_path, B, T, model.config.num_layers, model.config.channels, model.config.num_heads,
+           model.num_params, gpt2_attention_describe(&model), model.gelu_fusion, matmul_tune);
 
     failed |= check_forward(&model, &bk, &ds, B, T);
     failed |= check_backward(&model, &bk, &ds, B, T);
@@ -233,6 +239,11 @@ int main(int argc, char **argv) {
     trajectory_free(&tr);
     gpt2_free(&model);
     attention_free();
+    if (matmul_tune) {
+        char line[512];
+        matmul_tune_describe(line, sizeof(line));
+        printf("%s\n", line);
+    }
     cublas_free();
     printf(failed ? "test_gpt2cu: FAILED\n" : "test_gpt2cu: all checks passed\n");
     return failed ? 1 : 0;

@@ -1020,6 +1020,7 @@ static void gpt2_build_from_args(GPT2 *m, const TrainArgs *a, const GPT2Config *
     gpt2_build(m, config, a->B, a->T, a->recompute, a->master_weights, attention_impl(a->attention, "-at", a->T), &plan,
                kind == GRAD_REDUCE_NCCL ? nccl : NULL, muon);
     m->gelu_fusion = a->gelu_fusion;
+    cublas_set_tuning(a->matmul_tune);
 }
 
 // the parameters of -e: the file, or the seeded init of the descriptor (the same seed on every
@@ -1120,11 +1121,17 @@ static void cuda_banner(const TrainSetup *run, GPT2 *model, ProcessGroup *group,
     char reduction[96];
     process_group_describe(group, reduction, sizeof(reduction));
     printf("device: %s (sm_%d%d, %d SMs) | gradient reduction: %s%s | recompute -r %d | attention: %s%s | GELU -ge %d | "
-           "GPU memory planned %.2f GiB (--plan %d prints its rows)\n", prop.name, prop.major, prop.minor,
-           prop.multiProcessorCount, reduction, a->zero_stage && run->comm.world_size > 1 ? ", ZeRO-1" : "",
+           "matmul algorithms: %s | GPU memory planned %.2f GiB (--plan %d prints its rows)\n", prop.name, prop.major,
+           prop.minor, prop.multiProcessorCount, reduction, a->zero_stage && run->comm.world_size > 1 ? ", ZeRO-1" : "",
            a->recompute, gpt2_attention_describe(model), strcmp(a->attention, "auto") ? "" : " by -at auto",
-           a->gelu_fusion, model->planned_bytes / GiB, run->comm.world_size);
+           a->gelu_fusion, a->matmul_tune ? "the fastest by timing (-mt 1)" : "the heuristic's (-mt 0)",
+           model->planned_bytes / GiB, run->comm.world_size);
     printf("MFU peak: %s\n", peak_why);
+    fflush(stdout);  // the lines above before a warning on stderr
+    if (a->matmul_tune) {
+        llmc_warn("-mt 1: the matmul algorithms are chosen by timing, so another run (or a resume) may choose others "
+                  "and differ in the last bits; -mt 0 runs are bitwise reproducible");
+    }
     if (!gpt2_attention_deterministic(model)) {
         llmc_warn("-at cudnn: cuDNN refused its deterministic attention backward for this shape, so this run is not "
                   "bitwise reproducible (nor is a resume); -at own is");
@@ -1168,7 +1175,14 @@ int main(int argc, char **argv) {
     if (chatty) { cuda_banner(&run, &model, &group, device, peak_why); }
     int rc = train_run(&run.args, &run.comm, &backend);
     gpt2_sync(&model, "the end of training");
-    if (chatty) { cuda_memory_end(free_at_start, &model); }
+    if (chatty) {
+        cuda_memory_end(free_at_start, &model);
+        if (run.args.matmul_tune) {
+            char line[512];
+            matmul_tune_describe(line, sizeof(line));
+            printf("%s\n", line);
+        }
+    }
     gpt2_free(&model);
     attention_free();
     cublas_free();

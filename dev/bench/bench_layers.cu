@@ -272,8 +272,8 @@ int main(int argc, char **argv) {
     }
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, device));
-    printf("bench_layers on %s: -e %s (L %d, C %d), B %d, T %d, -r %d, attention %s, %d timed steps after 3 warm-up\n",
-           prop.name, args.model, L, C, B, T, args.recompute, gpt2_attention_describe(&m), iters);
+    printf("bench_layers on %s: -e %s (L %d, C %d), B %d, T %d, -r %d, attention %s, -mt %d, %d timed steps after 3 warm-up\n",
+           prop.name, args.model, L, C, B, T, args.recompute, gpt2_attention_describe(&m), args.matmul_tune, iters);
 
     // events: start, after the zeroing, the forward, the head, each layer (L), the embeddings, norm, update
     const int nev = L + 7;
@@ -315,6 +315,11 @@ int main(int argc, char **argv) {
 #else
     printf("NCCL all-reduce: not measured (this build has no NCCL; give NCCL_HOME to make)\n");
 #endif
+    if (args.matmul_tune) {
+        char line[512];
+        matmul_tune_describe(line, sizeof(line));
+        printf("%s\n", line);
+    }
     gpt2_free(&m);
     attention_free();
     cublas_free();

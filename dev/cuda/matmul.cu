@@ -17,6 +17,8 @@
  * dweight and dbias start from random values (they accumulate); dinp is overwritten.
  * Determinism: a second backward from the same start is bitwise identical (dinp, dweight, dbias).
  * Timing: TFLOP/s from 2*N*C*OC per GEMM; fused GELU epilogues against matmul + gelu kernels.
+ * Then all of it again with the algorithms chosen by timing (-mt 1, cublas_set_tuning): the same
+ * checks on the chosen algorithms, and times to hold against the heuristic's first choices.
  *
  *   ./matmul
  */
@@ -385,6 +387,21 @@ int main(void) {
     for (size_t i = 0; i < count; i++) { run_layer(&run[i]); }
     run_batched();
     printf("cuBLASLt algorithms cached: %d\n", matmul_algo_cache_count);
+
+    // -mt 1: every algorithm chosen again by timing, the same checks (the timing runs of an
+    // accumulating GEMM must leave its dweight as it was) and, on a GPU, the times to compare
+    printf("with the algorithms chosen by timing (-mt 1):\n");
+    cublas_forget_algorithms();
+    cublas_set_tuning(1);
+    const size_t tuned = WB_SIM ? 2 : count;  // the simulator times each candidate's CPU GEMM: the tiny layers only
+    for (size_t i = 0; i < tuned; i++) { run_layer(&run[i]); }
+    run_batched();
+    char line[512];
+    matmul_tune_describe(line, sizeof(line));
+    printf("%s\n", line);
+    snprintf(line, sizeof(line), "%d of %d shapes timed", matmul_tune_stats.timed, matmul_algo_cache_count);
+    check_true("-mt 1 timed candidates for every GEMM shape",
+               matmul_tune_stats.timed == matmul_algo_cache_count && matmul_tune_stats.untimed == 0, line);
     cublas_free();
     return workbench_finish("matmul");
 }

@@ -6,6 +6,7 @@
 # It checks the orchestration a GPU run would otherwise be the first to exercise:
 #  1. per-step train and val losses agree with the fp32 CPU trainer from the same init and data
 #     (bf16 tolerance), with -r 0/1/2, with -w 0 and with each -ge (GELU in cuBLASLt's epilogue or not);
+#     -mt 1 (cuBLASLt's algorithms chosen by timing) bitwise the plain run;
 #  2. determinism (a second run is bitwise identical) and resume from a checkpoint (bitwise); NCCL
 #     on a 1-rank communicator (the simulator's NCCL, sim/nccl.h), -z 0 and -z 1, with the
 #     stream-order debug mode LLMC_DEBUG_STREAMS=1, is bitwise the plain run, and each of the four
@@ -98,7 +99,9 @@ grep -q "attention: own (llmc/cuda/attention.cuh) by -at auto" sim.txt || bad "t
 mkdir -p nvml && cc -shared -fPIC "$ROOT/dev/test/nvml_stub.c" -o nvml/libnvidia-ml.so.1 || bad "the NVML stand-in did not build"
 bg sim_lg env LD_LIBRARY_PATH="$PWD/nvml${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$SIM" "${ARGS[@]}" -lg 2 -o sim_lg -tb 1
 if ldconfig -p 2> /dev/null | grep -q "libnvidia-ml.so.1"; then no_nvml=0; else no_nvml=1; bg sim_lg0 "$SIM" "${ARGS[@]}" -lg 1; fi
-joined sim_lg $([ $no_nvml = 1 ] && echo sim_lg0)
+# -mt 1: cuBLASLt's algorithms by timing (the stand-in's 3 candidates compute alike, its first is the slowest)
+bg sim_mt "$SIM" "${ARGS[@]}" -mt 1 -o sim_mt
+joined sim_lg sim_mt $([ $no_nvml = 1 ] && echo sim_lg0)
 want="  gpu: SM 1410/1980 MHz | 650/700 W | 62 C (slows at 87) | busy 97%, memory busy 41% | memory 24.0/140.0 GiB | clocks held back: power cap"
 got=$(grep -A1 "^step [0-9]*/4 " sim_lg.txt | grep -v "^--" | paste -sd'#')
 expect_lines="$(grep "^step 1/4 " sim_lg.txt)#$(grep "^step 2/4 " sim_lg.txt)#$want#$(grep "^step 3/4 " sim_lg.txt)#$(grep "^step 4/4 " sim_lg.txt)#$want"
@@ -119,6 +122,13 @@ if [ $no_nvml = 1 ]; then
     [ "$(grep -c "^step [0-9]*/4 " sim_lg0.txt)" = 4 ] && ! grep -q "^  gpu:" sim_lg0.txt \
         && ok "-lg without NVML: one warning, the run goes on" || { bad "-lg without NVML:"; head -20 sim_lg0.txt; }
 fi
+
+echo " -mt 1 (the timing runs must leave every accumulated gradient as it was):"
+compare_logs sim_mt/main.log sim2/main.log trl=0 norm=0 || bad "-mt 1 differs from the plain run"
+grep -q "matmul algorithms: the fastest by timing (-mt 1)" sim_mt.txt &&
+    grep -q "matmul algorithms (-mt 1): [1-9][0-9]* GEMM shapes timed, up to 8 candidates each; the heuristic's first was the fastest for 0;" sim_mt.txt \
+    && ok "-mt 1: the banner, and every shape chose a faster candidate than the heuristic's first" \
+    || { bad "-mt 1: the lines:"; grep "matmul" sim_mt.txt; }
 
 # ---- 2. determinism and resume
 echo "2. determinism and resume:"

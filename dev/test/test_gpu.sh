@@ -26,7 +26,8 @@
 #            train_gpt2cu (dev/bench/build_llmc.sh) in the background, waited for at the end of the
 #            call. Then train_gpt2 (CPU) in either case
 #   test     fixtures (train_gpt2.py); test_gpt2cu on L2:C128:H2 and d12 (also with -ge 0, our GELU
-#            kernels instead of cuBLASLt's epilogue); GPU vs CPU trainer over
+#            kernels instead of cuBLASLt's epilogue; d12 also with -mt 1, cuBLASLt's algorithms
+#            chosen by timing); GPU vs CPU trainer over
 #            20 steps (dev/test/test_gpu_vs_cpu.sh); two separate processes give bitwise-equal runs;
 #            a resume from a checkpoint is bitwise equal to the uninterrupted run; bad input (no GPU
 #            visible, too large a batch, wrong architecture)
@@ -39,10 +40,10 @@
 #            (bitwise) and on 1 process, -pb nccl with 2 ranks on one GPU stops with a message naming
 #            -pb mpi, and a rank killed with SIGKILL mid-step makes the job end with an error instead
 #            of hanging
-#   bench    dev/bench/bench_gpu.sh's parts d12, attention, gelu, recompute, layers, each its own step:
-#            ours and llm.c at d12, B=16/32/64/128, ours with -at own and with -ge 0 at B=64, both
-#            with -r 0 at B=64; where the time of a step goes; per-layer backward; a 1-rank NCCL
-#            all-reduce of one layer
+#   bench    dev/bench/bench_gpu.sh's parts d12, attention, gelu, recompute, tune, layers, each its own
+#            step: ours and llm.c at d12, B=16/32/64/128, ours with -at own, with -ge 0 and with -mt 1
+#            at B=64, both with -r 0 at B=64; where the time of a step goes (also with -mt 1);
+#            per-layer backward; a 1-rank NCCL all-reduce of one layer
 #   d48      dev/bench/bench_gpu.sh d48: GPT-2 1.5B at T=1024, the largest B that fits (-r 1, -r 2),
 #            llm.c at the same B, per-layer backward
 #   memory   the memory plan against the GPU: d12 -b 16 and d48 -b auto -r 2 at T=1024, 2
@@ -322,7 +323,10 @@ if has_part test; then
     # -ge 0: our GELU kernels instead of cuBLASLt's epilogue, against the same PyTorch reference
     step test_gpt2cu_tiny_ge0 60 "LLMC_GELU_FUSION=0 ./test_gpt2cu dev/test/fixtures/tiny64.bin dev/test/fixtures/tiny64_state.bin dev/test/fixtures/tiny64_traj.txt"
     step test_gpt2cu_d12_ge0 120 "LLMC_GELU_FUSION=0 ./test_gpt2cu dev/test/fixtures/d12.bin dev/test/fixtures/d12_state.bin dev/test/fixtures/d12_traj.txt"
-    grep -hE "FAIL|test_gpt2cu|determinism|checkpoint" "$WORK"/logs/test_gpt2cu_{tiny,d12,tiny_cudnn,d12_cudnn,tiny_ge0,d12_ge0}.log \
+    # -mt 1: cuBLASLt's algorithms chosen by timing, each checked against the same reference (the
+    # timing runs of an accumulating matmul must leave the gradients as they were)
+    step test_gpt2cu_d12_mt1 120 "LLMC_MATMUL_TUNE=1 ./test_gpt2cu dev/test/fixtures/d12.bin dev/test/fixtures/d12_state.bin dev/test/fixtures/d12_traj.txt"
+    grep -hE "FAIL|test_gpt2cu|determinism|checkpoint|matmul algorithms" "$WORK"/logs/test_gpt2cu_{tiny,d12,tiny_cudnn,d12_cudnn,tiny_ge0,d12_ge0,d12_mt1}.log \
         2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
     step gpu_vs_cpu 150 "bash dev/test/test_gpu_vs_cpu.sh ./train_gpt2cu ./train_gpt2"
     grep -E "^  (trl|tel|norm):" "$WORK/logs/gpu_vs_cpu.log" | sed 's/^/        /' | tee -a "$SUMMARY"
@@ -419,6 +423,7 @@ if has_part bench; then
     bench_part bench_attention 90 attention
     bench_part bench_gelu 90 gelu
     bench_part bench_recompute 90 recompute
+    bench_part bench_tune 90 tune
     bench_part bench_layers 120 layers
 fi
 if has_part d48; then

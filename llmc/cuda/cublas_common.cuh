@@ -13,7 +13,8 @@
  *   architecture and SM count; with cublasLtMatmul and a user-owned workspace this also holds
  *   when several streams are active (cuBLAS documentation, "Results reproducibility"). The
  *   algorithm for a problem is chosen once by the heuristic and cached, so it never changes
- *   within a run.
+ *   within a run. With -mt 1 it is the fastest of the heuristic's candidates by timing instead,
+ *   so two runs may choose differently (matmul_tune below).
  */
 #ifndef LLMC_CUBLAS_COMMON_CUH
 #define LLMC_CUBLAS_COMMON_CUH
@@ -83,7 +84,43 @@ static MatmulAlgoEntry matmul_algo_cache[MATMUL_ALGO_CACHE_SIZE];
 static int matmul_algo_cache_count = 0;
 
 /*
- * d[b] (m x n, column-major, ld m) = alpha * op(A[b]) op(B[b]) + beta * d[b], for b < batch_count,
+ * -mt 1 (cublas_set_tuning): the algorithm of each GEMM key is the fastest of up to
+ * MATMUL_TUNE_CANDIDATES of the heuristic's, timed on the key's first call, instead of its first.
+ * Timing decides, so two runs may choose differently and differ in the last bits. The counts say
+ * what the choice gained: the first candidates' and the chosen ones' times, one call of each key.
+ */
+#define MATMUL_TUNE_CANDIDATES 8
+#define MATMUL_TUNE_REPS 5
+static int matmul_tune = 0;
+typedef struct {
+    int timed, kept_first, untimed;  // keys timed; of them, where the heuristic's first was the fastest; keys not timed
+    double first_ms, chosen_ms;      // the timed keys' first candidates, and the chosen ones, one call each
+} MatmulTuneStats;
+static MatmulTuneStats matmul_tune_stats;
+
+static inline void cublas_set_tuning(int on) { matmul_tune = on; }
+
+// forget every cached algorithm and the tuning counts: the next call of each GEMM chooses again
+static inline void cublas_forget_algorithms(void) {
+    matmul_algo_cache_count = 0;
+    memset(&matmul_tune_stats, 0, sizeof(matmul_tune_stats));
+}
+
+// one line on what -mt 1 chose so far, into buf
+static inline void matmul_tune_describe(char *buf, size_t size) {
+    const MatmulTuneStats *s = &matmul_tune_stats;
+    const double saved = s->first_ms > 0.0 ? 100.0 * (1.0 - s->chosen_ms / s->first_ms) : 0.0;
+    int n = snprintf(buf, size, "matmul algorithms (-mt 1): %d GEMM shapes timed, up to %d candidates each; the heuristic's "
+                     "first was the fastest for %d; one call of each: %.3f ms with the first, %.3f ms with the fastest "
+                     "(%.1f%% less)", s->timed, MATMUL_TUNE_CANDIDATES, s->kept_first, s->first_ms, s->chosen_ms, saved);
+    if (s->untimed > 0 && n > 0 && (size_t)n < size) {
+        snprintf(buf + n, size - n, "; %d kept the heuristic's first untimed (no memory for a scratch copy of d, or it failed)",
+                 s->untimed);
+    }
+}
+
+/*
+ * One GEMM: d[b] (m x n, column-major, ld m) = alpha * op(A[b]) op(B[b]) + beta * d[b], for b < batch_count,
  * with the epilogue given by `gelu` and `bias`:
  *   op(A) is m x k: A is stored (k x m, ld k) when transa, else (m x k, ld m);
  *   op(B) is k x n: B is stored (n x k, ld n) when transb, else (k x n, ld k);
@@ -91,45 +128,60 @@ static int matmul_algo_cache_count = 0;
  *   aux (m x n, ld m): written by MATMUL_GELU_FORWARD, read by MATMUL_GELU_BACKWARD, else NULL;
  *   stride_*: elements between consecutive batch matrices (aux uses stride_d).
  * beta = 0 overwrites d; beta = 1 accumulates into it (d is also the C matrix).
- * Requires every pointer, leading dimension and stride to be 16-byte aligned (tensor-core paths).
- * Uses the shared workspace, so calls on different streams must not overlap in time.
+ * Every pointer, leading dimension and stride must be 16-byte aligned (tensor-core paths).
  */
-static inline void matmul_cublaslt(floatX *d, const floatX *a, const floatX *b, const floatX *bias, int m, int n, int k,
-                                   int transa, int transb, float alpha, float beta, int batch_count, size_t stride_a,
-                                   size_t stride_b, size_t stride_d, MatmulGelu gelu, floatX *aux, cudaStream_t stream) {
+typedef struct {
+    floatX *d;
+    const floatX *a, *b, *bias;
+    floatX *aux;
+    int m, n, k, transa, transb, batch_count;
+    float alpha, beta;
+    size_t stride_a, stride_b, stride_d;
+    MatmulGelu gelu;
+} Gemm;
+
+// cuBLASLt's description of a Gemm: the operation, the three matrix layouts, the algorithm cache key
+typedef struct {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, ld;
+    MatmulAlgoKey key;
+} GemmPlan;
+
+static inline void gemm_plan_create(GemmPlan *p, const Gemm *g) {
+    const int m = g->m, n = g->n, k = g->k, transa = g->transa, transb = g->transb, batch_count = g->batch_count;
     cudaRequire(cublaslt_handle != NULL, "cublas_init() was not called");
     cudaRequire(m > 0 && n > 0 && k > 0 && batch_count > 0, "m = %d, n = %d, k = %d, batch = %d", m, n, k, batch_count);
-    cudaRequire((gelu == MATMUL_PLAIN) == (aux == NULL), "aux must be given exactly with a GELU epilogue");
-    cudaRequire(gelu != MATMUL_GELU_BACKWARD || bias == NULL, "the GELU-backward epilogue takes no bias");
-    cudaRequire(gelu == MATMUL_PLAIN || m % 8 == 0, "m = %d: the GELU aux leading dimension must be a multiple of 8", m);
+    cudaRequire((g->gelu == MATMUL_PLAIN) == (g->aux == NULL), "aux must be given exactly with a GELU epilogue");
+    cudaRequire(g->gelu != MATMUL_GELU_BACKWARD || g->bias == NULL, "the GELU-backward epilogue takes no bias");
+    cudaRequire(g->gelu == MATMUL_PLAIN || m % 8 == 0, "m = %d: the GELU aux leading dimension must be a multiple of 8", m);
     const int lda = transa ? k : m, ldb = transb ? n : k, ldd = m;
     const size_t e = sizeof(floatX);
-    const size_t sa = batch_count > 1 ? stride_a * e : 0, sb = batch_count > 1 ? stride_b * e : 0,
-                 sd = batch_count > 1 ? stride_d * e : 0;
+    const size_t sa = batch_count > 1 ? g->stride_a * e : 0, sb = batch_count > 1 ? g->stride_b * e : 0,
+                 sd = batch_count > 1 ? g->stride_d * e : 0;
 
-    MatmulAlgoKey key;
-    memset(&key, 0, sizeof(key));  // padding too: keys are compared with memcmp
-    key.m = m; key.n = n; key.k = k; key.transa = transa; key.transb = transb; key.batch = batch_count;
-    key.accumulate = beta != 0.0f;
-    key.stride_a = (long long)sa; key.stride_b = (long long)sb; key.stride_d = (long long)sd;
-    key.align_a = matmul_alignment(a, lda * e, sa);
-    key.align_b = matmul_alignment(b, ldb * e, sb);
-    key.align_d = matmul_alignment(d, ldd * e, sd);
-    key.align_bias = bias ? matmul_alignment(bias, 0, 0) : 0;
-    key.align_aux = aux ? matmul_alignment(aux, ldd * e, sd) : 0;
-    cudaRequire(key.align_a >= 16 && key.align_b >= 16 && key.align_d >= 16 && (bias == NULL || key.align_bias >= 16) &&
-                    (aux == NULL || key.align_aux >= 16),
+    MatmulAlgoKey *key = &p->key;
+    memset(key, 0, sizeof(*key));  // padding too: keys are compared with memcmp
+    key->m = m; key->n = n; key->k = k; key->transa = transa; key->transb = transb; key->batch = batch_count;
+    key->accumulate = g->beta != 0.0f;
+    key->stride_a = (long long)sa; key->stride_b = (long long)sb; key->stride_d = (long long)sd;
+    key->align_a = matmul_alignment(g->a, lda * e, sa);
+    key->align_b = matmul_alignment(g->b, ldb * e, sb);
+    key->align_d = matmul_alignment(g->d, ldd * e, sd);
+    key->align_bias = g->bias ? matmul_alignment(g->bias, 0, 0) : 0;
+    key->align_aux = g->aux ? matmul_alignment(g->aux, ldd * e, sd) : 0;
+    cudaRequire(key->align_a >= 16 && key->align_b >= 16 && key->align_d >= 16 && (g->bias == NULL || key->align_bias >= 16) &&
+                    (g->aux == NULL || key->align_aux >= 16),
                 "pointers, leading dimensions (m = %d, n = %d, k = %d) and strides must be 16-byte aligned", m, n, k);
 
     cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-    if (gelu == MATMUL_GELU_FORWARD) {
-        epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
-    } else if (gelu == MATMUL_GELU_BACKWARD) {
+    if (g->gelu == MATMUL_GELU_FORWARD) {
+        epilogue = g->bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    } else if (g->gelu == MATMUL_GELU_BACKWARD) {
         epilogue = CUBLASLT_EPILOGUE_DGELU;
-    } else if (bias) {
+    } else if (g->bias) {
         epilogue = CUBLASLT_EPILOGUE_BIAS;
     }
-    key.epilogue = (int)epilogue;
+    key->epilogue = (int)epilogue;
 
     // the operation: fp32 compute and scale type, transposes, epilogue and its pointers
     cublasLtMatmulDesc_t desc;
@@ -138,77 +190,170 @@ static inline void matmul_cublaslt(floatX *d, const floatX *a, const floatX *b, 
     cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
     cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
     cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    if (bias) {
+    if (g->bias) {
         cudaDataType_t bias_type = CUDA_R_16BF;
         cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof(g->bias)));
     }
-    if (aux) {
+    if (g->aux) {
         cudaDataType_t aux_type = CUDA_R_16BF;
-        int64_t aux_ld = ldd, aux_stride = batch_count > 1 ? (int64_t)stride_d : 0;
+        int64_t aux_ld = ldd, aux_stride = batch_count > 1 ? (int64_t)g->stride_d : 0;
         cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &aux_type, sizeof(aux_type)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux, sizeof(g->aux)));
         cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
         if (batch_count > 1) {
             cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &aux_stride,
                                                        sizeof(aux_stride)));
         }
     }
+    p->desc = desc;
 
     // the matrices as stored: rows x cols of the stored (not transposed) array, column-major
-    cublasLtMatrixLayout_t la, lb, ld;
-    cublasCheck(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, transa ? k : m, transa ? m : k, lda));
-    cublasCheck(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, transb ? n : k, transb ? k : n, ldb));
-    cublasCheck(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, m, n, ldd));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, transa ? k : m, transa ? m : k, lda));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, transb ? n : k, transb ? k : n, ldb));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->ld, CUDA_R_16BF, m, n, ldd));
     if (batch_count > 1) {
         int32_t count = batch_count;
-        int64_t sta = (int64_t)stride_a, stb = (int64_t)stride_b, std_ = (int64_t)stride_d;
-        cublasCheck(cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-        cublasCheck(cublasLtMatrixLayoutSetAttribute(lb, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-        cublasCheck(cublasLtMatrixLayoutSetAttribute(ld, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-        cublasCheck(cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sta, sizeof(sta)));
-        cublasCheck(cublasLtMatrixLayoutSetAttribute(lb, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stb, sizeof(stb)));
-        cublasCheck(cublasLtMatrixLayoutSetAttribute(ld, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &std_, sizeof(std_)));
+        int64_t sta = (int64_t)g->stride_a, stb = (int64_t)g->stride_b, std_ = (int64_t)g->stride_d;
+        cublasLtMatrixLayout_t layouts[3] = {p->la, p->lb, p->ld};
+        int64_t strides[3] = {sta, stb, std_};
+        for (int i = 0; i < 3; i++) {
+            cublasCheck(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+            cublasCheck(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &strides[i],
+                                                         sizeof(int64_t)));
+        }
     }
+}
 
-    // the algorithm: from the cache, or once from the heuristic for this key
-    const cublasLtMatmulAlgo_t *algo = NULL;
+static inline void gemm_plan_destroy(GemmPlan *p) {
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->la));
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->lb));
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->ld));
+    cublasCheck(cublasLtMatmulDescDestroy(p->desc));
+}
+
+// The heuristic's algorithms for the plan, best first, at most `requested` (those it marks usable);
+// returns how many
+static inline int gemm_candidates(const GemmPlan *p, cublasLtMatmulHeuristicResult_t *results, int requested) {
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    size_t workspace = CUBLASLT_WORKSPACE_BYTES;
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &p->key.align_a, sizeof(uint32_t)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &p->key.align_b, sizeof(uint32_t)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &p->key.align_d, sizeof(uint32_t)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &p->key.align_d, sizeof(uint32_t)));
+    int found = 0;
+    cublasCheck(cublasLtMatmulAlgoGetHeuristic(cublaslt_handle, p->desc, p->la, p->lb, p->ld, p->ld, pref, requested, results,
+                                               &found));
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    int usable = 0;
+    for (int i = 0; i < found; i++) {
+        if (results[i].state == CUBLAS_STATUS_SUCCESS) { results[usable++] = results[i]; }
+    }
+    return usable;
+}
+
+// the GEMM with `algo`, its result into d (g->d, or a stand-in of the same shape); the status, unchecked
+static inline cublasStatus_t gemm_launch(const Gemm *g, const GemmPlan *p, const cublasLtMatmulAlgo_t *algo, floatX *d,
+                                         cudaStream_t stream) {
+    return cublasLtMatmul(cublaslt_handle, p->desc, &g->alpha, g->a, p->la, g->b, p->lb, &g->beta, d, p->ld, d, p->ld, algo,
+                          cublaslt_workspace, CUBLASLT_WORKSPACE_BYTES, stream);
+}
+
+/*
+ * -mt 1 (matmul_tune): the fastest of the heuristic's candidates, each run once to warm up and
+ * MATMUL_TUNE_REPS times timed, on the call's own operands. A GEMM that overwrites d (beta = 0)
+ * runs into d and aux, which the real call then writes again; one that accumulates runs into a
+ * scratch allocation of d's size, so the timing leaves d as it was. Where the scratch cannot be
+ * allocated, or no candidate can be timed, the heuristic's first is kept. Returns the index.
+ */
+static inline int gemm_fastest(const Gemm *g, const GemmPlan *p, const cublasLtMatmulHeuristicResult_t *cands, int count,
+                               cudaStream_t stream) {
+    floatX *target = g->d;
+    void *scratch = NULL;
+    if (g->beta != 0.0f) {
+        const size_t elems = (size_t)(g->batch_count - 1) * (g->batch_count > 1 ? g->stride_d : 0) + (size_t)g->m * g->n;
+        if (cudaMalloc(&scratch, elems * sizeof(floatX)) != cudaSuccess) {
+            (void)cudaGetLastError();
+            matmul_tune_stats.untimed++;
+            return 0;
+        }
+        cudaCheck(cudaMemsetAsync(scratch, 0, elems * sizeof(floatX), stream));
+        target = (floatX *)scratch;
+    }
+    cudaEvent_t start, stop;
+    cudaCheck(cudaEventCreate(&start));
+    cudaCheck(cudaEventCreate(&stop));
+    int best = -1;
+    float best_ms = 0.0f, first_ms = -1.0f;
+    for (int i = 0; i < count; i++) {
+        if (gemm_launch(g, p, &cands[i].algo, target, stream) != CUBLAS_STATUS_SUCCESS) { continue; }
+        cudaCheck(cudaEventRecord(start, stream));
+        for (int r = 0; r < MATMUL_TUNE_REPS; r++) { cublasCheck(gemm_launch(g, p, &cands[i].algo, target, stream)); }
+        cudaCheck(cudaEventRecord(stop, stream));
+        cudaCheck(cudaEventSynchronize(stop));
+        float ms = 0.0f;
+        cudaCheck(cudaEventElapsedTime(&ms, start, stop));
+        ms /= MATMUL_TUNE_REPS;
+        if (i == 0) { first_ms = ms; }
+        if (best < 0 || ms < best_ms) { best = i; best_ms = ms; }
+    }
+    cudaCheck(cudaEventDestroy(start));
+    cudaCheck(cudaEventDestroy(stop));
+    if (scratch) { cudaCheck(cudaFree(scratch)); }
+    if (best < 0 || first_ms < 0.0f) {  // the heuristic's first could not run: let the real call say why
+        matmul_tune_stats.untimed++;
+        return 0;
+    }
+    matmul_tune_stats.timed++;
+    matmul_tune_stats.kept_first += best == 0;
+    matmul_tune_stats.first_ms += first_ms;
+    matmul_tune_stats.chosen_ms += best_ms;
+    return best;
+}
+
+// the algorithm for the GEMM: from the cache, or chosen once for its key (the heuristic's first,
+// or with -mt 1 the fastest of its candidates) and cached; *held receives it
+static inline void gemm_algo(const Gemm *g, const GemmPlan *p, cublasLtMatmulAlgo_t *held, cudaStream_t stream) {
     for (int i = 0; i < matmul_algo_cache_count; i++) {
-        if (memcmp(&matmul_algo_cache[i].key, &key, sizeof(key)) == 0) { algo = &matmul_algo_cache[i].algo; break; }
-    }
-    cublasLtMatmulHeuristicResult_t heuristic;
-    if (algo == NULL) {
-        cublasLtMatmulPreference_t pref;
-        cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
-        size_t workspace = CUBLASLT_WORKSPACE_BYTES;
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key.align_a, sizeof(uint32_t)));
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key.align_b, sizeof(uint32_t)));
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key.align_d, sizeof(uint32_t)));
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key.align_d, sizeof(uint32_t)));
-        int found = 0;
-        cublasCheck(cublasLtMatmulAlgoGetHeuristic(cublaslt_handle, desc, la, lb, ld, ld, pref, 1, &heuristic, &found));
-        cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
-        if (found == 0 || heuristic.state != CUBLAS_STATUS_SUCCESS) {
-            llmc_die("cuBLASLt has no algorithm for m = %d, n = %d, k = %d, transa = %d, transb = %d, batch = %d, "
-                     "epilogue = %d; the GPU may be unsupported (bf16 matmuls need sm_80 or newer)",
-                     m, n, k, transa, transb, batch_count, (int)epilogue);
-        }
-        algo = &heuristic.algo;
-        if (matmul_algo_cache_count < MATMUL_ALGO_CACHE_SIZE) {
-            matmul_algo_cache[matmul_algo_cache_count].key = key;
-            matmul_algo_cache[matmul_algo_cache_count].algo = heuristic.algo;
-            matmul_algo_cache_count++;
+        if (memcmp(&matmul_algo_cache[i].key, &p->key, sizeof(p->key)) == 0) {
+            *held = matmul_algo_cache[i].algo;
+            return;
         }
     }
+    cublasLtMatmulHeuristicResult_t cands[MATMUL_TUNE_CANDIDATES];
+    const int count = gemm_candidates(p, cands, matmul_tune ? MATMUL_TUNE_CANDIDATES : 1);
+    if (count == 0) {
+        llmc_die("cuBLASLt has no algorithm for m = %d, n = %d, k = %d, transa = %d, transb = %d, batch = %d, "
+                 "epilogue = %d; the GPU may be unsupported (bf16 matmuls need sm_80 or newer)",
+                 g->m, g->n, g->k, g->transa, g->transb, g->batch_count, p->key.epilogue);
+    }
+    const int chosen = matmul_tune && count > 1 ? gemm_fastest(g, p, cands, count, stream) : 0;
+    *held = cands[chosen].algo;
+    if (matmul_algo_cache_count < MATMUL_ALGO_CACHE_SIZE) {
+        matmul_algo_cache[matmul_algo_cache_count].key = p->key;
+        matmul_algo_cache[matmul_algo_cache_count].algo = cands[chosen].algo;
+        matmul_algo_cache_count++;
+    }
+}
 
-    cublasCheck(cublasLtMatmul(cublaslt_handle, desc, &alpha, a, la, b, lb, &beta, d, ld, d, ld, algo, cublaslt_workspace,
-                               CUBLASLT_WORKSPACE_BYTES, stream));
+// run the GEMM on `stream`. Uses the shared workspace, so calls on different streams must not overlap in time.
+static inline void gemm_run(const Gemm *g, cudaStream_t stream) {
+    GemmPlan p;
+    gemm_plan_create(&p, g);
+    cublasLtMatmulAlgo_t algo;
+    gemm_algo(g, &p, &algo, stream);
+    cublasCheck(gemm_launch(g, &p, &algo, g->d, stream));
+    gemm_plan_destroy(&p);
+}
 
-    cublasCheck(cublasLtMatrixLayoutDestroy(la));
-    cublasCheck(cublasLtMatrixLayoutDestroy(lb));
-    cublasCheck(cublasLtMatrixLayoutDestroy(ld));
-    cublasCheck(cublasLtMatmulDescDestroy(desc));
+// gemm_run with the fields of Gemm as arguments, in its order
+static inline void matmul_cublaslt(floatX *d, const floatX *a, const floatX *b, const floatX *bias, int m, int n, int k,
+                                   int transa, int transb, float alpha, float beta, int batch_count, size_t stride_a,
+                                   size_t stride_b, size_t stride_d, MatmulGelu gelu, floatX *aux, cudaStream_t stream) {
+    const Gemm g = {d, a, b, bias, aux, m, n, k, transa, transb, batch_count, alpha, beta, stride_a, stride_b, stride_d, gelu};
+    gemm_run(&g, stream);
 }
 
 #endif  // LLMC_CUBLAS_COMMON_CUH

@@ -12,7 +12,8 @@
  *   strided batches per layout (CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT / STRIDED_BATCH_OFFSET).
  * Every attribute set must have the documented size and type; pointers must meet the alignment
  * the heuristic was asked for (the MIN_ALIGNMENT preferences, recorded in the returned algo).
- * The product is summed in double and rounded once to bf16 (the GPU sums in fp32).
+ * The product is summed in double and rounded once to bf16 (the GPU sums in fp32). The heuristic
+ * answers up to 3 candidates, the first the slowest (matmul_tune's timing then has one to find).
  * GELU is the tanh form.
  */
 #ifndef SIM_CUBLASLT_H
@@ -21,6 +22,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include "cuda_bf16.h"
 #include "cuda_runtime.h"
 
@@ -228,6 +230,14 @@ static inline const char *sim_lt_shape(const SimLtDesc *d, const SimLtLayout *A,
     return NULL;
 }
 
+#define SIM_LT_CANDIDATES 3
+#define SIM_LT_CANDIDATE_WAIT_US 20000
+static inline void sim_lt_busy_wait(uint64_t us) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do { clock_gettime(CLOCK_MONOTONIC, &t); } while ((uint64_t)((t.tv_sec - t0.tv_sec) * 1000000 + (t.tv_nsec - t0.tv_nsec) / 1000) < us);
+}
+
 static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t A,
                                                             cublasLtMatrixLayout_t B, cublasLtMatrixLayout_t C,
                                                             cublasLtMatrixLayout_t D, cublasLtMatmulPreference_t pref,
@@ -238,11 +248,18 @@ static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, 
     const char *problem = sim_lt_shape(d, A, B, C, D, &m, &n, &k);
     if (problem) { return sim_lt_fail(problem); }
     if (requested < 1) { return sim_lt_fail("requested algorithm count < 1"); }
-    memset(results, 0, sizeof(*results));
-    results[0].state = CUBLAS_STATUS_SUCCESS;
-    for (int i = 0; i < 4; i++) { results[0].algo.data[i] = pref->align[i]; }  // the alignment the algo may assume
-    results[0].algo.data[4] = 0x51u;  // marks a heuristic-made algo
-    *returned = 1;
+    // up to SIM_LT_CANDIDATES algorithms, all computing the same product; candidate i of c waits
+    // (c - 1 - i) * SIM_LT_CANDIDATE_WAIT_US per call, so a choice by timing has a faster one than
+    // the first to find (a single answer waits for nothing)
+    const int count = requested < SIM_LT_CANDIDATES ? requested : SIM_LT_CANDIDATES;
+    memset(results, 0, (size_t)count * sizeof(*results));
+    for (int c = 0; c < count; c++) {
+        results[c].state = CUBLAS_STATUS_SUCCESS;
+        for (int i = 0; i < 4; i++) { results[c].algo.data[i] = pref->align[i]; }  // the alignment the algo may assume
+        results[c].algo.data[4] = 0x51u;  // marks a heuristic-made algo
+        results[c].algo.data[5] = (uint64_t)(count - 1 - c) * SIM_LT_CANDIDATE_WAIT_US;
+    }
+    *returned = count;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -309,8 +326,10 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
     if (workspace == NULL && workspace_bytes > 0) { return sim_lt_fail("workspace size without a workspace"); }
     // the product runs in stream order (sim/streams.h): it keeps copies of what it reads from the host
     const float a = *(const float *)alpha, bt = *(const float *)beta;
+    const uint64_t wait_us = algo->data[5];
     sim::enqueue(stream, [=, dd = *d, Al = *Al, Bl = *Bl, Cl = *Cl, Dl = *Dl]() {
         sim_lt_product(&dd, a, A, &Al, B, &Bl, bt, C, &Cl, D, &Dl, m, n, k);
+        if (wait_us > 0) { sim_lt_busy_wait(wait_us); }
     });
     return CUBLAS_STATUS_SUCCESS;
 }
