@@ -683,9 +683,7 @@ static inline int attention_fused_head_size(const char *who, int C, int NH) {
 
 // opt in to more than 48 KiB of dynamic shared memory for `kernel`, once per process
 static inline void attention_smem_optin(const void *kernel, size_t smem, const char *who, int HS) {
-    int device = 0, max_optin = 0;
-    cudaCheck(cudaGetDevice(&device));
-    cudaCheck(cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    const int max_optin = max_dynamic_smem_optin();
     if (smem > (size_t)max_optin) {
         llmc_die("%s: the fused attention kernel for head size %d needs %zu bytes of shared memory per block, this GPU "
                  "allows %d; use a GPU with more shared memory (sm_80 and sm_90 have enough)",

@@ -188,6 +188,14 @@ static inline void cuda_require_fail(const char *func, const char *cond, const c
 
 static inline int is_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
+// the most dynamic shared memory one block of this GPU may opt in to (cudaFuncSetAttribute)
+static inline int max_dynamic_smem_optin(void) {
+    int device = 0, max_optin = 0;
+    cudaCheck(cudaGetDevice(&device));
+    cudaCheck(cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    return max_optin;
+}
+
 // grid size for a one-thread-per-item launch; items beyond 2^31 blocks are not a real case here
 static inline unsigned int grid_for(size_t items, int block) {
     size_t blocks = (items + block - 1) / block;

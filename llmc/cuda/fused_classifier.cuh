@@ -1,7 +1,7 @@
 /*
  * The classifier head after the LM-head matmul: softmax over the V real tokens, cross-entropy
- * loss per token, and the logit gradient, in one kernel that reads each row of bf16 logits twice
- * and writes the gradient over it. No fp32 logits or probabilities tensor is ever stored.
+ * loss per token, and the logit gradient, in one kernel that reads each row of bf16 logits from
+ * memory once and writes the gradient over it. No fp32 logits or probabilities tensor is ever stored.
  *
  * Per row (one block of CLASSIFIER_THREADS threads):
  *   1. each thread keeps an online (max, sum of exp) over its 8-wide chunks of the row, in
@@ -9,6 +9,10 @@
  *      (fixed reduction trees: deterministic);
  *   2. loss = log(S) + M - logit[target]; with the gradient mode, every column c < V becomes
  *      (exp(logit - M) / S - [c == target]) * dloss and the padded columns V..Vp-1 become 0.
+ * With the gradient mode, step 1 also keeps the row's chunks in shared memory (Vp * 2 bytes: 98
+ * KiB for GPT-2's vocabulary), from which step 2 reads them: one read of the logits from memory
+ * instead of two. A row too long for the GPU's shared memory is read twice (row_in_smem false),
+ * with the same results bit for bit.
  * All math is fp32; logits, targets and losses are indexed by row = b*T + t.
  */
 #ifndef LLMC_FUSED_CLASSIFIER_CUH
@@ -31,9 +35,11 @@ __device__ __forceinline__ void online_softmax_add(float x, float &m, float &s) 
     }
 }
 
+template <bool row_in_smem>
 static __global__ void __launch_bounds__(CLASSIFIER_THREADS)
 fused_classifier_kernel(floatX *logits, float *losses, float dloss, const int *targets, int V, int Vp, int write_dlogits) {
     __shared__ float shared[WARP_SIZE];
+    extern __shared__ x128 row_chunks[];  // row_in_smem: the chunks below V / 8 * 8 of this row
     const size_t row = blockIdx.x;
     floatX *x = logits + row * Vp;
     const int target = targets[row];
@@ -44,7 +50,9 @@ fused_classifier_kernel(floatX *logits, float *losses, float dloss, const int *t
     float m = -INFINITY, s = 0.0f;
     const int full_chunks = V / 8;  // chunks entirely below V
     for (int ch = threadIdx.x; ch < full_chunks; ch += blockDim.x) {
-        x128 v = load128(x + ch * 8);
+        // kept in smem: streamed past the caches; else cached for step 2's second read
+        x128 v = row_in_smem ? load128cs(x + ch * 8) : load128(x + ch * 8);
+        if (row_in_smem) { row_chunks[ch] = v; }
         for (int k = 0; k < 8; k++) { online_softmax_add(__bfloat162float(v[k]), m, s); }
     }
     if (threadIdx.x < V % 8) { online_softmax_add(__bfloat162float(x[full_chunks * 8 + threadIdx.x]), m, s); }
@@ -54,13 +62,14 @@ fused_classifier_kernel(floatX *logits, float *losses, float dloss, const int *t
     if (threadIdx.x == 0) { losses[row] = logf(S) + M - x_target; }
     if (!write_dlogits) { return; }
 
-    // 2. the gradient, over the padded row
+    // 2. the gradient, over the padded row; each thread's chunks are those it kept in step 1
+    // (the same ch), and the one chunk that straddles V is read again from memory
     const float inv_S = 1.0f / S;
     for (int ch = threadIdx.x; ch < Vp / 8; ch += blockDim.x) {
         const int c0 = ch * 8;
         x128 g = x128::zeros();
         if (c0 < V) {
-            x128 v = load128cs(x + c0);
+            x128 v = row_in_smem && ch < full_chunks ? row_chunks[ch] : load128cs(x + c0);
             for (int k = 0; k < 8; k++) {
                 const int c = c0 + k;
                 if (c < V) {
@@ -86,6 +95,33 @@ loss_sum_accumulate_kernel(float *acc, const float *losses, int N, float scale) 
 // ----------------------------------------------------------------------------
 // launchers
 
+// shared memory bytes of a row's chunks below V (the gradient mode keeps them)
+static inline size_t fused_classifier_row_bytes(int V) { return (size_t)(V / 8) * sizeof(x128); }
+static inline int fused_classifier_row_fits(int V) {
+    return fused_classifier_row_bytes(V) <= (size_t)max_dynamic_smem_optin();
+}
+
+// fused_classifier with the variant named: keep_row (with write_dlogits, where the row fits) keeps
+// each row in shared memory between the two steps, else step 2 reads it again from memory
+static inline void fused_classifier_launch(floatX *logits, float *losses, float dloss, const int *targets, int B, int T,
+                                           int V, int Vp, int write_dlogits, int keep_row, cudaStream_t stream) {
+    const int N = B * T;
+    cudaRequire(N > 0 && V > 0 && V <= Vp && Vp % 8 == 0, "B = %d, T = %d, V = %d, Vp = %d: need 0 < V <= Vp, Vp %% 8 == 0",
+                B, T, V, Vp);
+    cudaRequire(is_aligned16(logits), "logits must be 16-byte aligned");
+    cudaRequire(!keep_row || (write_dlogits && fused_classifier_row_fits(V)),
+                "keep_row needs the gradient mode and shared memory for V = %d", V);
+    if (keep_row) {
+        const size_t smem = fused_classifier_row_bytes(V);
+        cudaCheck(cudaFuncSetAttribute(fused_classifier_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        fused_classifier_kernel<true><<<N, CLASSIFIER_THREADS, smem, stream>>>(logits, losses, dloss, targets, V, Vp, 1);
+    } else {
+        fused_classifier_kernel<false><<<N, CLASSIFIER_THREADS, 0, stream>>>(logits, losses, dloss, targets, V, Vp,
+                                                                             write_dlogits);
+    }
+    cudaCheckLaunch();
+}
+
 /*
  * logits (B*T, Vp) bf16: read; with write_dlogits = 1 overwritten by the logit gradient
  *     dlogits = (softmax(logits[:V]) - onehot(target)) * dloss, and 0 in the padded columns;
@@ -97,12 +133,8 @@ loss_sum_accumulate_kernel(float *acc, const float *losses, int N, float scale) 
  */
 static inline void fused_classifier(floatX *logits, float *losses, float dloss, const int *targets, int B, int T, int V,
                                     int Vp, int write_dlogits, cudaStream_t stream) {
-    const int N = B * T;
-    cudaRequire(N > 0 && V > 0 && V <= Vp && Vp % 8 == 0, "B = %d, T = %d, V = %d, Vp = %d: need 0 < V <= Vp, Vp %% 8 == 0",
-                B, T, V, Vp);
-    cudaRequire(is_aligned16(logits), "logits must be 16-byte aligned");
-    fused_classifier_kernel<<<N, CLASSIFIER_THREADS, 0, stream>>>(logits, losses, dloss, targets, V, Vp, write_dlogits);
-    cudaCheckLaunch();
+    const int keep_row = write_dlogits && fused_classifier_row_fits(V);
+    fused_classifier_launch(logits, losses, dloss, targets, B, T, V, Vp, write_dlogits, keep_row, stream);
 }
 
 // acc[0] (one fp32 on the device) += scale * sum of losses (N): e.g. scale = 1/(B*T) adds this
