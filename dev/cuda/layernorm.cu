@@ -199,6 +199,7 @@ int main(void) {
     } else {
         run_case("d48 width (C=1600), simulator size", 2, 64, 1600, 0);
         run_case("more row blocks (19) than column-sum warps (16)", 4, 300, 64, 0);
+        run_case("row blocks (132) past one round of the column sums' 16 x 8 running sums", 4, 2100, 64, 0);
         run_case("GPT-2 width, simulator size", 2, 100, 768, 0);
     }
     return workbench_finish("layernorm");

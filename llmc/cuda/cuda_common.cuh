@@ -208,20 +208,33 @@ static inline unsigned int grid_for(size_t items, int block) {
 // (partials[p * M + m], p in the fixed order of its row chunks); this adds them up and
 // accumulates into bf16 outputs:
 //     out[m] += sum_p partials[p * M + m],   out = out0[m] for m < split, out1[m - split] otherwise.
-// Summation order (fixed, independent of the device): warp w of a block sums p = w, w + 16,
-// w + 32, ... in increasing p; the 16 warp sums are then added in order w = 0..15.
+// Summation order (fixed, independent of the device): warp w of a block takes p = w, w + 16,
+// w + 32, ... into COLUMN_SUM_LANES running sums, the i-th of them p = w + 16 i, w + 16 (i + 8), ...
+// in increasing p (8 independent loads in flight per thread: the loop is bound by memory latency,
+// with only M / 32 blocks), adds them in order i = 0..7; the 16 warp sums are then added in order
+// w = 0..15.
 
 #define COLUMN_SUM_WARPS 16
+#define COLUMN_SUM_LANES 8
 
 static __global__ void __launch_bounds__(WARP_SIZE * COLUMN_SUM_WARPS)
 column_partials_accumulate_kernel(floatX *out0, floatX *out1, int split, const float *partials, int P, int M) {
     __shared__ float warp_sums[COLUMN_SUM_WARPS][WARP_SIZE];
     const int lane = threadIdx.x, w = threadIdx.y;
     const int m = blockIdx.x * WARP_SIZE + lane;
-    float acc = 0.0f;
+    float sums[COLUMN_SUM_LANES] = {0.0f};
     if (m < M) {
-        for (int p = w; p < P; p += COLUMN_SUM_WARPS) { acc += partials[(size_t)p * M + m]; }
+        const int stride = COLUMN_SUM_WARPS * COLUMN_SUM_LANES;
+        int p0 = w;
+        for (; p0 + (COLUMN_SUM_LANES - 1) * COLUMN_SUM_WARPS < P; p0 += stride) {
+#pragma unroll
+            for (int i = 0; i < COLUMN_SUM_LANES; i++) { sums[i] += partials[(size_t)(p0 + i * COLUMN_SUM_WARPS) * M + m]; }
+        }
+        for (int i = 0; p0 + i * COLUMN_SUM_WARPS < P; i++) { sums[i] += partials[(size_t)(p0 + i * COLUMN_SUM_WARPS) * M + m]; }
     }
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < COLUMN_SUM_LANES; i++) { acc += sums[i]; }
     warp_sums[w][lane] = acc;
     __syncthreads();
     if (w == 0 && m < M) {
