@@ -22,10 +22,11 @@
 #     ranks and re-sharded onto 1;
 #  5. the AddressSanitizer build on short runs (single process -r 0 and -r 2, 2 ranks ZeRO-1 with AdamW
 #     and with Muon);
-#  6. test_gpt2cu against a PyTorch fixture (the tolerances the GPU run uses), -ge 2 and -ge 0;
+#  6. test_gpt2cu against a PyTorch fixture (the tolerances the GPU run uses), -ge 2 and -ge 0, -mt 1;
 #  7. bad launches: unsupported head size, a padded vocabulary not a multiple of 8, -pb mpi without
 #     mpirun, several ranks without NCCL or on one GPU with NCCL, -at cudnn (and test_gpt2cu's
-#     LLMC_ATTENTION=cudnn) in a build without cuDNN, bad LLMC_DEBUG_STREAMS and LLMC_GELU_FUSION;
+#     LLMC_ATTENTION=cudnn) in a build without cuDNN, bad LLMC_DEBUG_STREAMS, LLMC_GELU_FUSION and
+#     LLMC_MATMUL_TUNE;
 #  8. the memory plan (--plan) equals the simulator's allocator peak, byte for byte (-r 0/1/2, -w 0,
 #     ZeRO-1 on 2 ranks); -b auto on a device of SIM_DEVICE_MEMORY bytes picks the B whose measured
 #     peak fits the budget while B+1's does not, and on 2 ranks the smaller device decides; the
@@ -265,8 +266,12 @@ $PY "$ROOT/train_gpt2.py" --model L2:C128:H2:T32:V128 --seed 3 --write-model fx.
     --debug-state fx_state.bin --trajectory fx_traj.txt --steps 6 > fx.txt 2>&1 || { bad "fixture"; tail -3 fx.txt; }
 "$TEST" fx.bin fx_state.bin fx_traj.txt > test.txt 2>&1 || bad "test_gpt2cu failed"
 grep -E "FAIL|test_gpt2cu:|determinism|checkpoint" test.txt | sed 's/^/  /'
-LLMC_GELU_FUSION=0 "$TEST" fx.bin fx_state.bin fx_traj.txt > test_ge0.txt 2>&1 || bad "test_gpt2cu with -ge 0 (LLMC_GELU_FUSION=0) failed"
+LLMC_GELU_FUSION=0 bg test_ge0 "$TEST" fx.bin fx_state.bin fx_traj.txt
+LLMC_MATMUL_TUNE=1 bg test_mt1 "$TEST" fx.bin fx_state.bin fx_traj.txt
+joined test_ge0 test_mt1
 grep -E "FAIL|test_gpt2cu:" test_ge0.txt | sed 's/^/  -ge 0: /'
+grep -E "FAIL|test_gpt2cu:|^matmul algorithms" test_mt1.txt | sed 's/^/  -mt 1: /'
+grep -q "matmul -mt 1" test_mt1.txt || bad "LLMC_MATMUL_TUNE=1: test_gpt2cu's banner does not say -mt 1"
 
 # ---- 7. bad launches
 echo "7. bad input:"
@@ -282,6 +287,8 @@ expect_error "LLMC_DEBUG_STREAMS=yes" "LLMC_DEBUG_STREAMS=yes: expected 0 or 1" 
     env LLMC_FORCE_NCCL=1 LLMC_DEBUG_STREAMS=yes "$SIM" "${ARGS[@]}"
 expect_error "LLMC_GELU_FUSION=3 for test_gpt2cu" "LLMC_GELU_FUSION=3: expected 0, 1 or 2" \
     env LLMC_GELU_FUSION=3 "$TEST" fx.bin fx_state.bin fx_traj.txt
+expect_error "LLMC_MATMUL_TUNE=2 for test_gpt2cu" "LLMC_MATMUL_TUNE=2: expected 0 or 1" \
+    env LLMC_MATMUL_TUNE=2 "$TEST" fx.bin fx_state.bin fx_traj.txt
 expect_error "-pb mpi under torchrun variables" "pb mpi reduces gradients with MPI" \
     env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 "$SIM" "${ARGS[@]}" -pb mpi
 # the simulator, like any build without cuDNN, says how to build with it
