@@ -266,7 +266,7 @@ static inline cublasStatus_t gemm_launch(const Gemm *g, const GemmPlan *p, const
  * MATMUL_TUNE_REPS times timed, on the call's own operands. A GEMM that overwrites d (beta = 0)
  * runs into d and aux, which the real call then writes again; one that accumulates runs into a
  * scratch allocation of d's size, so the timing leaves d as it was. Where the scratch cannot be
- * allocated, or no candidate can be timed, the heuristic's first is kept. Returns the index.
+ * allocated, or no candidate runs, the heuristic's first is kept. Returns the index.
  */
 static inline int gemm_fastest(const Gemm *g, const GemmPlan *p, const cublasLtMatmulHeuristicResult_t *cands, int count,
                                cudaStream_t stream) {
@@ -302,13 +302,13 @@ static inline int gemm_fastest(const Gemm *g, const GemmPlan *p, const cublasLtM
     cudaCheck(cudaEventDestroy(start));
     cudaCheck(cudaEventDestroy(stop));
     if (scratch) { cudaCheck(cudaFree(scratch)); }
-    if (best < 0 || first_ms < 0.0f) {  // the heuristic's first could not run: let the real call say why
+    if (best < 0) {  // no candidate could run: the real call with the first says why
         matmul_tune_stats.untimed++;
         return 0;
     }
     matmul_tune_stats.timed++;
     matmul_tune_stats.kept_first += best == 0;
-    matmul_tune_stats.first_ms += first_ms;
+    matmul_tune_stats.first_ms += first_ms >= 0.0f ? first_ms : best_ms;  // a first that could not run counts as the chosen
     matmul_tune_stats.chosen_ms += best_ms;
     return best;
 }
