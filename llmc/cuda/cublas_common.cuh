@@ -77,6 +77,9 @@ typedef struct {
 typedef struct {
     MatmulAlgoKey key;
     cublasLtMatmulAlgo_t algo;
+    int timed;                  // -mt 1 timed its candidates: then one call's time with the heuristic's first and with
+    float first_ms, chosen_ms;  // the chosen
+    long long calls;            // the calls that used it
 } MatmulAlgoEntry;
 
 #define MATMUL_ALGO_CACHE_SIZE 256
@@ -86,15 +89,14 @@ static int matmul_algo_cache_count = 0;
 /*
  * -mt 1 (cublas_set_tuning): the algorithm of each GEMM key is the fastest of up to
  * MATMUL_TUNE_CANDIDATES of the heuristic's, timed on the key's first call, instead of its first.
- * Timing decides, so two runs may choose differently and differ in the last bits. The counts say
- * what the choice gained: the first candidates' and the chosen ones' times, one call of each key.
+ * Timing decides, so two runs may choose differently and differ in the last bits. What the choice
+ * gained is estimated from those timings and each key's number of calls (matmul_tune_describe).
  */
 #define MATMUL_TUNE_CANDIDATES 8
 #define MATMUL_TUNE_REPS 5
 static int matmul_tune = 0;
 typedef struct {
     int timed, kept_first, untimed;  // keys timed; of them, where the heuristic's first was the fastest; keys not timed
-    double first_ms, chosen_ms;      // the timed keys' first candidates, and the chosen ones, one call each
 } MatmulTuneStats;
 static MatmulTuneStats matmul_tune_stats;
 
@@ -106,13 +108,24 @@ static inline void cublas_forget_algorithms(void) {
     memset(&matmul_tune_stats, 0, sizeof(matmul_tune_stats));
 }
 
-// one line on what -mt 1 chose so far, into buf
+// one line on what -mt 1 chose so far, into buf: the keys timed, and over the calls of the timed
+// keys so far, their time by the timings with the heuristic's first choices and with the chosen
 static inline void matmul_tune_describe(char *buf, size_t size) {
     const MatmulTuneStats *s = &matmul_tune_stats;
-    const double saved = s->first_ms > 0.0 ? 100.0 * (1.0 - s->chosen_ms / s->first_ms) : 0.0;
+    double first = 0.0, chosen = 0.0;
+    long long calls = 0;
+    for (int i = 0; i < matmul_algo_cache_count; i++) {
+        const MatmulAlgoEntry *e = &matmul_algo_cache[i];
+        if (!e->timed) { continue; }
+        first += (double)e->calls * e->first_ms;
+        chosen += (double)e->calls * e->chosen_ms;
+        calls += e->calls;
+    }
+    const double saved = first > 0.0 ? 100.0 * (1.0 - chosen / first) : 0.0;
     int n = snprintf(buf, size, "matmul algorithms (-mt 1): %d GEMM shapes timed, up to %d candidates each; the heuristic's "
-                     "first was the fastest for %d; one call of each: %.3f ms with the first, %.3f ms with the fastest "
-                     "(%.1f%% less)", s->timed, MATMUL_TUNE_CANDIDATES, s->kept_first, s->first_ms, s->chosen_ms, saved);
+                     "first was the fastest for %d; their %lld calls: %.1f ms with the heuristic's first choices, %.1f ms "
+                     "with the fastest (%.1f%% less, by the timings)", s->timed, MATMUL_TUNE_CANDIDATES, s->kept_first,
+                     calls, first, chosen, saved);
     if (s->untimed > 0 && n > 0 && (size_t)n < size) {
         snprintf(buf + n, size - n, "; %d kept the heuristic's first untimed (no memory for a scratch copy of d, or it failed)",
                  s->untimed);
@@ -266,10 +279,11 @@ static inline cublasStatus_t gemm_launch(const Gemm *g, const GemmPlan *p, const
  * MATMUL_TUNE_REPS times timed, on the call's own operands. A GEMM that overwrites d (beta = 0)
  * runs into d and aux, which the real call then writes again; one that accumulates runs into a
  * scratch allocation of d's size, so the timing leaves d as it was. Where the scratch cannot be
- * allocated, or no candidate runs, the heuristic's first is kept. Returns the index.
+ * allocated, or no candidate runs, the heuristic's first is kept. Returns the index; the times of
+ * the first and of the chosen go into *entry.
  */
 static inline int gemm_fastest(const Gemm *g, const GemmPlan *p, const cublasLtMatmulHeuristicResult_t *cands, int count,
-                               cudaStream_t stream) {
+                               MatmulAlgoEntry *entry, cudaStream_t stream) {
     floatX *target = g->d;
     void *scratch = NULL;
     if (g->beta != 0.0f) {
@@ -308,8 +322,9 @@ static inline int gemm_fastest(const Gemm *g, const GemmPlan *p, const cublasLtM
     }
     matmul_tune_stats.timed++;
     matmul_tune_stats.kept_first += best == 0;
-    matmul_tune_stats.first_ms += first_ms >= 0.0f ? first_ms : best_ms;  // a first that could not run counts as the chosen
-    matmul_tune_stats.chosen_ms += best_ms;
+    entry->timed = 1;
+    entry->first_ms = first_ms >= 0.0f ? first_ms : best_ms;  // a first that could not run counts as the chosen
+    entry->chosen_ms = best_ms;
     return best;
 }
 
@@ -319,6 +334,7 @@ static inline void gemm_algo(const Gemm *g, const GemmPlan *p, cublasLtMatmulAlg
     for (int i = 0; i < matmul_algo_cache_count; i++) {
         if (memcmp(&matmul_algo_cache[i].key, &p->key, sizeof(p->key)) == 0) {
             *held = matmul_algo_cache[i].algo;
+            matmul_algo_cache[i].calls++;
             return;
         }
     }
@@ -329,13 +345,14 @@ static inline void gemm_algo(const Gemm *g, const GemmPlan *p, cublasLtMatmulAlg
                  "epilogue = %d; the GPU may be unsupported (bf16 matmuls need sm_80 or newer)",
                  g->m, g->n, g->k, g->transa, g->transb, g->batch_count, p->key.epilogue);
     }
-    const int chosen = matmul_tune && count > 1 ? gemm_fastest(g, p, cands, count, stream) : 0;
-    *held = cands[chosen].algo;
-    if (matmul_algo_cache_count < MATMUL_ALGO_CACHE_SIZE) {
-        matmul_algo_cache[matmul_algo_cache_count].key = p->key;
-        matmul_algo_cache[matmul_algo_cache_count].algo = cands[chosen].algo;
-        matmul_algo_cache_count++;
-    }
+    MatmulAlgoEntry entry;
+    memset(&entry, 0, sizeof(entry));
+    entry.key = p->key;
+    entry.calls = 1;
+    const int chosen = matmul_tune && count > 1 ? gemm_fastest(g, p, cands, count, &entry, stream) : 0;
+    entry.algo = cands[chosen].algo;
+    *held = entry.algo;
+    if (matmul_algo_cache_count < MATMUL_ALGO_CACHE_SIZE) { matmul_algo_cache[matmul_algo_cache_count++] = entry; }
 }
 
 // run the GEMM on `stream`. Uses the shared workspace, so calls on different streams must not overlap in time.
