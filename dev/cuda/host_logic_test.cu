@@ -11,7 +11,8 @@
  *   - ZeRO-1 shards with Muon (llmc/muon.h): they tile the parameters, no block matrix is split,
  *     and each boundary is within half a matrix of the even split's;
  *   - the CPU emulation of the gradient-norm order (emulate.h) agrees with double sums;
- *   - the warps-per-block rule of the LayerNorm backward;
+ *   - the warps-per-block rule of the LayerNorm backward; where the fused classifier keeps a row in
+ *     shared memory (two blocks per SM: H100/H200 at GPT-2's vocabulary, not A100);
  *   - the checks' running maximum (nan_max.h) keeps a NaN, and check_close's max|diff| shows an
  *     unmatched NaN or inf, so a printed max |diff| cannot hide one;
  *   - -at auto (llmc/cuda/attention_choice.cuh): cuDNN from T = 256 on where the build has it, our
@@ -31,6 +32,7 @@
 #include "emulate.h"
 #include "llmc/cuda/adamw.cuh"
 #include "llmc/cuda/layernorm.cuh"
+#include "llmc/cuda/fused_classifier.cuh"
 #include "llmc/gpu_peak.h"
 #include "llmc/cuda/grad_reduce.cuh"
 #include "llmc/cuda/attention_choice.cuh"
@@ -432,6 +434,12 @@ int main(void) {
     check_true("C = 768 -> 8, 1600 -> 7, 12288 -> 1, 12296 -> 0 (rejected)",
                layernorm_backward_warps(768) == 8 && layernorm_backward_warps(1600) == 7 &&
                    layernorm_backward_warps(12288) == 1 && layernorm_backward_warps(12296) == 0,
+               "");
+    printf("fused classifier: the row kept in shared memory where two blocks fit on an SM\n");
+    // shared memory per block (opt-in) and per SM, bytes: H100/H200 227/228 KiB, A100 163/164, sm_89 99/100
+    check_true("GPT-2's V 50257: H100/H200 yes, A100 and sm_89 no; V 40000 on an A100 yes",
+               fused_classifier_keeps_row(50257, 232448, 233472) && !fused_classifier_keeps_row(50257, 166912, 167936) &&
+                   !fused_classifier_keeps_row(50257, 101376, 102400) && fused_classifier_keeps_row(40000, 166912, 167936),
                "");
     test_printed_maxima();
     printf("-at auto (the implementation measured faster at the run's T)\n");

@@ -9,10 +9,10 @@
  *      (fixed reduction trees: deterministic);
  *   2. loss = log(S) + M - logit[target]; with the gradient mode, every column c < V becomes
  *      (exp(logit - M) / S - [c == target]) * dloss and the padded columns V..Vp-1 become 0.
- * With the gradient mode, step 1 also keeps the row's chunks in shared memory (Vp * 2 bytes: 98
+ * With the gradient mode, step 1 also keeps the row's chunks in shared memory (V * 2 bytes: 98
  * KiB for GPT-2's vocabulary), from which step 2 reads them: one read of the logits from memory
- * instead of two. A row too long for the GPU's shared memory is read twice (row_in_smem false),
- * with the same results bit for bit.
+ * instead of two. Where two such blocks do not fit on an SM (an A100 at GPT-2's vocabulary), the
+ * row is read twice (row_in_smem false), with the same results bit for bit.
  * All math is fp32; logits, targets and losses are indexed by row = b*T + t.
  */
 #ifndef LLMC_FUSED_CLASSIFIER_CUH
@@ -97,8 +97,21 @@ loss_sum_accumulate_kernel(float *acc, const float *losses, int N, float scale) 
 
 // shared memory bytes of a row's chunks below V (the gradient mode keeps them)
 static inline size_t fused_classifier_row_bytes(int V) { return (size_t)(V / 8) * sizeof(x128); }
+
+// A block's shared memory beside the row: its static reduction array, and the 1 KiB per block
+// that CUDA reserves on sm_80 and newer
+#define CLASSIFIER_SMEM_OVERHEAD (WARP_SIZE * sizeof(float) + 1024)
+
+// whether the row is kept in shared memory: where two such blocks fit on an SM, as two of the
+// two-read kernel's (1024 threads each) run, so occupancy stays as it was: GPT-2's vocabulary on an
+// H100 or H200 (228 KiB per SM), not on an A100 (164 KiB), which reads the row twice
+static inline int fused_classifier_keeps_row(int V, size_t optin_per_block, size_t per_sm) {
+    const size_t block = fused_classifier_row_bytes(V) + CLASSIFIER_SMEM_OVERHEAD;
+    return fused_classifier_row_bytes(V) <= optin_per_block && 2 * block <= per_sm;
+}
 static inline int fused_classifier_row_fits(int V) {
-    return fused_classifier_row_bytes(V) <= (size_t)max_dynamic_smem_optin();
+    return fused_classifier_keeps_row(V, (size_t)max_dynamic_smem_optin(),
+                                      (size_t)device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor));
 }
 
 // fused_classifier with the variant named: keep_row (with write_dlogits, where the row fits) keeps
