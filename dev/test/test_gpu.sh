@@ -450,6 +450,11 @@ fi
 if has_part kernels; then
     step kernels 180 "CUDA_ARCHS=90a JOBS=$JOBS TIMEOUT=60 SKIP_BUILD=$PREBUILT bash dev/cuda/run_all.sh"
     grep -E "^=== .*exit|^run_all:" "$WORK/logs/kernels.log" | sed 's/^/        /' | tee -a "$SUMMARY"
+    # the side-by-side times of the variants waiting for a GPU's answer (dev/gpu/PLAN.md, "Checks
+    # in calls 1-4"): the classifier's row in smem or read twice, LayerNorm backward's sums in smem
+    # or registers, the column sums (dbias), and what -mt 1 chose in the matmul workbench
+    grep -E "time (fused_classifier, loss \+ dlogits|the same, row read twice|layernorm_backward|the same with the sums|dbias reduction)|^matmul algorithms" \
+        "$WORK/logs/kernels.log" 2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
 fi
 
 # compute-sanitizer on the trainer's test (tiny fixture) and on the attention workbench: no report
