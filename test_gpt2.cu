@@ -95,6 +95,15 @@ static void reset_model(GPT2 *m, const char *path) {
     gpt2_sync(m, "a test reset");
 }
 
+// the digit 0..max in environment variable `name`, else `unset` where it is unset or empty; any
+// other value stops the test with `expected`
+static int env_digit(const char *name, int max, const char *expected, int unset) {
+    const char *v = getenv(name);
+    if (v == NULL || *v == '\0') { return unset; }
+    if (v[0] < '0' || v[0] > '0' + max || v[1] != '\0') { llmc_die("%s=%s: %s", name, v, expected); }
+    return v[0] - '0';
+}
+
 // the trainer's flags for the fixture: -e <fixture> at the reference debug state's B and T, -at
 // from LLMC_ATTENTION (default own), -ge from LLMC_GELU_FUSION, -mt from LLMC_MATMUL_TUNE
 static void fixture_args(TrainArgs *targs, const char *model_path, const char *state_path) {
@@ -104,16 +113,8 @@ static void fixture_args(TrainArgs *targs, const char *model_path, const char *s
     const char *att_name = getenv("LLMC_ATTENTION");
     targs->attention = att_name && *att_name ? att_name : "own";  // each implementation tested by its name
     (void)attention_impl(targs->attention, "LLMC_ATTENTION", targs->T);  // a bad value is named as the variable, not as -at
-    const char *ge = getenv("LLMC_GELU_FUSION");
-    if (ge && *ge) {
-        if (strcmp(ge, "0") && strcmp(ge, "1") && strcmp(ge, "2")) { llmc_die("LLMC_GELU_FUSION=%s: expected 0, 1 or 2 (-ge)", ge); }
-        targs->gelu_fusion = atoi(ge);
-    }
-    const char *mt = getenv("LLMC_MATMUL_TUNE");
-    if (mt && *mt) {
-        if (strcmp(mt, "0") && strcmp(mt, "1")) { llmc_die("LLMC_MATMUL_TUNE=%s: expected 0 or 1 (-mt)", mt); }
-        targs->matmul_tune = atoi(mt);
-    }
+    targs->gelu_fusion = env_digit("LLMC_GELU_FUSION", 2, "expected 0, 1 or 2 (-ge)", targs->gelu_fusion);
+    targs->matmul_tune = env_digit("LLMC_MATMUL_TUNE", 1, "expected 0 or 1 (-mt)", targs->matmul_tune);
 }
 
 // 1. forward (evaluation mode keeps the logits): logits and the mean loss against the reference's
@@ -239,11 +240,7 @@ int main(int argc, char **argv) {
     trajectory_free(&tr);
     gpt2_free(&model);
     attention_free();
-    if (matmul_tune) {
-        char line[512];
-        matmul_tune_describe(line, sizeof(line));
-        printf("%s\n", line);
-    }
+    matmul_tune_report();
     cublas_free();
     printf(failed ? "test_gpt2cu: FAILED\n" : "test_gpt2cu: all checks passed\n");
     return failed ? 1 : 0;

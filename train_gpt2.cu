@@ -1177,11 +1177,7 @@ int main(int argc, char **argv) {
     gpt2_sync(&model, "the end of training");
     if (chatty) {
         cuda_memory_end(free_at_start, &model);
-        if (run.args.matmul_tune) {
-            char line[512];
-            matmul_tune_describe(line, sizeof(line));
-            printf("%s\n", line);
-        }
+        matmul_tune_report();
     }
     gpt2_free(&model);
     attention_free();

@@ -315,11 +315,7 @@ int main(int argc, char **argv) {
 #else
     printf("NCCL all-reduce: not measured (this build has no NCCL; give NCCL_HOME to make)\n");
 #endif
-    if (args.matmul_tune) {
-        char line[512];
-        matmul_tune_describe(line, sizeof(line));
-        printf("%s\n", line);
-    }
+    matmul_tune_report();
     gpt2_free(&m);
     attention_free();
     cublas_free();

@@ -396,12 +396,12 @@ int main(void) {
     const size_t tuned = WB_SIM ? 2 : count;  // the simulator times each candidate's CPU GEMM: the tiny layers only
     for (size_t i = 0; i < tuned; i++) { run_layer(&run[i]); }
     run_batched();
-    char line[512];
-    matmul_tune_describe(line, sizeof(line));
-    printf("%s\n", line);
-    snprintf(line, sizeof(line), "%d of %d shapes timed", matmul_tune_stats.timed, matmul_algo_cache_count);
-    check_true("-mt 1 timed candidates for every GEMM shape",
-               matmul_tune_stats.timed == matmul_algo_cache_count && matmul_tune_stats.untimed == 0, line);
+    matmul_tune_report();
+    int timed = 0, untimed = 0;
+    matmul_tune_counts(&timed, &untimed);
+    char line[64];
+    snprintf(line, sizeof(line), "%d of %d shapes timed", timed, matmul_algo_cache_count);
+    check_true("-mt 1 timed candidates for every GEMM shape", timed == matmul_algo_cache_count && untimed == 0, line);
     cublas_free();
     return workbench_finish("matmul");
 }

@@ -77,8 +77,9 @@ typedef struct {
 typedef struct {
     MatmulAlgoKey key;
     cublasLtMatmulAlgo_t algo;
-    int timed;                  // -mt 1 timed its candidates: then one call's time with the heuristic's first and with
-    float first_ms, chosen_ms;  // the chosen
+    int tuned;                  // -mt 1: 1 its candidates were timed (then one call's time with the heuristic's first
+    float first_ms, chosen_ms;  // and with the chosen, its index chosen), -1 they could not be (the heuristic's
+    int chosen;                 // first kept), 0 not tried
     long long calls;            // the calls that used it
 } MatmulAlgoEntry;
 
@@ -90,46 +91,51 @@ static int matmul_algo_cache_count = 0;
  * -mt 1 (cublas_set_tuning): the algorithm of each GEMM key is the fastest of up to
  * MATMUL_TUNE_CANDIDATES of the heuristic's, timed on the key's first call, instead of its first.
  * Timing decides, so two runs may choose differently and differ in the last bits. What the choice
- * gained is estimated from those timings and each key's number of calls (matmul_tune_describe).
+ * gained is estimated from those timings and each key's number of calls (matmul_tune_report).
  */
 #define MATMUL_TUNE_CANDIDATES 8
 #define MATMUL_TUNE_REPS 5
 static int matmul_tune = 0;
-typedef struct {
-    int timed, kept_first, untimed;  // keys timed; of them, where the heuristic's first was the fastest; keys not timed
-} MatmulTuneStats;
-static MatmulTuneStats matmul_tune_stats;
 
 static inline void cublas_set_tuning(int on) { matmul_tune = on; }
 
-// forget every cached algorithm and the tuning counts: the next call of each GEMM chooses again
-static inline void cublas_forget_algorithms(void) {
-    matmul_algo_cache_count = 0;
-    memset(&matmul_tune_stats, 0, sizeof(matmul_tune_stats));
+// forget every cached algorithm: the next call of each GEMM chooses again
+static inline void cublas_forget_algorithms(void) { matmul_algo_cache_count = 0; }
+
+// the cached GEMM keys whose candidates -mt 1 timed, and those it could not time
+static inline void matmul_tune_counts(int *timed, int *untimed) {
+    *timed = *untimed = 0;
+    for (int i = 0; i < matmul_algo_cache_count; i++) {
+        *timed += matmul_algo_cache[i].tuned > 0;
+        *untimed += matmul_algo_cache[i].tuned < 0;
+    }
 }
 
-// one line on what -mt 1 chose so far, into buf: the keys timed, and over the calls of the timed
-// keys so far, their time by the timings with the heuristic's first choices and with the chosen
-static inline void matmul_tune_describe(char *buf, size_t size) {
-    const MatmulTuneStats *s = &matmul_tune_stats;
+// With -mt 1, one line on what it chose so far: the keys timed, and over the calls of the timed
+// keys so far, their time by the timings with the heuristic's first choices and with the chosen.
+// Without -mt 1 nothing.
+static inline void matmul_tune_report(void) {
+    if (!matmul_tune) { return; }
     double first = 0.0, chosen = 0.0;
     long long calls = 0;
+    int timed = 0, untimed = 0, kept_first = 0;
+    matmul_tune_counts(&timed, &untimed);
     for (int i = 0; i < matmul_algo_cache_count; i++) {
         const MatmulAlgoEntry *e = &matmul_algo_cache[i];
-        if (!e->timed) { continue; }
+        if (e->tuned <= 0) { continue; }
+        kept_first += e->chosen == 0;
         first += (double)e->calls * e->first_ms;
         chosen += (double)e->calls * e->chosen_ms;
         calls += e->calls;
     }
     const double saved = first > 0.0 ? 100.0 * (1.0 - chosen / first) : 0.0;
-    int n = snprintf(buf, size, "matmul algorithms (-mt 1): %d GEMM shapes timed, up to %d candidates each; the heuristic's "
-                     "first was the fastest for %d; their %lld calls: %.1f ms with the heuristic's first choices, %.1f ms "
-                     "with the fastest (%.1f%% less, by the timings)", s->timed, MATMUL_TUNE_CANDIDATES, s->kept_first,
-                     calls, first, chosen, saved);
-    if (s->untimed > 0 && n > 0 && (size_t)n < size) {
-        snprintf(buf + n, size - n, "; %d kept the heuristic's first untimed (no memory for a scratch copy of d, or it failed)",
-                 s->untimed);
+    printf("matmul algorithms (-mt 1): %d GEMM shapes timed, up to %d candidates each; the heuristic's first was the "
+           "fastest for %d; their %lld calls: %.1f ms with the heuristic's first choices, %.1f ms with the fastest "
+           "(%.1f%% less, by the timings)", timed, MATMUL_TUNE_CANDIDATES, kept_first, calls, first, chosen, saved);
+    if (untimed > 0) {
+        printf("; %d kept the heuristic's first untimed (no memory for a scratch copy of d, or it failed)", untimed);
     }
+    printf("\n");
 }
 
 /*
@@ -279,8 +285,8 @@ static inline cublasStatus_t gemm_launch(const Gemm *g, const GemmPlan *p, const
  * MATMUL_TUNE_REPS times timed, on the call's own operands. A GEMM that overwrites d (beta = 0)
  * runs into d and aux, which the real call then writes again; one that accumulates runs into a
  * scratch allocation of d's size, so the timing leaves d as it was. Where the scratch cannot be
- * allocated, or no candidate runs, the heuristic's first is kept. Returns the index; the times of
- * the first and of the chosen go into *entry.
+ * allocated, or no candidate runs, the heuristic's first is kept. Returns the index; how it went
+ * goes into *entry.
  */
 static inline int gemm_fastest(const Gemm *g, const GemmPlan *p, const cublasLtMatmulHeuristicResult_t *cands, int count,
                                MatmulAlgoEntry *entry, cudaStream_t stream) {
@@ -290,7 +296,7 @@ static inline int gemm_fastest(const Gemm *g, const GemmPlan *p, const cublasLtM
         const size_t elems = (size_t)(g->batch_count - 1) * (g->batch_count > 1 ? g->stride_d : 0) + (size_t)g->m * g->n;
         if (cudaMalloc(&scratch, elems * sizeof(floatX)) != cudaSuccess) {
             (void)cudaGetLastError();
-            matmul_tune_stats.untimed++;
+            entry->tuned = -1;
             return 0;
         }
         cudaCheck(cudaMemsetAsync(scratch, 0, elems * sizeof(floatX), stream));
@@ -317,12 +323,10 @@ static inline int gemm_fastest(const Gemm *g, const GemmPlan *p, const cublasLtM
     cudaCheck(cudaEventDestroy(stop));
     if (scratch) { cudaCheck(cudaFree(scratch)); }
     if (best < 0) {  // no candidate could run: the real call with the first says why
-        matmul_tune_stats.untimed++;
+        entry->tuned = -1;
         return 0;
     }
-    matmul_tune_stats.timed++;
-    matmul_tune_stats.kept_first += best == 0;
-    entry->timed = 1;
+    entry->tuned = 1;
     entry->first_ms = first_ms >= 0.0f ? first_ms : best_ms;  // a first that could not run counts as the chosen
     entry->chosen_ms = best_ms;
     return best;
@@ -349,8 +353,8 @@ static inline void gemm_algo(const Gemm *g, const GemmPlan *p, cublasLtMatmulAlg
     memset(&entry, 0, sizeof(entry));
     entry.key = p->key;
     entry.calls = 1;
-    const int chosen = matmul_tune && count > 1 ? gemm_fastest(g, p, cands, count, &entry, stream) : 0;
-    entry.algo = cands[chosen].algo;
+    entry.chosen = matmul_tune && count > 1 ? gemm_fastest(g, p, cands, count, &entry, stream) : 0;
+    entry.algo = cands[entry.chosen].algo;
     *held = entry.algo;
     if (matmul_algo_cache_count < MATMUL_ALGO_CACHE_SIZE) { matmul_algo_cache[matmul_algo_cache_count++] = entry; }
 }
