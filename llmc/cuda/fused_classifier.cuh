@@ -110,8 +110,12 @@ static inline int fused_classifier_keeps_row(int V, size_t optin_per_block, size
     return fused_classifier_row_bytes(V) <= optin_per_block && 2 * block <= per_sm;
 }
 static inline int fused_classifier_row_fits(int V) {
-    return fused_classifier_keeps_row(V, (size_t)max_dynamic_smem_optin(),
-                                      (size_t)device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor));
+    static int optin = -1, per_sm = -1;  // the GPU's limits, asked once (each launch needs them)
+    if (optin < 0) {
+        optin = max_dynamic_smem_optin();
+        per_sm = device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor);
+    }
+    return fused_classifier_keeps_row(V, (size_t)optin, (size_t)per_sm);
 }
 
 // fused_classifier with the variant named: keep_row (with write_dlogits, where the row fits) keeps
