@@ -105,7 +105,8 @@ static int env_digit(const char *name, int max, const char *expected, int unset)
 }
 
 // the trainer's flags for the fixture: -e <fixture> at the reference debug state's B and T, -at
-// from LLMC_ATTENTION (default own), -ge from LLMC_GELU_FUSION, -mt from LLMC_MATMUL_TUNE
+// from LLMC_ATTENTION (default own), -ge from LLMC_GELU_FUSION, -mt from LLMC_MATMUL_TUNE, -bg
+// from LLMC_BIAS_GRAD
 static void fixture_args(TrainArgs *targs, const char *model_path, const char *state_path) {
     args_defaults(targs);
     targs->model = model_path;
@@ -115,6 +116,7 @@ static void fixture_args(TrainArgs *targs, const char *model_path, const char *s
     (void)attention_impl(targs->attention, "LLMC_ATTENTION", targs->T);  // a bad value is named as the variable, not as -at
     targs->gelu_fusion = env_digit("LLMC_GELU_FUSION", 2, "expected 0, 1 or 2 (-ge)", targs->gelu_fusion);
     targs->matmul_tune = env_digit("LLMC_MATMUL_TUNE", 1, "expected 0 or 1 (-mt)", targs->matmul_tune);
+    targs->bias_grad = env_digit("LLMC_BIAS_GRAD", 1, "expected 0 or 1 (-bg)", targs->bias_grad);
 }
 
 // 1. forward (evaluation mode keeps the logits): logits and the mean loss against the reference's
@@ -198,9 +200,9 @@ int main(int argc, char **argv) {
     debug_state_read(&ds, state_path, model.config.vocab_size, model.num_params);
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, device));
-    printf("test_gpt2cu on %s: %s, B=%d T=%d, L=%d C=%d NH=%d, %zu parameters, attention %s, GELU -ge %d, matmul -mt %d\n",
+    printf("test_gpt2cu on %s: %s, B=%d T=%d, L=%d C=%d NH=%d, %zu parameters, attention %s, GELU -ge %d, matmul -mt %d, bias gradients -bg %d\n",
            prop.name, model_path, B, T, model.config.num_layers, model.config.channels, model.config.num_heads,
-           model.num_params, gpt2_attention_describe(&model), model.gelu_fusion, matmul_tune);
+           model.num_params, gpt2_attention_describe(&model), model.gelu_fusion, matmul_tune, matmul_bias_grad_epilogue);
 
     failed |= check_forward(&model, &bk, &ds, B, T);
     failed |= check_backward(&model, &bk, &ds, B, T);
@@ -241,6 +243,7 @@ int main(int argc, char **argv) {
     gpt2_free(&model);
     attention_free();
     matmul_tune_report();
+    matmul_bias_grad_report();
     cublas_free();
     printf(failed ? "test_gpt2cu: FAILED\n" : "test_gpt2cu: all checks passed\n");
     return failed ? 1 : 0;

@@ -1009,7 +1009,7 @@ void gpt2_make_backend(Backend *b, GPT2 *m, int T, double peak_flops) {
 /*
  * The model that the flags describe, on this process's GPU (after cublas_init): the gradient
  * reduction plan of `kind` with -z, then the memory check and the allocations for -b, -t, -r, -w
- * and -at (gpt2_build), and -ge. nccl: the communicator of kind NCCL, else NULL. Parameters are left
+ * and -at (gpt2_build), and -ge, -mt, -bg. nccl: the communicator of kind NCCL, else NULL. Parameters are left
  * unset: gpt2_init_from_args fills them. Used by main, test_gpt2.cu and dev/bench/bench_layers.cu.
  */
 static void gpt2_build_from_args(GPT2 *m, const TrainArgs *a, const GPT2Config *config, GradReduceKind kind, Comm *c,
@@ -1021,6 +1021,7 @@ static void gpt2_build_from_args(GPT2 *m, const TrainArgs *a, const GPT2Config *
                kind == GRAD_REDUCE_NCCL ? nccl : NULL, muon);
     m->gelu_fusion = a->gelu_fusion;
     cublas_set_tuning(a->matmul_tune);
+    matmul_set_bias_grad_epilogue(a->bias_grad);
 }
 
 // the parameters of -e: the file, or the seeded init of the descriptor (the same seed on every
@@ -1121,10 +1122,11 @@ static void cuda_banner(const TrainSetup *run, GPT2 *model, ProcessGroup *group,
     char reduction[96];
     process_group_describe(group, reduction, sizeof(reduction));
     printf("device: %s (sm_%d%d, %d SMs) | gradient reduction: %s%s | recompute -r %d | attention: %s%s | GELU -ge %d | "
-           "matmul algorithms: %s | GPU memory planned %.2f GiB (--plan %d prints its rows)\n", prop.name, prop.major,
+           "matmul algorithms: %s | bias gradients: %s | GPU memory planned %.2f GiB (--plan %d prints its rows)\n", prop.name, prop.major,
            prop.minor, prop.multiProcessorCount, reduction, a->zero_stage && run->comm.world_size > 1 ? ", ZeRO-1" : "",
            a->recompute, gpt2_attention_describe(model), strcmp(a->attention, "auto") ? "" : " by -at auto",
            a->gelu_fusion, a->matmul_tune ? "the fastest by timing (-mt 1)" : "the heuristic's (-mt 0)",
+           a->bias_grad ? "in the weight-gradient matmuls (-bg 1)" : "column sums (-bg 0)",
            model->planned_bytes / GiB, run->comm.world_size);
     printf("MFU peak: %s\n", peak_why);
     fflush(stdout);  // the lines above before a warning on stderr
@@ -1178,6 +1180,7 @@ int main(int argc, char **argv) {
     if (chatty) {
         cuda_memory_end(free_at_start, &model);
         matmul_tune_report();
+        matmul_bias_grad_report();
     }
     gpt2_free(&model);
     attention_free();

@@ -90,7 +90,7 @@
       "after this many consecutive skipped steps, reload the newest complete checkpoint and skip\n"                     \
       "the data of the steps since it (at most 3 times per run; needs -o and -n); 0 = off")                            \
     X(SECTION, _gpu, "", "", "", 0, 0, 0,                                                                               \
-      "memory, precision, multi-process (train_gpt2cu; train_gpt2 accepts and ignores -z -r -w -pb -at -ge -mt -lg -pi -ps -pf)")      \
+      "memory, precision, multi-process (train_gpt2cu; train_gpt2 accepts and ignores -z -r -w -pb -at -ge -mt -bg -lg -pi -ps -pf)")      \
     X(INT, zero_stage, "z", "zero", "<0|1>", 0, 0, 1, "ZeRO stage: 1 shards the optimizer state across ranks")          \
     X(INT, recompute, "r", "recompute", "<0|1|2>", 1, 0, 2, "recompute in backward: 1 = GELU, 2 = GELU and LayerNorm")  \
     X(INT, master_weights, "w", "master-weights", "<0|1>", 1, 0, 1, "fp32 master weights")                              \
@@ -116,6 +116,9 @@
     X(INT, matmul_tune, "mt", "matmul-tune", "<0|1>", 0, 0, 1,                                                          \
       "cuBLASLt's algorithm of each matmul shape: 0 = its heuristic's first; 1 = the fastest of its first 8,\n"      \
       "timed at the shape's first call (then two runs may differ in the last bits)")                                \
+    X(INT, bias_grad, "bg", "bias-grad", "<0|1>", 0, 0, 1,                                                             \
+      "the linear layers' bias gradients: 0 = our column sums (their order fixed by the shapes);\n"                 \
+      "1 = summed by the weight-gradient matmul as it reads the same data (cuBLASLt's BGRADB epilogue)")            \
     X(INT, gpu_log_every, "lg", "gpu-log", "<int>", 0, -1, 1000000000,                                                 \
       "every this many steps, a line on rank 0's GPU: clocks, power, temperature, use, throttling (NVML);\n"            \
       "0 or -1 = off (llm.c's -lg)")                                                                                   \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU benchmark on one GPU, ours against karpathy/llm.c in the same call.
-# Parts (arguments, in this order; default: d12 attention gelu recompute tune layers d48):
+# Parts (arguments, in this order; default: d12 attention gelu recompute tune biasgrad layers d48):
 #   d12     GPT-2 124M, T = 1024, B = 16, 32, 64, 128: ours and llm.c's train_gpt2cu (cuDNN attention,
 #           built by dev/bench/build_llmc.sh) on the same shard of random tokens, the same B, T and
 #           -r, one after the other, STEPS steps each of which the first WARMUP are not timed;
@@ -15,6 +15,9 @@
 #           instead of its heuristic's first) on d12, T = 1024, B = 64, paired with llm.c's run of the
 #           d12 part (rows "d12 -mt 1"), and build/bench_layers with -mt 1 (every operation's time
 #           beside the layers part's, which runs the heuristic's choices);
+#   biasgrad  ours with -bg 1 (the linear layers' bias gradients summed by the weight-gradient
+#           matmuls' cuBLASLt epilogue instead of our own pass over the data) on d12, T = 1024,
+#           B = 64, paired with llm.c's run of the d12 part (rows "d12 -bg 1");
 #   layers  build/bench_layers on d12 at B = 64: where the milliseconds of one step go (the phases,
 #           every operation alone), the backward time per layer, one 1-rank NCCL all-reduce of a
 #           layer's gradients, and from them (dev/bench/exposed_comm.py) the exposed communication
@@ -37,7 +40,7 @@
 # (llmc/gpu_peak.h: 989 TFLOP/s on an H100 SXM or H200): llm.c's FLOP count, which is also the
 # trainer's (llmc/model_io.h); the summary checks that our step lines agree.
 #
-# usage: dev/bench/bench_gpu.sh [d12] [attention] [gelu] [recompute] [tune] [layers] [d48] [muon]
+# usage: dev/bench/bench_gpu.sh [d12] [attention] [gelu] [recompute] [tune] [biasgrad] [layers] [d48] [muon]
 #   env: BENCH_OUT (build/bench), LLMC_COMMIT (the commit in the rows; default git HEAD), STEPS (40),
 #        MUON_STEPS (300),
 #        WARMUP (10), D12_BS ("16 32 64 128"), RECOMPUTE (-r of the d12 runs, 1), CUDA_ARCHS (90a),
@@ -56,9 +59,9 @@ bench_error() { echo "error: bench_gpu.sh: $*" >&2; exit 2; }
 [[ "$D12_BS" =~ ^[1-9][0-9]*( +[1-9][0-9]*)*$ ]] || bench_error "D12_BS='$D12_BS': expected batch sizes, e.g. \"16 32 64\""
 COMMIT=${LLMC_COMMIT:-$(git rev-parse --short HEAD 2> /dev/null || echo unknown)}
 PARTS=("$@")
-[ ${#PARTS[@]} -eq 0 ] && PARTS=(d12 attention gelu recompute tune layers d48)
+[ ${#PARTS[@]} -eq 0 ] && PARTS=(d12 attention gelu recompute tune biasgrad layers d48)
 for p in "${PARTS[@]}"; do
-    case $p in d12|attention|gelu|recompute|tune|layers|d48|muon) ;; *) bench_error "unknown part '$p' (parts: d12 attention gelu recompute tune layers d48 muon)";; esac
+    case $p in d12|attention|gelu|recompute|tune|biasgrad|layers|d48|muon) ;; *) bench_error "unknown part '$p' (parts: d12 attention gelu recompute tune biasgrad layers d48 muon)";; esac
 done
 has() { local p; for p in "${PARTS[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 
@@ -171,6 +174,10 @@ if has tune; then
     layers "$OUTB/layers_d12_b64_mt1.log" -e d12 -b 64 -t 1024 -r "$R" -x 20 -mt 1
     grep -h "^matmul algorithms" "$OUTB/d12_mt1/"ours_*.log "$OUTB/layers_d12_b64_mt1.log" 2> /dev/null
 fi
+if has biasgrad; then
+    variant d12_bg1 "-bg 1"
+    grep -h "^bias gradients\|^warning: -bg 1" "$OUTB/d12_bg1/"ours_*.log 2> /dev/null
+fi
 if has layers; then layers "$OUTB/layers_d12_b64.log" -e d12 -b 64 -t 1024 -r "$R" -x 20; fi
 if has d48; then
     rm -rf "$OUTB/d48" && mkdir -p "$OUTB/d48"
@@ -211,6 +218,7 @@ fi
 if has gelu; then $PY dev/bench/gpu_summary.py "$OUTB/d12_ge0" "$WARMUP" "$(date -u +%F)" "$COMMIT" "$rows" "-ge 0" || rc=1; fi
 if has recompute; then $PY dev/bench/gpu_summary.py "$OUTB/d12_r0" "$WARMUP" "$(date -u +%F)" "$COMMIT" "$rows" "-r 0" || rc=1; fi
 if has tune; then $PY dev/bench/gpu_summary.py "$OUTB/d12_mt1" "$WARMUP" "$(date -u +%F)" "$COMMIT" "$rows" "-mt 1" || rc=1; fi
+if has biasgrad; then $PY dev/bench/gpu_summary.py "$OUTB/d12_bg1" "$WARMUP" "$(date -u +%F)" "$COMMIT" "$rows" "-bg 1" || rc=1; fi
 if has d48; then $PY dev/bench/gpu_summary.py "$OUTB/d48" 3 "$(date -u +%F)" "$COMMIT" "$rows" || rc=1; fi
 if [ -s "$rows" ]; then
     [ -s dev/bench/gpu_results.tsv ] || head -1 "$rows" > dev/bench/gpu_results.tsv

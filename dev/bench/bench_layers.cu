@@ -11,7 +11,8 @@
  *      the step, and the matmuls' TFLOP/s (2 FLOP per multiply-add). The difference between the
  *      sum of the operations and the phases is what the list misses: launch gaps, host waits.
  *      The matmul backward is split into its three parts (bias gradient, weight gradient, input
- *      gradient) to show what the separate bias pass costs. Attention is the -at implementation;
+ *      gradient) to show what the separate bias pass costs (with -bg 1, bias and weight gradient
+ *      are one row: the GEMM's epilogue sums the bias gradient). Attention is the -at implementation;
  *   3. one NCCL reduction of one layer's gradients (12 slices in one group, as llmc/cuda/grad_reduce.cuh
  *      launches it) on a 1-rank communicator: the launch and local copy cost, with no link
  *      involved, and the same for all gradients at once.
@@ -102,12 +103,17 @@ static void matmul_backward_rows(OpTimer *t, const char *layer, int count, float
                                  const floatX *pre_gelu, float *scratch) {
     char name[96];
     const double flop = 2.0 * B * T * (double)C * OC;
-    if (dbias) {
-        snprintf(name, sizeof(name), "bwd  %s: bias gradient", layer);
-        op_row(t, name, count, 0.0, [&] { matmul_backward(NULL, NULL, dbias, dout, inp, weight, B, T, C, OC, NULL, scratch, t->s); });
+    if (dbias && matmul_bias_grad_epilogue) {  // -bg 1: one GEMM for both, as the step runs them
+        snprintf(name, sizeof(name), "bwd  %s: weight + bias gradient (-bg 1)", layer);
+        op_row(t, name, count, flop, [&] { matmul_backward(NULL, dweight, dbias, dout, inp, weight, B, T, C, OC, NULL, scratch, t->s); });
+    } else {
+        if (dbias) {
+            snprintf(name, sizeof(name), "bwd  %s: bias gradient", layer);
+            op_row(t, name, count, 0.0, [&] { matmul_backward(NULL, NULL, dbias, dout, inp, weight, B, T, C, OC, NULL, scratch, t->s); });
+        }
+        snprintf(name, sizeof(name), "bwd  %s: weight gradient", layer);
+        op_row(t, name, count, flop, [&] { matmul_backward(NULL, dweight, NULL, dout, inp, weight, B, T, C, OC, NULL, scratch, t->s); });
     }
-    snprintf(name, sizeof(name), "bwd  %s: weight gradient", layer);
-    op_row(t, name, count, flop, [&] { matmul_backward(NULL, dweight, NULL, dout, inp, weight, B, T, C, OC, NULL, scratch, t->s); });
     snprintf(name, sizeof(name), "bwd  %s: input gradient%s", layer, pre_gelu ? " (x dGELU)" : "");
     op_row(t, name, count, flop, [&] { matmul_backward(dinp, NULL, NULL, dout, inp, weight, B, T, C, OC, pre_gelu, scratch, t->s); });
 }
@@ -272,8 +278,8 @@ int main(int argc, char **argv) {
     }
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, device));
-    printf("bench_layers on %s: -e %s (L %d, C %d), B %d, T %d, -r %d, attention %s, -mt %d, %d timed steps after 3 warm-up\n",
-           prop.name, args.model, L, C, B, T, args.recompute, gpt2_attention_describe(&m), args.matmul_tune, iters);
+    printf("bench_layers on %s: -e %s (L %d, C %d), B %d, T %d, -r %d, attention %s, -mt %d, -bg %d, %d timed steps after 3 warm-up\n",
+           prop.name, args.model, L, C, B, T, args.recompute, gpt2_attention_describe(&m), args.matmul_tune, args.bias_grad, iters);
 
     // events: start, after the zeroing, the forward, the head, each layer (L), the embeddings, norm, update
     const int nev = L + 7;
@@ -316,6 +322,7 @@ int main(int argc, char **argv) {
     printf("NCCL all-reduce: not measured (this build has no NCCL; give NCCL_HOME to make)\n");
 #endif
     matmul_tune_report();
+    matmul_bias_grad_report();
     gpt2_free(&m);
     attention_free();
     cublas_free();

@@ -19,6 +19,12 @@
  * Timing: TFLOP/s from 2*N*C*OC per GEMM; fused GELU epilogues against matmul + gelu kernels.
  * Then all of it again with the algorithms chosen by timing (-mt 1, cublas_set_tuning): the same
  * checks on the chosen algorithms, and times to hold against the heuristic's first choices.
+ * Then the layers with a bias once more with -bg 1 (matmul_set_bias_grad_epilogue): dbias from the
+ * weight-gradient GEMM's BGRADB epilogue, checked like ours (+ 4e-3 * |column sum|: the epilogue
+ * rounds its sum to bf16 before it is added), and whether cuBLASLt took the epilogue for every
+ * shape; the timing pass puts the dweight GEMM + our dbias beside the GEMM with the epilogue. On
+ * the simulator the tiny layer also runs with the epilogue refused (SIM_CUBLASLT_NO_BGRADB): our
+ * kernel must take over.
  *
  *   ./matmul
  */
@@ -257,12 +263,14 @@ static void check_dbias(const LayerRun *d) {
         for (int o = 0; o < OC; o++) { acc[o] += dout[(size_t)r * OC + o]; S[o] += fabs(dout[(size_t)r * OC + o]); }
     }
     float *ref = (float *)mallocCheck(OC * sizeof(float)), *tol = (float *)mallocCheck(OC * sizeof(float));
+    const double rounded = matmul_bias_grad_epilogue ? 4e-3 : 0.0;  // -bg 1: the epilogue's bf16 sum
     for (int o = 0; o < OC; o++) {
         const double v = db0[o] + acc[o];
         ref[o] = (float)v;
-        tol[o] = (float)(1e-2 * fabs(v) + 1e-3 * (S[o] + fabs(db0[o])));
+        tol[o] = (float)(1e-2 * fabs(v) + 1e-3 * (S[o] + fabs(db0[o])) + rounded * fabs(acc[o]));
     }
-    check_close_tol("backward dbias += column sums (own kernel)", d->gdb, ref, tol, OC);
+    check_close_tol(matmul_bias_grad_epilogue ? "backward dbias += column sums (-bg 1: the dweight GEMM's epilogue where cuBLASLt has it)"
+                                              : "backward dbias += column sums (own kernel)", d->gdb, ref, tol, OC);
     free(acc); free(S); free(ref); free(tol);
 }
 
@@ -311,6 +319,16 @@ static void time_layer(const LayerRun *d) {
     if (L->bias) {
         ms = time_ms([&] { matmul_backward_bias(d->d_db, d->d_dout, N, OC, d->d_scratch, 0); }, 50);
         report_bandwidth("dbias reduction alone (both stages)", ms, (double)d->nout * 2.0);
+        // -bg: the dweight GEMM and our dbias, against the GEMM that sums dbias in its epilogue
+        const int was = matmul_bias_grad_epilogue;
+        for (int bg = 0; bg <= 1; bg++) {
+            matmul_set_bias_grad_epilogue(bg);
+            ms = time_ms([&] { matmul_backward(NULL, d->d_dw, d->d_db, d->d_dout, d->d_inp, d->d_w, L->B, L->T, C, OC, NULL,
+                                               d->d_scratch, 0); }, 20);
+            report_flops(bg ? "dweight + dbias: one GEMM, BGRADB (-bg 1)" : "dweight + dbias: GEMM, then our kernel (-bg 0)",
+                         ms, flops);
+        }
+        matmul_set_bias_grad_epilogue(was);
     }
 }
 
@@ -361,6 +379,36 @@ static void run_batched(void) {
     free(A); free(Bm); free(got); free(ref); free(tol);
 }
 
+// -bg 1: the layers with a bias again, dbias from the dweight GEMM's epilogue (checks only)
+static void check_bias_grad_epilogue(const Layer *run, size_t count) {
+    printf("with the bias gradients in the weight-gradient GEMMs' epilogue (-bg 1):\n");
+    cublas_forget_algorithms();
+    cublas_set_tuning(0);
+    matmul_set_bias_grad_epilogue(1);
+    matmul_bias_grad_count[0] = matmul_bias_grad_count[1] = 0;  // this pass's, not the timing's
+    const size_t checked = WB_SIM ? 3 : count;  // the simulator: the tiny layers and the qkv shape
+    for (size_t i = 0; i < checked; i++) {
+        if (!run[i].bias) { continue; }
+        Layer untimed = run[i];
+        untimed.timing = 0;
+        run_layer(&untimed);
+    }
+    matmul_bias_grad_report();
+    char line[96];
+    snprintf(line, sizeof(line), "%lld by the epilogue, %lld by our kernel", matmul_bias_grad_count[0], matmul_bias_grad_count[1]);
+    if (WB_SIM) {  // the stand-in has the epilogue; a GPU's cuBLASLt may not (the line above says)
+        check_true("-bg 1: every bias gradient from the epilogue", matmul_bias_grad_count[0] > 0 && matmul_bias_grad_count[1] == 0, line);
+        // a cuBLASLt without the epilogue: our kernel takes over, with the same checks
+        setenv("SIM_CUBLASLT_NO_BGRADB", "1", 1);
+        cublas_forget_algorithms();
+        const long long before = matmul_bias_grad_count[1];
+        run_layer(&run[0]);
+        unsetenv("SIM_CUBLASLT_NO_BGRADB");
+        check_true("-bg 1 where cuBLASLt refuses the epilogue: our kernel instead", matmul_bias_grad_count[1] > before, "");
+    }
+    matmul_set_bias_grad_epilogue(0);
+}
+
 int main(void) {
     workbench_init("matmul");
     cublas_init();
@@ -402,6 +450,7 @@ int main(void) {
     char line[64];
     snprintf(line, sizeof(line), "%d of %d shapes timed", timed, matmul_algo_cache_count);
     check_true("-mt 1 timed candidates for every GEMM shape", timed == matmul_algo_cache_count && untimed == 0, line);
+    check_bias_grad_epilogue(run, count);
     cublas_free();
     return workbench_finish("matmul");
 }

@@ -6,7 +6,8 @@
 # It checks the orchestration a GPU run would otherwise be the first to exercise:
 #  1. per-step train and val losses agree with the fp32 CPU trainer from the same init and data
 #     (bf16 tolerance), with -r 0/1/2, with -w 0 and with each -ge (GELU in cuBLASLt's epilogue or not);
-#     -mt 1 (cuBLASLt's algorithms chosen by timing) bitwise the plain run;
+#     -mt 1 (cuBLASLt's algorithms chosen by timing) bitwise the plain run; -bg 1 (the bias gradients
+#     from the weight-gradient matmuls' epilogue, added up over the 2 micro-steps) against the CPU;
 #  2. determinism (a second run is bitwise identical) and resume from a checkpoint (bitwise); NCCL
 #     on a 1-rank communicator (the simulator's NCCL, sim/nccl.h), -z 0 and -z 1, with the
 #     stream-order debug mode LLMC_DEBUG_STREAMS=1, is bitwise the plain run, and each of the four
@@ -22,11 +23,13 @@
 #     ranks and re-sharded onto 1;
 #  5. the AddressSanitizer build on short runs (single process -r 0 and -r 2, 2 ranks ZeRO-1 with AdamW
 #     and with Muon);
-#  6. test_gpt2cu against a PyTorch fixture (the tolerances the GPU run uses), -ge 2 and -ge 0, -mt 1;
+#  6. test_gpt2cu against a PyTorch fixture (the tolerances the GPU run uses), -ge 2 and -ge 0, -mt 1,
+#     -bg 1 (the bias gradients from the weight-gradient matmuls' epilogue, and with cuBLASLt
+#     refusing that epilogue, SIM_CUBLASLT_NO_BGRADB=1: our column sums take over);
 #  7. bad launches: unsupported head size, a padded vocabulary not a multiple of 8, -pb mpi without
 #     mpirun, several ranks without NCCL or on one GPU with NCCL, -at cudnn (and test_gpt2cu's
 #     LLMC_ATTENTION=cudnn) in a build without cuDNN, bad LLMC_DEBUG_STREAMS, LLMC_GELU_FUSION and
-#     LLMC_MATMUL_TUNE;
+#     LLMC_MATMUL_TUNE and LLMC_BIAS_GRAD;
 #  8. the memory plan (--plan) equals the simulator's allocator peak, byte for byte (-r 0/1/2, -w 0,
 #     ZeRO-1 on 2 ranks); -b auto on a device of SIM_DEVICE_MEMORY bytes picks the B whose measured
 #     peak fits the budget while B+1's does not, and on 2 ranks the smaller device decides; the
@@ -103,6 +106,12 @@ if ldconfig -p 2> /dev/null | grep -q "libnvidia-ml.so.1"; then no_nvml=0; else 
 # -mt 1: cuBLASLt's algorithms by timing (the stand-in's 3 candidates compute alike, its first is the slowest)
 bg sim_mt "$SIM" "${ARGS[@]}" -mt 1 -o sim_mt
 joined sim_lg sim_mt $([ $no_nvml = 1 ] && echo sim_lg0)
+# -bg 1: the bias gradients from the dweight GEMMs' epilogue (it overwrites: the trainer adds it up)
+run sim_bg1 "$SIM" "${ARGS[@]}" -bg 1 -o sim_bg1
+echo " -bg 1 vs CPU:"; compare_logs sim_bg1/main.log cpu/main.log trl=2e-3 norm=3e-3 || bad "-bg 1 vs CPU"
+grep -q "bias gradients: in the weight-gradient matmuls (-bg 1)" sim_bg1.txt &&
+    grep -q "^bias gradients (-bg 1): [1-9][0-9]* in the weight-gradient matmuls' epilogue, 0 by our column sums" sim_bg1.txt \
+    || bad "-bg 1: the banner or the closing line: $(grep "bias gradients" sim_bg1.txt)"
 want="  gpu: SM 1410/1980 MHz | 650/700 W | 62 C (slows at 87) | busy 97%, memory busy 41% | memory 24.0/140.0 GiB | clocks held back: power cap"
 got=$(grep -A1 "^step [0-9]*/4 " sim_lg.txt | grep -v "^--" | paste -sd'#')
 expect_lines="$(grep "^step 1/4 " sim_lg.txt)#$(grep "^step 2/4 " sim_lg.txt)#$want#$(grep "^step 3/4 " sim_lg.txt)#$(grep "^step 4/4 " sim_lg.txt)#$want"
@@ -272,6 +281,17 @@ joined test_ge0 test_mt1
 grep -E "FAIL|test_gpt2cu:" test_ge0.txt | sed 's/^/  -ge 0: /'
 grep -E "FAIL|test_gpt2cu:|^matmul algorithms" test_mt1.txt | sed 's/^/  -mt 1: /'
 grep -q "matmul -mt 1" test_mt1.txt || bad "LLMC_MATMUL_TUNE=1: test_gpt2cu's banner does not say -mt 1"
+LLMC_BIAS_GRAD=1 bg test_bg1 "$TEST" fx.bin fx_state.bin fx_traj.txt
+LLMC_BIAS_GRAD=1 SIM_CUBLASLT_NO_BGRADB=1 bg test_bg1_refused "$TEST" fx.bin fx_state.bin fx_traj.txt
+joined test_bg1 test_bg1_refused
+grep -E "FAIL|test_gpt2cu:|^bias gradients" test_bg1.txt | sed 's/^/  -bg 1: /'
+grep -E "FAIL|test_gpt2cu:|^bias gradients|^warning: -bg 1" test_bg1_refused.txt | sed 's/^/  -bg 1, epilogue refused: /'
+grep -q "bias gradients -bg 1" test_bg1.txt || bad "LLMC_BIAS_GRAD=1: test_gpt2cu's banner does not say -bg 1"
+grep -q "^bias gradients (-bg 1): [1-9][0-9]* in the weight-gradient matmuls' epilogue, 0 by our column sums" test_bg1.txt ||
+    bad "LLMC_BIAS_GRAD=1: not every bias gradient came from the epilogue"
+grep -q "^bias gradients (-bg 1): 0 in the weight-gradient matmuls' epilogue, [1-9][0-9]* by our column sums" \
+    test_bg1_refused.txt && grep -q "^warning: -bg 1: cuBLASLt has no algorithm" test_bg1_refused.txt ||
+    bad "LLMC_BIAS_GRAD=1 with the epilogue refused: not our column sums, or no warning"
 
 # ---- 7. bad launches
 echo "7. bad input:"
@@ -289,6 +309,8 @@ expect_error "LLMC_GELU_FUSION=3 for test_gpt2cu" "LLMC_GELU_FUSION=3: expected 
     env LLMC_GELU_FUSION=3 "$TEST" fx.bin fx_state.bin fx_traj.txt
 expect_error "LLMC_MATMUL_TUNE=2 for test_gpt2cu" "LLMC_MATMUL_TUNE=2: expected 0 or 1" \
     env LLMC_MATMUL_TUNE=2 "$TEST" fx.bin fx_state.bin fx_traj.txt
+expect_error "LLMC_BIAS_GRAD=on for test_gpt2cu" "LLMC_BIAS_GRAD=on: expected 0 or 1" \
+    env LLMC_BIAS_GRAD=on "$TEST" fx.bin fx_state.bin fx_traj.txt
 expect_error "-pb mpi under torchrun variables" "pb mpi reduces gradients with MPI" \
     env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 "$SIM" "${ARGS[@]}" -pb mpi
 # the simulator, like any build without cuDNN, says how to build with it

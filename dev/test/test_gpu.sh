@@ -27,7 +27,8 @@
 #            call. Then train_gpt2 (CPU) in either case
 #   test     fixtures (train_gpt2.py); test_gpt2cu on L2:C128:H2 and d12 (also with -ge 0, our GELU
 #            kernels instead of cuBLASLt's epilogue; d12 also with -mt 1, cuBLASLt's algorithms
-#            chosen by timing); GPU vs CPU trainer over
+#            chosen by timing, and with -bg 1, the bias gradients from the weight-gradient
+#            matmuls' epilogue); GPU vs CPU trainer over
 #            20 steps (dev/test/test_gpu_vs_cpu.sh); two separate processes give bitwise-equal runs;
 #            a resume from a checkpoint is bitwise equal to the uninterrupted run; bad input (no GPU
 #            visible, too large a batch, wrong architecture)
@@ -40,9 +41,10 @@
 #            (bitwise) and on 1 process, -pb nccl with 2 ranks on one GPU stops with a message naming
 #            -pb mpi, and a rank killed with SIGKILL mid-step makes the job end with an error instead
 #            of hanging
-#   bench    dev/bench/bench_gpu.sh's parts d12, attention, gelu, recompute, tune, layers, each its own
-#            step: ours and llm.c at d12, B=16/32/64/128, ours with -at own, with -ge 0 and with -mt 1
-#            at B=64, both with -r 0 at B=64; where the time of a step goes (also with -mt 1);
+#   bench    dev/bench/bench_gpu.sh's parts d12, attention, gelu, recompute, tune, biasgrad, layers,
+#            each its own step: ours and llm.c at d12, B=16/32/64/128, ours with -at own, with -ge 0,
+#            with -mt 1 and with -bg 1 at B=64, both with -r 0 at B=64; where the time of a step goes
+#            (also with -mt 1);
 #            per-layer backward; a 1-rank NCCL all-reduce of one layer
 #   d48      dev/bench/bench_gpu.sh d48: GPT-2 1.5B at T=1024, the largest B that fits (-r 1, -r 2),
 #            llm.c at the same B, per-layer backward
@@ -326,7 +328,10 @@ if has_part test; then
     # -mt 1: cuBLASLt's algorithms chosen by timing, each checked against the same reference (the
     # timing runs of an accumulating matmul must leave the gradients as they were)
     step test_gpt2cu_d12_mt1 120 "LLMC_MATMUL_TUNE=1 ./test_gpt2cu dev/test/fixtures/d12.bin dev/test/fixtures/d12_state.bin dev/test/fixtures/d12_traj.txt"
-    grep -hE "FAIL|test_gpt2cu|determinism|checkpoint|matmul algorithms" "$WORK"/logs/test_gpt2cu_{tiny,d12,tiny_cudnn,d12_cudnn,tiny_ge0,d12_ge0,d12_mt1}.log \
+    # -bg 1: the bias gradients from the weight-gradient matmuls' epilogue (or, where cuBLASLt has
+    # none for a shape, our column sums: the closing line says how many went which way)
+    step test_gpt2cu_d12_bg1 120 "LLMC_BIAS_GRAD=1 ./test_gpt2cu dev/test/fixtures/d12.bin dev/test/fixtures/d12_state.bin dev/test/fixtures/d12_traj.txt"
+    grep -hE "FAIL|test_gpt2cu|determinism|checkpoint|matmul algorithms|bias gradients|warning: -bg" "$WORK"/logs/test_gpt2cu_{tiny,d12,tiny_cudnn,d12_cudnn,tiny_ge0,d12_ge0,d12_mt1,d12_bg1}.log \
         2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
     step gpu_vs_cpu 150 "bash dev/test/test_gpu_vs_cpu.sh ./train_gpt2cu ./train_gpt2"
     grep -E "^  (trl|tel|norm):" "$WORK/logs/gpu_vs_cpu.log" | sed 's/^/        /' | tee -a "$SUMMARY"
@@ -424,6 +429,7 @@ if has_part bench; then
     bench_part bench_gelu 90 gelu
     bench_part bench_recompute 90 recompute
     bench_part bench_tune 90 tune
+    bench_part bench_biasgrad 60 biasgrad
     bench_part bench_layers 120 layers
 fi
 if has_part d48; then
@@ -452,8 +458,9 @@ if has_part kernels; then
     grep -E "^=== .*exit|^run_all:" "$WORK/logs/kernels.log" | sed 's/^/        /' | tee -a "$SUMMARY"
     # the side-by-side times of the variants waiting for a GPU's answer (dev/gpu/PLAN.md, "Checks
     # in calls 1-4"): the classifier's row in smem or read twice, LayerNorm backward's sums in smem
-    # or registers, the column sums (dbias), and what -mt 1 chose in the matmul workbench
-    grep -E "time (fused_classifier, loss \+ dlogits|the same, row read twice|layernorm_backward|the same with the sums|dbias reduction)|^matmul algorithms" \
+    # or registers, the column sums (dbias), what -mt 1 chose in the matmul workbench, the dweight
+    # GEMM with our dbias against the one with the BGRADB epilogue (-bg 1), and whether cuBLASLt took it
+    grep -E "time (fused_classifier, loss \+ dlogits|the same, row read twice|layernorm_backward|the same with the sums|dbias reduction|dweight)|^matmul algorithms|^bias gradients|-bg 1: " \
         "$WORK/logs/kernels.log" 2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
 fi
 

@@ -65,7 +65,7 @@ grep -q "^PASS    bad_no_gpu" "$S" && ok "bad_no_gpu passed on the stand-in's me
 # every step of test_gpu.sh, in its order of appearance in the script (names with a variable part:
 # the loops' names written out)
 expected=(env prebuilt build_cpu fixtures test_gpt2cu_tiny test_gpt2cu_d12 test_gpt2cu_tiny_cudnn test_gpt2cu_d12_cudnn
-          test_gpt2cu_tiny_ge0 test_gpt2cu_d12_ge0 test_gpt2cu_d12_mt1 gpu_vs_cpu determinism_2proc at_auto gpu_log resume_bitwise bad_no_gpu bad_too_large bad_arch
+          test_gpt2cu_tiny_ge0 test_gpt2cu_d12_ge0 test_gpt2cu_d12_mt1 test_gpt2cu_d12_bg1 gpu_vs_cpu determinism_2proc at_auto gpu_log resume_bitwise bad_no_gpu bad_too_large bad_arch
           single single_accum2 nccl_1rank nccl_1rank_zero1 nccl_debug_streams nccl_dropped_waits torchrun_1)
 # MPI as test_gpu.sh finds it here: the system's (mpirun and mpicc), else none (no .carry/debs in the copy)
 mpi=0; command -v mpirun > /dev/null && command -v mpicc > /dev/null && mpi=1
@@ -74,7 +74,7 @@ if [ $mpi = 1 ]; then
 else
     expected+=(mpi_np2)  # one SKIP line naming the MPI steps
 fi
-expected+=(memory_d12 memory_d48 bench_d12 bench_attention bench_gelu bench_recompute bench_tune bench_layers d48 muon_kernel muon_gpu_vs_cpu muon_determinism)
+expected+=(memory_d12 memory_d48 bench_d12 bench_attention bench_gelu bench_recompute bench_tune bench_biasgrad bench_layers d48 muon_kernel muon_gpu_vs_cpu muon_determinism)
 [ $mpi = 1 ] && expected+=(muon_mpi_np2_zero1)
 expected+=(muon_bench kernels)
 got=$(sed -n 's/^\(PASS\|FAIL\|TIMEOUT\|SKIP\) *\([A-Za-z0-9_]*\).*/\2/p' "$S" | grep -v '^sanitize\|^profile' | paste -sd' ')

@@ -1,8 +1,8 @@
 /*
  * cuBLASLt for every matmul of the model: one handle, one 32 MiB workspace, the cublasCheck
  * wrapper, and matmul_cublaslt(), a general bf16 GEMM with the fused epilogues the model uses
- * (bias, GELU with its pre-activation saved, GELU backward). llmc/cuda/matmul.cuh maps the model's
- * row-major layers onto it.
+ * (bias, GELU with its pre-activation saved, GELU backward, and with -bg 1 the bias gradient of a
+ * weight-gradient GEMM). llmc/cuda/matmul.cuh maps the model's row-major layers onto it.
  *
  * Conventions:
  * - cuBLASLt is column-major. A row-major (R, K) array is a column-major (K x R) matrix with
@@ -77,6 +77,7 @@ typedef struct {
 typedef struct {
     MatmulAlgoKey key;
     cublasLtMatmulAlgo_t algo;
+    int none;                   // cuBLASLt has no algorithm for the key (asked only where the caller has another way)
     int tuned;                  // -mt 1: 1 its candidates were timed (then one call's time with the heuristic's first
     float first_ms, chosen_ms;  // and with the chosen, its index chosen), -1 they could not be (the heuristic's
     int chosen;                 // first kept), 0 not tried
@@ -145,6 +146,9 @@ static inline void matmul_tune_report(void) {
  *   op(B) is k x n: B is stored (n x k, ld n) when transb, else (k x n, ld k);
  *   bias (m) or NULL: added to every column before the GELU (not with MATMUL_GELU_BACKWARD);
  *   aux (m x n, ld m): written by MATMUL_GELU_FORWARD, read by MATMUL_GELU_BACKWARD, else NULL;
+ *   bias_grad (n) or NULL: overwritten with the sums of op(B) over k, one per column of d
+ *     (cuBLASLt's BGRADB epilogue: a weight-gradient GEMM's bias gradient); MATMUL_PLAIN, no
+ *     bias, one batch, and cuBLASLt may have no algorithm for it (gemm_run then returns 0);
  *   stride_*: elements between consecutive batch matrices (aux uses stride_d).
  * beta = 0 overwrites d; beta = 1 accumulates into it (d is also the C matrix).
  * Every pointer, leading dimension and stride must be 16-byte aligned (tensor-core paths).
@@ -157,6 +161,7 @@ typedef struct {
     float alpha, beta;
     size_t stride_a, stride_b, stride_d;
     MatmulGelu gelu;
+    floatX *bias_grad;
 } Gemm;
 
 // cuBLASLt's description of a Gemm: the operation, the three matrix layouts, the algorithm cache key
@@ -173,6 +178,8 @@ static inline void gemm_plan_create(GemmPlan *p, const Gemm *g) {
     cudaRequire((g->gelu == MATMUL_PLAIN) == (g->aux == NULL), "aux must be given exactly with a GELU epilogue");
     cudaRequire(g->gelu != MATMUL_GELU_BACKWARD || g->bias == NULL, "the GELU-backward epilogue takes no bias");
     cudaRequire(g->gelu == MATMUL_PLAIN || m % 8 == 0, "m = %d: the GELU aux leading dimension must be a multiple of 8", m);
+    cudaRequire(g->bias_grad == NULL || (g->gelu == MATMUL_PLAIN && g->bias == NULL && batch_count == 1),
+                "a bias gradient goes with a plain, unbiased, unbatched GEMM");
     const int lda = transa ? k : m, ldb = transb ? n : k, ldd = m;
     const size_t e = sizeof(floatX);
     const size_t sa = batch_count > 1 ? g->stride_a * e : 0, sb = batch_count > 1 ? g->stride_b * e : 0,
@@ -186,9 +193,10 @@ static inline void gemm_plan_create(GemmPlan *p, const Gemm *g) {
     key->align_a = matmul_alignment(g->a, lda * e, sa);
     key->align_b = matmul_alignment(g->b, ldb * e, sb);
     key->align_d = matmul_alignment(g->d, ldd * e, sd);
-    key->align_bias = g->bias ? matmul_alignment(g->bias, 0, 0) : 0;
+    const floatX *bias = g->bias ? g->bias : g->bias_grad;  // the epilogue's one vector: read, or written
+    key->align_bias = bias ? matmul_alignment(bias, 0, 0) : 0;
     key->align_aux = g->aux ? matmul_alignment(g->aux, ldd * e, sd) : 0;
-    cudaRequire(key->align_a >= 16 && key->align_b >= 16 && key->align_d >= 16 && (g->bias == NULL || key->align_bias >= 16) &&
+    cudaRequire(key->align_a >= 16 && key->align_b >= 16 && key->align_d >= 16 && (bias == NULL || key->align_bias >= 16) &&
                     (g->aux == NULL || key->align_aux >= 16),
                 "pointers, leading dimensions (m = %d, n = %d, k = %d) and strides must be 16-byte aligned", m, n, k);
 
@@ -199,6 +207,8 @@ static inline void gemm_plan_create(GemmPlan *p, const Gemm *g) {
         epilogue = CUBLASLT_EPILOGUE_DGELU;
     } else if (g->bias) {
         epilogue = CUBLASLT_EPILOGUE_BIAS;
+    } else if (g->bias_grad) {
+        epilogue = CUBLASLT_EPILOGUE_BGRADB;  // the sums over k of op(B), whose columns are d's
     }
     key->epilogue = (int)epilogue;
 
@@ -209,10 +219,10 @@ static inline void gemm_plan_create(GemmPlan *p, const Gemm *g) {
     cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
     cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
     cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    if (g->bias) {
+    if (bias) {  // bf16, D's type: the documented type of a bias and of a bias gradient
         cudaDataType_t bias_type = CUDA_R_16BF;
         cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof(g->bias)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     }
     if (g->aux) {
         cudaDataType_t aux_type = CUDA_R_16BF;
@@ -263,8 +273,13 @@ static inline int gemm_candidates(const GemmPlan *p, cublasLtMatmulHeuristicResu
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &p->key.align_d, sizeof(uint32_t)));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &p->key.align_d, sizeof(uint32_t)));
     int found = 0;
-    cublasCheck(cublasLtMatmulAlgoGetHeuristic(cublaslt_handle, p->desc, p->la, p->lb, p->ld, p->ld, pref, requested, results,
-                                               &found));
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(cublaslt_handle, p->desc, p->la, p->lb, p->ld, p->ld, pref,
+                                                                 requested, results, &found);
+    if (status == CUBLAS_STATUS_NOT_SUPPORTED) {
+        found = 0;  // its answer where it has no algorithm for the configuration
+    } else {
+        cublasCheck(status);
+    }
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
     int usable = 0;
     for (int i = 0; i < found; i++) {
@@ -333,47 +348,56 @@ static inline int gemm_fastest(const Gemm *g, const GemmPlan *p, const cublasLtM
 }
 
 // the algorithm for the GEMM: from the cache, or chosen once for its key (the heuristic's first,
-// or with -mt 1 the fastest of its candidates) and cached; *held receives it
-static inline void gemm_algo(const Gemm *g, const GemmPlan *p, cublasLtMatmulAlgo_t *held, cudaStream_t stream) {
+// or with -mt 1 the fastest of its candidates) and cached; *held receives it. Returns 0 where
+// cuBLASLt has none for a GEMM with a bias gradient (also cached), and stops the run for any other.
+static inline int gemm_algo(const Gemm *g, const GemmPlan *p, cublasLtMatmulAlgo_t *held, cudaStream_t stream) {
     for (int i = 0; i < matmul_algo_cache_count; i++) {
         if (memcmp(&matmul_algo_cache[i].key, &p->key, sizeof(p->key)) == 0) {
             *held = matmul_algo_cache[i].algo;
             matmul_algo_cache[i].calls++;
-            return;
+            return !matmul_algo_cache[i].none;
         }
     }
     cublasLtMatmulHeuristicResult_t cands[MATMUL_TUNE_CANDIDATES];
     const int count = gemm_candidates(p, cands, matmul_tune ? MATMUL_TUNE_CANDIDATES : 1);
+    MatmulAlgoEntry entry;
+    memset(&entry, 0, sizeof(entry));
+    entry.key = p->key;
+    entry.calls = 1;
+    if (count == 0 && g->bias_grad) {
+        entry.none = 1;
+        if (matmul_algo_cache_count < MATMUL_ALGO_CACHE_SIZE) { matmul_algo_cache[matmul_algo_cache_count++] = entry; }
+        return 0;
+    }
     if (count == 0) {
         llmc_die("cuBLASLt has no algorithm for m = %d, n = %d, k = %d, transa = %d, transb = %d, batch = %d, "
                  "epilogue = %d; the GPU may be unsupported (bf16 matmuls need sm_80 or newer)",
                  g->m, g->n, g->k, g->transa, g->transb, g->batch_count, p->key.epilogue);
     }
-    MatmulAlgoEntry entry;
-    memset(&entry, 0, sizeof(entry));
-    entry.key = p->key;
-    entry.calls = 1;
     entry.chosen = matmul_tune && count > 1 ? gemm_fastest(g, p, cands, count, &entry, stream) : 0;
     entry.algo = cands[entry.chosen].algo;
     *held = entry.algo;
     if (matmul_algo_cache_count < MATMUL_ALGO_CACHE_SIZE) { matmul_algo_cache[matmul_algo_cache_count++] = entry; }
+    return 1;
 }
 
-// run the GEMM on `stream`. Uses the shared workspace, so calls on different streams must not overlap in time.
-static inline void gemm_run(const Gemm *g, cudaStream_t stream) {
+// run the GEMM on `stream`; returns 0, having run nothing, where cuBLASLt has no algorithm for a GEMM
+// with a bias gradient. Uses the shared workspace, so calls on different streams must not overlap in time.
+static inline int gemm_run(const Gemm *g, cudaStream_t stream) {
     GemmPlan p;
     gemm_plan_create(&p, g);
     cublasLtMatmulAlgo_t algo;
-    gemm_algo(g, &p, &algo, stream);
-    cublasCheck(gemm_launch(g, &p, &algo, g->d, stream));
+    const int found = gemm_algo(g, &p, &algo, stream);
+    if (found) { cublasCheck(gemm_launch(g, &p, &algo, g->d, stream)); }
     gemm_plan_destroy(&p);
+    return found;
 }
 
 // gemm_run with the fields of Gemm as arguments, in its order
 static inline void matmul_cublaslt(floatX *d, const floatX *a, const floatX *b, const floatX *bias, int m, int n, int k,
                                    int transa, int transb, float alpha, float beta, int batch_count, size_t stride_a,
                                    size_t stride_b, size_t stride_d, MatmulGelu gelu, floatX *aux, cudaStream_t stream) {
-    const Gemm g = {d, a, b, bias, aux, m, n, k, transa, transb, batch_count, alpha, beta, stride_a, stride_b, stride_d, gelu};
+    const Gemm g = {d, a, b, bias, aux, m, n, k, transa, transb, batch_count, alpha, beta, stride_a, stride_b, stride_d, gelu, NULL};
     gemm_run(&g, stream);
 }
 

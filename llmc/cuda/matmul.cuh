@@ -7,11 +7,16 @@
  * Gradient convention: dinp is overwritten (every matmul input feeds exactly one matmul in
  * GPT-2), dweight and dbias are accumulated (+=) so that micro-batches add up.
  *
- * dbias is reduced by this file's own kernel rather than cuBLASLt's BGRADB epilogue, because
- * (1) the epilogue overwrites the bias gradient while gradient accumulation needs +=, and
- * (2) the summation order of our two-stage fp32 reduction is fixed by (B*T, OC) alone, so it is
- *     deterministic and identical on every GPU, whatever algorithm cuBLASLt picks.
- * It costs one extra read of dout (B*T*OC bf16), small next to the two GEMMs that also read it.
+ * dbias is, by default (-bg 0), reduced by this file's own kernel: the summation order of its
+ * two-stage fp32 reduction is fixed by (B*T, OC) alone, so it is deterministic and identical on
+ * every GPU, whatever algorithm cuBLASLt picks. It costs one more read of dout (B*T*OC bf16):
+ * 3.04 ms of a 122 ms d12 step at B=64 on an H200 (bench_layers, 2026-11-26), near the memory's bandwidth.
+ * -bg 1 (matmul_set_bias_grad_epilogue) saves that read: the weight-gradient GEMM, which reads dout
+ * anyway, sums it too (cuBLASLt's BGRADB epilogue). The epilogue overwrites its bias gradient while
+ * micro-batches must add up, so it writes into scratch (bf16, D's type) and a kernel of OC threads
+ * adds that to dbias. Its sums are cuBLASLt's (deterministic for one algorithm, as the GEMMs) and
+ * rounded to bf16 once more than ours. Where cuBLASLt has no algorithm with the epilogue for a
+ * shape, that shape keeps our kernel (said once per run).
  */
 #ifndef LLMC_MATMUL_CUH
 #define LLMC_MATMUL_CUH
@@ -54,8 +59,28 @@ matmul_backward_bias_kernel(float *partials, const floatX *dout, int N, int OC) 
     }
 }
 
+// dbias (n) += g (n), both bf16: the bias gradient that cuBLASLt's BGRADB epilogue wrote (it overwrites)
+static __global__ void bias_grad_accumulate_kernel(floatX *dbias, const floatX *g, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { dbias[i] = __float2bfloat16(__bfloat162float(dbias[i]) + __bfloat162float(g[i])); }
+}
+
 // ----------------------------------------------------------------------------
 // launchers
+
+// -bg: 0 = dbias by our column sums, 1 = in the weight-gradient GEMM's epilogue where cuBLASLt can
+static int matmul_bias_grad_epilogue = 0;
+static long long matmul_bias_grad_count[2] = {0, 0};  // bias gradients by the epilogue [0], by our kernel under -bg 1 [1]
+
+static inline void matmul_set_bias_grad_epilogue(int on) { matmul_bias_grad_epilogue = on; }
+
+// With -bg 1, one line on how this run's bias gradients were summed; without it nothing
+static inline void matmul_bias_grad_report(void) {
+    if (!matmul_bias_grad_epilogue) { return; }
+    printf("bias gradients (-bg 1): %lld in the weight-gradient matmuls' epilogue, %lld by our column sums%s\n",
+           matmul_bias_grad_count[0], matmul_bias_grad_count[1],
+           matmul_bias_grad_count[1] ? " (cuBLASLt had no algorithm with the epilogue for their shapes)" : "");
+}
 
 // fp32 scratch bytes that matmul_backward needs for the dbias reduction of a (N = B*T, OC) dout
 static inline size_t matmul_backward_scratch_bytes(int B, int T, int OC) {
@@ -74,6 +99,36 @@ static inline void matmul_backward_bias(floatX *dbias, const floatX *dout, int N
     matmul_backward_bias_kernel<<<grid, WARP_SIZE * MATMUL_BIAS_WARPS, 0, stream>>>(scratch, dout, N, OC);
     cudaCheckLaunch();
     column_partials_accumulate(dbias, NULL, OC, scratch, (int)grid.y, OC, stream);
+}
+
+/*
+ * dweight (OC, C) += dout^T @ inp (dout (N, OC), inp (N, C)) and, when dbias is given, dbias (OC) +=
+ * the column sums of dout: with -bg 1 from the one GEMM (its epilogue's sums, via scratch), else,
+ * or where cuBLASLt has no algorithm with that epilogue for the shape, by matmul_backward_bias.
+ * scratch: matmul_backward_scratch_bytes(N, 1, OC) bytes when dbias is given.
+ */
+static inline void matmul_backward_weight_bias(floatX *dweight, floatX *dbias, const floatX *dout, const floatX *inp, int N,
+                                               int C, int OC, float *scratch, cudaStream_t stream) {
+    // column-major: dweight^T (C x OC) += inp^T (C x BT) * dout (stored OC x BT, transposed); the
+    // epilogue's bias gradient has one entry per column of dweight^T, the sums of dout over BT
+    Gemm g = {dweight, inp, dout, NULL, NULL, C, OC, N, 0, 1, 1, 1.0f, 1.0f, 0, 0, 0, MATMUL_PLAIN, NULL};
+    if (dbias && matmul_bias_grad_epilogue) {
+        cudaRequire(scratch != NULL && is_aligned16(scratch), "scratch must be given and 16-byte aligned");
+        g.bias_grad = (floatX *)scratch;
+        if (gemm_run(&g, stream)) {
+            bias_grad_accumulate_kernel<<<CEIL_DIV(OC, 256), 256, 0, stream>>>(dbias, (const floatX *)scratch, OC);
+            cudaCheckLaunch();
+            matmul_bias_grad_count[0]++;
+            return;
+        }
+        if (matmul_bias_grad_count[1]++ == 0) {
+            llmc_warn("-bg 1: cuBLASLt has no algorithm with the bias gradient in its epilogue for N = %d, C = %d, OC = %d; "
+                      "such bias gradients use our column sums", N, C, OC);
+        }
+        g.bias_grad = NULL;
+    }
+    if (dbias) { matmul_backward_bias(dbias, dout, N, OC, scratch, stream); }
+    gemm_run(&g, stream);
 }
 
 /*
@@ -99,7 +154,8 @@ static inline void matmul_forward(floatX *out, const floatX *inp, const floatX *
  *   dinp (B*T, C)      overwritten: dout @ weight, times GELU'(pre_gelu) when pre_gelu is given;
  *                      NULL skips it
  *   dweight (OC, C)    += dout^T @ inp (NULL skips it)
- *   dbias (OC)         += column sums of dout (NULL: the layer has no bias)
+ *   dbias (OC)         += column sums of dout (NULL: the layer has no bias); -bg 1: from the
+ *                      dweight GEMM's epilogue where dweight is given (matmul_backward_weight_bias)
  *   dout (B*T, OC), inp (B*T, C) (the layer's input as used in the forward), weight (OC, C)
  *   pre_gelu (B*T, C)  NULL, or the pre-activation whose GELU was this layer's input (the
  *                      pre_gelu written by matmul_forward of the previous layer): then dinp is
@@ -114,10 +170,10 @@ static inline void matmul_backward(floatX *dinp, floatX *dweight, floatX *dbias,
                 "B = %d, T = %d, C = %d, OC = %d: C and OC must be positive multiples of 8", B, T, C, OC);
     cudaRequire(dinp == NULL || (const floatX *)dinp != dout, "dinp must not alias dout");
     const int N = B * T;
-    if (dbias) { matmul_backward_bias(dbias, dout, N, OC, scratch, stream); }
     if (dweight) {
-        // column-major: dweight^T (C x OC) += inp^T (C x BT) * dout (stored OC x BT, transposed)
-        matmul_cublaslt(dweight, inp, dout, NULL, C, OC, N, 0, 1, 1.0f, 1.0f, 1, 0, 0, 0, MATMUL_PLAIN, NULL, stream);
+        matmul_backward_weight_bias(dweight, dbias, dout, inp, N, C, OC, scratch, stream);
+    } else if (dbias) {
+        matmul_backward_bias(dbias, dout, N, OC, scratch, stream);
     }
     if (dinp) {
         // column-major: dinp^T (C x BT) = weight^T (stored C x OC) * dout^T (OC x BT)

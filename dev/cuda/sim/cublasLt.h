@@ -9,6 +9,9 @@
  *   CUBLASLT_EPILOGUE_GELU_AUX(_BIAS): aux = the (biased) product, D = GELU(aux), aux has
  *     CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD >= m, divisible by 8;
  *   CUBLASLT_EPILOGUE_DGELU: D = product * GELU'(aux), aux as above;
+ *   CUBLASLT_EPILOGUE_BGRADB: the bias pointer (length n, D's columns, type D's) receives the sums
+ *     of op(B) over the GEMM's k dimension; one batch, alpha 1 (what alpha would do to the sums is
+ *     not documented);
  *   strided batches per layout (CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT / STRIDED_BATCH_OFFSET).
  * Every attribute set must have the documented size and type; pointers must meet the alignment
  * the heuristic was asked for (the MIN_ALIGNMENT preferences, recorded in the returned algo).
@@ -21,6 +24,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "cuda_bf16.h"
@@ -214,8 +218,13 @@ static inline const char *sim_lt_shape(const SimLtDesc *d, const SimLtLayout *A,
     if (A->batch != D->batch || B->batch != D->batch || C->batch != D->batch) { return "batch counts differ"; }
     const uint32_t e = d->epilogue;
     if (e != CUBLASLT_EPILOGUE_DEFAULT && e != CUBLASLT_EPILOGUE_BIAS && e != CUBLASLT_EPILOGUE_GELU_AUX &&
-        e != CUBLASLT_EPILOGUE_GELU_AUX_BIAS && e != CUBLASLT_EPILOGUE_DGELU) {
+        e != CUBLASLT_EPILOGUE_GELU_AUX_BIAS && e != CUBLASLT_EPILOGUE_DGELU && e != CUBLASLT_EPILOGUE_BGRADB) {
         return "epilogue not simulated";
+    }
+    if (e == CUBLASLT_EPILOGUE_BGRADB) {
+        if (d->bias == NULL) { return "bias gradient epilogue without CUBLASLT_MATMUL_DESC_BIAS_POINTER"; }
+        if (d->bias_type != -1 && d->bias_type != CUDA_R_16BF) { return "bias gradient type is not D's type (bf16)"; }
+        if (D->batch != 1) { return "a batched bias gradient is not simulated"; }
     }
     if ((e & CUBLASLT_EPILOGUE_BIAS) && e != CUBLASLT_EPILOGUE_DGELU) {
         if (d->bias == NULL) { return "bias epilogue without CUBLASLT_MATMUL_DESC_BIAS_POINTER"; }
@@ -248,6 +257,13 @@ static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, 
     const char *problem = sim_lt_shape(d, A, B, C, D, &m, &n, &k);
     if (problem) { return sim_lt_fail(problem); }
     if (requested < 1) { return sim_lt_fail("requested algorithm count < 1"); }
+    // SIM_CUBLASLT_NO_BGRADB=1: no algorithm for the bias-gradient epilogue, as a cuBLASLt without
+    // one answers (CUBLAS_STATUS_NOT_SUPPORTED, none returned), so that the callers' way around it runs
+    const char *no_bgradb = getenv("SIM_CUBLASLT_NO_BGRADB");
+    if (d->epilogue == CUBLASLT_EPILOGUE_BGRADB && no_bgradb && !strcmp(no_bgradb, "1")) {
+        *returned = 0;
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
     // up to SIM_LT_CANDIDATES algorithms, all computing the same product; candidate i of c waits
     // (c - 1 - i) * SIM_LT_CANDIDATE_WAIT_US per call, so a choice by timing has a faster one than
     // the first to find (a single answer waits for nothing)
@@ -281,6 +297,13 @@ static inline void sim_lt_product(const SimLtDesc *d, float a, const void *A, co
                                   const SimLtLayout *Bl, float bt, const void *C, const SimLtLayout *Cl, void *D,
                                   const SimLtLayout *Dl, uint64_t m, uint64_t n, uint64_t k) {
     const uint32_t e = d->epilogue;
+    if (e == CUBLASLT_EPILOGUE_BGRADB) {  // summed in double, rounded once
+        for (uint64_t j = 0; j < n; j++) {
+            double sum = 0.0;
+            for (uint64_t p = 0; p < k; p++) { sum += d->transb ? sim_lt_get(B, Bl, 0, j, p) : sim_lt_get(B, Bl, 0, p, j); }
+            ((__nv_bfloat16 *)d->bias)[j] = __float2bfloat16((float)sum);
+        }
+    }
     for (int b = 0; b < Dl->batch; b++) {
         for (uint64_t j = 0; j < n; j++) {
             for (uint64_t i = 0; i < m; i++) {
@@ -326,6 +349,8 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
     if (workspace == NULL && workspace_bytes > 0) { return sim_lt_fail("workspace size without a workspace"); }
     // the product runs in stream order (sim/streams.h): it keeps copies of what it reads from the host
     const float a = *(const float *)alpha, bt = *(const float *)beta;
+    if (d->epilogue == CUBLASLT_EPILOGUE_BGRADB && a != 1.0f) { return sim_lt_fail("a bias gradient with alpha != 1 is not simulated"); }
+    if (d->epilogue == CUBLASLT_EPILOGUE_BGRADB && (uintptr_t)d->bias % 16 != 0) { return sim_lt_fail("bias gradient pointer not 16-byte aligned"); }
     const uint64_t wait_us = algo->data[5];
     sim::enqueue(stream, [=, dd = *d, Al = *Al, Bl = *Bl, Cl = *Cl, Dl = *Dl]() {
         sim_lt_product(&dd, a, A, &Al, B, &Bl, bt, C, &Cl, D, &Dl, m, n, k);
