@@ -23,8 +23,8 @@
  * weight-gradient GEMM's BGRADB epilogue, checked like ours (+ 4e-3 * |column sum|: the epilogue
  * rounds its sum to bf16 before it is added), and whether cuBLASLt took the epilogue for every
  * shape; the timing pass puts the dweight GEMM + our dbias beside the GEMM with the epilogue. On
- * the simulator the tiny layer also runs with the epilogue refused (SIM_CUBLASLT_NO_BGRADB): our
- * kernel must take over.
+ * the simulator the tiny layer also runs with the epilogue refused (SIM_CUBLASLT_NO_BGRADB: no
+ * algorithm, or one that cublasLtMatmul then refuses): our kernel must take over.
  *
  *   ./matmul
  */
@@ -398,13 +398,19 @@ static void check_bias_grad_epilogue(const Layer *run, size_t count) {
     snprintf(line, sizeof(line), "%lld by the epilogue, %lld by our kernel", matmul_bias_grad_count[0], matmul_bias_grad_count[1]);
     if (WB_SIM) {  // the stand-in has the epilogue; a GPU's cuBLASLt may not (the line above says)
         check_true("-bg 1: every bias gradient from the epilogue", matmul_bias_grad_count[0] > 0 && matmul_bias_grad_count[1] == 0, line);
-        // a cuBLASLt without the epilogue: our kernel takes over, with the same checks
-        setenv("SIM_CUBLASLT_NO_BGRADB", "1", 1);
-        cublas_forget_algorithms();
-        const long long before = matmul_bias_grad_count[1];
-        run_layer(&run[0]);
-        unsetenv("SIM_CUBLASLT_NO_BGRADB");
-        check_true("-bg 1 where cuBLASLt refuses the epilogue: our kernel instead", matmul_bias_grad_count[1] > before, "");
+        // a cuBLASLt without the epilogue (1), or that offers it and then refuses to run it (run):
+        // our kernel takes over, with the same checks
+        const char *modes[2] = {"1", "run"};
+        for (int i = 0; i < 2; i++) {
+            setenv("SIM_CUBLASLT_NO_BGRADB", modes[i], 1);
+            cublas_forget_algorithms();
+            const long long before = matmul_bias_grad_count[1];
+            run_layer(&run[0]);
+            unsetenv("SIM_CUBLASLT_NO_BGRADB");
+            check_true(i ? "-bg 1 where cuBLASLt refuses to run its epilogue: our kernel instead"
+                         : "-bg 1 where cuBLASLt has no epilogue algorithm: our kernel instead",
+                       matmul_bias_grad_count[1] > before, "");
+        }
     }
     matmul_set_bias_grad_epilogue(0);
 }

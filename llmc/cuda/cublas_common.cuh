@@ -382,15 +382,26 @@ static inline int gemm_algo(const Gemm *g, const GemmPlan *p, cublasLtMatmulAlgo
 }
 
 // run the GEMM on `stream`; returns 0, having run nothing, where cuBLASLt has no algorithm for a GEMM
-// with a bias gradient. Uses the shared workspace, so calls on different streams must not overlap in time.
+// with a bias gradient, or offers one that it then refuses to run (the key is then cached as having
+// none). Uses the shared workspace, so calls on different streams must not overlap in time.
 static inline int gemm_run(const Gemm *g, cudaStream_t stream) {
     GemmPlan p;
     gemm_plan_create(&p, g);
     cublasLtMatmulAlgo_t algo;
-    const int found = gemm_algo(g, &p, &algo, stream);
-    if (found) { cublasCheck(gemm_launch(g, &p, &algo, g->d, stream)); }
+    int ran = gemm_algo(g, &p, &algo, stream);
+    if (ran) {
+        const cublasStatus_t status = gemm_launch(g, &p, &algo, g->d, stream);
+        if (status != CUBLAS_STATUS_SUCCESS && g->bias_grad) {  // refused before it ran: the caller's other way
+            for (int i = 0; i < matmul_algo_cache_count; i++) {
+                if (memcmp(&matmul_algo_cache[i].key, &p.key, sizeof(p.key)) == 0) { matmul_algo_cache[i].none = 1; }
+            }
+            ran = 0;
+        } else {
+            cublasCheck(status);
+        }
+    }
     gemm_plan_destroy(&p);
-    return found;
+    return ran;
 }
 
 // gemm_run with the fields of Gemm as arguments, in its order

@@ -16,7 +16,7 @@
  * micro-batches must add up, so it writes into scratch (bf16, D's type) and a kernel of OC threads
  * adds that to dbias. Its sums are cuBLASLt's (deterministic for one algorithm, as the GEMMs) and
  * rounded to bf16 once more than ours. Where cuBLASLt has no algorithm with the epilogue for a
- * shape, that shape keeps our kernel (said once per run).
+ * shape, or refuses to run the one it offered, that shape keeps our kernel (said once per run).
  */
 #ifndef LLMC_MATMUL_CUH
 #define LLMC_MATMUL_CUH
@@ -79,7 +79,7 @@ static inline void matmul_bias_grad_report(void) {
     if (!matmul_bias_grad_epilogue) { return; }
     printf("bias gradients (-bg 1): %lld in the weight-gradient matmuls' epilogue, %lld by our column sums%s\n",
            matmul_bias_grad_count[0], matmul_bias_grad_count[1],
-           matmul_bias_grad_count[1] ? " (cuBLASLt had no algorithm with the epilogue for their shapes)" : "");
+           matmul_bias_grad_count[1] ? " (cuBLASLt could not sum them in the epilogue for their shapes)" : "");
 }
 
 // fp32 scratch bytes that matmul_backward needs for the dbias reduction of a (N = B*T, OC) dout
@@ -122,8 +122,8 @@ static inline void matmul_backward_weight_bias(floatX *dweight, floatX *dbias, c
             return;
         }
         if (matmul_bias_grad_count[1]++ == 0) {
-            llmc_warn("-bg 1: cuBLASLt has no algorithm with the bias gradient in its epilogue for N = %d, C = %d, OC = %d; "
-                      "such bias gradients use our column sums", N, C, OC);
+            llmc_warn("-bg 1: cuBLASLt cannot sum the bias gradient in its epilogue for N = %d, C = %d, OC = %d (no "
+                      "algorithm, or it refused to run one); such bias gradients use our column sums", N, C, OC);
         }
         g.bias_grad = NULL;
     }

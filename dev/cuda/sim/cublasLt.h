@@ -239,6 +239,12 @@ static inline const char *sim_lt_shape(const SimLtDesc *d, const SimLtLayout *A,
     return NULL;
 }
 
+// SIM_CUBLASLT_NO_BGRADB is `mode`
+static inline int sim_lt_no_bgradb(const char *mode) {
+    const char *v = getenv("SIM_CUBLASLT_NO_BGRADB");
+    return v != NULL && strcmp(v, mode) == 0;
+}
+
 #define SIM_LT_CANDIDATES 3
 #define SIM_LT_CANDIDATE_WAIT_US 20000
 static inline void sim_lt_busy_wait(uint64_t us) {
@@ -258,9 +264,9 @@ static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, 
     if (problem) { return sim_lt_fail(problem); }
     if (requested < 1) { return sim_lt_fail("requested algorithm count < 1"); }
     // SIM_CUBLASLT_NO_BGRADB=1: no algorithm for the bias-gradient epilogue, as a cuBLASLt without
-    // one answers (CUBLAS_STATUS_NOT_SUPPORTED, none returned), so that the callers' way around it runs
-    const char *no_bgradb = getenv("SIM_CUBLASLT_NO_BGRADB");
-    if (d->epilogue == CUBLASLT_EPILOGUE_BGRADB && no_bgradb && !strcmp(no_bgradb, "1")) {
+    // one answers (CUBLAS_STATUS_NOT_SUPPORTED, none returned), so that the callers' way around it
+    // runs; =run: algorithms offered, but cublasLtMatmul refuses them (NOT_SUPPORTED, nothing run)
+    if (d->epilogue == CUBLASLT_EPILOGUE_BGRADB && sim_lt_no_bgradb("1")) {
         *returned = 0;
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
@@ -342,6 +348,7 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
     const char *problem = sim_lt_shape(d, Al, Bl, Cl, Dl, &m, &n, &k);
     if (problem) { return sim_lt_fail(problem); }
     if (algo == NULL || algo->data[4] != 0x51u) { return sim_lt_fail("algo not from cublasLtMatmulAlgoGetHeuristic"); }
+    if (d->epilogue == CUBLASLT_EPILOGUE_BGRADB && sim_lt_no_bgradb("run")) { return CUBLAS_STATUS_NOT_SUPPORTED; }
     const void *ptrs[4] = {A, B, C, D};
     for (int i = 0; i < 4; i++) {
         if ((uintptr_t)ptrs[i] % algo->data[i] != 0) { return sim_lt_fail("a matrix pointer is less aligned than the algo assumes"); }
