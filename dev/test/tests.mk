@@ -226,7 +226,8 @@ test-cuda-build:
 ifeq ($(NVCC),)
 	@$(SKIP_OR_FAIL) test-cuda-build nvcc "$(NVCC_HINT)"
 else
-	$(MAKE) --no-print-directory train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu build/bench_layers
+	@# two builds at a time, as fuzz-build: the CI machine's two cores (81 s one at a time, 55 s so)
+	$(MAKE) --no-print-directory -j2 train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu build/bench_layers
 ifeq ($(USE_CUDNN),1)
 	@# dev/bench/build_llmc.sh builds llm.c against what make cuda-libs names: the cuDNN linked here
 	@$(MAKE) --no-print-directory -s cuda-libs | grep -xF "cuda-libs cudnn=$(CUDNN)" > /dev/null \
@@ -260,13 +261,14 @@ endif
 # it gets where the CPU trainer does).
 
 test-cuda-sim:
+	$(MAKE) -C dev/cuda -j2 sim
 	$(MAKE) -C dev/cuda run-sim SIM_ORDERS="forward random"
 
 test-attention-sim:
 	$(MAKE) -C dev/cuda run-attention-sim
 
 test-cuda-trainer-sim: train_gpt2
-	$(MAKE) -C dev/cuda sim-trainer SIM_MPI=$(if $(MPICC),1,0) SIM_STAMPS=$(abspath $(STAMP_MPI))
+	$(MAKE) -C dev/cuda -j2 sim-trainer SIM_MPI=$(if $(MPICC),1,0) SIM_STAMPS=$(abspath $(STAMP_MPI))
 	PYTHON=$(PYTHON) bash dev/test/test_cuda_sim.sh build/cuda_sim
 
 # ---------------------------------------------------------------------------------------------
