@@ -25,6 +25,10 @@
  * shape; the timing pass puts the dweight GEMM + our dbias beside the GEMM with the epilogue. On
  * the simulator the tiny layer also runs with the epilogue refused (SIM_CUBLASLT_NO_BGRADB: no
  * algorithm, or one that cublasLtMatmul then refuses): our kernel must take over.
+ * Last, on a GPU, a probe of the bias-gradient epilogues that this cuBLASLt has for the biased
+ * layers' shapes (beta 1 as -bg 1 runs it, and 0; a bf16 or fp32 bias gradient; DGELU_BGRAD on the
+ * fcproj dinp GEMM): algorithm counts and times beside the plain GEMM, for the next design should
+ * -bg 1's find none or a slow one.
  *
  *   ./matmul
  */
@@ -415,6 +419,101 @@ static void check_bias_grad_epilogue(const Layer *run, size_t count) {
     matmul_set_bias_grad_epilogue(0);
 }
 
+// one probe line: the heuristic's algorithms for the plan (with its bias gradient's type changed to
+// fp32 where asked) and the time of its first, or why none
+static void probe_line(const char *what, const Gemm *g, int fp32_bias, float plain_ms) {
+    GemmPlan p;
+    gemm_plan_create(&p, g);
+    if (fp32_bias) {
+        cudaDataType_t t = CUDA_R_32F;
+        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof(t)));
+    }
+    cublasLtMatmulHeuristicResult_t res[MATMUL_TUNE_CANDIDATES];
+    int count = 0;
+    const cublasStatus_t status = gemm_candidates_status(&p, res, MATMUL_TUNE_CANDIDATES, &count);
+    printf("  probe %-58s %d algorithm(s) (%s)", what, count, cublasGetStatusName(status));
+    if (count > 0 && gemm_launch(g, &p, &res[0].algo, g->d, 0) != CUBLAS_STATUS_SUCCESS) {
+        printf(", the first refused to run\n");
+    } else if (count > 0) {
+        const float ms = time_ms([&] { cublasCheck(gemm_launch(g, &p, &res[0].algo, g->d, 0)); }, 20);
+        printf(", the first %.4f ms (the GEMM without it %.4f ms)\n", ms, plain_ms);
+    } else {
+        printf("\n");
+    }
+    gemm_plan_destroy(&p);
+}
+
+// the time of the heuristic's first algorithm for g (no epilogue change)
+static float probe_plain_ms(const Gemm *g) {
+    GemmPlan p;
+    gemm_plan_create(&p, g);
+    cublasLtMatmulHeuristicResult_t res[1];
+    float ms = -1.0f;
+    int count = 0;
+    if (gemm_candidates_status(&p, res, 1, &count) == CUBLAS_STATUS_SUCCESS && count > 0) {
+        ms = time_ms([&] { cublasCheck(gemm_launch(g, &p, &res[0].algo, g->d, 0)); }, 20);
+    }
+    gemm_plan_destroy(&p);
+    return ms;
+}
+
+// which bias-gradient epilogues this GPU's cuBLASLt has for the biased layers' shapes (N = 16384)
+static void probe_bias_grad_epilogues(void) {
+    if (WB_SIM) { printf("probe of cuBLASLt's bias-gradient epilogues: on a GPU only\n"); return; }
+    printf("probe of cuBLASLt's bias-gradient epilogues (N = B*T = 16384):\n");
+    const int N = 16384, CMAX = 3072;
+    float *h = host_uniform_bf16((size_t)N * CMAX, -1.0f, 1.0f, 41);
+    floatX *inp = device_bf16_from(h, (size_t)N * CMAX), *dout = device_bf16_from(h, (size_t)N * CMAX);
+    floatX *pre = device_bf16_from(h, (size_t)N * CMAX), *dinp = (floatX *)device_alloc((size_t)N * CMAX * sizeof(floatX));
+    floatX *w = device_bf16_from(h, (size_t)CMAX * 768), *dw = (floatX *)device_alloc((size_t)CMAX * 768 * sizeof(floatX));
+    void *bias = device_alloc(CMAX * sizeof(float));
+    cudaCheck(cudaMemset(dw, 0, (size_t)CMAX * 768 * sizeof(floatX)));
+    const struct { const char *name; int C, OC; } shapes[] = {{"qkv", 768, 2304}, {"attproj", 768, 768}, {"fc", 768, 3072},
+                                                              {"fcproj", 3072, 768}};
+    char what[96];
+    for (int i = 0; i < 4; i++) {
+        const int C = shapes[i].C, OC = shapes[i].OC;
+        // the dweight GEMM as matmul_backward_weight_bias runs it, with the bias gradient of dout
+        Gemm g = {dw, inp, dout, NULL, NULL, C, OC, N, 0, 1, 1, 1.0f, 1.0f, 0, 0, 0, MATMUL_PLAIN, NULL};
+        const float plain = probe_plain_ms(&g);
+        g.bias_grad = (floatX *)bias;
+        for (int beta = 1; beta >= 0; beta--) {
+            for (int fp32 = 0; fp32 <= 1; fp32++) {
+                g.beta = (float)beta;
+                snprintf(what, sizeof(what), "%s dweight BGRADB, beta %d, bias gradient %s", shapes[i].name, beta, fp32 ? "fp32" : "bf16");
+                probe_line(what, &g, fp32, plain);
+            }
+        }
+    }
+    // fc's bias gradient from the GEMM that writes its dinp: fcproj's dinp (N x 3072) with dGELU
+    Gemm g = {dinp, w, dout, NULL, pre, 3072, N, 768, 0, 0, 1, 1.0f, 0.0f, 0, 0, 0, MATMUL_GELU_BACKWARD, NULL};
+    const float plain = probe_plain_ms(&g);
+    for (int fp32 = 0; fp32 <= 1; fp32++) {
+        GemmPlan p;
+        gemm_plan_create(&p, &g);
+        cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_DGELU_BGRAD;
+        cudaDataType_t t = fp32 ? CUDA_R_32F : CUDA_R_16BF;
+        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof(t)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        cublasLtMatmulHeuristicResult_t res[MATMUL_TUNE_CANDIDATES];
+        int count = 0;
+        const cublasStatus_t status = gemm_candidates_status(&p, res, MATMUL_TUNE_CANDIDATES, &count);
+        printf("  probe fcproj dinp DGELU_BGRAD, bias gradient %-27s %d algorithm(s) (%s)", fp32 ? "fp32" : "bf16", count,
+               cublasGetStatusName(status));
+        if (count > 0 && gemm_launch(&g, &p, &res[0].algo, dinp, 0) == CUBLAS_STATUS_SUCCESS) {
+            const float ms = time_ms([&] { cublasCheck(gemm_launch(&g, &p, &res[0].algo, dinp, 0)); }, 20);
+            printf(", the first %.4f ms (DGELU alone %.4f ms)\n", ms, plain);
+        } else {
+            printf(count > 0 ? ", the first refused to run\n" : "\n");
+        }
+        gemm_plan_destroy(&p);
+    }
+    cudaCheck(cudaFree(inp)); cudaCheck(cudaFree(dout)); cudaCheck(cudaFree(pre)); cudaCheck(cudaFree(dinp));
+    cudaCheck(cudaFree(w)); cudaCheck(cudaFree(dw)); cudaCheck(cudaFree(bias));
+    free(h);
+}
+
 int main(void) {
     workbench_init("matmul");
     cublas_init();
@@ -457,6 +556,7 @@ int main(void) {
     snprintf(line, sizeof(line), "%d of %d shapes timed", timed, matmul_algo_cache_count);
     check_true("-mt 1 timed candidates for every GEMM shape", timed == matmul_algo_cache_count && untimed == 0, line);
     check_bias_grad_epilogue(run, count);
+    probe_bias_grad_epilogues();
     cublas_free();
     return workbench_finish("matmul");
 }

@@ -459,8 +459,9 @@ if has_part kernels; then
     # the side-by-side times of the variants waiting for a GPU's answer (dev/gpu/PLAN.md, "Checks
     # in calls 1-4"): the classifier's row in smem or read twice, LayerNorm backward's sums in smem
     # or registers, the column sums (dbias), what -mt 1 chose in the matmul workbench, the dweight
-    # GEMM with our dbias against the one with the BGRADB epilogue (-bg 1), and whether cuBLASLt took it
-    grep -E "time (fused_classifier, loss \+ dlogits|the same, row read twice|layernorm_backward|the same with the sums|dbias reduction|dweight)|^matmul algorithms|^bias gradients|-bg 1: " \
+    # GEMM with our dbias against the one with the BGRADB epilogue (-bg 1), whether cuBLASLt took it,
+    # and the probe of the bias-gradient epilogues it has
+    grep -E "time (fused_classifier, loss \+ dlogits|the same, row read twice|layernorm_backward|the same with the sums|dbias reduction|dweight)|^matmul algorithms|^bias gradients|-bg 1: |^  probe " \
         "$WORK/logs/kernels.log" 2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
 fi
 

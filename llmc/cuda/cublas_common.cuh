@@ -261,9 +261,10 @@ static inline void gemm_plan_destroy(GemmPlan *p) {
     cublasCheck(cublasLtMatmulDescDestroy(p->desc));
 }
 
-// The heuristic's algorithms for the plan, best first, at most `requested` (those it marks usable);
-// returns how many
-static inline int gemm_candidates(const GemmPlan *p, cublasLtMatmulHeuristicResult_t *results, int requested) {
+// The heuristic's algorithms for the plan, best first, at most `requested` (those it marks usable),
+// into results and *usable; returns the heuristic's status, unchecked (NOT_SUPPORTED: it has none)
+static inline cublasStatus_t gemm_candidates_status(const GemmPlan *p, cublasLtMatmulHeuristicResult_t *results, int requested,
+                                                    int *usable) {
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     size_t workspace = CUBLASLT_WORKSPACE_BYTES;
@@ -275,16 +276,20 @@ static inline int gemm_candidates(const GemmPlan *p, cublasLtMatmulHeuristicResu
     int found = 0;
     const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(cublaslt_handle, p->desc, p->la, p->lb, p->ld, p->ld, pref,
                                                                  requested, results, &found);
-    if (status == CUBLAS_STATUS_NOT_SUPPORTED) {
-        found = 0;  // its answer where it has no algorithm for the configuration
-    } else {
-        cublasCheck(status);
-    }
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
-    int usable = 0;
-    for (int i = 0; i < found; i++) {
-        if (results[i].state == CUBLAS_STATUS_SUCCESS) { results[usable++] = results[i]; }
+    *usable = 0;
+    for (int i = 0; status == CUBLAS_STATUS_SUCCESS && i < found; i++) {
+        if (results[i].state == CUBLAS_STATUS_SUCCESS) { results[(*usable)++] = results[i]; }
     }
+    return status;
+}
+
+// gemm_candidates_status's usable count; a status other than success or NOT_SUPPORTED (none for the
+// configuration) stops the run
+static inline int gemm_candidates(const GemmPlan *p, cublasLtMatmulHeuristicResult_t *results, int requested) {
+    int usable = 0;
+    const cublasStatus_t status = gemm_candidates_status(p, results, requested, &usable);
+    if (status != CUBLAS_STATUS_NOT_SUPPORTED) { cublasCheck(status); }
     return usable;
 }
 
