@@ -436,7 +436,12 @@ static inline int args_grad_accum(TrainArgs *a, int world_size) {
         llmc_die("-d %lld is not divisible by B*T*ranks = %d*%d*%d = %lld; choose -d as a multiple of %lld",
                  a->total_batch, a->B, a->T, world_size, per_step, per_step);
     }
-    return (int)(a->total_batch / per_step);
+    const long long accum = a->total_batch / per_step;
+    if (accum > INT_MAX) {  // the micro-step count is an int everywhere
+        llmc_die("-d %lld is %lld micro-steps of B*T*ranks = %lld tokens per optimizer step; at most %d: choose a smaller -d "
+                 "or a larger -b or -t", a->total_batch, accum, per_step, INT_MAX);
+    }
+    return (int)accum;
 }
 
 // a hash of every flag's value (compared across ranks at start: all must run the same thing)

@@ -77,6 +77,8 @@ expect "model file version"    "version 4"          -- -i "$TMP/good.bin" -e "$T
 expect "model file truncated"  "model_trunc.bin"    -- -i "$TMP/good.bin" -e "$TMP/model_trunc.bin" -b 2 -t 32 -x 1 -v 0 -s 0
 expect "model file missing"    "not found"          -- -i "$TMP/good.bin" -e "$TMP/nope.bin" -b 2 -t 32 -x 1 -v 0 -s 0
 expect "-d not divisible"      "-d 1000 is not divisible by B\*T\*ranks = 2\*32\*1 = 64" -- -i "$TMP/good.bin" "${BASE[@]}" -d 1000
+# 2^31 micro-steps of 64 tokens: more than an int counts (found by fuzz_args; it used to wrap around)
+expect "-d of 2^31 micro-steps" "at most 2147483647" -- -i "$TMP/good.bin" "${BASE[@]}" -d 137438953472
 expect "T > max_seq_len"       "max_seq_len 64"     -- -i "$TMP/good.bin" -e "$MODEL" -b 2 -t 128 -x 1 -v 0 -s 0
 expect "missing data glob"     "no files match"     -- -i "$TMP/missing_*.bin" "${BASE[@]}"
 expect "unknown flag"          "unknown flag -Q"    -- -i "$TMP/good.bin" "${BASE[@]}" -Q 1
