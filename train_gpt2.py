@@ -1341,6 +1341,9 @@ def train_main(argv):
         die(f"-d {a.total_batch} is not divisible by B*T*ranks = {a.B}*{a.T}*{W} = {per_step}; "
             f"choose -d as a multiple of {per_step}")
     A = a.total_batch // per_step
+    if A > 2**31 - 1:  # the C trainers count micro-steps in an int: the same limit and line
+        die(f"-d {a.total_batch} is {A} micro-steps of B*T*ranks = {per_step} tokens per optimizer step; "
+            f"at most {2**31 - 1}: choose a smaller -d or a larger -b or -t")
     N = a.total_batch // a.T  # windows per optimizer step
     B, T = a.B, a.T
 
