@@ -95,15 +95,6 @@ static void reset_model(GPT2 *m, const char *path) {
     gpt2_sync(m, "a test reset");
 }
 
-// the digit 0..max in environment variable `name`, else `unset` where it is unset or empty; any
-// other value stops the test with `expected`
-static int env_digit(const char *name, int max, const char *expected, int unset) {
-    const char *v = getenv(name);
-    if (v == NULL || *v == '\0') { return unset; }
-    if (v[0] < '0' || v[0] > '0' + max || v[1] != '\0') { llmc_die("%s=%s: %s", name, v, expected); }
-    return v[0] - '0';
-}
-
 // the trainer's flags for the fixture: -e <fixture> at the reference debug state's B and T, -at
 // from LLMC_ATTENTION (default own), -ge from LLMC_GELU_FUSION, -mt from LLMC_MATMUL_TUNE, -bg
 // from LLMC_BIAS_GRAD

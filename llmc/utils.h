@@ -114,6 +114,15 @@ static void llmc_warn(const char *fmt, ...) {
     va_end(ap);
 }
 
+// the digit 0..max in environment variable `name`, else `unset` where it is unset or empty; any
+// other value stops the run with "<name>=<value>: <expected>"
+static inline int env_digit(const char *name, int max, const char *expected, int unset) {
+    const char *v = getenv(name);
+    if (v == NULL || *v == '\0') { return unset; }
+    if (v[0] < '0' || v[0] > '0' + max || v[1] != '\0') { llmc_die("%s=%s: %s", name, v, expected); }
+    return v[0] - '0';
+}
+
 // ----------------------------------------------------------------------------
 // checked libc calls: the failing call's file and line, and the path where there is one
 

@@ -419,15 +419,17 @@ static void check_bias_grad_epilogue(const Layer *run, size_t count) {
     matmul_set_bias_grad_epilogue(0);
 }
 
-// one probe line: the heuristic's algorithms for the plan (with its bias gradient's type changed to
-// fp32 where asked) and the time of its first, or why none
-static void probe_line(const char *what, const Gemm *g, int fp32_bias, float plain_ms) {
+// one probe line: the heuristic's algorithms for g's plan with `epilogue` (0: the plan's own) whose
+// bias gradient goes to `bias` as fp32 or bf16, and the time of its first beside plain_ms, or why none
+static void probe_line(const char *what, const Gemm *g, cublasLtEpilogue_t epilogue, void *bias, int fp32_bias, float plain_ms) {
     GemmPlan p;
     gemm_plan_create(&p, g);
-    if (fp32_bias) {
-        cudaDataType_t t = CUDA_R_32F;
-        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof(t)));
+    if (epilogue) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     }
+    cudaDataType_t t = fp32_bias ? CUDA_R_32F : CUDA_R_16BF;
+    cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof(t)));
     cublasLtMatmulHeuristicResult_t res[MATMUL_TUNE_CANDIDATES];
     int count = 0;
     const cublasStatus_t status = gemm_candidates_status(&p, res, MATMUL_TUNE_CANDIDATES, &count);
@@ -481,7 +483,7 @@ static void probe_bias_grad_epilogues(void) {
             for (int fp32 = 0; fp32 <= 1; fp32++) {
                 g.beta = (float)beta;
                 snprintf(what, sizeof(what), "%s dweight BGRADB, beta %d, bias gradient %s", shapes[i].name, beta, fp32 ? "fp32" : "bf16");
-                probe_line(what, &g, fp32, plain);
+                probe_line(what, &g, (cublasLtEpilogue_t)0, NULL, fp32, plain);
             }
         }
     }
@@ -489,25 +491,8 @@ static void probe_bias_grad_epilogues(void) {
     Gemm g = {dinp, w, dout, NULL, pre, 3072, N, 768, 0, 0, 1, 1.0f, 0.0f, 0, 0, 0, MATMUL_GELU_BACKWARD, NULL};
     const float plain = probe_plain_ms(&g);
     for (int fp32 = 0; fp32 <= 1; fp32++) {
-        GemmPlan p;
-        gemm_plan_create(&p, &g);
-        cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_DGELU_BGRAD;
-        cudaDataType_t t = fp32 ? CUDA_R_32F : CUDA_R_16BF;
-        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof(t)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-        cublasLtMatmulHeuristicResult_t res[MATMUL_TUNE_CANDIDATES];
-        int count = 0;
-        const cublasStatus_t status = gemm_candidates_status(&p, res, MATMUL_TUNE_CANDIDATES, &count);
-        printf("  probe fcproj dinp DGELU_BGRAD, bias gradient %-27s %d algorithm(s) (%s)", fp32 ? "fp32" : "bf16", count,
-               cublasGetStatusName(status));
-        if (count > 0 && gemm_launch(&g, &p, &res[0].algo, dinp, 0) == CUBLAS_STATUS_SUCCESS) {
-            const float ms = time_ms([&] { cublasCheck(gemm_launch(&g, &p, &res[0].algo, dinp, 0)); }, 20);
-            printf(", the first %.4f ms (DGELU alone %.4f ms)\n", ms, plain);
-        } else {
-            printf(count > 0 ? ", the first refused to run\n" : "\n");
-        }
-        gemm_plan_destroy(&p);
+        snprintf(what, sizeof(what), "fcproj dinp DGELU_BGRAD, bias gradient %s", fp32 ? "fp32" : "bf16");
+        probe_line(what, &g, CUBLASLT_EPILOGUE_DGELU_BGRAD, bias, fp32, plain);
     }
     cudaCheck(cudaFree(inp)); cudaCheck(cudaFree(dout)); cudaCheck(cudaFree(pre)); cudaCheck(cudaFree(dinp));
     cudaCheck(cudaFree(w)); cudaCheck(cudaFree(dw)); cudaCheck(cudaFree(bias));

@@ -352,16 +352,23 @@ static inline int gemm_fastest(const Gemm *g, const GemmPlan *p, const cublasLtM
     return best;
 }
 
+// the cached entry of a GEMM key, or NULL
+static inline MatmulAlgoEntry *matmul_algo_cached(const MatmulAlgoKey *key) {
+    for (int i = 0; i < matmul_algo_cache_count; i++) {
+        if (memcmp(&matmul_algo_cache[i].key, key, sizeof(*key)) == 0) { return &matmul_algo_cache[i]; }
+    }
+    return NULL;
+}
+
 // the algorithm for the GEMM: from the cache, or chosen once for its key (the heuristic's first,
 // or with -mt 1 the fastest of its candidates) and cached; *held receives it. Returns 0 where
 // cuBLASLt has none for a GEMM with a bias gradient (also cached), and stops the run for any other.
 static inline int gemm_algo(const Gemm *g, const GemmPlan *p, cublasLtMatmulAlgo_t *held, cudaStream_t stream) {
-    for (int i = 0; i < matmul_algo_cache_count; i++) {
-        if (memcmp(&matmul_algo_cache[i].key, &p->key, sizeof(p->key)) == 0) {
-            *held = matmul_algo_cache[i].algo;
-            matmul_algo_cache[i].calls++;
-            return !matmul_algo_cache[i].none;
-        }
+    MatmulAlgoEntry *cached = matmul_algo_cached(&p->key);
+    if (cached) {
+        *held = cached->algo;
+        cached->calls++;
+        return !cached->none;
     }
     cublasLtMatmulHeuristicResult_t cands[MATMUL_TUNE_CANDIDATES];
     const int count = gemm_candidates(p, cands, matmul_tune ? MATMUL_TUNE_CANDIDATES : 1);
@@ -397,9 +404,8 @@ static inline int gemm_run(const Gemm *g, cudaStream_t stream) {
     if (ran) {
         const cublasStatus_t status = gemm_launch(g, &p, &algo, g->d, stream);
         if (status != CUBLAS_STATUS_SUCCESS && g->bias_grad) {  // refused before it ran: the caller's other way
-            for (int i = 0; i < matmul_algo_cache_count; i++) {
-                if (memcmp(&matmul_algo_cache[i].key, &p.key, sizeof(p.key)) == 0) { matmul_algo_cache[i].none = 1; }
-            }
+            MatmulAlgoEntry *cached = matmul_algo_cached(&p.key);
+            if (cached) { cached->none = 1; }
             ran = 0;
         } else {
             cublasCheck(status);

@@ -260,6 +260,27 @@ static inline void column_partials_accumulate(floatX *out0, floatX *out1, int sp
 }
 
 // ----------------------------------------------------------------------------
+// elementwise bf16
+
+static __global__ void add_bf16_kernel(floatX *out, const floatX *a, const floatX *b, size_t n8) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n8) { return; }
+    x128 x = load128cs(a + i * 8), y = load128cs(b + i * 8), z;
+    for (int k = 0; k < 8; k++) { z[k] = __float2bfloat16(__bfloat162float(x[k]) + __bfloat162float(y[k])); }
+    store128(out + i * 8, z);
+}
+
+// out (n) = a + b, bf16, rounded to nearest once; out may be a or b (a residual add, or a gradient
+// accumulated: += b). n a multiple of 8, pointers 16-byte aligned.
+static inline void add_bf16(floatX *out, const floatX *a, const floatX *b, size_t n, cudaStream_t stream) {
+    cudaRequire(n % 8 == 0 && is_aligned16(out) && is_aligned16(a) && is_aligned16(b),
+                "n = %zu must be a multiple of 8, pointers 16-byte aligned", n);
+    if (n == 0) { return; }
+    add_bf16_kernel<<<grid_for(n / 8, 256), 256, 0, stream>>>(out, a, b, n / 8);
+    cudaCheckLaunch();
+}
+
+// ----------------------------------------------------------------------------
 // conversions between bf16 and fp32 buffers (master weights, checkpoints)
 
 static __global__ void cast_bf16_to_fp32_kernel(float *out, const floatX *in, size_t n) {

@@ -95,14 +95,6 @@ fused_residual_forward_kernel(floatX *residual, floatX *normed, float *mean, flo
     layernorm_row_finish<false>(normed + off, mean, rstd, r, sum, weight, bias, row, C, lane);
 }
 
-static __global__ void residual_forward_kernel(floatX *out, const floatX *inp1, const floatX *inp2, size_t N8) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N8) { return; }
-    x128 a = load128cs(inp1 + i * 8), b = load128cs(inp2 + i * 8), y;
-    for (int k = 0; k < 8; k++) { y[k] = __float2bfloat16(__bfloat162float(a[k]) + __bfloat162float(b[k])); }
-    store128(out + i * 8, y);
-}
-
 // One 8-channel chunk of a row in the backward's first pass: adds its terms of the two row sums
 static __device__ __forceinline__ void ln_bwd_chunk_sums(x128 d, x128 x, x128 wt, float m, float s, float &sum_dn,
                                                          float &sum_dnx) {
@@ -277,14 +269,6 @@ static inline void fused_residual_forward(floatX *residual, floatX *normed, floa
 }
 
 // out (N) = inp1 + inp2, element-wise bf16 (rounded to nearest), overwritten; out may alias an input.
-static inline void residual_forward(floatX *out, const floatX *inp1, const floatX *inp2, size_t N, cudaStream_t stream) {
-    cudaRequire(N % 8 == 0 && is_aligned16(out) && is_aligned16(inp1) && is_aligned16(inp2),
-                "N = %zu must be a multiple of 8, pointers 16-byte aligned", N);
-    if (N == 0) { return; }
-    residual_forward_kernel<<<grid_for(N / 8, 256), 256, 0, stream>>>(out, inp1, inp2, N / 8);
-    cudaCheckLaunch();
-}
-
 // warps per backward block: 8, fewer when C is so large that 8 warps' accumulators do not fit
 static inline int layernorm_backward_warps(int C) {
     int w = LN_BWD_SMEM_LIMIT / (2 * C * (int)sizeof(float));

@@ -13,8 +13,8 @@
  * 3.04 ms of a 122 ms d12 step at B=64 on an H200 (bench_layers, 2026-11-26), near the memory's bandwidth.
  * -bg 1 (matmul_set_bias_grad_epilogue) saves that read: the weight-gradient GEMM, which reads dout
  * anyway, sums it too (cuBLASLt's BGRADB epilogue). The epilogue overwrites its bias gradient while
- * micro-batches must add up, so it writes into scratch (bf16, D's type) and a kernel of OC threads
- * adds that to dbias. Its sums are cuBLASLt's (deterministic for one algorithm, as the GEMMs) and
+ * micro-batches must add up, so it writes into scratch (bf16, D's type) and add_bf16 adds that to
+ * dbias. Its sums are cuBLASLt's (deterministic for one algorithm, as the GEMMs) and
  * rounded to bf16 once more than ours. Where cuBLASLt has no algorithm with the epilogue for a
  * shape, or refuses to run the one it offered, that shape keeps our kernel (said once per run).
  */
@@ -57,12 +57,6 @@ matmul_backward_bias_kernel(float *partials, const floatX *dout, int N, int OC) 
         for (int i = 0; i < MATMUL_BIAS_WARPS; i++) { total += sums[i][threadIdx.x]; }
         partials[(size_t)blockIdx.y * OC + col] = total;
     }
-}
-
-// dbias (n) += g (n), both bf16: the bias gradient that cuBLASLt's BGRADB epilogue wrote (it overwrites)
-static __global__ void bias_grad_accumulate_kernel(floatX *dbias, const floatX *g, int n) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) { dbias[i] = __float2bfloat16(__bfloat162float(dbias[i]) + __bfloat162float(g[i])); }
 }
 
 // ----------------------------------------------------------------------------
@@ -116,8 +110,7 @@ static inline void matmul_backward_weight_bias(floatX *dweight, floatX *dbias, c
         cudaRequire(scratch != NULL && is_aligned16(scratch), "scratch must be given and 16-byte aligned");
         g.bias_grad = (floatX *)scratch;
         if (gemm_run(&g, stream)) {
-            bias_grad_accumulate_kernel<<<CEIL_DIV(OC, 256), 256, 0, stream>>>(dbias, (const floatX *)scratch, OC);
-            cudaCheckLaunch();
+            add_bf16(dbias, dbias, g.bias_grad, OC, stream);  // the epilogue overwrote: accumulate here
             matmul_bias_grad_count[0]++;
             return;
         }

@@ -367,11 +367,7 @@ static inline ncclUniqueId nccl_share_unique_id(Comm *c) {
 
 // LLMC_DEBUG_STREAMS: 1 checks the order of the NCCL and compute streams
 static inline int nccl_debug_streams_flag(void) {
-    const char *debug = getenv("LLMC_DEBUG_STREAMS");
-    if (debug && *debug && strcmp(debug, "0") && strcmp(debug, "1")) {
-        llmc_die("LLMC_DEBUG_STREAMS=%s: expected 0 or 1 (1 checks the order of the NCCL and compute streams)", debug);
-    }
-    return debug && !strcmp(debug, "1");
+    return env_digit("LLMC_DEBUG_STREAMS", 1, "expected 0 or 1 (1 checks the order of the NCCL and compute streams)", 0);
 }
 
 static inline void nccl_die_no_comm(int world_size, ncclResult_t r, ncclComm_t comm) {
@@ -473,11 +469,7 @@ typedef struct {
 
 // LLMC_FORCE_NCCL: 1 for the NCCL path on one process; any value but 0 or 1 is a mistake, in every build
 static inline int process_group_forced_nccl(void) {
-    const char *force = getenv("LLMC_FORCE_NCCL");
-    if (force && force[0] && strcmp(force, "0") && strcmp(force, "1")) {
-        llmc_die("LLMC_FORCE_NCCL=%s: expected 0 or 1 (a test hook; unset it)", force);
-    }
-    return force && !strcmp(force, "1");
+    return env_digit("LLMC_FORCE_NCCL", 1, "expected 0 or 1 (a test hook; unset it)", 0);
 }
 
 // -pb mpi: the host-staged reduction over the MPI that launched these processes

@@ -221,15 +221,12 @@ static inline const char *sim_lt_shape(const SimLtDesc *d, const SimLtLayout *A,
         e != CUBLASLT_EPILOGUE_GELU_AUX_BIAS && e != CUBLASLT_EPILOGUE_DGELU && e != CUBLASLT_EPILOGUE_BGRADB) {
         return "epilogue not simulated";
     }
-    if (e == CUBLASLT_EPILOGUE_BGRADB) {
-        if (d->bias == NULL) { return "bias gradient epilogue without CUBLASLT_MATMUL_DESC_BIAS_POINTER"; }
-        if (d->bias_type != -1 && d->bias_type != CUDA_R_16BF) { return "bias gradient type is not D's type (bf16)"; }
-        if (D->batch != 1) { return "a batched bias gradient is not simulated"; }
+    // the epilogue's vector: a bias it reads, or the bias gradient BGRADB writes
+    if (((e & CUBLASLT_EPILOGUE_BIAS) && e != CUBLASLT_EPILOGUE_DGELU) || e == CUBLASLT_EPILOGUE_BGRADB) {
+        if (d->bias == NULL) { return "bias (gradient) epilogue without CUBLASLT_MATMUL_DESC_BIAS_POINTER"; }
+        if (d->bias_type != -1 && d->bias_type != CUDA_R_16BF) { return "bias (gradient) type is not D's type (bf16)"; }
     }
-    if ((e & CUBLASLT_EPILOGUE_BIAS) && e != CUBLASLT_EPILOGUE_DGELU) {
-        if (d->bias == NULL) { return "bias epilogue without CUBLASLT_MATMUL_DESC_BIAS_POINTER"; }
-        if (d->bias_type != -1 && d->bias_type != CUDA_R_16BF) { return "bias type is not D's type (bf16)"; }
-    }
+    if (e == CUBLASLT_EPILOGUE_BGRADB && D->batch != 1) { return "a batched bias gradient is not simulated"; }
     if (e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU) {
         if (d->aux == NULL) { return "GELU aux epilogue without CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER"; }
         if (d->aux_ld < (int64_t)*m || d->aux_ld % 8 != 0) { return "EPILOGUE_AUX_LD must be >= m and divisible by 8"; }
@@ -357,7 +354,7 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
     // the product runs in stream order (sim/streams.h): it keeps copies of what it reads from the host
     const float a = *(const float *)alpha, bt = *(const float *)beta;
     if (d->epilogue == CUBLASLT_EPILOGUE_BGRADB && a != 1.0f) { return sim_lt_fail("a bias gradient with alpha != 1 is not simulated"); }
-    if (d->epilogue == CUBLASLT_EPILOGUE_BGRADB && (uintptr_t)d->bias % 16 != 0) { return sim_lt_fail("bias gradient pointer not 16-byte aligned"); }
+    if (d->bias != NULL && (uintptr_t)d->bias % 16 != 0) { return sim_lt_fail("bias (gradient) pointer not 16-byte aligned"); }
     const uint64_t wait_us = algo->data[5];
     sim::enqueue(stream, [=, dd = *d, Al = *Al, Bl = *Bl, Cl = *Cl, Dl = *Dl]() {
         sim_lt_product(&dd, a, A, &Al, B, &Bl, bt, C, &Cl, D, &Dl, m, n, k);
