@@ -918,7 +918,7 @@ int main(int argc, char **argv) {
         comm_finalize(&run.comm);
         return 0;
     }
-    plan_auto_batch(&run.args, &run.comm, &planner, run.args.recompute);
+    plan_auto(&run.args, &run.comm, &planner);
     GPT2 model;
     gpt2_build(&model, &run.config, run.args.B, run.args.T, &planner);
     model.comm = &run.comm;

@@ -1100,8 +1100,9 @@ static int cuda_plan_main(TrainSetup *run, AttentionImpl attention) {
 
 // ----------------------------------------------------------------------------
 #ifndef TESTING
-// -b auto: the largest B whose plan fits the memory free after NCCL and cuBLAS have their own
-static void cuda_auto_batch(TrainSetup *run, GradReduceKind kind, AttentionImpl attention, int device) {
+// -b auto and -r auto: the largest B, then the least recomputation, whose plan fits the memory free
+// after NCCL and cuBLAS have their own
+static void cuda_auto_plan(TrainSetup *run, GradReduceKind kind, AttentionImpl attention, int device) {
     GradReducer red;
     grad_reduce_plan(&red, kind, &run->comm, run->args.zero_stage, opt_is_muon(&run->args), &run->config);
     CudaPlan cp;
@@ -1109,7 +1110,7 @@ static void cuda_auto_batch(TrainSetup *run, GradReduceKind kind, AttentionImpl 
                  &run->args);
     cp.probing = 1;
     Planner planner = {"train_gpt2cu", gpt2_plan, &cp, 3, gpu_device_memory(device, 0)};
-    plan_auto_batch(&run->args, &run->comm, &planner, run->args.recompute);
+    plan_auto(&run->args, &run->comm, &planner);
     attention_forget_probes();  // the graphs of the B tried: only the run's own count (determinism)
 }
 
@@ -1166,7 +1167,9 @@ int main(int argc, char **argv) {
     const GradReduceKind kind = group.kind;
     void *nccl = process_group_nccl(&group);
     cublas_init();
-    if (run.args.B == ARGS_AUTO) { cuda_auto_batch(&run, kind, attention, device); }  // after NCCL and cuBLAS
+    if (run.args.B == ARGS_AUTO || run.args.recompute == ARGS_AUTO) {  // after NCCL and cuBLAS
+        cuda_auto_plan(&run, kind, attention, device);
+    }
     GPT2 model;
     gpt2_build_from_args(&model, &run.args, &run.config, kind, &run.comm, nccl);
     gpt2_init_from_args(&model, &run.args, run.from_file);

@@ -553,7 +553,7 @@ FLAGS = {
     "rb": ("rollback_after", int, 0, 0, (1 << 31) - 1,
            "after this many consecutive skipped steps, reload the newest checkpoint, skip the data since; 0 = off"),
     "z": ("zero_stage", int, 0, 0, 1, "accepted for the same command line; ignored (DDP replicates the optimizer)"),
-    "r": ("recompute", int, 1, 0, 2, "accepted and ignored"),
+    "r": ("recompute", int, 1, 0, 2, "accepted (0, 1, 2 or auto) and ignored"),
     "w": ("master_weights", int, 1, 0, 1, "accepted and ignored (parameters are fp32, autocast computes in bf16)"),
     "pb": ("backend", str, "nccl", None, None, "accepted and ignored (NCCL on GPUs, gloo on CPUs)"),
     "pt": ("comm_timeout", int, 300, 1, 86400, "seconds before a stuck collective is an error"),
@@ -595,6 +595,8 @@ def parse_train_args(argv, rank):
             fail(f"flag {f} needs a value")
         attr, kind, _, lo, hi, _ = FLAGS[f[1:]]
         v = argv[i + 1]
+        if f == "-r" and v == "auto":  # the GPU trainer's memory-dependent choice; ignored here like -r itself
+            continue
         if kind is not str:
             try:
                 x = int(v) if kind is int else float(v)

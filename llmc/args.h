@@ -92,7 +92,8 @@
     X(SECTION, _gpu, "", "", "", 0, 0, 0,                                                                               \
       "memory, precision, multi-process (train_gpt2cu; train_gpt2 accepts and ignores -z -r -w -pb -at -ge -mt -bg -lg -pi -ps -pf)")      \
     X(INT, zero_stage, "z", "zero", "<0|1>", 0, 0, 1, "ZeRO stage: 1 shards the optimizer state across ranks")          \
-    X(INT, recompute, "r", "recompute", "<0|1|2>", 1, 0, 2, "recompute in backward: 1 = GELU, 2 = GELU and LayerNorm")  \
+    X(INT, recompute, "r", "recompute", "<0|1|2|auto>", 1, 0, 2,                                                        \
+      "recompute in backward: 1 = GELU, 2 = GELU and LayerNorm; auto = the least that fits the GPU's memory at -b")     \
     X(INT, master_weights, "w", "master-weights", "<0|1>", 1, 0, 1, "fp32 master weights")                              \
     X(CHOICE, backend, "pb", "backend", "nccl|mpi", "nccl", 0, 0, "gradient all-reduce backend (mpi: host-staged)")     \
     X(INT, num_processes, "pn", "num-processes", "<int>", 0, 0, 1000000,                                               \
@@ -140,8 +141,8 @@
     X(U64, seed, "rs", "seed", "<int>", 1337, 0, LLONG_MAX, "random seed (init, shuffling, sampling)")                  \
     X(INT, overfit_batch, "a", "overfit", "<0|1>", 0, 0, 1, "overfit the first batch (debugging)")
 
-// the value of an INT flag given as "auto" (only -b offers it; below every such flag's minimum)
-#define ARGS_AUTO 0
+// the value of an INT flag given as "auto" (-b and -r offer it; below every such flag's minimum)
+#define ARGS_AUTO (-1)
 
 // ---- the struct
 #define ARGS_CTYPE_SECTION(f)
@@ -308,7 +309,7 @@ static inline void args_set(TrainArgs *a, const ArgSpec *s, const char *flag, co
         *(const char **)p = v;
         break;
     case ARG_INT:
-        // a flag whose metavar offers "auto" (-b) takes it as ARGS_AUTO, resolved later (llmc/plan.h)
+        // a flag whose metavar offers "auto" (-b, -r) takes it as ARGS_AUTO, resolved later (llmc/plan.h)
         if (!strcmp(v, "auto") && strstr(s->metavar, "|auto>")) { *(int *)p = ARGS_AUTO; break; }
         *(int *)p = (int)args_parse_int(flag, v, s->lo, s->hi);
         break;

@@ -16,7 +16,8 @@
  * library's heap and the page cache), takes the largest B whose plan fits on the smallest device
  * of all ranks (every rank gets the same B), among those that divide -d over the ranks (with
  * -d -1 any B that the train data can serve: -d becomes B*T*ranks), and says why on rank 0 and in
- * main.log's header.
+ * main.log's header. -r auto (train_gpt2cu) then takes the least recomputation whose plan fits at
+ * that B, the same on every rank; with -b auto, B is chosen at -r 1 first.
  */
 #ifndef LLMC_PLAN_H
 #define LLMC_PLAN_H
@@ -170,19 +171,41 @@ static inline size_t plan_process_rss(void) {
     return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
 }
 
-// -b auto's choice and its reason, for rank 0's output and main.log's header (empty: -b was given)
+// -b auto's and -r auto's choices and their reasons, for rank 0's output and main.log's header
+// (empty: the flags were given)
 static char plan_auto_note[640];
+static char plan_recompute_note[320];
+
+// the -r at which -b auto searches: -r itself, or 1 (the level before -r auto existed) for -r auto
+static inline int plan_batch_recompute(const TrainArgs *a) { return a->recompute == ARGS_AUTO ? 1 : a->recompute; }
+
+// -r auto's level at micro-batch B: the least recomputation whose plan fits `budget` (0, else 1,
+// ...), or the most the trainer has where none fits (its own check then stops the run with the
+// sizes); 1 where the trainer ignores -r. *plan_bytes receives that level's plan.
+static inline int plan_least_recompute(const Planner *pl, int B, size_t budget, size_t *plan_bytes) {
+    if (pl->recompute_levels < 2) { *plan_bytes = 0; return 1; }
+    MemPlan p;
+    int r = 0;
+    for (;; r++) {
+        memset(&p, 0, sizeof(p));
+        pl->fn(pl->ctx, B, r, &p);
+        *plan_bytes = plan_total(&p, 1);
+        if (*plan_bytes <= budget || r + 1 == pl->recompute_levels) { break; }
+    }
+    return r;
+}
 
 /*
- * -b auto: sets a->B (every rank the same) or stops with the reason. `recompute` is -r. Collective:
- * every rank calls it (with its own device). No-op when -b was given.
+ * -b auto: sets a->B (every rank the same) or stops with the reason. Collective: every rank calls
+ * it (with its own device). No-op when -b was given.
  */
-static inline void plan_auto_batch(TrainArgs *a, Comm *c, const Planner *pl, int recompute) {
+static inline void plan_auto_batch(TrainArgs *a, Comm *c, const Planner *pl) {
     if (a->B != ARGS_AUTO) { return; }
     if (!pl->dev.known) {
         llmc_die("-b auto needs to know the %s's memory, but it is %s; give -b a number (--plan %d prints the plan)",
                  pl->dev.name, pl->dev.what, c->world_size);
     }
+    const int recompute = plan_batch_recompute(a);
     const size_t budget = plan_budget(&pl->dev);
     int fit = plan_max_batch(pl, recompute, budget);
     int neg = -fit;  // the smallest fit over the ranks
@@ -206,8 +229,9 @@ static inline void plan_auto_batch(TrainArgs *a, Comm *c, const Planner *pl, int
     memset(&p, 0, sizeof(p));
     pl->fn(pl->ctx, B, recompute, &p);
     snprintf(plan_auto_note, sizeof(plan_auto_note),
-             "-b auto: B %d; up to %d fit%s (%s less a %.0f%% margin: %.2f GiB), %s; plan %.2f GiB per rank", B, fit_all,
-             W > 1 ? " on the smallest device of all ranks" : "", pl->dev.what, 100 * pl->dev.margin, budget / PLAN_GiB,
+             "-b auto: B %d; up to %d fit%s%s (%s less a %.0f%% margin: %.2f GiB), %s; plan %.2f GiB per rank", B, fit_all,
+             W > 1 ? " on the smallest device of all ranks" : "", a->recompute == ARGS_AUTO ? " at -r 1" : "",
+             pl->dev.what, 100 * pl->dev.margin, budget / PLAN_GiB,
              a->total_batch == -1 ? (B < fit_all ? "-d -1: as many as the train data holds per step" : "-d -1 becomes B*T*ranks")
              : B == fit_all ? "and it divides -d over the ranks"
                                                                              : "the largest of those dividing -d over the ranks",
@@ -220,6 +244,50 @@ static inline void plan_auto_batch(TrainArgs *a, Comm *c, const Planner *pl, int
 }
 
 /*
+ * -r auto: sets a->recompute to the least recomputation whose plan fits at a->B on every rank's
+ * device (the most any rank needs), and says so on rank 0. Collective; after -b auto. No-op when
+ * -r was given; 1 where the trainer ignores -r.
+ */
+static inline void plan_auto_recompute(TrainArgs *a, Comm *c, const Planner *pl) {
+    if (a->recompute != ARGS_AUTO) { return; }
+    if (pl->recompute_levels < 2) {
+        a->recompute = 1;
+        return;
+    }
+    if (!pl->dev.known) {
+        llmc_die("-r auto needs to know the %s's memory, but it is %s; give -r 0, 1 or 2 (--plan %d prints the plan)",
+                 pl->dev.name, pl->dev.what, c->world_size);
+    }
+    const size_t budget = plan_budget(&pl->dev);
+    size_t bytes = 0;
+    int v[2];  // the level, and whether even the most recomputation does not fit (the trainer's own check then
+    v[0] = plan_least_recompute(pl, a->B, budget, &bytes);  // stops the run with the sizes)
+    v[1] = bytes > budget;
+    c->allreduce_max_i32(c, v, 2);
+    const int r = v[0];
+    a->recompute = r;
+    if (v[1]) { return; }
+    MemPlan p;  // this rank's plan at the level of all
+    memset(&p, 0, sizeof(p));
+    pl->fn(pl->ctx, a->B, r, &p);
+    bytes = plan_total(&p, 1);
+    snprintf(plan_recompute_note, sizeof(plan_recompute_note),
+             "-r auto: -r %d, the least recomputation whose plan fits at B %d%s (%s less a %.0f%% margin: %.2f GiB); plan "
+             "%.2f GiB%s", r, a->B, c->world_size > 1 ? " on every rank" : "", pl->dev.what, 100 * pl->dev.margin,
+             budget / PLAN_GiB, bytes / PLAN_GiB, c->world_size > 1 ? " on rank 0" : "");
+    if (c->rank == 0) {
+        printf("%s\n", plan_recompute_note);
+        fflush(stdout);
+    }
+}
+
+// -b auto, then -r auto (each a no-op where its flag was given)
+static inline void plan_auto(TrainArgs *a, Comm *c, const Planner *pl) {
+    plan_auto_batch(a, c, pl);
+    plan_auto_recompute(a, c, pl);
+}
+
+/*
  * --plan: the plan of the flags' run on W ranks, row by row, the device, the largest -b that fits
  * for each -r and -b auto's choice; rank 0 prints it. For -b auto without a known device the plan
  * is shown at B = 1.
@@ -228,20 +296,26 @@ static inline void plan_print(const Planner *pl, const TrainArgs *a, int W, cons
     const size_t num_params = gpt2_num_params(cfg);
     const DeviceMemory *d = &pl->dev;
     const size_t budget = d->known ? plan_budget(d) : 0;
-    int B = a->B;
-    const char *b_note = "";
+    const int rb = plan_batch_recompute(a);
+    int B = a->B, r = a->recompute;
+    const char *b_note = "", *r_note = "";
     if (B == ARGS_AUTO) {
-        B = d->known ? plan_divisible_batch(a, W, plan_max_batch(pl, a->recompute, budget)) : 0;
+        B = d->known ? plan_divisible_batch(a, W, plan_max_batch(pl, rb, budget)) : 0;
         b_note = d->known ? " (-b auto)" : " (-b auto needs the device's memory: shown at B 1)";
         if (B < 1) { B = 1; }
     }
+    size_t least_bytes = 0;  // the plan of -r auto's level
+    if (r == ARGS_AUTO) {
+        r = d->known ? plan_least_recompute(pl, B, budget, &least_bytes) : 1;
+        r_note = pl->recompute_levels < 2 ? "" : d->known ? " (-r auto)" : " (-r auto needs the device's memory: shown at -r 1)";
+    }
     MemPlan p;
     memset(&p, 0, sizeof(p));
-    pl->fn(pl->ctx, B, a->recompute, &p);
+    pl->fn(pl->ctx, B, r, &p);
     const int two = plan_total(&p, 0) > 0;  // a host column besides the device's
-    printf("memory plan of %s: -e %s (L %d, C %d, H %d, maxT %d: %zu parameters) | -b %d%s | -t %d | -r %d | -w %d | -z %d "
-           "| %d rank(s); per rank:\n", pl->trainer, a->model, cfg->num_layers, cfg->channels, cfg->num_heads,
-           cfg->max_seq_len, num_params, B, b_note, a->T, a->recompute, a->master_weights, a->zero_stage, W);
+    printf("memory plan of %s: -e %s (L %d, C %d, H %d, maxT %d: %zu parameters) | -b %d%s | -t %d | -r %d%s | -w %d | "
+           "-z %d | %d rank(s); per rank:\n", pl->trainer, a->model, cfg->num_layers, cfg->channels, cfg->num_heads,
+           cfg->max_seq_len, num_params, B, b_note, a->T, r, r_note, a->master_weights, a->zero_stage, W);
     printf("  %-22s %11s %11s\n", "", d->name, two ? "host" : "");
     char x[32], y[32];
     for (int i = 0; i < PLAN_ROWS; i++) {
@@ -270,10 +344,15 @@ static inline void plan_print(const Planner *pl, const TrainArgs *a, int W, cons
         if (pl->recompute_levels > 1) { printf(" -r %d: %d%s", r, fit, r + 1 < pl->recompute_levels ? " |" : ""); }
         else { printf(" %d (-r does not change this trainer's memory)", fit); }
     }
-    const int fit = plan_max_batch(pl, a->recompute, budget), chosen = plan_divisible_batch(a, W, fit);
-    printf("\n-b auto at -r %d: ", a->recompute);
+    const int fit = plan_max_batch(pl, rb, budget), chosen = plan_divisible_batch(a, W, fit);
+    printf("\n-b auto at -r %d: ", rb);
     if (chosen > 0) { printf("B %d%s\n", chosen, a->total_batch == -1 ? " (-d -1: B*T*ranks)" : " (divides -d over the ranks)"); }
     else { printf("none (up to %d fits, none divides -d %lld over %d rank(s) at T %d)\n", fit, a->total_batch, W, a->T); }
+    if (pl->recompute_levels > 1) {
+        const int least = plan_least_recompute(pl, B, budget, &least_bytes);
+        if (least_bytes <= budget) { printf("-r auto at -b %d: -r %d (the least recomputation that fits)\n", B, least); }
+        else { printf("-r auto at -b %d: none fits (-r %d needs %.2f GiB)\n", B, least, least_bytes / PLAN_GiB); }
+    }
     if (total > budget) { printf("does not fit: -b %d needs %.2f GiB, %.2f GiB can be planned\n", B, total / PLAN_GiB, budget / PLAN_GiB); }
 }
 

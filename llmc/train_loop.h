@@ -469,6 +469,7 @@ static inline void train_prepare(TrainRun *r) {
     const char *dir = r->have_out ? a->output_dir : NULL;
     logger_init(&r->lg, dir, r->rank, r->resumed, a->tensorboard, r->resumed ? st->step : -1);
     logger_note(&r->lg, plan_auto_note);
+    logger_note(&r->lg, plan_recompute_note);
     ckpt_writer_init(&r->ckw, dir, r->b, r->c, a->ckpt_async, a->checkpoint_every, r->resumed ? st->step : -1);
     r->ckw.keep = a->checkpoint_keep;
     r->ckw.keep_major = a->checkpoint_major;

@@ -260,6 +260,7 @@ int main(int argc, char **argv) {
     const int iters = args.max_steps > 0 ? args.max_steps : 20;
     GPT2Config config;
     if (train_resolve_model(&args, &config)) { llmc_die("bench_layers takes a descriptor (-e d12), not a file"); }
+    if (args.B == ARGS_AUTO || args.recompute == ARGS_AUTO) { llmc_die("bench_layers takes -b and -r as numbers, not auto"); }
     const int device = gpu_select_device(&comm, (const void *)cast_fp32_to_bf16_kernel, LLMC_CUDA_ARCHS);
     cublas_init();
     GPT2 m;

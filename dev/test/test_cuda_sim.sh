@@ -352,6 +352,38 @@ if have_mpi "$SIM"; then
     grep -q '^-b auto: B 4;.* on the smallest device' auto2.txt && grep -q '^batch: B 4 | T 16 | ranks 2' auto2.txt \
         && ok "-b auto on 2 ranks with 4x and 1x that memory: B 4 on both" || { bad "-b auto on 2 ranks"; head -4 auto2.txt; }
 fi
+# -r auto: devices whose budget lies between the plans of -r 0 and -r 1, and of -r 1 and -r 2, at B 32:
+# the least recomputation that fits, its measured peak within the budget, the next lower level's over it
+RA=(-i train.bin -j val.bin -e L2:C64:H1:T32:V128 -t 16 -x 1 -v 0 -s 0 -b 32)
+for r in 0 1 2; do
+    rplan[$r]=$(planned 1 "${RA[@]}" -r $r)
+    SIM_MEMORY_REPORT=1 "$SIM" "${RA[@]}" -r $r > rpeak$r.txt 2>&1 || bad "-b 32 -r $r run failed"
+done
+budget_of() { echo $(( $1 - 33554432 - $1 / 20 )); }
+for want in 1 2; do
+    M=$(( ((rplan[want] + rplan[want - 1]) / 2 + 33554432) * 100 / 95 )); budget=$(budget_of $M)
+    SIM_DEVICE_MEMORY=$M "$SIM" "${RA[@]}" -r auto -o rauto$want > rauto$want.txt 2>&1 || bad "-r auto run on $M bytes failed"
+    if grep -q "^-r auto: -r $want, the least recomputation whose plan fits at B 32 " rauto$want.txt \
+        && grep -q "recompute -r $want |" rauto$want.txt && [ "$(peak rpeak$want.txt)" -le $budget ] \
+        && [ "$(peak rpeak$((want - 1)).txt)" -gt $budget ]; then
+        ok "-r auto on $M bytes: -r $want (measured peaks: -r $want $(peak rpeak$want.txt) <= budget $budget < -r $((want - 1)) $(peak rpeak$((want - 1)).txt))"
+    else bad "-r auto on $M bytes (budget $budget): $(grep -m1 -e '-r auto' rauto$want.txt), peaks ${rplan[*]}"; fi
+done
+sed -n 1p rauto2/main.log | grep -q '^# -r auto: -r 2,' || bad "-r auto: main.log's header"
+SIM_DEVICE_MEMORY=$((M * 4)) "$SIM" "${RA[@]}" -r auto > rauto0.txt 2>&1 && grep -q "^-r auto: -r 0," rauto0.txt \
+    && ok "-r auto on a device 4x that: -r 0" || bad "-r auto on a large device: $(grep -m1 -e '-r auto' rauto0.txt)"
+"$SIM" --plan 1 "${RA[@]}" -r auto > rplan.txt 2>&1
+grep -q -- '-b 32 | -t 16 | -r 0 (-r auto) |' rplan.txt && grep -q -- '^-r auto at -b 32: -r 0 ' rplan.txt \
+    && ok "--plan with -r auto: the plan at the level it chooses" || bad "--plan with -r auto: $(grep -m2 -e '-r' rplan.txt)"
+SIM_DEVICE_MEMORY=$M "$SIM" "${RA[@]}" -b auto -r auto > rbauto.txt 2>&1 || bad "-b auto -r auto failed"
+grep -q '^-b auto: B [0-9]*; up to [0-9]* fit at -r 1 ' rbauto.txt && grep -q '^-r auto: -r [0-2],' rbauto.txt \
+    && ok "-b auto -r auto: B at -r 1, then the level" || bad "-b auto -r auto: $(grep -e 'auto' rbauto.txt)"
+if have_mpi "$SIM"; then  # rank 0 on a device 4x as large, rank 1 between -r 1 and -r 2: -r 2 on both
+    "${MPIRUN[@]}" -np 1 -x SIM_DEVICE_MEMORY=$((M * 4)) "$SIM" "${RA[@]}" -r auto -pb mpi : \
+        -np 1 -x SIM_DEVICE_MEMORY=$M "$SIM" "${RA[@]}" -r auto -pb mpi > rauto_np2.txt 2>&1 || bad "-r auto on 2 ranks failed"
+    grep -q '^-r auto: -r 2, .* on every rank' rauto_np2.txt && grep -q 'recompute -r 2 |' rauto_np2.txt \
+        && ok "-r auto on 2 ranks with 4x and 1x that memory: -r 2 on both" || { bad "-r auto on 2 ranks"; grep -e '-r' rauto_np2.txt | head -3; }
+fi
 expect_error "-b auto on a device too small for B 1" "not even B = 1 fits" env SIM_DEVICE_MEMORY=$((34 << 20)) "$SIM" "${AUTO[@]}" -b auto
 # phases: from the events, inside the step's wall time; NVTX ranges nest and cover each step
 rm -f nvtx.log

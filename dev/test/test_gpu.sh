@@ -48,7 +48,7 @@
 #            per-layer backward; a 1-rank NCCL all-reduce of one layer
 #   d48      dev/bench/bench_gpu.sh d48: GPT-2 1.5B at T=1024, the largest B that fits (-r 1, -r 2),
 #            llm.c at the same B, per-layer backward
-#   memory   the memory plan against the GPU: d12 -b 16 and d48 -b auto -r 2 at T=1024, 2
+#   memory   the memory plan against the GPU: d12 -b 16 -r auto and d48 -b auto -r 2 at T=1024, 2
 #            steps each: the trainer's end line compares the plan with what cudaMemGetInfo says the
 #            run allocated after its CUDA context (the rest is cuBLAS's and NCCL's own, under 1 GiB);
 #            -b auto must not run out of memory; the phase line and metrics.jsonl's phase times
@@ -389,10 +389,10 @@ fi
 # planned against allocated: "allocated by this run X GiB, planned Y GiB" (the trainer's end line)
 if has_part memory; then
     [ -f "$WORK/small.bin" ] || $PY dev/bench/make_random_shard.py "$WORK/small.bin" 300000 3 > /dev/null
-    for m in "d12 -b 16" "d48 -b auto -r 2"; do
+    for m in "d12 -b 16 -r auto" "d48 -b auto -r 2"; do
         name=memory_${m%% *}
         step $name 300 "./train_gpt2cu --plan 1 -i $WORK/small.bin -e $m -t 1024 | tail -5; ./train_gpt2cu -i $WORK/small.bin -e $m -t 1024 -x 2 -v 0 -s 0 -pe 1 -o $WORK/$name > $WORK/$name.txt 2>&1; rc=\$?; cat $WORK/$name.txt; [ \$rc -eq 0 ] && grep -q '^phases, steps 2-2' $WORK/$name.txt && grep -q '\"forward_ms\"' $WORK/$name/metrics.jsonl && awk '/allocated by this run/ { a = \$(NF-4); p = \$(NF-1); d = a - p; print \"allocated - planned:\", d, \"GiB\"; exit !(d >= 0 && d < 1) }' $WORK/$name.txt"
-        grep -hE "^-b auto|^phases|GPU memory in use|allocated - planned" "$WORK/logs/$name.log" 2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
+        grep -hE "^-b auto|^-r auto|^phases|GPU memory in use|allocated - planned" "$WORK/logs/$name.log" 2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
     done
 fi
 

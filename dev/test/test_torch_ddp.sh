@@ -34,7 +34,7 @@ shard("val.bin", 4000, 2)
 EOF
 $PY "$ROOT/dev/bench/make_random_hellaswag.py" hs.bin 40 3 512  # 40 random examples of 4 endings
 ARGS=(-i 'train_*.bin' -j val.bin -e L2:C64:H4:T64:V512 -t 32 -d 256 -x 12 -v 6 -m 4 -h 1 -hf hs.bin -s 6 -g 8 -tk none.bin
-      -l 3e-3 -u 2 -k cosine -q 0.1 -c 0.1 -sh 1 -n 6)
+      -l 3e-3 -u 2 -k cosine -q 0.1 -c 0.1 -sh 1 -n 6 -r auto)  # -r: train_gpt2cu's; both accept it and ignore it
 B_FOR=(0 4 2)  # -b for 1 and 2 processes: 2 micro-steps per step either way, the same tokens per step
 
 # np processes of train_gpt2.py with torchrun's variables; rank r's stdout/stderr in <prefix>.r.out/.err
