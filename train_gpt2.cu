@@ -843,6 +843,7 @@ static void cuda_update(Backend *b, const OptSettings *o) {
     nvtxRangePop();
     m->update_unread[m->update_turn] = 1;
     m->updated = 1;
+    matmul_algos_save();  // -mt 1: the choices of this step's new GEMM shapes, for a resume
 }
 
 /*
@@ -1020,7 +1021,7 @@ static void gpt2_build_from_args(GPT2 *m, const TrainArgs *a, const GPT2Config *
     gpt2_build(m, config, a->B, a->T, a->recompute, a->master_weights, attention_impl(a->attention, "-at", a->T), &plan,
                kind == GRAD_REDUCE_NCCL ? nccl : NULL, muon);
     m->gelu_fusion = a->gelu_fusion;
-    cublas_set_tuning(a->matmul_tune);
+    cublas_set_tuning(a->matmul_tune, a->output_dir, c->rank);
     matmul_set_bias_grad_epilogue(a->bias_grad);
 }
 
@@ -1131,9 +1132,12 @@ static void cuda_banner(const TrainSetup *run, GPT2 *model, ProcessGroup *group,
            model->planned_bytes / GiB, run->comm.world_size);
     printf("MFU peak: %s\n", peak_why);
     fflush(stdout);  // the lines above before a warning on stderr
-    if (a->matmul_tune) {
-        llmc_warn("-mt 1: the matmul algorithms are chosen by timing, so another run (or a resume) may choose others "
-                  "and differ in the last bits; -mt 0 runs are bitwise reproducible");
+    if (a->matmul_tune && matmul_algo_file()[0] == '\0') {
+        llmc_warn("-mt 1 without -o: the matmul algorithms are chosen by timing and not kept, so another run may choose "
+                  "others and differ in the last bits; with -o they are kept there for a resume");
+    } else if (a->matmul_tune) {  // the choices of an earlier run into -o (a resume) make this one compute its bits
+        printf("matmul algorithms (-mt 1): kept in %s; %d read from there, new shapes timed and added\n",
+               matmul_algo_file(), matmul_algos_read());
     }
     if (!gpt2_attention_deterministic(model)) {
         llmc_warn("-at cudnn: cuDNN refused its deterministic attention backward for this shape, so this run is not "
@@ -1180,6 +1184,7 @@ int main(int argc, char **argv) {
     if (chatty) { cuda_banner(&run, &model, &group, device, peak_why); }
     int rc = train_run(&run.args, &run.comm, &backend);
     gpt2_sync(&model, "the end of training");
+    matmul_algos_save();  // the shapes first met in the last evaluations and samples
     if (chatty) {
         cuda_memory_end(free_at_start, &model);
         matmul_tune_report();

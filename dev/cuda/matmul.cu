@@ -387,7 +387,7 @@ static void run_batched(void) {
 static void check_bias_grad_epilogue(const Layer *run, size_t count) {
     printf("with the bias gradients in the weight-gradient GEMMs' epilogue (-bg 1):\n");
     cublas_forget_algorithms();
-    cublas_set_tuning(0);
+    cublas_set_tuning(0, NULL, 0);
     matmul_set_bias_grad_epilogue(1);
     matmul_bias_grad_count[0] = matmul_bias_grad_count[1] = 0;  // this pass's, not the timing's
     const size_t checked = WB_SIM ? 3 : count;  // the simulator: the tiny layers and the qkv shape
@@ -530,13 +530,13 @@ int main(void) {
     // accumulating GEMM must leave its dweight as it was) and, on a GPU, the times to compare
     printf("with the algorithms chosen by timing (-mt 1):\n");
     cublas_forget_algorithms();
-    cublas_set_tuning(1);
+    cublas_set_tuning(1, NULL, 0);
     const size_t tuned = WB_SIM ? 2 : count;  // the simulator times each candidate's CPU GEMM: the tiny layers only
     for (size_t i = 0; i < tuned; i++) { run_layer(&run[i]); }
     run_batched();
     matmul_tune_report();
-    int timed = 0, untimed = 0;
-    matmul_tune_counts(&timed, &untimed);
+    int timed = 0, read = 0, untimed = 0;
+    matmul_tune_counts(&timed, &read, &untimed);
     char line[64];
     snprintf(line, sizeof(line), "%d of %d shapes timed", timed, matmul_algo_cache_count);
     check_true("-mt 1 timed candidates for every GEMM shape", timed == matmul_algo_cache_count && untimed == 0, line);

@@ -9,7 +9,7 @@ OUT=$1
 PY=${PYTHON:-/usr/bin/python3}
 ROOT=$(pwd)
 rm -rf "$OUT" && mkdir -p "$OUT"/{shard,model,checkpoint,tokenizer,hellaswag,bpe_load,bpe_encode,tokenize,safetensors,args,fs_bootstrap,tiny} \
-    "$OUT"/{tokenize_args,export_args,work_files/hf,work_files/tok}
+    "$OUT"/{tokenize_args,export_args,algo_file,work_files/hf,work_files/tok}
 W=$(mktemp -d /tmp/fuzz_seeds.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 SEP=$'\n--8<--\n'

@@ -140,6 +140,63 @@ grep -q "matmul algorithms: the fastest by timing (-mt 1)" sim_mt.txt &&
     && ok "-mt 1: the banner, and every shape chose a faster candidate than the heuristic's first" \
     || { bad "-mt 1: the lines:"; grep "matmul" sim_mt.txt; }
 
+# -mt 1's choices kept in -o (matmul_algos_00000.bin): a second run into a copy of that folder reads
+# them all (no timing; the same log, bit for bit); a file that cannot be used (damaged, another
+# GPU, an algorithm cuBLASLt's check refuses, a folder in its place) is one warning, the run times
+# what it must and goes on
+algo_file=sim_mt/matmul_algos_00000.bin
+algo_patch() {  # algo_patch <file> device|records|algo: another GPU's name, a flipped record byte, a bad algorithm
+    $PY - "$@" <<'EOF'
+import struct, sys, zlib
+path, how = sys.argv[1], sys.argv[2]
+b = bytearray(open(path, "rb").read())
+kb, ab = struct.unpack_from("<ii", b, 24)
+if how == "device":
+    b[72:72 + 256] = b"NVIDIA H200".ljust(256, b"\0")
+elif how == "records":
+    b[328 + 10] ^= 1
+else:  # the first record's algorithm: the stand-in's mark (its 5th word) changed, the checksum made to fit
+    struct.pack_into("<Q", b, 328 + kb + 32, 0x52)
+    struct.pack_into("<I", b, 36, zlib.crc32(bytes(b[328:])))
+open(path, "wb").write(bytes(b))
+EOF
+}
+if [ -f "$algo_file" ]; then
+    for c in again damaged device algo folder; do rm -rf mt_$c && mkdir mt_$c && cp "$algo_file" mt_$c/; done
+    algo_patch mt_damaged/matmul_algos_00000.bin records
+    algo_patch mt_device/matmul_algos_00000.bin device
+    algo_patch mt_algo/matmul_algos_00000.bin algo
+    rm mt_folder/matmul_algos_00000.bin && mkdir mt_folder/matmul_algos_00000.bin
+    bg mt_again "$SIM" "${ARGS[@]}" -mt 1 -o mt_again
+    bg mt_damaged "$SIM" "${ARGS[@]}" -mt 1 -o mt_damaged
+    joined mt_again mt_damaged
+    bg mt_device "$SIM" "${ARGS[@]}" -mt 1 -o mt_device
+    bg mt_algo "$SIM" "${ARGS[@]}" -mt 1 -o mt_algo
+    joined mt_device mt_algo
+    run mt_folder "$SIM" "${ARGS[@]}" -mt 1 -o mt_folder
+    run mt_damaged2 "$SIM" "${ARGS[@]}" -mt 1 -o mt_damaged  # reads the file the damaged one's run wrote
+    n=$(sed -n 's/^matmul algorithms (-mt 1): \([0-9]*\) GEMM shapes timed.*/\1/p' sim_mt.txt)
+    compare_logs mt_again/main.log sim_mt/main.log trl=0 norm=0 > /dev/null &&
+        grep -q "^matmul algorithms (-mt 1): kept in mt_again/matmul_algos_00000.bin; $n read from there" mt_again.txt &&
+        grep -q "; $n of them by an earlier run (mt_again/matmul_algos_00000.bin)$" mt_again.txt \
+        && ok "-mt 1 into a folder with the file: all $n choices read, none timed, the same log bit for bit" \
+        || { bad "-mt 1 with the file:"; grep "matmul" mt_again.txt; }
+    warned() { [ "$(grep -c "^warning: -mt 1: $1" "$2")" = 1 ] && [ "$(grep -c "^step [0-9]*/4 " "$2")" = 4 ]; }
+    warned "mt_damaged/matmul_algos_00000.bin is damaged (its records do not match their checksum); its matmul algorithms are not used" mt_damaged.txt &&
+        grep -q "^matmul algorithms (-mt 1): $n GEMM shapes timed" mt_damaged.txt &&
+        grep -q "^matmul algorithms (-mt 1): kept in mt_damaged/matmul_algos_00000.bin; $n read from there" mt_damaged2.txt \
+        && ok "-mt 1, a damaged file: one warning, every shape timed again, the file rewritten" || { bad "-mt 1, damaged file"; grep -e "mt 1" mt_damaged.txt; }
+    warned "mt_device/matmul_algos_00000.bin holds the choices of NVIDIA H200 (1 SMs, cuBLASLt 130000), not of this host simulator" mt_device.txt \
+        && ok "-mt 1, another GPU's file: one warning naming both, timed again" || { bad "-mt 1, another GPU's file"; grep -e "mt 1" mt_device.txt; }
+    grep -q "; $((n - 1)) of them by an earlier run (mt_algo/matmul_algos_00000.bin), 1 read there refused by cuBLASLt's check and timed again" mt_algo.txt \
+        && ok "-mt 1, an algorithm cuBLASLt's check refuses: that shape timed again, the others read" || { bad "-mt 1, a refused algorithm"; grep "matmul" mt_algo.txt; }
+    warned "mt_folder/matmul_algos_00000.bin is not a matmul algorithm file (shorter than its header)" mt_folder.txt &&
+        [ "$(grep -c "^warning: -mt 1: the matmul algorithms chosen could not be kept (-o: renaming the temporary to 'mt_folder/matmul_algos_00000.bin' failed: Is a directory)" mt_folder.txt)" = 1 ] \
+        && ok "-mt 1, a folder in the file's place: a warning on reading, one on writing, the run ends" || { bad "-mt 1, a folder as the file"; grep -e "mt 1" mt_folder.txt; }
+else
+    bad "-mt 1 -o sim_mt wrote no $algo_file"
+fi
+
 # ---- 2. determinism and resume
 echo "2. determinism and resume:"
 echo " second run:"; compare_logs sim2/main.log sim/main.log trl=0 norm=0 || bad "two identical runs differ"

@@ -30,7 +30,8 @@
 #            chosen by timing, and with -bg 1, the bias gradients from the weight-gradient
 #            matmuls' epilogue); GPU vs CPU trainer over
 #            20 steps (dev/test/test_gpu_vs_cpu.sh); two separate processes give bitwise-equal runs;
-#            a resume from a checkpoint is bitwise equal to the uninterrupted run; bad input (no GPU
+#            a resume from a checkpoint is bitwise equal to the uninterrupted run (also with -mt 1:
+#            the resume takes the choices kept in -o); bad input (no GPU
 #            visible, too large a batch, wrong architecture)
 #   multi    NCCL on a 1-rank communicator (LLMC_FORCE_NCCL=1, -z 0 and -z 1) equals the plain run,
 #            also with the stream-order debug mode (LLMC_DEBUG_STREAMS=1), and differs from it when
@@ -345,6 +346,10 @@ if has_part test; then
     step gpu_log 60 "./train_gpt2cu $A -d $MULTI_D -x 2 -v 0 -lg 1 > $WORK/lg.txt 2>&1; rc=\$?; cat $WORK/lg.txt; [ \$rc -eq 0 ] && [ \$(grep -cE '^  gpu: SM [0-9]+/[0-9]+ MHz \\| [0-9]+/[0-9]+ W \\| [0-9]+ C' $WORK/lg.txt) = 2 ]"
     grep -h "^  gpu:" "$WORK/lg.txt" 2> /dev/null | head -1 | sed 's/^/      /' | tee -a "$SUMMARY"
     step resume_bitwise 60 "resume_copy $D/det_a $D/det_r && ./train_gpt2cu $A -d $MULTI_D -n 5 -o $D/det_r -y 1 > $D/det_r.txt 2>&1; rc=\$?; cat $D/det_r.txt; [ \$rc -eq 0 ] && $(resumed "$D/det_r.txt" "$D/det_r" "$D/det_a" 0)"
+    # -mt 1 with -o: the choices kept in the folder; its resume reads them (real cuBLASLt's algorithms,
+    # restored from the file and checked) and repeats steps 6-10 bit for bit
+    rm -rf "$D/mt_a" "$D/mt_r"
+    step resume_mt1 90 "./train_gpt2cu $A -d $MULTI_D -n 5 -mt 1 -o $D/mt_a > $D/mt_a.txt 2>&1 && resume_copy $D/mt_a $D/mt_r && ./train_gpt2cu $A -d $MULTI_D -n 5 -mt 1 -o $D/mt_r -y 1 > $D/mt_r.txt 2>&1; rc=\$?; grep -h 'matmul algorithms' $D/mt_a.txt $D/mt_r.txt; [ \$rc -eq 0 ] && grep -q 'of them by an earlier run' $D/mt_r.txt && $(resumed "$D/mt_r.txt" "$D/mt_r" "$D/mt_a" 0)"
     $PY dev/bench/make_random_shard.py "$WORK/small.bin" 300000 3 > /dev/null
     step bad_no_gpu 60 "CUDA_VISIBLE_DEVICES= ./train_gpt2cu -i $WORK/small.bin -e d12 > $WORK/nogpu.txt 2>&1; rc=\$?; cat $WORK/nogpu.txt; [ \$rc -ne 0 ] && grep -q 'no CUDA GPU is visible' $WORK/nogpu.txt"
     step bad_too_large 60 "./train_gpt2cu -i $WORK/small.bin -e d48 -b 512 -t 1024 -x 1 > $WORK/big.txt 2>&1; rc=\$?; cat $WORK/big.txt; [ \$rc -ne 0 ] && grep -q 'GiB of GPU memory' $WORK/big.txt && grep -q -- '-r 2' $WORK/big.txt"

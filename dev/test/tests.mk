@@ -278,7 +278,7 @@ test-cuda-trainer-sim: train_gpt2
 FUZZ_CC ?= clang
 FUZZ_BUILD := build/fuzz
 FUZZ_NAMES := shard model checkpoint tokenizer hellaswag bpe_load bpe_encode tokenize safetensors args fs_bootstrap \
-              tokenize_args export_args
+              tokenize_args export_args algo_file
 FUZZ_PCRE2 := bpe_load bpe_encode tokenize tokenize_args
 FUZZ_SECONDS ?= 60
 FUZZ_PARALLEL ?= 2
@@ -315,7 +315,7 @@ ifeq ($(FUZZ_OK),1)
 	bash dev/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_PARALLEL) $(FUZZ_NAMES)
 endif
 
-# CI: 16 s per harness, two at a time (about 100 s for the 12)
+# CI: 16 s per harness, two at a time (about 115 s for the 14)
 test-fuzz:
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=16 FUZZ_PARALLEL=2
 

@@ -22,6 +22,7 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include "cuda_common.cuh"
+#include "../matmul_algo_file.h"
 
 #define CUBLASLT_WORKSPACE_BYTES ((size_t)32 * 1024 * 1024)  // recommended for Hopper; ample for Ampere
 
@@ -78,9 +79,10 @@ typedef struct {
     MatmulAlgoKey key;
     cublasLtMatmulAlgo_t algo;
     int none;                   // cuBLASLt has no algorithm for the key (asked only where the caller has another way)
-    int tuned;                  // -mt 1: 1 its candidates were timed (then one call's time with the heuristic's first
-    float first_ms, chosen_ms;  // and with the chosen, its index chosen), -1 they could not be (the heuristic's
-    int chosen;                 // first kept), 0 not tried
+    int tuned;                  // -mt 1: 1 its candidates were timed, 2 the choice was read from the file of an
+    float first_ms, chosen_ms;  // earlier run (either way one call's time with the heuristic's first and with the
+    int chosen;                 // chosen, its index chosen), -1 they could not be timed (the heuristic's first kept),
+                                // 0 not tried
     long long calls;            // the calls that used it
 } MatmulAlgoEntry;
 
@@ -91,23 +93,148 @@ static int matmul_algo_cache_count = 0;
 /*
  * -mt 1 (cublas_set_tuning): the algorithm of each GEMM key is the fastest of up to
  * MATMUL_TUNE_CANDIDATES of the heuristic's, timed on the key's first call, instead of its first.
- * Timing decides, so two runs may choose differently and differ in the last bits. What the choice
- * gained is estimated from those timings and each key's number of calls (matmul_tune_report).
+ * Timing decides, so two runs may choose differently and differ in the last bits; hence the
+ * choices are kept in a file (llmc/matmul_algo_file.h) when the run has an output directory, and
+ * a run that finds the file there (a resume) takes its choices instead of timing: the same
+ * algorithms, the same bits. What the choice gained is estimated from the timings and each key's
+ * number of calls (matmul_tune_report).
  */
 #define MATMUL_TUNE_CANDIDATES 8
 #define MATMUL_TUNE_REPS 5
 static int matmul_tune = 0;
 
-static inline void cublas_set_tuning(int on) { matmul_tune = on; }
+// the file of this rank's choices ("": none), the choices read from it, and whether choices were
+// made since it was last written
+static char matmul_algo_path[4096];
+static MatmulAlgoEntry matmul_algo_read[MATMUL_ALGO_CACHE_SIZE];
+static int matmul_algo_read_count = 0, matmul_algo_unsaved = 0;
+static int matmul_algo_rejected = 0;  // choices read that cuBLASLt's check refused (timed again)
+
+static inline AlgoOrigin matmul_algo_origin(void) {
+    AlgoOrigin o;
+    memset(&o, 0, sizeof(o));
+    int device = 0;
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDevice(&device));
+    cudaCheck(cudaGetDeviceProperties(&prop, device));
+    snprintf(o.device, sizeof(o.device), "%s", prop.name);
+    o.sm_count = prop.multiProcessorCount;
+    o.cublaslt_version = (uint64_t)cublasLtGetVersion();
+    return o;
+}
+
+// a file record: the key, the algorithm, the two times and the index (llmc/matmul_algo_file.h)
+#define MATMUL_ALGO_RECORD_BYTES (sizeof(MatmulAlgoKey) + sizeof(cublasLtMatmulAlgo_t) + ALGO_FILE_TIMES_BYTES)
+
+static inline void matmul_algo_pack(unsigned char *r, const MatmulAlgoEntry *e) {
+    const int32_t chosen = e->chosen;
+    memcpy(r, &e->key, sizeof(e->key));
+    r += sizeof(e->key);
+    memcpy(r, &e->algo, sizeof(e->algo));
+    r += sizeof(e->algo);
+    memcpy(r, &e->first_ms, 4);
+    memcpy(r + 4, &e->chosen_ms, 4);
+    memcpy(r + 8, &chosen, 4);
+}
+
+static inline void matmul_algo_unpack(MatmulAlgoEntry *e, const unsigned char *r) {
+    int32_t chosen;
+    memset(e, 0, sizeof(*e));
+    memcpy(&e->key, r, sizeof(e->key));
+    r += sizeof(e->key);
+    memcpy(&e->algo, r, sizeof(e->algo));
+    r += sizeof(e->algo);
+    memcpy(&e->first_ms, r, 4);
+    memcpy(&e->chosen_ms, r + 4, 4);
+    memcpy(&chosen, r + 8, 4);
+    // the times and the index only feed the report: a damaged one must not make it print nonsense
+    if (!(e->first_ms >= 0.0f && e->first_ms < 1e9f) || !(e->chosen_ms >= 0.0f && e->chosen_ms <= e->first_ms)) {
+        e->first_ms = e->chosen_ms = 0.0f;
+    }
+    e->chosen = chosen >= 0 && chosen < MATMUL_TUNE_CANDIDATES ? chosen : 0;
+    e->tuned = 2;
+}
+
+// read the choices of <out>/matmul_algos_<rank>.bin, if there is one; a file that cannot be used
+// is named in a warning and the run times its GEMMs instead
+static inline void matmul_algos_load(void) {
+    static unsigned char records[MATMUL_ALGO_CACHE_SIZE * MATMUL_ALGO_RECORD_BYTES];
+    const AlgoOrigin here = matmul_algo_origin();
+    char why[512];
+    const int n = algo_file_read(matmul_algo_path, &here, sizeof(MatmulAlgoKey), sizeof(cublasLtMatmulAlgo_t), records,
+                                 MATMUL_ALGO_CACHE_SIZE, why, sizeof(why));
+    if (n == -2) {
+        llmc_warn("-mt 1: %s %s; its matmul algorithms are not used: they are timed again (and the file rewritten), so "
+                  "this run may differ in the last bits from the one that wrote it", matmul_algo_path, why);
+    }
+    matmul_algo_read_count = n > 0 ? n : 0;
+    for (int i = 0; i < matmul_algo_read_count; i++) {
+        matmul_algo_unpack(&matmul_algo_read[i], records + (size_t)i * MATMUL_ALGO_RECORD_BYTES);
+    }
+}
+
+/*
+ * -mt: on or off; out_dir (NULL or "": none) and rank name the file of this rank's choices, which
+ * is read now (after cublas_init, on the run's device) and written by matmul_algos_save.
+ */
+static inline void cublas_set_tuning(int on, const char *out_dir, int rank) {
+    matmul_tune = on;
+    matmul_algo_path[0] = '\0';
+    matmul_algo_read_count = matmul_algo_unsaved = matmul_algo_rejected = 0;
+    if (!on || out_dir == NULL || out_dir[0] == '\0') { return; }
+    if (snprintf(matmul_algo_path, sizeof(matmul_algo_path), "%s/matmul_algos_%05d.bin", out_dir, rank) >=
+        (int)sizeof(matmul_algo_path)) {
+        llmc_die("-o %s: path too long", out_dir);
+    }
+    matmul_algos_load();
+}
+
+// the file that keeps -mt 1's choices ("" where the run has none)
+static inline const char *matmul_algo_file(void) { return matmul_algo_path; }
+
+// the number of choices read from the file
+static inline int matmul_algos_read(void) { return matmul_algo_read_count; }
+
+/*
+ * -mt 1 with a file: writes every choice known (made in this run, or read and not needed yet) if
+ * any was made since the last write. Called after each optimizer step and at the end. A failed
+ * write is one warning: the run goes on, only a resume would time again.
+ */
+static inline void matmul_algos_save(void) {
+    static unsigned char records[2 * MATMUL_ALGO_CACHE_SIZE * MATMUL_ALGO_RECORD_BYTES];
+    static int warned = 0;
+    if (!matmul_algo_unsaved || matmul_algo_path[0] == '\0') { return; }
+    int n = 0;
+    for (int i = 0; i < matmul_algo_cache_count; i++) {
+        if (matmul_algo_cache[i].tuned > 0) { matmul_algo_pack(records + (size_t)n++ * MATMUL_ALGO_RECORD_BYTES, &matmul_algo_cache[i]); }
+    }
+    for (int i = 0; i < matmul_algo_read_count && n < MATMUL_ALGO_CACHE_SIZE; i++) {
+        int used = 0;
+        for (int j = 0; j < matmul_algo_cache_count && !used; j++) {
+            used = memcmp(&matmul_algo_cache[j].key, &matmul_algo_read[i].key, sizeof(MatmulAlgoKey)) == 0;
+        }
+        if (!used) { matmul_algo_pack(records + (size_t)n++ * MATMUL_ALGO_RECORD_BYTES, &matmul_algo_read[i]); }
+    }
+    const AlgoOrigin here = matmul_algo_origin();
+    char err[4600];
+    if (algo_file_write(matmul_algo_path, &here, sizeof(MatmulAlgoKey), sizeof(cublasLtMatmulAlgo_t), records, n, err,
+                        sizeof(err)) != 0 && !warned) {
+        llmc_warn("-mt 1: the matmul algorithms chosen could not be kept (%s); a resume will time them again", err);
+        warned = 1;
+    }
+    matmul_algo_unsaved = 0;
+}
 
 // forget every cached algorithm: the next call of each GEMM chooses again
 static inline void cublas_forget_algorithms(void) { matmul_algo_cache_count = 0; }
 
-// the cached GEMM keys whose candidates -mt 1 timed, and those it could not time
-static inline void matmul_tune_counts(int *timed, int *untimed) {
-    *timed = *untimed = 0;
+// the cached GEMM keys whose candidates -mt 1 timed, those whose choice it read from the file, and
+// those it could not time
+static inline void matmul_tune_counts(int *timed, int *read, int *untimed) {
+    *timed = *read = *untimed = 0;
     for (int i = 0; i < matmul_algo_cache_count; i++) {
-        *timed += matmul_algo_cache[i].tuned > 0;
+        *timed += matmul_algo_cache[i].tuned == 1;
+        *read += matmul_algo_cache[i].tuned == 2;
         *untimed += matmul_algo_cache[i].tuned < 0;
     }
 }
@@ -119,8 +246,8 @@ static inline void matmul_tune_report(void) {
     if (!matmul_tune) { return; }
     double first = 0.0, chosen = 0.0;
     long long calls = 0;
-    int timed = 0, untimed = 0, kept_first = 0;
-    matmul_tune_counts(&timed, &untimed);
+    int timed = 0, read = 0, untimed = 0, kept_first = 0;
+    matmul_tune_counts(&timed, &read, &untimed);
     for (int i = 0; i < matmul_algo_cache_count; i++) {
         const MatmulAlgoEntry *e = &matmul_algo_cache[i];
         if (e->tuned <= 0) { continue; }
@@ -132,7 +259,11 @@ static inline void matmul_tune_report(void) {
     const double saved = first > 0.0 ? 100.0 * (1.0 - chosen / first) : 0.0;
     printf("matmul algorithms (-mt 1): %d GEMM shapes timed, up to %d candidates each; the heuristic's first was the "
            "fastest for %d; their %lld calls: %.1f ms with the heuristic's first choices, %.1f ms with the fastest "
-           "(%.1f%% less, by the timings)", timed, MATMUL_TUNE_CANDIDATES, kept_first, calls, first, chosen, saved);
+           "(%.1f%% less, by the timings)", timed + read, MATMUL_TUNE_CANDIDATES, kept_first, calls, first, chosen, saved);
+    if (read > 0 || matmul_algo_rejected > 0) {
+        printf("; %d of them by an earlier run (%s)", read, matmul_algo_path);
+        if (matmul_algo_rejected > 0) { printf(", %d read there refused by cuBLASLt's check and timed again", matmul_algo_rejected); }
+    }
     if (untimed > 0) {
         printf("; %d kept the heuristic's first untimed (no memory for a scratch copy of d, or it failed)", untimed);
     }
@@ -352,6 +483,26 @@ static inline int gemm_fastest(const Gemm *g, const GemmPlan *p, const cublasLtM
     return best;
 }
 
+// -mt 1: the choice an earlier run made for the plan's key, if the file held one and cuBLASLt's
+// check accepts it for this plan, into *entry (the key's call count kept); else 0
+static inline int matmul_algo_from_file(const GemmPlan *p, MatmulAlgoEntry *entry) {
+    for (int i = 0; i < matmul_algo_read_count; i++) {
+        const MatmulAlgoEntry *r = &matmul_algo_read[i];
+        if (memcmp(&r->key, &p->key, sizeof(p->key)) != 0) { continue; }
+        cublasLtMatmulHeuristicResult_t check;
+        if (cublasLtMatmulAlgoCheck(cublaslt_handle, p->desc, p->la, p->lb, p->ld, p->ld, &r->algo, &check) !=
+            CUBLAS_STATUS_SUCCESS) {
+            matmul_algo_rejected++;
+            return 0;
+        }
+        const long long calls = entry->calls;
+        *entry = *r;
+        entry->calls = calls;
+        return 1;
+    }
+    return 0;
+}
+
 // the cached entry of a GEMM key, or NULL
 static inline MatmulAlgoEntry *matmul_algo_cached(const MatmulAlgoKey *key) {
     for (int i = 0; i < matmul_algo_cache_count; i++) {
@@ -370,12 +521,17 @@ static inline int gemm_algo(const Gemm *g, const GemmPlan *p, cublasLtMatmulAlgo
         cached->calls++;
         return !cached->none;
     }
-    cublasLtMatmulHeuristicResult_t cands[MATMUL_TUNE_CANDIDATES];
-    const int count = gemm_candidates(p, cands, matmul_tune ? MATMUL_TUNE_CANDIDATES : 1);
     MatmulAlgoEntry entry;
     memset(&entry, 0, sizeof(entry));
     entry.key = p->key;
     entry.calls = 1;
+    if (matmul_tune && matmul_algo_from_file(p, &entry)) {  // an earlier run's choice: no timing
+        *held = entry.algo;
+        if (matmul_algo_cache_count < MATMUL_ALGO_CACHE_SIZE) { matmul_algo_cache[matmul_algo_cache_count++] = entry; }
+        return 1;
+    }
+    cublasLtMatmulHeuristicResult_t cands[MATMUL_TUNE_CANDIDATES];
+    const int count = gemm_candidates(p, cands, matmul_tune ? MATMUL_TUNE_CANDIDATES : 1);
     if (count == 0 && g->bias_grad) {
         entry.none = 1;
         if (matmul_algo_cache_count < MATMUL_ALGO_CACHE_SIZE) { matmul_algo_cache[matmul_algo_cache_count++] = entry; }
@@ -388,6 +544,7 @@ static inline int gemm_algo(const Gemm *g, const GemmPlan *p, cublasLtMatmulAlgo
     }
     entry.chosen = matmul_tune && count > 1 ? gemm_fastest(g, p, cands, count, &entry, stream) : 0;
     entry.algo = cands[entry.chosen].algo;
+    matmul_algo_unsaved |= entry.tuned == 1;
     *held = entry.algo;
     if (matmul_algo_cache_count < MATMUL_ALGO_CACHE_SIZE) { matmul_algo_cache[matmul_algo_cache_count++] = entry; }
     return 1;

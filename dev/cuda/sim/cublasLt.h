@@ -282,6 +282,35 @@ static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, 
     return CUBLAS_STATUS_SUCCESS;
 }
 
+// the stand-in's version number (cuBLASLt 13.0.0's encoding); -mt 1's file of choices records it
+static inline size_t cublasLtGetVersion(void) { return 130000; }
+
+// an algorithm from elsewhere (-mt 1's file) for the problem: SUCCESS if the stand-in could have
+// made it, quietly INVALID_VALUE otherwise (what cuBLASLt answers for one it cannot run), so that
+// a damaged record is refused before cublasLtMatmul divides by its alignments or waits its wait
+static inline cublasStatus_t cublasLtMatmulAlgoCheck(cublasLtHandle_t h, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t A,
+                                                     cublasLtMatrixLayout_t B, cublasLtMatrixLayout_t C,
+                                                     cublasLtMatrixLayout_t D, const cublasLtMatmulAlgo_t *algo,
+                                                     cublasLtMatmulHeuristicResult_t *result) {
+    if (h == NULL) { return CUBLAS_STATUS_NOT_INITIALIZED; }
+    uint64_t m, n, k;
+    const char *problem = sim_lt_shape(d, A, B, C, D, &m, &n, &k);
+    if (problem) { return sim_lt_fail(problem); }
+    if (algo == NULL || algo->data[4] != 0x51u || algo->data[5] > (uint64_t)(SIM_LT_CANDIDATES - 1) * SIM_LT_CANDIDATE_WAIT_US) {
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    for (int i = 0; i < 4; i++) {
+        const uint64_t a = algo->data[i];
+        if (a < 2 || a > 256 || (a & (a - 1)) != 0) { return CUBLAS_STATUS_INVALID_VALUE; }
+    }
+    if (result) {
+        memset(result, 0, sizeof(*result));
+        result->algo = *algo;
+        result->state = CUBLAS_STATUS_SUCCESS;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 static inline double sim_lt_gelu(double x) {
     const double s = 0.7978845608028654, u = s * (x + 0.044715 * x * x * x);
     return 0.5 * x * (1.0 + tanh(u));
