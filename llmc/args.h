@@ -93,7 +93,7 @@
       "memory, precision, multi-process (train_gpt2cu; train_gpt2 accepts and ignores -z -r -w -pb -at -ge -mt -bg -lg -pi -ps -pf)")      \
     X(INT, zero_stage, "z", "zero", "<0|1>", 0, 0, 1, "ZeRO stage: 1 shards the optimizer state across ranks")          \
     X(INT, recompute, "r", "recompute", "<0|1|2|auto>", 1, 0, 2,                                                        \
-      "recompute in backward: 1 = GELU, 2 = GELU and LayerNorm; auto = the least that fits the GPU's memory at -b")     \
+      "recompute in backward: 1 = GELU, 2 = GELU and LayerNorm;\nauto = the least that fits the GPU's memory at -b")     \
     X(INT, master_weights, "w", "master-weights", "<0|1>", 1, 0, 1, "fp32 master weights")                              \
     X(CHOICE, backend, "pb", "backend", "nccl|mpi", "nccl", 0, 0, "gradient all-reduce backend (mpi: host-staged)")     \
     X(INT, num_processes, "pn", "num-processes", "<int>", 0, 0, 1000000,                                               \

@@ -201,11 +201,11 @@ static inline int matmul_algos_read(void) { return matmul_algo_read_count; }
  * write is one warning: the run goes on, only a resume would time again.
  */
 static inline void matmul_algos_save(void) {
-    static unsigned char records[2 * MATMUL_ALGO_CACHE_SIZE * MATMUL_ALGO_RECORD_BYTES];
+    static unsigned char records[MATMUL_ALGO_CACHE_SIZE * MATMUL_ALGO_RECORD_BYTES];  // at most the cache's size
     static int warned = 0;
     if (!matmul_algo_unsaved || matmul_algo_path[0] == '\0') { return; }
     int n = 0;
-    for (int i = 0; i < matmul_algo_cache_count; i++) {
+    for (int i = 0; i < matmul_algo_cache_count; i++) {  // count <= MATMUL_ALGO_CACHE_SIZE
         if (matmul_algo_cache[i].tuned > 0) { matmul_algo_pack(records + (size_t)n++ * MATMUL_ALGO_RECORD_BYTES, &matmul_algo_cache[i]); }
     }
     for (int i = 0; i < matmul_algo_read_count && n < MATMUL_ALGO_CACHE_SIZE; i++) {
