@@ -97,6 +97,12 @@ static inline void gemm_micro(float *restrict out, size_t ldo, const float *rest
     gemm_vec c[GEMM_MR][2];
     #pragma GCC unroll 16
     for (int i = 0; i < GEMM_MR; i++) { c[i][0] = c[i][1] = (gemm_vec){0}; }
+    // the output block is read and written after the k loop: fetched now, for writing, it arrives
+    // while the loop runs (without this, its cache misses were ~15% of this function's time)
+    for (int i = 0; i < mi; i++) {
+        __builtin_prefetch(out + (size_t)i * ldo, 1, 3);
+        __builtin_prefetch(out + (size_t)i * ldo + nj - 1, 1, 3);
+    }
     for (int k = 0; k < kc; k++) {
         const gemm_vec b0 = *(const gemm_vec *)(bp + (size_t)k * GEMM_NR);
         const gemm_vec b1 = *(const gemm_vec *)(bp + (size_t)k * GEMM_NR + GEMM_VL);
