@@ -304,9 +304,10 @@ static inline void plan_print(const Planner *pl, const TrainArgs *a, int W, cons
         b_note = d->known ? " (-b auto)" : " (-b auto needs the device's memory: shown at B 1)";
         if (B < 1) { B = 1; }
     }
-    size_t least_bytes = 0;  // the plan of -r auto's level
+    size_t least_bytes = 0;  // -r auto's level at this B, and its plan
+    const int least = d->known ? plan_least_recompute(pl, B, budget, &least_bytes) : 1;
     if (r == ARGS_AUTO) {
-        r = d->known ? plan_least_recompute(pl, B, budget, &least_bytes) : 1;
+        r = least;
         r_note = pl->recompute_levels < 2 ? "" : d->known ? " (-r auto)" : " (-r auto needs the device's memory: shown at -r 1)";
     }
     MemPlan p;
@@ -349,7 +350,6 @@ static inline void plan_print(const Planner *pl, const TrainArgs *a, int W, cons
     if (chosen > 0) { printf("B %d%s\n", chosen, a->total_batch == -1 ? " (-d -1: B*T*ranks)" : " (divides -d over the ranks)"); }
     else { printf("none (up to %d fits, none divides -d %lld over %d rank(s) at T %d)\n", fit, a->total_batch, W, a->T); }
     if (pl->recompute_levels > 1) {
-        const int least = plan_least_recompute(pl, B, budget, &least_bytes);
         if (least_bytes <= budget) { printf("-r auto at -b %d: -r %d (the least recomputation that fits)\n", B, least); }
         else { printf("-r auto at -b %d: none fits (-r %d needs %.2f GiB)\n", B, least, least_bytes / PLAN_GiB); }
     }

@@ -90,6 +90,14 @@ typedef struct {
 static MatmulAlgoEntry matmul_algo_cache[MATMUL_ALGO_CACHE_SIZE];
 static int matmul_algo_cache_count = 0;
 
+// the cached entry of a GEMM key, or NULL
+static inline MatmulAlgoEntry *matmul_algo_cached(const MatmulAlgoKey *key) {
+    for (int i = 0; i < matmul_algo_cache_count; i++) {
+        if (memcmp(&matmul_algo_cache[i].key, key, sizeof(*key)) == 0) { return &matmul_algo_cache[i]; }
+    }
+    return NULL;
+}
+
 /*
  * -mt 1 (cublas_set_tuning): the algorithm of each GEMM key is the fastest of up to
  * MATMUL_TUNE_CANDIDATES of the heuristic's, timed on the key's first call, instead of its first.
@@ -109,6 +117,7 @@ static char matmul_algo_path[4096];
 static MatmulAlgoEntry matmul_algo_read[MATMUL_ALGO_CACHE_SIZE];
 static int matmul_algo_read_count = 0, matmul_algo_unsaved = 0;
 static int matmul_algo_rejected = 0;  // choices read that cuBLASLt's check refused (timed again)
+static AlgoOrigin matmul_algo_here;   // this run's GPU and cuBLASLt, which the file records
 
 static inline AlgoOrigin matmul_algo_origin(void) {
     AlgoOrigin o;
@@ -159,9 +168,8 @@ static inline void matmul_algo_unpack(MatmulAlgoEntry *e, const unsigned char *r
 // is named in a warning and the run times its GEMMs instead
 static inline void matmul_algos_load(void) {
     static unsigned char records[MATMUL_ALGO_CACHE_SIZE * MATMUL_ALGO_RECORD_BYTES];
-    const AlgoOrigin here = matmul_algo_origin();
     char why[512];
-    const int n = algo_file_read(matmul_algo_path, &here, sizeof(MatmulAlgoKey), sizeof(cublasLtMatmulAlgo_t), records,
+    const int n = algo_file_read(matmul_algo_path, &matmul_algo_here, sizeof(MatmulAlgoKey), sizeof(cublasLtMatmulAlgo_t), records,
                                  MATMUL_ALGO_CACHE_SIZE, why, sizeof(why));
     if (n == -2) {
         llmc_warn("-mt 1: %s %s; its matmul algorithms are not used: they are timed again (and the file rewritten), so "
@@ -186,6 +194,7 @@ static inline void cublas_set_tuning(int on, const char *out_dir, int rank) {
         (int)sizeof(matmul_algo_path)) {
         llmc_die("-o %s: path too long", out_dir);
     }
+    matmul_algo_here = matmul_algo_origin();
     matmul_algos_load();
 }
 
@@ -209,15 +218,12 @@ static inline void matmul_algos_save(void) {
         if (matmul_algo_cache[i].tuned > 0) { matmul_algo_pack(records + (size_t)n++ * MATMUL_ALGO_RECORD_BYTES, &matmul_algo_cache[i]); }
     }
     for (int i = 0; i < matmul_algo_read_count && n < MATMUL_ALGO_CACHE_SIZE; i++) {
-        int used = 0;
-        for (int j = 0; j < matmul_algo_cache_count && !used; j++) {
-            used = memcmp(&matmul_algo_cache[j].key, &matmul_algo_read[i].key, sizeof(MatmulAlgoKey)) == 0;
+        if (!matmul_algo_cached(&matmul_algo_read[i].key)) {  // read, not met in this run yet: kept as read
+            matmul_algo_pack(records + (size_t)n++ * MATMUL_ALGO_RECORD_BYTES, &matmul_algo_read[i]);
         }
-        if (!used) { matmul_algo_pack(records + (size_t)n++ * MATMUL_ALGO_RECORD_BYTES, &matmul_algo_read[i]); }
     }
-    const AlgoOrigin here = matmul_algo_origin();
     char err[4600];
-    if (algo_file_write(matmul_algo_path, &here, sizeof(MatmulAlgoKey), sizeof(cublasLtMatmulAlgo_t), records, n, err,
+    if (algo_file_write(matmul_algo_path, &matmul_algo_here, sizeof(MatmulAlgoKey), sizeof(cublasLtMatmulAlgo_t), records, n, err,
                         sizeof(err)) != 0 && !warned) {
         llmc_warn("-mt 1: the matmul algorithms chosen could not be kept (%s); a resume will time them again", err);
         warned = 1;
@@ -501,14 +507,6 @@ static inline int matmul_algo_from_file(const GemmPlan *p, MatmulAlgoEntry *entr
         return 1;
     }
     return 0;
-}
-
-// the cached entry of a GEMM key, or NULL
-static inline MatmulAlgoEntry *matmul_algo_cached(const MatmulAlgoKey *key) {
-    for (int i = 0; i < matmul_algo_cache_count; i++) {
-        if (memcmp(&matmul_algo_cache[i].key, key, sizeof(*key)) == 0) { return &matmul_algo_cache[i]; }
-    }
-    return NULL;
 }
 
 // the algorithm for the GEMM: from the cache, or chosen once for its key (the heuristic's first,

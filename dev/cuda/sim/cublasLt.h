@@ -285,6 +285,19 @@ static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, 
 // the stand-in's version number (cuBLASLt 13.0.0's encoding); -mt 1's file of choices records it
 static inline size_t cublasLtGetVersion(void) { return 130000; }
 
+// whether algo is one the stand-in's heuristic could have made: its mark, a wait of one of its
+// candidates, alignments that are powers of two up to 256 (cublasLtMatmul divides by them)
+static inline int sim_lt_algo_valid(const cublasLtMatmulAlgo_t *algo) {
+    if (algo == NULL || algo->data[4] != 0x51u || algo->data[5] > (uint64_t)(SIM_LT_CANDIDATES - 1) * SIM_LT_CANDIDATE_WAIT_US) {
+        return 0;
+    }
+    for (int i = 0; i < 4; i++) {
+        const uint64_t a = algo->data[i];
+        if (a < 2 || a > 256 || (a & (a - 1)) != 0) { return 0; }
+    }
+    return 1;
+}
+
 // an algorithm from elsewhere (-mt 1's file) for the problem: SUCCESS if the stand-in could have
 // made it, quietly INVALID_VALUE otherwise (what cuBLASLt answers for one it cannot run), so that
 // a damaged record is refused before cublasLtMatmul divides by its alignments or waits its wait
@@ -296,13 +309,7 @@ static inline cublasStatus_t cublasLtMatmulAlgoCheck(cublasLtHandle_t h, cublasL
     uint64_t m, n, k;
     const char *problem = sim_lt_shape(d, A, B, C, D, &m, &n, &k);
     if (problem) { return sim_lt_fail(problem); }
-    if (algo == NULL || algo->data[4] != 0x51u || algo->data[5] > (uint64_t)(SIM_LT_CANDIDATES - 1) * SIM_LT_CANDIDATE_WAIT_US) {
-        return CUBLAS_STATUS_INVALID_VALUE;
-    }
-    for (int i = 0; i < 4; i++) {
-        const uint64_t a = algo->data[i];
-        if (a < 2 || a > 256 || (a & (a - 1)) != 0) { return CUBLAS_STATUS_INVALID_VALUE; }
-    }
+    if (!sim_lt_algo_valid(algo)) { return CUBLAS_STATUS_INVALID_VALUE; }
     if (result) {
         memset(result, 0, sizeof(*result));
         result->algo = *algo;
@@ -373,7 +380,7 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
     uint64_t m, n, k;
     const char *problem = sim_lt_shape(d, Al, Bl, Cl, Dl, &m, &n, &k);
     if (problem) { return sim_lt_fail(problem); }
-    if (algo == NULL || algo->data[4] != 0x51u) { return sim_lt_fail("algo not from cublasLtMatmulAlgoGetHeuristic"); }
+    if (!sim_lt_algo_valid(algo)) { return sim_lt_fail("algo not from cublasLtMatmulAlgoGetHeuristic"); }
     if (d->epilogue == CUBLASLT_EPILOGUE_BGRADB && sim_lt_no_bgradb("run")) { return CUBLAS_STATUS_NOT_SUPPORTED; }
     const void *ptrs[4] = {A, B, C, D};
     for (int i = 0; i < 4; i++) {
