@@ -269,12 +269,13 @@ static void args_fail(const char *fmt, ...) {
     exit(EXIT_FAILURE);
 }
 
-static inline long long args_parse_int(const char *flag, const char *s, double lo, double hi) {
+// `also`: what else the flag takes, for the messages ("" or " or auto")
+static inline long long args_parse_int(const char *flag, const char *s, double lo, double hi, const char *also) {
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0') { args_fail("%s %s: expected an integer", flag, s); }
-    if ((double)v < lo || (double)v > hi) { args_fail("%s %s: must be in %.0f..%.0f", flag, s, lo, hi); }
+    if (errno != 0 || end == s || *end != '\0') { args_fail("%s %s: expected an integer%s", flag, s, also); }
+    if ((double)v < lo || (double)v > hi) { args_fail("%s %s: must be in %.0f..%.0f%s", flag, s, lo, hi, also); }
     return v;
 }
 
@@ -310,11 +311,15 @@ static inline void args_set(TrainArgs *a, const ArgSpec *s, const char *flag, co
         break;
     case ARG_INT:
         // a flag whose metavar offers "auto" (-b, -r) takes it as ARGS_AUTO, resolved later (llmc/plan.h)
-        if (!strcmp(v, "auto") && strstr(s->metavar, "|auto>")) { *(int *)p = ARGS_AUTO; break; }
-        *(int *)p = (int)args_parse_int(flag, v, s->lo, s->hi);
+        if (strstr(s->metavar, "|auto>")) {
+            if (!strcmp(v, "auto")) { *(int *)p = ARGS_AUTO; break; }
+            *(int *)p = (int)args_parse_int(flag, v, s->lo, s->hi, " or auto");
+            break;
+        }
+        *(int *)p = (int)args_parse_int(flag, v, s->lo, s->hi, "");
         break;
-    case ARG_I64: *(long long *)p = args_parse_int(flag, v, s->lo, s->hi); break;
-    case ARG_U64: *(unsigned long long *)p = (unsigned long long)args_parse_int(flag, v, s->lo, s->hi); break;
+    case ARG_I64: *(long long *)p = args_parse_int(flag, v, s->lo, s->hi, ""); break;
+    case ARG_U64: *(unsigned long long *)p = (unsigned long long)args_parse_int(flag, v, s->lo, s->hi, ""); break;
     case ARG_F32: *(float *)p = args_parse_float(flag, v, s->lo, s->hi); break;
     }
 }

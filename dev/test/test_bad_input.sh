@@ -85,7 +85,10 @@ expect "unknown flag"          "unknown flag -Q"    -- -i "$TMP/good.bin" "${BAS
 expect "near-miss flag"        "unknown flag --setps; did you mean --steps?" -- -i "$TMP/good.bin" "${BASE[@]}" --setps 3
 expect "flag in wrong case"    "did you mean -z?"   -- -i "$TMP/good.bin" "${BASE[@]}" -Z 1
 expect "flag without value"    "needs a value"      -- -i "$TMP/good.bin" "${BASE[@]}" -b
-expect "bad number"            "expected an integer" -- -i "$TMP/good.bin" "${BASE[@]}" -b two
+expect "bad number"            "expected an integer" -- -i "$TMP/good.bin" "${BASE[@]}" -x two
+expect "bad -b (auto offered)" "-b two: expected an integer or auto" -- -i "$TMP/good.bin" "${BASE[@]}" -b two
+expect "bad -r word"           "-r autox: expected an integer or auto" -- -i "$TMP/good.bin" "${BASE[@]}" -r autox
+expect "-r out of range"       "-r 3: must be in 0..2 or auto" -- -i "$TMP/good.bin" "${BASE[@]}" -r 3
 expect "bad descriptor"        "descriptor"         -- -i "$TMP/good.bin" -e L2:C64 -b 2 -t 32
 expect "bad schedule"          "expected one of cosine|linear|constant|wsd" -- -i "$TMP/good.bin" "${BASE[@]}" -k triangle
 expect "bad attention"         "-at flash: expected one of auto|own|cudnn" -- -i "$TMP/good.bin" "${BASE[@]}" -at flash
