@@ -64,10 +64,12 @@ static inline void fs_sync_write(const char *path, const void *a, size_t na, con
     if (af.failed) { llmc_die("bootstrap (-pi fs): %s; -pf must name a directory every rank can write", err); }
 }
 
-// reads exactly n bytes of path into buf; 0 on success (a missing, short or longer file: -1)
+// reads exactly n bytes of path into buf; 0 on success (a missing, short or longer file, or one
+// that is not a regular file, such as a FIFO that would block the open: -1)
 static inline int fs_sync_read(const char *path, void *buf, size_t n) {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) { return -1; }
+    FILE *f;
+    char why[256];
+    if (open_regular(path, &f, NULL, why, sizeof(why)) != 0) { return -1; }
     size_t got = fread(buf, 1, n, f);
     int extra = fgetc(f) != EOF;
     fclose(f);

@@ -140,17 +140,15 @@ static inline int algo_file_read_open(FILE *f, const AlgoOrigin *here, size_t ke
 /*
  * Reads path into `records` (room for `max` records of the sizes given). Returns the number read;
  * -1 where there is no such file; -2 where the file cannot be used, with why (one phrase) in why:
- * not this format, made by another build, on another GPU or cuBLASLt, or damaged. Never more than
- * `max` records, never reads past what the file holds.
+ * not a regular file, not this format, made by another build, on another GPU or cuBLASLt, or
+ * damaged. Never more than `max` records, never reads past what the file holds.
  */
 static inline int algo_file_read(const char *path, const AlgoOrigin *here, size_t key_bytes, size_t algo_bytes,
                                  void *records, int max, char *why, size_t whylen) {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        if (errno == ENOENT) { return -1; }
-        snprintf(why, whylen, "cannot be read: %s", strerror(errno));
-        return -2;
-    }
+    FILE *f;  // only a regular file: a FIFO in its place would block the open
+    const int e = open_regular(path, &f, NULL, why, whylen);
+    if (e == ENOENT) { return -1; }
+    if (e != 0) { return -2; }
     const int rc = algo_file_read_open(f, here, key_bytes, algo_bytes, records, max, why, whylen);
     fclose(f);
     return rc;

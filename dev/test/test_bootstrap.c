@@ -10,8 +10,9 @@
  * 6. the files of a job that died midway (its rank 0 killed while it waited for a rank that never
  *    came, after 3 ranks had taken its blob) are in the directory when the next job starts, its
  *    other ranks first: every rank of the new job gets the new rank 0's blob, none the old one;
- * 7. a rank 0 whose peers never come names them; a rank without rank 0 stops; a -pf that cannot
- *    be created is an error naming it.
+ * 7. a rank 0 whose peers never come names them, also where a FIFO stands in a peer's file's place
+ *    (an open() of it would wait for a writer); a rank without rank 0 stops; a -pf that cannot be
+ *    created is an error naming it.
  * 8. the list of missing ranks both messages use (llmc/utils.h): none, some, and past 16.
  */
 #include <dirent.h>
@@ -73,6 +74,18 @@ static int wait_rc(pid_t pid) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+// wait_rc, but a child still running after `seconds` is killed: -1
+static int wait_rc_within(pid_t pid, int seconds) {
+    for (int i = 0; i < seconds * 10; i++) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st); }
+        usleep(100 * 1000);
+    }
+    kill(pid, SIGKILL);
+    wait_rc(pid);
+    return -1;
+}
+
 static int file_contains(const char *path, const char *needle) {
     FILE *f = fopen(path, "r");
     if (!f) { return 0; }
@@ -131,6 +144,15 @@ static void test_fs(void) {
     wait_rc(p2);
     ok = rc == 1 && file_contains(err0, "ranks 1,3 did not answer through");
     printf("%s fs: rank 0 names the ranks that did not answer (exit %d)\n", ok ? "ok  " : "FAIL", rc);
+    failures += !ok;
+    char fifo[4200];  // rank 1's join file a FIFO: rank 0 does not wait on it past its 2 s
+    fs_sync_path(fifo, sizeof(fifo), sync, "join", 1);
+    ok = mkfifo(fifo, 0644) == 0;
+    rc = wait_rc_within(spawn_fs(0, 2, sync, 2, 0, err0, 7), 10);
+    ok = ok && rc == 1 && file_contains(err0, "rank 1 did not answer through");
+    unlink(fifo);
+    printf("%s fs: a FIFO in a rank's file's place: rank 0 names that rank within its timeout (exit %d)\n",
+           ok ? "ok  " : "FAIL", rc);
     failures += !ok;
     rc = wait_rc(spawn_fs(1, 2, sync, 2, 0, err1, 7));
     ok = rc == 1 && file_contains(err1, "no answer from rank 0 through");

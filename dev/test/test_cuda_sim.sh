@@ -162,18 +162,21 @@ open(path, "wb").write(bytes(b))
 EOF
 }
 if [ -f "$algo_file" ]; then
-    for c in again damaged device algo folder; do rm -rf mt_$c && mkdir mt_$c && cp "$algo_file" mt_$c/; done
+    for c in again damaged device algo folder fifo; do rm -rf mt_$c && mkdir mt_$c && cp "$algo_file" mt_$c/; done
     algo_patch mt_damaged/matmul_algos_00000.bin records
     algo_patch mt_device/matmul_algos_00000.bin device
     algo_patch mt_algo/matmul_algos_00000.bin algo
     rm mt_folder/matmul_algos_00000.bin && mkdir mt_folder/matmul_algos_00000.bin
+    rm mt_fifo/matmul_algos_00000.bin && mkfifo mt_fifo/matmul_algos_00000.bin
     bg mt_again "$SIM" "${ARGS[@]}" -mt 1 -o mt_again
     bg mt_damaged "$SIM" "${ARGS[@]}" -mt 1 -o mt_damaged
     joined mt_again mt_damaged
     bg mt_device "$SIM" "${ARGS[@]}" -mt 1 -o mt_device
     bg mt_algo "$SIM" "${ARGS[@]}" -mt 1 -o mt_algo
     joined mt_device mt_algo
-    run mt_folder "$SIM" "${ARGS[@]}" -mt 1 -o mt_folder
+    bg mt_folder "$SIM" "${ARGS[@]}" -mt 1 -o mt_folder
+    bg mt_fifo timeout 120 "$SIM" "${ARGS[@]}" -mt 1 -o mt_fifo  # an open() of the FIFO would wait for a writer
+    joined mt_folder mt_fifo
     run mt_damaged2 "$SIM" "${ARGS[@]}" -mt 1 -o mt_damaged  # reads the file the damaged one's run wrote
     n=$(sed -n 's/^matmul algorithms (-mt 1): \([0-9]*\) GEMM shapes timed.*/\1/p' sim_mt.txt)
     compare_logs mt_again/main.log sim_mt/main.log trl=0 norm=0 > /dev/null &&
@@ -190,9 +193,12 @@ if [ -f "$algo_file" ]; then
         && ok "-mt 1, another GPU's file: one warning naming both, timed again" || { bad "-mt 1, another GPU's file"; grep -e "mt 1" mt_device.txt; }
     grep -q "; $((n - 1)) of them by an earlier run (mt_algo/matmul_algos_00000.bin), 1 read there refused by cuBLASLt's check and timed again" mt_algo.txt \
         && ok "-mt 1, an algorithm cuBLASLt's check refuses: that shape timed again, the others read" || { bad "-mt 1, a refused algorithm"; grep "matmul" mt_algo.txt; }
-    warned "mt_folder/matmul_algos_00000.bin is not a matmul algorithm file (shorter than its header)" mt_folder.txt &&
+    warned "mt_folder/matmul_algos_00000.bin is a folder, not a file" mt_folder.txt &&
         [ "$(grep -c "^warning: -mt 1: the matmul algorithms chosen could not be kept (-o: renaming the temporary to 'mt_folder/matmul_algos_00000.bin' failed: Is a directory)" mt_folder.txt)" = 1 ] \
         && ok "-mt 1, a folder in the file's place: a warning on reading, one on writing, the run ends" || { bad "-mt 1, a folder as the file"; grep -e "mt 1" mt_folder.txt; }
+    warned "mt_fifo/matmul_algos_00000.bin is a FIFO (named pipe), not a regular file" mt_fifo.txt &&
+        [ -f mt_fifo/matmul_algos_00000.bin ] \
+        && ok "-mt 1, a FIFO in the file's place: one warning, no wait, the file written in its place" || { bad "-mt 1, a FIFO as the file"; grep -e "mt 1" mt_fifo.txt; }
 else
     bad "-mt 1 -o sim_mt wrote no $algo_file"
 fi
