@@ -570,6 +570,8 @@ def usage():
              "the flags of ./train_gpt2 (every flag takes a value; defaults in brackets):"]
     for flag, (_, _, default, _, _, text) in FLAGS.items():
         lines.append(f"  -{flag:<3} {text} [{default}]")
+    for flag, (_, _, default, _, _, text) in LONG_FLAGS.items():
+        lines.append(f"  --{flag} {text} [{default}]")
     return "\n".join(lines)
 
 
@@ -577,33 +579,42 @@ class Args:
     pass
 
 
+# flags that the C trainers have only by their long name (llmc/args.h)
+LONG_FLAGS = {
+    "start-over": ("start_over", int, 0, 0, 1, "a new run where -o holds another run's checkpoints (refused without -y 1 "
+                   "or this): they and its logs move to <dir>/old_run_<N>/ first"),
+}
+
+
 def parse_train_args(argv, rank):
-    """the flags of llmc/args.h: pairs of -flag value; a bad one prints the usage (rank 0) and exits 1"""
+    """the flags of llmc/args.h: pairs of -flag value; a bad one is one line, as the C trainers say it"""
     a = Args()
-    for attr, _, default, *_ in FLAGS.values():
+    for attr, _, default, *_ in list(FLAGS.values()) + list(LONG_FLAGS.values()):
         setattr(a, attr, default)
 
     def fail(msg):
-        if rank == 0:
-            print(usage(), file=sys.stderr)
-        die(msg)
+        die(f"{msg} (see --help)")
     for i in range(0, len(argv), 2):
         f = argv[i]
-        if not f.startswith("-") or f[1:] not in FLAGS:
+        spec = FLAGS.get(f[1:]) if f.startswith("-") and not f.startswith("--") else LONG_FLAGS.get(f[2:])
+        if spec is None:
             fail(f"unknown flag {f}" if f.startswith("-") else f"unexpected argument '{f}'")
         if i + 1 >= len(argv):
             fail(f"flag {f} needs a value")
-        attr, kind, _, lo, hi, _ = FLAGS[f[1:]]
+        attr, kind, _, lo, hi, _ = spec
         v = argv[i + 1]
         if f == "-r" and v == "auto":  # the GPU trainer's memory-dependent choice; ignored here like -r itself
             continue
+        if f == "-b" and v == "auto":
+            fail("-b auto: the memory plan that chooses B is the C trainers' (./train_gpt2, ./train_gpt2cu); give "
+                 "train_gpt2.py a number (the B they print)")
         if kind is not str:
             try:
                 x = int(v) if kind is int else float(v)
             except ValueError:
                 fail(f"{f} {v}: expected {'an integer' if kind is int else 'a number'}")
             if x != x or not lo <= x <= hi:
-                fail(f"{f} {v}: must be in {lo:g}..{hi:g}")
+                fail(f"{f} {v}: must be in {lo}..{hi}" if kind is int else f"{f} {v}: must be in {lo:g}..{hi:g}")
             v = x
         setattr(a, attr, v)
     if a.schedule not in ("cosine", "linear", "constant", "wsd"):
@@ -619,6 +630,8 @@ def parse_train_args(argv, rank):
              f"multiple of -n (now {a.checkpoint_every}), which writes them")
     if a.resume and not a.output_dir:
         fail("-y 1 resumes from the checkpoints in -o <dir>; no -o was given")
+    if a.start_over and (a.resume or not a.output_dir):
+        fail("--start-over 1 starts a new run in -o <dir> in place of the one there; it needs -o and excludes -y 1")
     # the C trainers keep these as float32: compute with the same values
     a.lr, a.final_lr_frac, a.weight_decay = np.float32(a.lr), np.float32(a.final_lr_frac), np.float32(a.weight_decay)
     a.decay_frac = np.float32(a.decay_frac)
@@ -961,6 +974,55 @@ def checkpoint_save(a, d, dist, st, cfg, flat_params, m, v):
             for old in checkpoint_list(d)[max(a.checkpoint_keep, 1):]:
                 if a.checkpoint_major <= 0 or old % a.checkpoint_major != 0:
                     checkpoint_delete(d, old)
+
+
+def make_output_dir(d):
+    """-o and the folders above it, as llmc/utils.h makes them: one line where it cannot be"""
+    if os.path.exists(d) and not os.path.isdir(d):
+        die(f"-o {d} exists and is not a folder; choose another -o")
+    try:
+        os.makedirs(d, exist_ok=True)
+    except OSError as e:
+        die(f"cannot create directory '{e.filename or d}': {e.strerror}")
+
+
+def ckpt_file_kind(name):
+    """1: a checkpoint's file (DONE_, model_, state_ names of ckpt_path); 2: a killed writer's temporary of one; 0"""
+    base, tmp, _ = name.partition(".tmp.")
+    if not re.fullmatch(r"DONE_\d{8}|model_\d{8}\.bin|state_\d{8}_\d{5}\.bin", base):
+        return 0
+    return 2 if tmp else 1
+
+
+def claim_output_dir(d, start_over):
+    """llmc/checkpoint.h's checkpoint_claim_dir: a new run in an -o that holds another run's checkpoints is refused
+    (a later -y 1 would resume whichever is newest), or with --start-over 1 that run moves to <d>/old_run_<N>/"""
+    names = os.listdir(d)
+    nfiles = sum(ckpt_file_kind(n) == 1 for n in names)
+    if nfiles == 0:
+        return
+    if not start_over:
+        done = checkpoint_list(d)
+        newest = f", the newest complete one of step {done[0]}" if done else ""
+        die(f"-o {d} holds the checkpoints of another run ({nfiles} file(s){newest}); continue that run with -y 1, keep "
+            f"it with another -o, or pass --start-over 1 to move it into {d}/old_run_<N>/ and start anew here")
+    k = 1
+    while True:
+        old = os.path.join(d, f"old_run_{k}")
+        try:
+            os.mkdir(old)
+            break
+        except FileExistsError:
+            k += 1
+        except OSError as e:
+            die(f"--start-over: cannot create '{old}': {e.strerror}")
+    for n in names:
+        if ckpt_file_kind(n) or n in ("main.log", "metrics.jsonl"):
+            try:
+                os.rename(os.path.join(d, n), os.path.join(old, n))
+            except OSError as e:
+                die(f"--start-over: moving '{os.path.join(d, n)}' to '{os.path.join(old, n)}' failed: {e.strerror}")
+    print(f"--start-over: the earlier run in {d} ({nfiles} checkpoint file(s), its logs) moved to {old}", flush=True)
 
 
 def checkpoint_list(d):
@@ -1376,11 +1438,13 @@ def train_main(argv):
 
     # ---- output dir, resume
     if a.output_dir and rank == 0:
-        os.makedirs(a.output_dir, exist_ok=True)
+        make_output_dir(a.output_dir)
         if a.resume:
             for n in os.listdir(a.output_dir):
                 if ".tmp." in n:
                     os.remove(os.path.join(a.output_dir, n))
+        else:
+            claim_output_dir(a.output_dir, a.start_over)
     dist.barrier()
     st = TrainState(a)
     opt, fused = make_optimizer(model, float(a.lr), float(a.weight_decay), device, a.optimizer == "muon")
@@ -1416,7 +1480,11 @@ def train_main(argv):
 
     log = None
     if a.output_dir and rank == 0:
-        log = open(os.path.join(a.output_dir, "main.log"), "a" if resumed else "w")
+        path = os.path.join(a.output_dir, "main.log")
+        try:
+            log = open(path, "a" if resumed else "w")
+        except OSError as e:
+            die(f"-o: cannot write the log '{path}': {e.strerror}; remove what is there or choose another -o")
 
     def log_line(text):
         if log:
@@ -1557,7 +1625,7 @@ def main():
         print(__doc__)
         print(usage())
         return 0
-    if argv and argv[0].startswith("-") and not argv[0].startswith("--"):
+    if argv and argv[0].startswith("-") and (not argv[0].startswith("--") or argv[0][2:] in LONG_FLAGS):
         try:
             train_main(argv)
         except SystemExit as e:  # die() has printed its line; the traceback keeps DDP alive for leave()

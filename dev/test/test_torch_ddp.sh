@@ -141,6 +141,23 @@ torch_error "no shards" "-i nothing\*.bin: no files match" "${ARGS[@]}" -i 'noth
 head -c 5000 c1/model_00000012.bin > cut.bin
 torch_error "truncated model file" "model file 'cut.bin' is 5000 bytes but its header" "${ARGS[@]}" -e cut.bin -o bad
 torch_error "checkpoint of another model" "but the model built (-e) is L=1 C=64" "${ARGS[@]}" -o p1 -y 1 -e L1:C64:H4:T64:V512
+torch_error "a range" "-b 0: must be in 1..1048576 (see --help)" "${ARGS[@]}" -b 0 -o bad
+torch_error "-b auto (the C trainers')" "-b auto: the memory plan that chooses B is the C trainers'" "${ARGS[@]}" -b auto -o bad
+touch afile
+torch_error "-o a file" "-o afile exists and is not a folder" "${ARGS[@]}" -b 4 -o afile
+torch_error "-o under a file" "cannot create directory 'afile/sub': Not a directory" "${ARGS[@]}" -b 4 -o afile/sub
+# a new run in another run's -o (the C trainer's): refused, the old run untouched; --start-over 1 moves it aside
+ls c1 > c1.before
+torch_error "a new run in another run's -o" "-o c1 holds the checkpoints of another run (.*the newest complete one of step 12)" \
+    "${ARGS[@]}" -b 4 -o c1
+ls c1 | cmp -s - c1.before || bad "the refused run changed c1: $(ls c1 | tr '\n' ' ')"
+cp -r c1 over
+torch_error "--start-over with -y 1" "--start-over 1 starts a new run in -o <dir>" "${ARGS[@]}" -b 4 -o over -y 1 --start-over 1
+timeout -k 10 300 $PY "$TORCH_TRAINER" "${ARGS[@]}" -b 4 -x 2 -n 0 -s 0 -o over --start-over 1 > over.out 2>&1 || { bad "--start-over 1 failed"; tail -n 3 over.out; }
+[ "$(ls over/old_run_1)" = "$(ls c1 | grep -v '^old_run_')" ] && [ "$(grep -c '^s:[0-9]* trl:' over/main.log)" = 2 ] && [ "$(ls over)" = "$(printf 'main.log\nold_run_1')" ] \
+    && grep -q "^--start-over: the earlier run in over (.* checkpoint file(s), its logs) moved to over/old_run_1$" over.out \
+    && ok "train_gpt2.py --start-over 1: the old run in over/old_run_1 (as train_gpt2 moves it), the new one in its place" \
+    || { bad "train_gpt2.py --start-over 1: over holds $(ls over | tr '\n' ' '), old_run_1 $(ls over/old_run_1 2>&1 | tr '\n' ' ')"; tail -n 2 over.out; }
 # the fixture mode (--model): its descriptor and its --tokens shard get the trainer's checks
 FIXTURE=(--model L2:C64:H4:T64:V512 --debug-state bad_state.bin --batch 2 --seq 32)
 torch_error "fixture: a depth of 0" "--model d0: depth must be in 1..1000" --model d0 --write-model bad.bin
