@@ -37,6 +37,7 @@ import math
 import os
 import re
 import signal
+import stat
 import sys
 import time
 import traceback
@@ -65,6 +66,22 @@ def die(msg):
     """one line 'error: ...' (with the rank when several run) and exit 1, as llmc_die does"""
     print(f"{RANK_PREFIX}error: {msg}", file=sys.stderr, flush=True)
     raise SystemExit(1)
+
+
+def not_a_file(path):
+    """None for a regular file, else why not, in llmc/utils.h's words ("not found", "is a folder, not a file"):
+    only regular files are read (a FIFO blocks the open until a writer comes, a device never ends)"""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "not found"
+    except OSError as e:
+        return f"cannot be opened: {e.strerror}"
+    if stat.S_ISREG(mode):
+        return None
+    return ("is a folder, not a file" if stat.S_ISDIR(mode) else "is a FIFO (named pipe), not a regular file"
+            if stat.S_ISFIFO(mode) else "is a device, not a regular file" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "is not a regular file")
 
 
 def warn(msg):
@@ -307,8 +324,9 @@ def write_model(model, path, dtype):
 def probe_model_file(path):
     """(config, version, error): the header and size of a model file checked, error None if fine"""
     hint = "make one with: python train_gpt2.py --model d12 --write-model out.bin (or train_gpt2 -n)"
-    if not os.path.isfile(path):
-        return None, 0, f"model file '{path}' not found (-e takes a .bin file or a descriptor such as d12 or L2:C64:H4)"
+    why = not_a_file(path)
+    if why:
+        return None, 0, f"model file '{path}' {why} (-e takes a .bin file or a descriptor such as d12 or L2:C64:H4)"
     size = os.path.getsize(path)
     if size < 1024:
         return None, 0, f"model file '{path}' is {size} bytes, smaller than its 1024-byte header (truncated?)"
@@ -617,12 +635,10 @@ def parse_train_args(argv, rank):
                 fail(f"{f} {v}: must be in {lo}..{hi}" if kind is int else f"{f} {v}: must be in {lo:g}..{hi:g}")
             v = x
         setattr(a, attr, v)
-    if a.schedule not in ("cosine", "linear", "constant", "wsd"):
-        fail(f"-k {a.schedule}: unknown schedule (cosine, linear, constant or wsd)")
-    if a.backend not in ("nccl", "mpi"):
-        fail(f"-pb {a.backend}: unknown backend (nccl or mpi)")
-    if a.optimizer not in ("adamw", "muon"):
-        fail(f"-opt {a.optimizer}: expected one of adamw|muon")
+    for flag, v, choices in (("-k", a.schedule, "cosine|linear|constant|wsd"), ("-pb", a.backend, "nccl|mpi"),
+                             ("-opt", a.optimizer, "adamw|muon")):
+        if v not in choices.split("|"):
+            fail(f"{flag} {v}: expected one of {choices}")
     if a.checkpoint_every > 0 and not a.output_dir:
         fail(f"-n {a.checkpoint_every} needs an output directory: add -o <dir>")
     if a.checkpoint_major > 0 and (a.checkpoint_every <= 0 or a.checkpoint_major % a.checkpoint_every != 0):
@@ -632,6 +648,13 @@ def parse_train_args(argv, rank):
         fail("-y 1 resumes from the checkpoints in -o <dir>; no -o was given")
     if a.start_over and (a.resume or not a.output_dir):
         fail("--start-over 1 starts a new run in -o <dir> in place of the one there; it needs -o and excludes -y 1")
+    # values whose result would mean nothing (a loss or an accuracy over no data), as llmc/args.h
+    if a.val_batches == 0:
+        fail("-m 0 validates on no batches; give -m N >= 1, -1 for all, or -v 0 for no validation")
+    if a.hellaswag_max == 0:
+        fail("-hm 0 evaluates no examples; give -hm N >= 1, -1 for all, or -h 0 for no HellaSwag")
+    if a.total_batch == 0:
+        fail("-d 0: the total batch is -1 (= B*T*ranks) or a multiple of B*T*ranks tokens")
     # the C trainers keep these as float32: compute with the same values
     a.lr, a.final_lr_frac, a.weight_decay = np.float32(a.lr), np.float32(a.final_lr_frac), np.float32(a.weight_decay)
     a.decay_frac = np.float32(a.decay_frac)
@@ -750,8 +773,9 @@ class DataLoader:
     @staticmethod
     def open_shard(path, flag):
         hint = "make shards with ./gpt2_tokenize or the recipes in dev/data/"
-        if not os.path.isfile(path):
-            die(f"{flag}: shard '{path}' not found; {hint}")
+        why = not_a_file(path)
+        if why:
+            die(f"{flag}: shard '{path}' {why}; {hint}")
         size = os.path.getsize(path)
         if size < 1024:
             die(f"{flag}: shard '{path}' is {size} bytes, smaller than its 1024-byte header (truncated?); {hint}")
@@ -1070,8 +1094,9 @@ def checkpoint_read(a, d, step, cfg):
     covered, h0, has_master = 0, None, False
     for r in range(w):
         path = ckpt_path(d, "state", step, r)
-        if not os.path.isfile(path):
-            return None, f"state file '{path}' is missing"
+        why = not_a_file(path)
+        if why:
+            return None, f"state file '{path}' {'is missing' if why == 'not found' else why}"
         raw = open(path, "rb").read()
         if len(raw) < 1024:
             return None, f"state file '{path}' is truncated ({len(raw)} bytes)"
@@ -1191,8 +1216,9 @@ def val_loss(a, dist, model, val, autocast):
 def load_hellaswag(path, vocab_size):
     """the examples of an eval file (llmc/hellaswag.h layout): [(label, context, [endings])]"""
     hint = "make it with: bash dev/data/hellaswag.sh"
-    if not os.path.isfile(path):
-        die(f"HellaSwag file '{path}' not found (-hf); {hint}")
+    why = not_a_file(path)
+    if why:
+        die(f"HellaSwag file '{path}' {why} (-hf); {hint}")
     size = os.path.getsize(path)
     if size < 1024 or (size - 1024) % 2:
         die(f"HellaSwag file '{path}' is {size} bytes: truncated or not an eval file; {hint}")
@@ -1256,12 +1282,14 @@ def xorshift_f32(state):
 
 def load_tokenizer(path):
     """token id -> bytes from a decode table, or None (samples then print ids)"""
-    try:
-        raw = open(path, "rb").read()
-    except OSError:
-        warn(f"tokenizer file '{path}' not found; samples print token ids. Make it with: ./gpt2_tokenize -e "
-             "encoder.json -m vocab.bpe -w gpt2_tokenizer.bin (or run any dev/data recipe)")
+    howto = "./gpt2_tokenize -e encoder.json -m vocab.bpe -w gpt2_tokenizer.bin (or run any dev/data recipe)"
+    why = not_a_file(path)
+    if why == "not found":
+        warn(f"tokenizer file -tk '{path}' not found; samples print token ids. Make it with: {howto}")
         return None
+    if why:  # a path that names something else is a mistake, as in llmc/tokenizer.h
+        die(f"tokenizer file -tk '{path}' {why}; give the path of a decode table, made by: {howto}")
+    raw = open(path, "rb").read()
     h = np.frombuffer(raw[:1024], dtype="<u4") if len(raw) >= 1024 else None
     if h is None or h[0] != TOKENIZER_MAGIC or h[1] not in (1, 2):
         die(f"'{path}' is not a version 1/2 tokenizer file; remake it with ./gpt2_tokenize -w")

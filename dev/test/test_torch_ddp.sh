@@ -143,6 +143,19 @@ torch_error "truncated model file" "model file 'cut.bin' is 5000 bytes but its h
 torch_error "checkpoint of another model" "but the model built (-e) is L=1 C=64" "${ARGS[@]}" -o p1 -y 1 -e L1:C64:H4:T64:V512
 torch_error "a range" "-b 0: must be in 1..1048576 (see --help)" "${ARGS[@]}" -b 0 -o bad
 torch_error "-b auto (the C trainers')" "-b auto: the memory plan that chooses B is the C trainers'" "${ARGS[@]}" -b auto -o bad
+torch_error "-m 0 (a loss over no data)" "-m 0 validates on no batches" "${ARGS[@]}" -b 4 -m 0 -o bad
+torch_error "-hm 0" "-hm 0 evaluates no examples" "${ARGS[@]}" -b 4 -hm 0 -o bad
+torch_error "-d 0" "-d 0: the total batch is -1 (= B\*T\*ranks) or a multiple" "${ARGS[@]}" -b 4 -d 0 -o bad
+torch_error "a choice" "-k foo: expected one of cosine|linear|constant|wsd" "${ARGS[@]}" -b 4 -k foo -o bad
+# a folder or a FIFO where a file is read: named, never read (a FIFO would block the open)
+mkdir -p adir && rm -f fifo.bin && mkfifo fifo.bin
+for f in adir fifo.bin; do
+    what=$([ $f = adir ] && echo "is a folder, not a file" || echo "is a FIFO (named pipe), not a regular file")
+    torch_error "-i $f" "-i: shard '$f' $what" "${ARGS[@]}" -b 4 -i $f -o bad
+    torch_error "-e $f" "model file '$f' $what" "${ARGS[@]}" -b 4 -e $f -o bad
+    torch_error "-hf $f" "HellaSwag file '$f' $what" "${ARGS[@]}" -b 4 -hf $f -o bad
+    torch_error "-tk $f" "tokenizer file -tk '$f' $what" "${ARGS[@]}" -b 4 -tk $f -o bad
+done
 touch afile
 torch_error "-o a file" "-o afile exists and is not a folder" "${ARGS[@]}" -b 4 -o afile
 torch_error "-o under a file" "cannot create directory 'afile/sub': Not a directory" "${ARGS[@]}" -b 4 -o afile/sub
