@@ -26,6 +26,7 @@ series the value logged last wins. Several logs given the same --label (or all o
 Tokens come from tok:; a log without them needs --tokens-per-step N (then N tokens per step).
 """
 import argparse
+import contextlib
 import math
 import os
 import statistics
@@ -65,8 +66,10 @@ def warn(msg):
 
 def read_log(path, run):
     """adds the events of one main.log to run; returns the number of s: lines read"""
-    if not os.path.isfile(path):
-        sys.exit(f"error: log file '{path}' not found (pass the main.log in a trainer's -o folder)")
+    if not os.path.isfile(path):  # only a regular file: a FIFO would block the read
+        why = ("is a folder, not a file" if os.path.isdir(path) else "is not a regular file" if os.path.exists(path)
+               else "not found")
+        sys.exit(f"error: log file '{path}' {why} (pass the main.log in a trainer's -o folder)")
     events, other, bad = 0, [], []
     with open(path, "r", encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
@@ -298,9 +301,14 @@ def plot(runs, args):
     fig = make_figure(runs, args)
     # written under a temporary name and renamed, so a reader never sees half a PNG
     tmp = f"{args.output}.tmp.{os.getpid()}.png"
-    fig.savefig(tmp, dpi=args.dpi)
+    try:
+        fig.savefig(tmp, dpi=args.dpi)
+        os.replace(tmp, args.output)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        sys.exit(f"error: -o {args.output}: cannot write the plot: {e.strerror}; choose another -o")
     plt.close(fig)
-    os.replace(tmp, args.output)
     print(f"wrote {args.output} ({len(runs)} run(s): {', '.join(r.label for r in runs)})")
 
 

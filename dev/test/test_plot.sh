@@ -276,5 +276,14 @@ expect_error "a file that is not a main.log" "$TMP/empty.log" "${PLOT[@]}" "$TMP
 expect_error "--label count differs from the log count" "2 --label for 3 logs" "${PLOT[@]}" "$TMP/a.log" "$TMP/b.log" "$TMP/c.log" --label A --label B --dump
 expect_error "--tokens-per-step 0" "--tokens-per-step 0" "${PLOT[@]}" "$TMP/b.log" --tokens-per-step 0 --dump
 expect_error "--ema 1" "--ema 1" "${PLOT[@]}" "$TMP/b.log" --ema 1
+mkfifo "$TMP/fifo.log" && mkdir -p "$TMP/adir"
+expect_error "a FIFO as the log (not read: it would block)" "log file '$TMP/fifo.log' is not a regular file" \
+    timeout -k 5 30 "${PLOT[@]}" "$TMP/fifo.log" --dump
+expect_error "a folder as the log" "log file '$TMP/adir' is a folder, not a file" "${PLOT[@]}" "$TMP/adir" --dump
+touch "$TMP/afile"
+if "$PY" -c "import matplotlib" 2> /dev/null; then
+    expect_error "-o where no file can be written" "-o $TMP/afile/x.png: cannot write the plot: Not a directory" \
+        "${PLOT[@]}" "$TMP/b.log" -o "$TMP/afile/x.png"
+fi
 
 finish
