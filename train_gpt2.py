@@ -1057,7 +1057,7 @@ def checkpoint_list(d):
 
 def done_world_size(d, step):
     path = ckpt_path(d, "DONE", step)
-    if not os.path.isfile(path):  # a FIFO named DONE_ would block the read
+    if not_a_file(path):  # a FIFO named DONE_ would block the read
         return -1
     try:
         m = re.match(r"step (\d+)\nworld_size (\d+)", open(path).read())

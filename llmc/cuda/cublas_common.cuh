@@ -509,6 +509,11 @@ static inline int matmul_algo_from_file(const GemmPlan *p, MatmulAlgoEntry *entr
     return 0;
 }
 
+// a new key's entry into the cache (where it is full, the key chooses again at each call)
+static inline void matmul_algo_remember(const MatmulAlgoEntry *e) {
+    if (matmul_algo_cache_count < MATMUL_ALGO_CACHE_SIZE) { matmul_algo_cache[matmul_algo_cache_count++] = *e; }
+}
+
 // the algorithm for the GEMM: from the cache, or chosen once for its key (the heuristic's first,
 // or with -mt 1 the fastest of its candidates) and cached; *held receives it. Returns 0 where
 // cuBLASLt has none for a GEMM with a bias gradient (also cached), and stops the run for any other.
@@ -525,14 +530,14 @@ static inline int gemm_algo(const Gemm *g, const GemmPlan *p, cublasLtMatmulAlgo
     entry.calls = 1;
     if (matmul_tune && matmul_algo_from_file(p, &entry)) {  // an earlier run's choice: no timing
         *held = entry.algo;
-        if (matmul_algo_cache_count < MATMUL_ALGO_CACHE_SIZE) { matmul_algo_cache[matmul_algo_cache_count++] = entry; }
+        matmul_algo_remember(&entry);
         return 1;
     }
     cublasLtMatmulHeuristicResult_t cands[MATMUL_TUNE_CANDIDATES];
     const int count = gemm_candidates(p, cands, matmul_tune ? MATMUL_TUNE_CANDIDATES : 1);
     if (count == 0 && g->bias_grad) {
         entry.none = 1;
-        if (matmul_algo_cache_count < MATMUL_ALGO_CACHE_SIZE) { matmul_algo_cache[matmul_algo_cache_count++] = entry; }
+        matmul_algo_remember(&entry);
         return 0;
     }
     if (count == 0) {
@@ -544,7 +549,7 @@ static inline int gemm_algo(const Gemm *g, const GemmPlan *p, cublasLtMatmulAlgo
     entry.algo = cands[entry.chosen].algo;
     matmul_algo_unsaved |= entry.tuned == 1;
     *held = entry.algo;
-    if (matmul_algo_cache_count < MATMUL_ALGO_CACHE_SIZE) { matmul_algo_cache[matmul_algo_cache_count++] = entry; }
+    matmul_algo_remember(&entry);
     return 1;
 }
 
