@@ -324,7 +324,7 @@ all: $(TARGETS)
 
 clean:
 	rm -f train_gpt2 test_gpt2 test_gpt2_noblas train_gpt2cu test_gpt2cu gpt2_tokenize export_hf
-	rm -f dev/test/test_dataloader dev/test/test_bootstrap dev/test/test_init dev/test/crc_probe dev/test/newton_schulz dev/test/test_cpu_matmul dev/test/test_cpu_matmul_* dev/test/test_flight_note
+	rm -f dev/test/test_dataloader dev/test/test_bootstrap dev/test/test_init dev/test/crc_probe dev/test/sample_probe dev/test/newton_schulz dev/test/test_cpu_matmul dev/test/test_cpu_matmul_* dev/test/test_flight_note
 	rm -rf dev/test/fixtures build
 
 # the tests, the GPU test entry points and the benchmarks

@@ -3,10 +3,10 @@
 The PyTorch reference for GPT-2: the model the C and CUDA trainers are held against, and their
 DDP twin.
 
-Training (any single-dash flag, e.g. -i): the flags, defaults, data layout, schedule, clipping,
-AdamW (and Muon with -opt muon), step line, main.log and checkpoint files of ./train_gpt2 and
-./train_gpt2cu (llmc/), so
-that at the same flags the same tokens meet the same step and the losses agree:
+Training (every command line without a fixture output below): the flags (-b 16 or --batch 16),
+defaults, data layout, schedule, clipping, AdamW (and Muon with -opt muon), step line, main.log
+and checkpoint files of ./train_gpt2 and ./train_gpt2cu (llmc/), so that at the same flags the
+same tokens meet the same step and the losses agree:
   python train_gpt2.py -i "data/books/books_train_*.bin" -j "data/books/books_val_*.bin" -e d12 -b 16 -t 1024
   torchrun --nproc_per_node=8 train_gpt2.py -e d12 -b 16 -t 1024 -d 524288 ...   (DDP, NCCL on GPUs, gloo on CPUs)
 Under torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) it is DistributedDataParallel:
@@ -14,7 +14,7 @@ gradient accumulation with no_sync on all but the last micro-step, only rank 0 p
 On a GPU: bf16 autocast, fused AdamW, scaled_dot_product_attention and torch.compile where the
 installed torch has them. `python train_gpt2.py -help` lists the training flags.
 
-Test fixtures (double-dash options):
+Test fixtures (a command line with one of these three writes fixtures and does not train):
   --write-model PATH      a model .bin (version 3 fp32, or 5 bf16 with --dtype bf16)
   --debug-state PATH      inputs, targets, logits, loss and all 16 parameter gradients for one batch
   --trajectory PATH       the loss (and gradient norm) of each of --steps AdamW steps on that batch
@@ -483,7 +483,7 @@ def positive_int(text):
 
 
 def fixture_main(argv):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     ap.add_argument("--model", default="d12", help="descriptor: d12, d24, d36, d48, dN or L2:C64:H4[:T..][:V..]")
     ap.add_argument("--init-from", help="start from this model .bin instead of a random init")
     ap.add_argument("--seed", type=int, default=1337, help="seed of the random init and of random batches")
@@ -577,6 +577,11 @@ FLAGS = {
     "pt": ("comm_timeout", int, 300, 1, 86400, "seconds before a stuck collective is an error"),
     "pe": ("phase_every", int, 100, 0, (1 << 31) - 1, "accepted and ignored (the C trainers' phase timers)"),
     "tb": ("tensorboard", int, 0, 0, 1, "accepted and ignored (the C trainers' TensorBoard events)"),
+    "at": ("attention", str, "auto", None, None, "accepted and ignored (train_gpt2cu's attention kernel; here SDPA where torch has it)"),
+    "ge": ("gelu_fusion", int, 2, 0, 2, "accepted and ignored (train_gpt2cu's GELU fusion)"),
+    "mt": ("matmul_tune", int, 0, 0, 1, "accepted and ignored (train_gpt2cu's cuBLASLt algorithm timing)"),
+    "bg": ("bias_grad", int, 0, 0, 1, "accepted and ignored (train_gpt2cu's bias gradients)"),
+    "lg": ("gpu_log_every", int, 0, -1, 1000000000, "accepted and ignored (train_gpt2cu's NVML line)"),
     "sh": ("shuffle", int, 1, 0, 1, "shuffle the train data (the same permutation on every rank)"),
     "rs": ("seed", int, 1337, 0, (1 << 63) - 1, "random seed (init, shuffling, sampling)"),
     "a": ("overfit_batch", int, 0, 0, 1, "overfit the first batch (debugging)"),
@@ -587,9 +592,9 @@ def usage():
     lines = ["usage: python train_gpt2.py [flags]   (torchrun ... train_gpt2.py [flags] for DDP)",
              "the flags of ./train_gpt2 (every flag takes a value; defaults in brackets):"]
     for flag, (_, _, default, _, _, text) in FLAGS.items():
-        lines.append(f"  -{flag:<3} {text} [{default}]")
+        lines.append(f"  {'-' + flag + ', --' + LONG_NAMES[flag]:<22} {text} [{default}]")
     for flag, (_, _, default, _, _, text) in LONG_FLAGS.items():
-        lines.append(f"  --{flag} {text} [{default}]")
+        lines.append(f"  {'--' + flag:<22} {text} [{default}]")
     return "\n".join(lines)
 
 
@@ -601,31 +606,107 @@ class Args:
 LONG_FLAGS = {
     "start-over": ("start_over", int, 0, 0, 1, "a new run where -o holds another run's checkpoints (refused without -y 1 "
                    "or this): they and its logs move to <dir>/old_run_<N>/ first"),
+    "ckpt-async": ("ckpt_async", int, 1, 0, 1, "accepted and ignored (checkpoints are written before the next step)"),
+    "temperature": ("temperature", float, 1.0, 0.0, 100.0, "sampling temperature of the samples; 0 = greedy"),
+    "top-k": ("top_k", int, 0, 0, (1 << 31) - 1, "sample from the K most likely tokens only; 0 = all"),
+    "bpe-dir": ("bpe_dir", str, "data/gpt2", None, None, "accepted and ignored (--prompt's encoder, the C trainers')"),
+}
+
+# the long name of each short flag, as llmc/args.h has it (--batch 16 and --batch=16 are -b 16)
+LONG_NAMES = {
+    "i": "train", "j": "val", "o": "out", "e": "model", "tk": "tokenizer", "b": "batch", "t": "seq-len",
+    "d": "total-batch", "l": "lr", "u": "warmup", "q": "final-lr-frac", "c": "weight-decay", "k": "schedule",
+    "kd": "decay-frac", "opt": "optimizer", "ml": "muon-lr", "mm": "muon-momentum", "mns": "muon-ns-steps",
+    "x": "steps", "v": "val-every", "m": "val-batches", "h": "hellaswag", "hf": "hellaswag-file",
+    "hm": "hellaswag-max", "s": "sample-every", "g": "gen-tokens", "n": "ckpt-every", "nk": "ckpt-keep",
+    "nm": "ckpt-major", "y": "resume", "sl": "guard-loss-z", "sg": "guard-norm-z", "sm": "guard-max-skips",
+    "rb": "rollback", "z": "zero", "r": "recompute", "w": "master-weights", "pb": "backend", "pt": "comm-timeout",
+    "at": "attention", "ge": "gelu-fusion", "mt": "matmul-tune", "bg": "bias-grad", "lg": "gpu-log",
+    "pe": "phase-every", "tb": "tensorboard", "sh": "shuffle", "rs": "seed", "a": "overfit",
+}
+
+# the C trainers' flags that have no meaning here: one line saying what to do instead
+TORCHRUN = "train_gpt2.py takes its processes from torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT): launch it with torchrun"
+REFUSED = {
+    "-pn": TORCHRUN, "-pr": TORCHRUN, "-pg": TORCHRUN, "-pi": TORCHRUN, "-ps": TORCHRUN, "-pf": TORCHRUN,
+    "--num-processes": TORCHRUN, "--process-rank": TORCHRUN, "--gpus-per-node": TORCHRUN,
+    "--init-method": TORCHRUN, "--server": TORCHRUN, "--sync-dir": TORCHRUN,
+    "--plan": "the memory plan is the C trainers' (./train_gpt2cu --plan 1)",
+    "--prompt": "generation from a prompt is the C trainers' (./train_gpt2 -e model.bin --prompt TEXT -g N): "
+                "their GPT-2 encoder is in C; train_gpt2.py's samples (-s) start from <|endoftext|>",
 }
 
 
+# the flags that take one of a few words
+CHOICES = {"schedule": "cosine|linear|constant|wsd", "optimizer": "adamw|muon", "backend": "nccl|mpi",
+           "attention": "auto|own|cudnn"}
+
+
+def flag_specs():
+    """every flag as written ("-b", "--batch") -> its spec"""
+    specs = {"-" + f: spec for f, spec in FLAGS.items()}
+    specs.update({"--" + LONG_NAMES[f]: spec for f, spec in FLAGS.items()})
+    specs.update({"--" + f: spec for f, spec in LONG_FLAGS.items()})
+    return specs
+
+
+def edit_distance(x, y):
+    row = list(range(len(y) + 1))
+    for i, cx in enumerate(x, 1):
+        diag, row[0] = row[0], i
+        for j, cy in enumerate(y, 1):
+            diag, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diag + (cx != cy))
+    return row[-1]
+
+
+def did_you_mean(flag):
+    """llmc/args.h's hint for an unknown flag: the right name in another case or with the other number of
+    dashes, or a long name one or two edits away"""
+    key = flag.lstrip("-")
+    best, hint = 99, ""
+    for known in list(flag_specs()) + list(REFUSED):
+        name = known.lstrip("-")
+        short_known = not known.startswith("--")
+        d = 0 if key.lower() == name.lower() else edit_distance(key, name)
+        limit = 0 if short_known and not flag.startswith("--") else 2 if len(name) > 4 else 1
+        if d <= limit and d < best:
+            best, hint = d, f"; did you mean {known}?"
+    return hint
+
+
 def parse_train_args(argv, rank):
-    """the flags of llmc/args.h: pairs of -flag value; a bad one is one line, as the C trainers say it"""
+    """the flags of llmc/args.h (-b 16, --batch 16, --batch=16); a bad one is one line, as the C trainers say it"""
     a = Args()
     for attr, _, default, *_ in list(FLAGS.values()) + list(LONG_FLAGS.values()):
         setattr(a, attr, default)
 
     def fail(msg):
         die(f"{msg} (see --help)")
-    for i in range(0, len(argv), 2):
-        f = argv[i]
-        spec = FLAGS.get(f[1:]) if f.startswith("-") and not f.startswith("--") else LONG_FLAGS.get(f[2:])
+    specs, i = flag_specs(), 0
+    while i < len(argv):
+        f, v = argv[i], None
+        if not f.startswith("-") or f == "-":
+            fail(f"unexpected argument '{f}': flags come as -x <value>")
+        if f.startswith("--") and "=" in f:  # --name=value
+            f, v = f.split("=", 1)
+        if f in REFUSED:
+            fail(f"{f}: {REFUSED[f]}")
+        spec = specs.get(f)
         if spec is None:
-            fail(f"unknown flag {f}" if f.startswith("-") else f"unexpected argument '{f}'")
-        if i + 1 >= len(argv):
-            fail(f"flag {f} needs a value")
+            fail(f"unknown flag {f}{did_you_mean(f)}")
+        if v is None:
+            if i + 1 >= len(argv):
+                fail(f"flag {f} needs a value")
+            i, v = i + 1, argv[i + 1]
+        i += 1
         attr, kind, _, lo, hi, _ = spec
-        v = argv[i + 1]
-        if f == "-r" and v == "auto":  # the GPU trainer's memory-dependent choice; ignored here like -r itself
+        if attr == "recompute" and v == "auto":  # the GPU trainer's memory-dependent choice; ignored here like -r itself
             continue
-        if f == "-b" and v == "auto":
-            fail("-b auto: the memory plan that chooses B is the C trainers' (./train_gpt2, ./train_gpt2cu); give "
+        if attr == "B" and v == "auto":
+            fail(f"{f} auto: the memory plan that chooses B is the C trainers' (./train_gpt2, ./train_gpt2cu); give "
                  "train_gpt2.py a number (the B they print)")
+        if attr in CHOICES and v not in CHOICES[attr].split("|"):
+            fail(f"{f} {v}: expected one of {CHOICES[attr]}")
         if kind is not str:
             try:
                 x = int(v) if kind is int else float(v)
@@ -635,10 +716,6 @@ def parse_train_args(argv, rank):
                 fail(f"{f} {v}: must be in {lo}..{hi}" if kind is int else f"{f} {v}: must be in {lo:g}..{hi:g}")
             v = x
         setattr(a, attr, v)
-    for flag, v, choices in (("-k", a.schedule, "cosine|linear|constant|wsd"), ("-pb", a.backend, "nccl|mpi"),
-                             ("-opt", a.optimizer, "adamw|muon")):
-        if v not in choices.split("|"):
-            fail(f"{flag} {v}: expected one of {choices}")
     if a.checkpoint_every > 0 and not a.output_dir:
         fail(f"-n {a.checkpoint_every} needs an output directory: add -o <dir>")
     if a.checkpoint_major > 0 and (a.checkpoint_every <= 0 or a.checkpoint_major % a.checkpoint_every != 0):
@@ -659,6 +736,7 @@ def parse_train_args(argv, rank):
     a.lr, a.final_lr_frac, a.weight_decay = np.float32(a.lr), np.float32(a.final_lr_frac), np.float32(a.weight_decay)
     a.decay_frac = np.float32(a.decay_frac)
     a.muon_lr, a.muon_momentum = np.float32(a.muon_lr), np.float32(a.muon_momentum)
+    a.temperature = np.float32(a.temperature)
     a.argv = list(argv)
     return a
 
@@ -1302,6 +1380,39 @@ def load_tokenizer(path):
     return table
 
 
+def sample_from_weights(w, coin):
+    """the first i with coin < w[0] + ... + w[i] (float32 sums in order); where rounding leaves the sum below
+    the coin, the last i with w[i] > 0"""
+    above = np.nonzero(coin < np.cumsum(w, dtype=np.float32))[0]
+    return int(above[0]) if len(above) else int(np.nonzero(w)[0][-1])
+
+
+def flush_subnormals(x):
+    """the C trainers are built with -ffast-math, which treats float32 subnormals as 0"""
+    return np.where(np.abs(x) < np.finfo(np.float32).tiny, np.float32(0), x)
+
+
+def sample_token(probs, temperature, top_k, coin):
+    """llmc/generate.h's sample_token: temperature 0 is the most likely token (the lowest id on ties); else
+    weights p^(1/t), only the top_k largest kept (ties at the k-th: the lowest ids), walked with the coin"""
+    n, probs = len(probs), flush_subnormals(probs)
+    if temperature == 0:
+        return int(np.argmax(probs))
+    if temperature == 1 and not 0 < top_k < n:
+        return sample_from_weights(probs, coin)
+    w = probs if temperature == 1 else flush_subnormals(np.power(probs, np.float32(1) / np.float32(temperature),
+                                                                 dtype=np.float32))
+    if 0 < top_k < n:
+        thr = np.partition(w, n - top_k)[n - top_k]
+        ties = np.nonzero(w == thr)[0][top_k - int(np.count_nonzero(w > thr)):]
+        w = np.where(w < thr, np.float32(0), w)
+        w[ties] = 0
+    total = float(np.sum(w, dtype=np.float64))
+    if not total > 0:  # every kept weight underflowed (a very low temperature): greedy
+        return int(np.argmax(probs))
+    return sample_from_weights(w, np.float32(float(coin) * total))  # the product in double, as C
+
+
 def sample(a, model, tokenizer, st, device, autocast):
     """train_sample: gen tokens from EOT, one coin of the checkpointed RNG per token, as the C loop
     (the text differs from the C trainer's: another summation order picks other tokens at ties)"""
@@ -1314,8 +1425,7 @@ def sample(a, model, tokenizer, st, device, autocast):
             logits, _ = model(torch.tensor([tokens[:t]], device=device))
         probs = torch.softmax(logits[0, t - 1].float(), dim=-1).cpu().numpy()
         st.sample_rng, coin = xorshift_f32(st.sample_rng)
-        above = np.nonzero(coin < np.cumsum(probs, dtype=np.float32))[0]
-        nxt = int(above[0]) if len(above) else V - 1
+        nxt = sample_token(probs, a.temperature, a.top_k, coin)
         if t < a.T:
             tokens.append(nxt)
         piece = (tokenizer[nxt] if nxt < len(tokenizer) else b"") if tokenizer else f"{nxt} ".encode()
@@ -1647,13 +1757,17 @@ def train_main(argv):
     leave(0)
 
 
+# what the fixture mode writes: a command line with one of them writes fixtures, any other trains
+FIXTURE_OUTPUTS = ("--write-model", "--debug-state", "--trajectory")
+
+
 def main():
     argv = sys.argv[1:]
-    if argv in (["--help"], ["-help"]):
+    if "--help" in argv or "-help" in argv:
         print(__doc__)
         print(usage())
         return 0
-    if argv and argv[0].startswith("-") and (not argv[0].startswith("--") or argv[0][2:] in LONG_FLAGS):
+    if not any(arg.split("=", 1)[0] in FIXTURE_OUTPUTS for arg in argv):
         try:
             train_main(argv)
         except SystemExit as e:  # die() has printed its line; the traceback keeps DDP alive for leave()

@@ -37,14 +37,18 @@ static inline float sample_random_f32(unsigned long long *state) {
     return (float)((*state * 0x2545F4914F6CDD1DULL) >> 40) / 16777216.0f;
 }
 
-// the first i with coin < w[0] + ... + w[i]; n-1 if rounding leaves the sum a hair below coin
+// the first i with coin < w[0] + ... + w[i]. Where rounding leaves the whole sum a hair below the
+// coin (a float sum of 50257 probabilities is 1 only to about 1e-5): the last i with w[i] > 0, never
+// a token of weight 0 (one cut by top-k, or the last of the vocabulary whatever its probability)
 static inline int sample_from_weights(const float *w, int n, float coin) {
     float cdf = 0.0f;
+    int last = 0;
     for (int i = 0; i < n; i++) {
         cdf += w[i];
         if (coin < cdf) { return i; }
+        if (w[i] > 0.0f) { last = i; }
     }
-    return n - 1;
+    return last;
 }
 
 // the k-th largest of v[0..n) (1 <= k <= n); reorders v (Hoare selection)

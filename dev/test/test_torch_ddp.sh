@@ -5,14 +5,17 @@
 #     the HellaSwag accuracy and the samples' RNG of ./train_gpt2 under mpirun -np 1/2 at the same
 #     flags (shuffled data, 2 micro-steps per step, warmup + cosine, weight decay), within 1e-4
 #     relative; final parameters within 1e-4 (L2). -e is a descriptor: both init alike. With -k wsd
-#     (1 process) the logged learning rates are the same strings.
+#     (1 process, train_gpt2.py given the long names of ./train_gpt2 --help) the logged learning
+#     rates are the same strings.
 #  2. only rank 0 prints step lines and writes main.log; a state file per rank, whose header
 #     (data position, AdamW count, sampling RNG after a sample, guard counters, model) equals the
 #     C trainer's.
 #  3. checkpoints cross over: ./train_gpt2 -np 2 step 6 resumes in train_gpt2.py (1 process), and
 #     train_gpt2.py 2 processes step 6 resumes in ./train_gpt2 (1 process); the continuing losses
 #     equal the uninterrupted runs' within 1e-4.
-#  4. bad flags and files end with a one-line error.
+#  4. bad flags and files end with a one-line error; every flag of ./train_gpt2 --help, short and
+#     long, is train_gpt2.py's too (or refused with a reason, as -pn: torchrun launches it).
+#  5. the samples' token choice (temperature, top-k) is llmc/generate.h's on random distributions.
 source "$(dirname "$0")/lib.sh" test_torch_ddp "${1:-./train_gpt2}"
 require_mpi test-torch-ddp  # the C trainer runs under mpirun, also for 1 process
 TORCH_TRAINER="$ROOT/train_gpt2.py"
@@ -80,10 +83,19 @@ for np in 1 2; do
         || bad "np=$np: expected one main.log and $np state files for step 12: $(ls p$np | tr '\n' ' ')"
 done
 # -k wsd (warmup-stable-decay), 1 process: the same learning rate strings and losses
+# (train_gpt2.py given the long names that ./train_gpt2 --help pairs with the short ones, as
+# "--name value" and "--name=value" in turn)
 WSD=("${ARGS[@]}" -b 4 -k wsd -kd 0.4 -x 10 -v 0 -h 0 -s 0 -n 2 -nk 1 -nm 4)
 "$TRAINER" "${WSD[@]}" -o cwsd > cwsd.out 2>&1 || { bad "train_gpt2 -k wsd failed"; tail -n 3 cwsd.out; }
-torch_ranks 1 pwsd "${WSD[@]}" -o pwsd || { bad "train_gpt2.py -k wsd failed"; tail -n 3 pwsd.*.err; }
-echo "-k wsd, train_gpt2.py vs train_gpt2:"
+declare -A LONG_OF
+while read -r short long; do LONG_OF[$short]=$long; done < <("$TRAINER" --help | sed -n 's/^  \(-[a-z]*\), \(--[a-z-]*\) .*/\1 \2/p')
+WSD_LONG=()
+for ((i = 0; i < ${#WSD[@]}; i += 2)); do
+    long=${LONG_OF[${WSD[i]}]:?"./train_gpt2 --help has no long name for ${WSD[i]}"}
+    if ((i % 4)); then WSD_LONG+=("$long=${WSD[i + 1]}"); else WSD_LONG+=("$long" "${WSD[i + 1]}"); fi
+done
+torch_ranks 1 pwsd "${WSD_LONG[@]}" --out pwsd || { bad "train_gpt2.py -k wsd (long names) failed"; tail -n 3 pwsd.*.err; }
+echo "-k wsd, train_gpt2.py (${WSD_LONG[*]:0:5} ...) vs train_gpt2:"
 compare_logs pwsd/main.log cwsd/main.log lr=0 trl=1e-4 || bad "-k wsd: the logs differ"
 # and -nk 1 -nm 4 keep the same checkpoints: the newest and the multiples of 4
 [ "$(ls pwsd | grep '^DONE' | tr '\n' ' ')" = "DONE_00000004 DONE_00000008 DONE_00000010 " ] && [ "$(ls pwsd | grep -v '^main.log$' | tr '\n' ' ')" = "$(ls cwsd | grep -v '^main.log$\|^metrics.jsonl$' | tr '\n' ' ')" ] \
@@ -147,6 +159,24 @@ torch_error "-m 0 (a loss over no data)" "-m 0 validates on no batches" "${ARGS[
 torch_error "-hm 0" "-hm 0 evaluates no examples" "${ARGS[@]}" -b 4 -hm 0 -o bad
 torch_error "-d 0" "-d 0: the total batch is -1 (= B\*T\*ranks) or a multiple" "${ARGS[@]}" -b 4 -d 0 -o bad
 torch_error "a choice" "-k foo: expected one of cosine|linear|constant|wsd" "${ARGS[@]}" -b 4 -k foo -o bad
+torch_error "a long name's range" "--batch 0: must be in 1..1048576 (see --help)" "${ARGS[@]}" --batch=0 -o bad
+torch_error "a near miss" "unknown flag --bach; did you mean --batch?" "${ARGS[@]}" --bach 4 -o bad
+torch_error "-pn (a launcher's flag)" "-pn: train_gpt2.py takes its processes from torchrun" "${ARGS[@]}" -b 4 -pn 2 -o bad
+torch_error "--prompt (the C trainers')" "--prompt: generation from a prompt is the C trainers'" "${ARGS[@]}" -b 4 --prompt hi
+# every flag of ./train_gpt2 --help: known to train_gpt2.py by both its names (the same flag), or refused with its reason
+"$TRAINER" --help > c_help.txt
+$PY - "$ROOT" c_help.txt <<'EOF' || bad "train_gpt2.py's flags are not ./train_gpt2's"
+import re, sys
+sys.path.insert(0, sys.argv[1])
+import train_gpt2 as twin
+specs, missing, n = twin.flag_specs(), [], 0
+for names in re.findall(r"^  (-[a-z]+, --[a-z-]+|--[a-z-]+) ", open(sys.argv[2]).read(), re.M):
+    names, n = names.split(", "), n + 1
+    if not (all(f in twin.REFUSED for f in names) or all(f in specs for f in names) and len({id(specs[f]) for f in names}) == 1):
+        missing.append(" ".join(names))
+print(f"  {n} flags in ./train_gpt2 --help; not train_gpt2.py's: {missing or 'none'}")
+sys.exit(1 if missing or n < 50 else 0)
+EOF
 # a folder or a FIFO where a file is read: named, never read (a FIFO would block the open)
 mkdir -p adir && rm -f fifo.bin && mkfifo fifo.bin
 for f in adir fifo.bin; do
@@ -171,7 +201,7 @@ timeout -k 10 300 $PY "$TORCH_TRAINER" "${ARGS[@]}" -b 4 -x 2 -n 0 -s 0 -o over 
     && grep -q "^--start-over: the earlier run in over (.* checkpoint file(s), its logs) moved to over/old_run_1$" over.out \
     && ok "train_gpt2.py --start-over 1: the old run in over/old_run_1 (as train_gpt2 moves it), the new one in its place" \
     || { bad "train_gpt2.py --start-over 1: over holds $(ls over | tr '\n' ' '), old_run_1 $(ls over/old_run_1 2>&1 | tr '\n' ' ')"; tail -n 2 over.out; }
-# the fixture mode (--model): its descriptor and its --tokens shard get the trainer's checks
+# the fixture mode (a command line that writes fixtures): its descriptor and its --tokens shard get the trainer's checks
 FIXTURE=(--model L2:C64:H4:T64:V512 --debug-state bad_state.bin --batch 2 --seq 32)
 torch_error "fixture: a depth of 0" "--model d0: depth must be in 1..1000" --model d0 --write-model bad.bin
 torch_error "fixture: heads that do not divide C" "--model L2:C64:H5: channels must be divisible" --model L2:C64:H5 --write-model bad.bin
@@ -182,4 +212,53 @@ torch_error "fixture: a missing --tokens shard" "--tokens: shard 'nope.bin' not 
 torch_error "fixture: a --tokens file that is not a shard" "--tokens: .*cut.bin" "${FIXTURE[@]}" --tokens cut.bin
 $PY "$ROOT/dev/bench/make_random_shard.py" short.bin 40 1 512 > /dev/null
 torch_error "fixture: a --tokens shard too short for the batch" "has 40 tokens; the debug batch needs B\*T+1 = 65" "${FIXTURE[@]}" --tokens short.bin
+# ---- 5. the samples' token choice (-s, --temperature, --top-k) against llmc/generate.h's, built as the trainers
+# build it (-ffast-math: subnormals are 0), on random distributions
+$PY - "$ROOT" "$ROOT/dev/test/sample_probe" <<'EOF' || bad "train_gpt2.py's sample_token is not llmc/generate.h's"
+import sys, subprocess, numpy as np
+sys.path.insert(0, sys.argv[1])
+import train_gpt2 as twin
+rng = np.random.default_rng(5)
+LAST = np.nextafter(np.float32(1), np.float32(0))  # the largest coin: where rounding decides
+cases = []
+for c in range(4000):
+    n = int(rng.choice([1, 2, 3, 7, 64, 513]))
+    logits = rng.normal(0, float(rng.choice([0.5, 3, 20])), n).astype(np.float32)
+    if c % 3 == 0:  # ties: probabilities on a coarse grid
+        logits = np.round(logits)
+    p = np.exp(logits - logits.max()).astype(np.float32)
+    if c % 5 == 0:  # some exactly zero
+        p[rng.random(n) < 0.3] = 0
+        p[rng.integers(n)] = 1
+    p = twin.flush_subnormals((p / p.sum(dtype=np.float64)).astype(np.float32))  # as a softmax under -ffast-math
+    t = np.float32(rng.choice([0, 1, 1, 0.5, 0.7, 2, 1e-3, 100]))
+    k = int(rng.choice([0, 0, 1, 2, 3, max(n - 1, 1), n, n + 5]))
+    coin = np.float32(rng.choice([0.0, LAST, rng.random(), rng.random()]))
+    cases.append((t, k, coin, p))
+text = "".join(f"{float(t).hex()} {k} {float(c).hex()} " + " ".join(float(x).hex() for x in p) + "\n" for t, k, c, p in cases)
+c_ids = [int(x) for x in subprocess.run([sys.argv[2]], input=text.encode(), capture_output=True, check=True).stdout.split()]
+py_ids = [twin.sample_token(p, t, k, c) for t, k, c, p in cases]
+
+
+def kept(p, t, k):  # the tokens sample_token may return: weight > 0 after temperature and top-k
+    if t == 0:
+        return {int(np.argmax(p))}
+    w = p if t == 1 else twin.flush_subnormals(np.power(p, np.float32(1) / t, dtype=np.float32))
+    if 0 < k < len(p):
+        w = np.where(w >= np.sort(w)[len(p) - k], w, 0)
+    return set(np.nonzero(w)[0].tolist()) or {int(np.argmax(p))}
+
+
+# below the largest coin the two sides walk the same float sums to the same token; at it, an ulp of
+# powf decides, so there only: a token the temperature and top-k keep (never one of weight 0)
+diff = [i for i, (t, k, c, p) in enumerate(cases) if c != LAST and c_ids[i] != py_ids[i]]
+outside = [i for i, (t, k, c, p) in enumerate(cases) if c == LAST and c_ids[i] not in kept(p, t, k)]
+n_last = sum(c == LAST for _, _, c, _ in cases)
+print(f"  {len(cases) - n_last} draws (temperatures 0-100, top-k 0..n+5, ties, zeros): {len(diff)} differ from "
+      f"llmc/generate.h's sample_token; {n_last} at the largest coin: {len(outside)} of weight 0")
+for i in (diff + outside)[:5]:
+    t, k, c, p = cases[i]
+    print(f"  case {i}: n={len(p)} temperature {t} top-k {k} coin {c}: C {c_ids[i]}, train_gpt2.py {py_ids[i]}")
+sys.exit(1 if diff or outside or len(c_ids) != len(cases) else 0)
+EOF
 finish

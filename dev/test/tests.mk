@@ -166,7 +166,11 @@ test-hellaswag: train_gpt2
 	PYTHON=$(PYTHON) bash dev/test/test_hellaswag.sh
 
 # train_gpt2.py, the PyTorch DDP twin (1 and 2 gloo ranks), against train_gpt2 under mpirun; checkpoints both ways
-test-torch-ddp: train_gpt2
+# (and the twin's sampling against llmc/generate.h's, built as the trainers build it)
+dev/test/sample_probe: dev/test/sample_probe.c $(CPU_HEADERS) $(STAMP_OPENMP)
+	$(CC) $(CFLAGS) $< -o $@ -lm
+
+test-torch-ddp: train_gpt2 dev/test/sample_probe
 	PYTHON=$(PYTHON) bash dev/test/test_torch_ddp.sh
 
 # -opt muon: Newton-Schulz against numpy's SVD, train_gpt2 against train_gpt2.py, checkpoints, rank
