@@ -101,6 +101,9 @@ MpiDefault=none
 ReturnToService=2
 SlurmdTimeout=10
 KillWait=5
+# job records are kept (0 = never purged): sbatch --wait then polls every 2 s; with the default of 300 its
+# sleeps grow 2, 8, 32 s, so a job of 12 s returned after 42 (the test took 139 s instead of 87)
+MinJobAge=0
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 NodeName=node1 NodeAddr=${ADDR[0]} CPUs=2 State=UNKNOWN
