@@ -609,7 +609,8 @@ LONG_FLAGS = {
     "ckpt-async": ("ckpt_async", int, 1, 0, 1, "accepted and ignored (checkpoints are written before the next step)"),
     "temperature": ("temperature", float, 1.0, 0.0, 100.0, "sampling temperature of the samples; 0 = greedy"),
     "top-k": ("top_k", int, 0, 0, (1 << 31) - 1, "sample from the K most likely tokens only; 0 = all"),
-    "bpe-dir": ("bpe_dir", str, "data/gpt2", None, None, "accepted and ignored (--prompt's encoder, the C trainers')"),
+    "prompt": ("prompt", str, "", None, None, "generate: continue this text by -g tokens and exit; empty = train"),
+    "bpe-dir": ("bpe_dir", str, "data/gpt2", None, None, "folder with GPT-2's encoder.json and vocab.bpe (--prompt)"),
 }
 
 # the long name of each short flag, as llmc/args.h has it (--batch 16 and --batch=16 are -b 16)
@@ -632,8 +633,6 @@ REFUSED = {
     "--num-processes": TORCHRUN, "--process-rank": TORCHRUN, "--gpus-per-node": TORCHRUN,
     "--init-method": TORCHRUN, "--server": TORCHRUN, "--sync-dir": TORCHRUN,
     "--plan": "the memory plan is the C trainers' (./train_gpt2cu --plan 1)",
-    "--prompt": "generation from a prompt is the C trainers' (./train_gpt2 -e model.bin --prompt TEXT -g N): "
-                "their GPT-2 encoder is in C; train_gpt2.py's samples (-s) start from <|endoftext|>",
 }
 
 
@@ -1413,6 +1412,58 @@ def sample_token(probs, temperature, top_k, coin):
     return sample_from_weights(w, np.float32(float(coin) * total))  # the product in double, as C
 
 
+GPT2_SPLIT = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""  # GPT-2's pre-tokenizer
+
+
+def load_gpt2_encoder(bpe_dir):
+    """GPT-2's BPE encoder from --bpe-dir's encoder.json and vocab.bpe, through tiktoken (llmc/bpe.h is C)"""
+    for name in ("encoder.json", "vocab.bpe"):
+        path = os.path.join(bpe_dir, name)
+        why = not_a_file(path)
+        if why:
+            die(f"--prompt needs GPT-2's encoder.json and vocab.bpe in --bpe-dir '{bpe_dir}', but '{path}' {why}; unpack "
+                "the copies this project ships with: bash dev/data/tinyshakespeare.sh, or pass --bpe-dir <dir>")
+    try:
+        import tiktoken
+        from tiktoken.load import data_gym_to_mergeable_bpe_ranks
+    except ImportError:
+        die(f"--prompt in train_gpt2.py encodes with tiktoken: {sys.executable} -m pip install tiktoken "
+            "(./train_gpt2 --prompt needs no Python)")
+    ranks = data_gym_to_mergeable_bpe_ranks(os.path.join(bpe_dir, "vocab.bpe"), os.path.join(bpe_dir, "encoder.json"))
+    return tiktoken.Encoding("gpt2", pat_str=GPT2_SPLIT, mergeable_ranks=ranks, special_tokens={"<|endoftext|>": EOT})
+
+
+def generate_main(a, dist):
+    """llmc/generate.h's generate mode: --prompt and -g tokens after it on stdout (nothing else), from the
+    model of -e, the window the last min(-t, maxT) tokens; no data is read"""
+    if dist.world > 1:
+        die("--prompt generates in one process; run it without mpirun/torchrun")
+    enc = load_gpt2_encoder(a.bpe_dir)
+    model = resolve_model(a, dist.device).eval()
+    V, T = model.cfg.vocab_size, a.T
+    if V > enc.n_vocab:
+        die(f"the model (-e {a.model}) has {V} tokens, more than the GPT-2 encoder's {enc.n_vocab}: it cannot be "
+            "decoded as text")
+    tokens = enc.encode_ordinary(a.prompt)
+    if max(tokens, default=0) >= V:
+        die(f"--prompt encodes to token {max(tokens)}, but the model (-e {a.model}) has only {V} tokens")
+    if len(tokens) > T:
+        warn(f"the prompt is {len(tokens)} tokens; the model sees only the last {T} (-t / the model's maxT)")
+    rng, out = (a.seed ^ 0x5DEECE66D) or 1, sys.stdout.buffer
+    out.write(a.prompt.encode())
+    out.flush()
+    for _ in range(a.gen_tokens):
+        with torch.no_grad():
+            logits, _ = model(torch.tensor([tokens[-T:]], device=dist.device))
+        probs = torch.softmax(logits[0, -1].float(), dim=-1).cpu().numpy()
+        rng, coin = xorshift_f32(rng)
+        tokens.append(sample_token(probs, a.temperature, a.top_k, coin))
+        out.write(enc.decode_single_token_bytes(tokens[-1]))
+        out.flush()
+    out.write(b"\n")
+    out.flush()
+
+
 def sample(a, model, tokenizer, st, device, autocast):
     """train_sample: gen tokens from EOT, one coin of the checkpointed RNG per token, as the C loop
     (the text differs from the C trainer's: another summation order picks other tokens at ties)"""
@@ -1470,6 +1521,8 @@ def resolve_model(a, device):
         cfg, flat, err = read_model_flat(desc)
         if err:
             die(err)
+    if a.prompt:  # the generate mode: one sequence, the context min(-t, maxT)
+        a.B, a.T = 1, min(a.T, cfg.block_size)
     if a.T > cfg.block_size:
         die(f"-t {a.T} is larger than the model's max_seq_len {cfg.block_size} (-e {desc}); use -t {cfg.block_size} or less")
     model = GPT(cfg, fast=True)
@@ -1525,6 +1578,9 @@ def leave(code):
 def train_main(argv):
     dist = Dist()
     a = parse_train_args(argv, dist.rank)
+    if a.prompt:
+        generate_main(a, dist)
+        leave(0)
     dist.connect(a.comm_timeout)
     W, rank, device = dist.world, dist.rank, dist.device
     stop = []  # signals received (signals.h): the first stops after the step with a checkpoint

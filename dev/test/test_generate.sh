@@ -3,7 +3,7 @@
 # output on the same model (prompt encoded and continuation decoded by tiktoken from the same
 # encoder.json/vocab.bpe); top-k 1 is greedy at any temperature; the same -rs gives the same text
 # and another -rs another; stdout holds the prompt and the continuation only; no data is read;
-# bad input is one line.
+# bad input is one line. train_gpt2.py --prompt, the PyTorch twin, prints the same text.
 #   bash dev/test/test_generate.sh [trainer]     (from the repo root; default ./train_gpt2)
 source "$(dirname "$0")/lib.sh" test-generate "${1:-./train_gpt2}"
 # OpenAI's tokenizer files, from the copies that ship in dev/data/embedded
@@ -76,6 +76,19 @@ cmp -s "$TMP/s11a.txt" "$TMP/s12.txt" && bad "-rs 11 and -rs 12 gave the same te
 cmp -s "$TMP/s11a.txt" "$TMP/greedy.txt" && bad "temperature 5 gave the greedy text"
 gen --temperature 5 --top-k 5 -rs 11 > "$TMP/k5.txt" || bad "top-k 5 failed"
 
+# train_gpt2.py, the PyTorch twin, given the same command lines: the same text, greedy and sampled
+# (its own forward in PyTorch; the token choice of llmc/generate.h, the same random numbers)
+for opts in "--temperature 0" "--temperature 5 --top-k 5 -rs 11"; do
+    $PY "$ROOT/train_gpt2.py" -e "$MODEL" --prompt "$PROMPT" -g $N --bpe-dir "$GPT2_DIR" $opts > "$TMP/twin.txt" 2> "$TMP/twin.err" \
+        || bad "train_gpt2.py --prompt $opts failed: $(tail -n 2 "$TMP/twin.err")"
+    gen $opts > "$TMP/c.txt" || bad "$opts failed"
+    if cmp -s "$TMP/twin.txt" "$TMP/c.txt"; then
+        echo "  train_gpt2.py --prompt ... $opts: the same $N tokens"
+    else
+        bad "train_gpt2.py $opts differs:"; echo "  train_gpt2:    $(cat "$TMP/c.txt")"; echo "  train_gpt2.py: $(cat "$TMP/twin.txt")"
+    fi
+done
+
 # bad input (expect_error, lib.sh), and nothing printed but that one line
 one_line_error() {
     expect_error "$@" && { [ "$(wc -l < "$TMP/error.txt")" -eq 1 ] || { bad "$1: more than the error line:"; cat "$TMP/error.txt"; }; }
@@ -83,4 +96,8 @@ one_line_error() {
 one_line_error "missing encoder" "--bpe-dir" "$TRAINER" -e "$MODEL" --prompt "hi" --bpe-dir "$TMP/nowhere"
 one_line_error "bad temperature" "--temperature -1" "$TRAINER" -e "$MODEL" --prompt "hi" --temperature -1
 one_line_error "missing model" "not found" "$TRAINER" -e "$TMP/nope.bin" --prompt "hi" --bpe-dir "$GPT2_DIR"
+one_line_error "train_gpt2.py: missing encoder" "--bpe-dir '$TMP/nowhere', but '$TMP/nowhere/encoder.json' not found" \
+    $PY "$ROOT/train_gpt2.py" -e "$MODEL" --prompt "hi" --bpe-dir "$TMP/nowhere"
+one_line_error "train_gpt2.py: a vocabulary wider than GPT-2's" "has 50304 tokens, more than the GPT-2 encoder's 50257" \
+    $PY "$ROOT/train_gpt2.py" -e L1:C64:H1:T64:V50304 --prompt "hi" --bpe-dir "$GPT2_DIR"
 finish
