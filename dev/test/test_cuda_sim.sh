@@ -33,7 +33,8 @@
 #  8. the memory plan (--plan) equals the simulator's allocator peak, byte for byte (-r 0/1/2, -w 0,
 #     ZeRO-1 on 2 ranks); -b auto on a device of SIM_DEVICE_MEMORY bytes picks the B whose measured
 #     peak fits the budget while B+1's does not, and on 2 ranks the smaller device decides; the
-#     phase times come from the events (adding up to at most the step's time) and NVTX ranges nest.
+#     phase times come from the events (adding up to at most the step's time) and NVTX ranges nest;
+#  9. the generate mode (--prompt): greedy text within bf16's rounding of fp32's, past the window.
 # usage: dev/test/test_cuda_sim.sh [build/cuda_sim]   (make test-cuda-trainer-sim builds it there)
 SIMT=$(realpath "${1:-build/cuda_sim}")
 SIM="$SIMT/train_gpt2cu" ASAN="$SIMT/train_gpt2cu_asan" TEST="$SIMT/test_gpt2cu" DROP="$SIMT/train_gpt2cu_dropwait"
@@ -472,5 +473,23 @@ pushed = [l[1] for l in log if l[0] == "push"]
 for name, n in (("data", 4), ("forward", 4), ("backward", 4), ("comm", 2), ("optimizer", 4), ("eval", 3)):
     assert pushed.count(name) == n, (name, pushed.count(name), pushed)
 EOF
+
+# ---- 9. the generate mode (--prompt): the CUDA trainer's forward at B = 1 over a growing context,
+# the window sliding past the model's 64 tokens. Greedy: within bf16's rounding of fp32's
+# (dev/test/greedy_within.py; the CPU trainer's text differs from token 11 on, a near-tie); sampled
+# at temperature 100 (at 1 this model's softmax is all but one-hot): the same text twice at one -rs.
+echo "9. --prompt:"
+unpack_embedded gen
+$PY "$ROOT/dev/test/greedy_within.py" make sharp.bin > /dev/null
+gen_sim() { "$SIM" -e sharp.bin --prompt "a|b" -g 80 --bpe-dir gen/gpt2 -i no_such_data.bin "$@"; }
+if gen_sim --temperature 0 > greedy.txt 2> greedy.err; then
+    $PY "$ROOT/dev/test/greedy_within.py" check sharp.bin gen/gpt2 "a|b" greedy.txt 10 \
+        && ok "--prompt, greedy: 80 tokens, fp32's up to bf16's rounding" || bad "--prompt: the greedy text is not fp32's"
+else
+    bad "--prompt --temperature 0 failed"; tail -3 greedy.err
+fi
+gen_sim -rs 5 --temperature 100 > s5a.txt 2> /dev/null && gen_sim -rs 5 --temperature 100 > s5b.txt 2> /dev/null \
+    && cmp -s s5a.txt s5b.txt && ! cmp -s s5a.txt greedy.txt \
+    && ok "--prompt, sampled: the same text twice with -rs 5, not the greedy one" || bad "--prompt -rs 5 --temperature 100"
 
 finish

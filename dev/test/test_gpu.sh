@@ -31,7 +31,8 @@
 #            matmuls' epilogue); GPU vs CPU trainer over
 #            20 steps (dev/test/test_gpu_vs_cpu.sh); two separate processes give bitwise-equal runs;
 #            a resume from a checkpoint is bitwise equal to the uninterrupted run (also with -mt 1:
-#            the resume takes the choices kept in -o); bad input (no GPU
+#            the resume takes the choices kept in -o); --prompt's greedy text within bf16's rounding
+#            of fp32's (dev/test/greedy_within.py; own and cuDNN attention); bad input (no GPU
 #            visible, too large a batch, wrong architecture)
 #   multi    NCCL on a 1-rank communicator (LLMC_FORCE_NCCL=1, -z 0 and -z 1) equals the plain run,
 #            also with the stream-order debug mode (LLMC_DEBUG_STREAMS=1), and differs from it when
@@ -345,6 +346,12 @@ if has_part test; then
     # -lg: NVML's line (the driver's library) after each step, real readings
     step gpu_log 60 "./train_gpt2cu $A -d $MULTI_D -x 2 -v 0 -lg 1 > $WORK/lg.txt 2>&1; rc=\$?; cat $WORK/lg.txt; [ \$rc -eq 0 ] && [ \$(grep -cE '^  gpu: SM [0-9]+/[0-9]+ MHz \\| [0-9]+/[0-9]+ W \\| [0-9]+ C' $WORK/lg.txt) = 2 ]"
     grep -h "^  gpu:" "$WORK/lg.txt" 2> /dev/null | head -1 | sed 's/^/      /' | tee -a "$SUMMARY"
+    # --prompt: greedy text within bf16's rounding of fp32's (dev/test/greedy_within.py), past the
+    # model's 64-token window; with -at cudnn the calls at the full window run cuDNN's attention
+    (unpack_embedded "$WORK/gen"; $PY dev/test/greedy_within.py make "$WORK/sharp.bin") > "$WORK/gen.txt" 2>&1  # else the step fails
+    GEN="./train_gpt2cu -e $WORK/sharp.bin --prompt 'a|b' -g 80 --bpe-dir $WORK/gen/gpt2 --temperature 0"
+    CHECK="$PY dev/test/greedy_within.py check $WORK/sharp.bin $WORK/gen/gpt2 'a|b'"
+    step generate 60 "$GEN > $WORK/greedy.txt && $CHECK $WORK/greedy.txt 10 && $GEN -at cudnn > $WORK/greedy_cudnn.txt && $CHECK $WORK/greedy_cudnn.txt 10"
     step resume_bitwise 60 "resume_copy $D/det_a $D/det_r && ./train_gpt2cu $A -d $MULTI_D -n 5 -o $D/det_r -y 1 > $D/det_r.txt 2>&1; rc=\$?; cat $D/det_r.txt; [ \$rc -eq 0 ] && $(resumed "$D/det_r.txt" "$D/det_r" "$D/det_a" 0)"
     # -mt 1 with -o: the choices kept in the folder; its resume reads them (real cuBLASLt's algorithms,
     # restored from the file and checked) and repeats steps 6-10 bit for bit

@@ -272,7 +272,8 @@ test-attention-sim:
 	$(MAKE) -C dev/cuda run-attention-sim
 
 test-cuda-trainer-sim: train_gpt2
-	$(MAKE) -C dev/cuda -j2 sim-trainer SIM_MPI=$(if $(MPICC),1,0) SIM_STAMPS=$(abspath $(STAMP_MPI))
+	$(MAKE) -C dev/cuda -j2 sim-trainer SIM_MPI=$(if $(MPICC),1,0) SIM_STAMPS="$(abspath $(STAMP_MPI) $(STAMP_PCRE2))" \
+	    SIM_GEN_FLAGS="$(GEN_FLAGS)" SIM_GEN_LDLIBS="$(GEN_LDLIBS)"
 	PYTHON=$(PYTHON) bash dev/test/test_cuda_sim.sh build/cuda_sim
 
 # ---------------------------------------------------------------------------------------------
