@@ -34,7 +34,8 @@
 #     ZeRO-1 on 2 ranks); -b auto on a device of SIM_DEVICE_MEMORY bytes picks the B whose measured
 #     peak fits the budget while B+1's does not, and on 2 ranks the smaller device decides; the
 #     phase times come from the events (adding up to at most the step's time) and NVTX ranges nest;
-#  9. the generate mode (--prompt): greedy text within bf16's rounding of fp32's, past the window.
+#  9. the generate mode (--prompt): greedy text within bf16's rounding of fp32's, past the window;
+# 10. HellaSwag (-h 1, batches shorter than -t): the CPU trainer's accuracy; under AddressSanitizer.
 # usage: dev/test/test_cuda_sim.sh [build/cuda_sim]   (make test-cuda-trainer-sim builds it there)
 SIMT=$(realpath "${1:-build/cuda_sim}")
 SIM="$SIMT/train_gpt2cu" ASAN="$SIMT/train_gpt2cu_asan" TEST="$SIMT/test_gpt2cu" DROP="$SIMT/train_gpt2cu_dropwait"
@@ -491,5 +492,20 @@ fi
 gen_sim -rs 5 --temperature 100 > s5a.txt 2> /dev/null && gen_sim -rs 5 --temperature 100 > s5b.txt 2> /dev/null \
     && cmp -s s5a.txt s5b.txt && ! cmp -s s5a.txt greedy.txt \
     && ok "--prompt, sampled: the same text twice with -rs 5, not the greedy one" || bad "--prompt -rs 5 --temperature 100"
+
+# ---- 10. HellaSwag (-h 1): its batches of rows of varying length (each batch as long as its
+# longest row, so T below -t) through forward_losses. The accuracy, a count, equals the CPU
+# trainer's (a flip would need two endings' losses within bf16's rounding of each other; none is on
+# these 20 examples); the AddressSanitizer build on 2 examples.
+echo "10. HellaSwag:"
+$PY "$ROOT/dev/bench/make_random_hellaswag.py" hs.bin 20 3 128
+HS=("${ARGS[@]}" -x 1 -v 1 -m 1 -h 1 -hf hs.bin)
+run hs_cpu "$CPU" "${HS[@]}" -o hs_cpu
+bg hs_sim "$SIM" "${HS[@]}" -o hs_sim
+bg hs_asan "$ASAN" "${HS[@]}" -hm 2
+joined hs_sim hs_asan
+compare_logs hs_sim/main.log hs_cpu/main.log hsw=0 && ok "HellaSwag: the CPU trainer's accuracy ($(grep -a -m1 '^HellaSwag:' hs_sim.txt | cut -d' ' -f2-4))" \
+    || bad "HellaSwag: the simulated CUDA trainer's accuracy is not the CPU trainer's"
+grep -q '^HellaSwag: [0-9]*/2 ' hs_asan.txt && ok "HellaSwag under AddressSanitizer: 2 examples" || bad "HellaSwag under AddressSanitizer"
 
 finish
