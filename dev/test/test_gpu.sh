@@ -32,7 +32,8 @@
 #            20 steps (dev/test/test_gpu_vs_cpu.sh); two separate processes give bitwise-equal runs;
 #            a resume from a checkpoint is bitwise equal to the uninterrupted run (also with -mt 1:
 #            the resume takes the choices kept in -o); --prompt's greedy text within bf16's rounding
-#            of fp32's (dev/test/greedy_within.py; own and cuDNN attention); bad input (no GPU
+#            of fp32's (dev/test/greedy_within.py; own and cuDNN attention); HellaSwag's accuracy
+#            against the CPU trainer's; bad input (no GPU
 #            visible, too large a batch, wrong architecture)
 #   multi    NCCL on a 1-rank communicator (LLMC_FORCE_NCCL=1, -z 0 and -z 1) equals the plain run,
 #            also with the stream-order debug mode (LLMC_DEBUG_STREAMS=1), and differs from it when
@@ -352,6 +353,13 @@ if has_part test; then
     GEN="./train_gpt2cu -e $WORK/sharp.bin --prompt 'a|b' -g 80 --bpe-dir $WORK/gen/gpt2 --temperature 0"
     CHECK="$PY dev/test/greedy_within.py check $WORK/sharp.bin $WORK/gen/gpt2 'a|b'"
     step generate 60 "$GEN > $WORK/greedy.txt && $CHECK $WORK/greedy.txt 10 && $GEN -at cudnn > $WORK/greedy_cudnn.txt && $CHECK $WORK/greedy_cudnn.txt 10"
+    # HellaSwag (-h 1; its batches are shorter than -t, so our attention kernel): the CPU trainer's
+    # accuracy on 40 random examples (the count right, at the start and after a step), up to 2 flips of
+    # bf16's rounding
+    $PY dev/bench/make_random_hellaswag.py "$WORK/hs.bin" 40 3 $MULTI_VOCAB
+    HSW="$A -d $MULTI_D -x 1 -v 1 -h 1 -hf $WORK/hs.bin"
+    rm -rf "$D/hs_gpu" "$D/hs_cpu"
+    step hellaswag 90 "./train_gpt2cu $HSW -o $D/hs_gpu > $D/hs_gpu.txt && ./train_gpt2 $HSW -o $D/hs_cpu > $D/hs_cpu.txt && paste <(grep '^HellaSwag' $D/hs_gpu.txt) <(grep '^HellaSwag' $D/hs_cpu.txt) | awk -F'[ /\t]' '{ print; d = \$2 - \$9; if (d > 2 || d < -2 || NF != 14) bad = 1 } END { exit bad || NR != 2 }'"
     step resume_bitwise 60 "resume_copy $D/det_a $D/det_r && ./train_gpt2cu $A -d $MULTI_D -n 5 -o $D/det_r -y 1 > $D/det_r.txt 2>&1; rc=\$?; cat $D/det_r.txt; [ \$rc -eq 0 ] && $(resumed "$D/det_r.txt" "$D/det_r" "$D/det_a" 0)"
     # -mt 1 with -o: the choices kept in the folder; its resume reads them (real cuBLASLt's algorithms,
     # restored from the file and checked) and repeats steps 6-10 bit for bit
