@@ -35,7 +35,8 @@
 #     peak fits the budget while B+1's does not, and on 2 ranks the smaller device decides; the
 #     phase times come from the events (adding up to at most the step's time) and NVTX ranges nest;
 #  9. the generate mode (--prompt): greedy text within bf16's rounding of fp32's, past the window;
-# 10. HellaSwag (-h 1, batches shorter than -t): the CPU trainer's accuracy; under AddressSanitizer.
+# 10. HellaSwag (-h 1, batches shorter than -t): the CPU trainer's accuracy; under AddressSanitizer;
+# 11. a rollback (-rb) reloads a checkpoint mid-run: the CPU trainer's losses, and bitwise a resume.
 # usage: dev/test/test_cuda_sim.sh [build/cuda_sim]   (make test-cuda-trainer-sim builds it there)
 SIMT=$(realpath "${1:-build/cuda_sim}")
 SIM="$SIMT/train_gpt2cu" ASAN="$SIMT/train_gpt2cu_asan" TEST="$SIMT/test_gpt2cu" DROP="$SIMT/train_gpt2cu_dropwait"
@@ -507,5 +508,31 @@ joined hs_sim hs_asan
 compare_logs hs_sim/main.log hs_cpu/main.log hsw=0 && ok "HellaSwag: the CPU trainer's accuracy ($(grep -a -m1 '^HellaSwag:' hs_sim.txt | cut -d' ' -f2-4))" \
     || bad "HellaSwag: the simulated CUDA trainer's accuracy is not the CPU trainer's"
 grep -q '^HellaSwag: [0-9]*/2 ' hs_asan.txt && ok "HellaSwag under AddressSanitizer: 2 examples" || bad "HellaSwag under AddressSanitizer"
+
+# ---- 11. rollback (-sl 5 -rb 2, llmc/guard.h's LLMC_TEST_LOSS_SPIKE): the losses of steps 26 and 27
+# x1000 skip both (after the guard's 20 steps of history), and the run reloads checkpoint 24 into
+# the GPU model mid-run (undoing step 25, which was applied) and passes over the data of steps
+# 25-27. Against the CPU trainer's same run (bf16 tolerance), and bitwise against checkpoint 24
+# resumed by a new process on the shard without that data (unshuffled: step s trains on the
+# shard's windows 4(s-1) .. 4s-1, 64 tokens).
+echo "11. rollback:"
+RBK=("${ARGS[@]}" -x 30 -n 3 -sh 0 -sl 5 -rb 2)
+LLMC_TEST_LOSS_SPIKE=26,27 run rb_cpu "$CPU" "${RBK[@]}" -o rb_cpu
+LLMC_TEST_LOSS_SPIKE=26,27 run rb_sim "$SIM" "${RBK[@]}" -o rb_sim
+grep -q "^rollback 1 of 3: 2 steps in a row skipped .* back to checkpoint 24, passing over the data of steps 25-27" rb_sim.txt \
+    && compare_logs rb_sim/main.log rb_cpu/main.log trl=2e-3 norm=2e-2 && ok "rollback to checkpoint 24 mid-run: the CPU trainer's losses" \
+    || { bad "rollback: not the CPU trainer's run"; grep -a '^rollback\|error' rb_sim.txt | head -3; }
+$PY - <<'EOF'
+import numpy as np
+raw = open("train.bin", "rb").read()
+header, tokens = np.frombuffer(raw[:1024], "<i4").copy(), np.frombuffer(raw[1024:], "<u2")
+cut = np.concatenate([tokens[:24 * 64], tokens[27 * 64:]])
+header[2] = len(cut)
+open("cut.bin", "wb").write(header.tobytes() + cut.tobytes())
+EOF
+mkdir rb_cut && cp rb_sim/*_00000024* rb_cut/ && grep -v "^s:\(2[4-9]\|30\) " rb_sim/main.log > rb_cut/main.log
+run rb_cut "$SIM" "${RBK[@]/train.bin/cut.bin}" -o rb_cut -y 1
+grep -q "^resumed from checkpoint 24" rb_cut.txt && compare_logs rb_sim/main.log rb_cut/main.log trl=0 norm=0 \
+    && ok "rollback: bitwise checkpoint 24 resumed by a new process without the data of steps 25-27" || bad "rollback: not the resumed run"
 
 finish
