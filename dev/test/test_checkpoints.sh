@@ -70,16 +70,17 @@ fi
 
 # ---- rollback on loss spikes (unshuffled, so that a step's data is a slice of the shard)
 RB=(-i train.bin -j val.bin -e L2:C64:H4:T64:V512 -b 4 -t 32 -d 512 -v 10 -m 2 -s 0 -n 5 -x 40 -sh 0 -sl 5 -rb 3 -tk none.bin)
-LLMC_TEST_LOSS_SPIKE=26,27,28 "$TRAINER" "${RB[@]}" -o rb > rb.out 2>&1 || { bad "the run with -rb 3 failed"; tail -3 rb.out; }
-grep -q "^rollback 1 of 3: 3 steps in a row skipped (last: loss .*back to checkpoint 25, passing over the data of steps 26-28 (step 26 now trains on the data of step 29)$" rb.out \
-    && grep -qx "s:28 rollback:25 data_skipped:3" rb/main.log && grep -q '^{"event":"rollback","step":28,"to":25,"data_skipped":3}$' rb/metrics.jsonl \
+LLMC_TEST_LOSS_SPIKE=27,28,29 "$TRAINER" "${RB[@]}" -o rb > rb.out 2>&1 || { bad "the run with -rb 3 failed"; tail -3 rb.out; }
+grep -q "^rollback 1 of 3: 3 steps in a row skipped (last: loss .*back to checkpoint 25, passing over the data of steps 26-29 (step 26 now trains on the data of step 30)$" rb.out \
+    && grep -qx "s:29 rollback:25 data_skipped:4" rb/main.log && grep -q '^{"event":"rollback","step":29,"to":25,"data_skipped":4}$' rb/metrics.jsonl \
     && ok "-rb 3: $(grep -m1 '^rollback' rb.out | cut -c1-150)" || { bad "-rb 3: no rollback to checkpoint 25 printed and logged"; grep -i 'rollback\|skipped' rb.out | head -5; }
-# the reference: checkpoint 25 resumed on the shard without the tokens of steps 26-28 (16 windows of 32 a step)
+# the reference: checkpoint 25 resumed on the shard without the tokens of steps 26-29 (16 windows of 32 a
+# step; step 26 was applied before the skips, so the rollback undoes it)
 $PY - <<'PY'
 import numpy as np
 raw = open("train.bin", "rb").read()
 header, tokens = np.frombuffer(raw[:1024], "<i4").copy(), np.frombuffer(raw[1024:], "<u2")
-cut = np.concatenate([tokens[:25 * 16 * 32], tokens[28 * 16 * 32:]])
+cut = np.concatenate([tokens[:25 * 16 * 32], tokens[29 * 16 * 32:]])
 header[2] = len(cut)
 open("cut.bin", "wb").write(header.tobytes() + cut.tobytes())
 PY
@@ -95,8 +96,8 @@ grep -q "^resumed from checkpoint 35 in" rb35.out && compare_logs rb/main.log rb
     && ok "-rb 3: checkpoint 35, after the rollback, resumes bit for bit" || { bad "-rb 3: checkpoint 35 does not resume bit for bit"; cat cmp.out; }
 # the PyTorch twin rolls back alike, and resumes the C trainer's checkpoint 35 at its data position
 if "$PY" -c "import torch" 2> /dev/null; then
-    LLMC_TEST_LOSS_SPIKE=26,27,28 "$PY" "$ROOT/train_gpt2.py" "${RB[@]}" -o rbpy > rbpy.out 2>&1 || { bad "train_gpt2.py -rb 3 failed"; tail -3 rbpy.out; }
-    grep -qx "s:28 rollback:25 data_skipped:3" rbpy/main.log && compare_logs rb/main.log rbpy/main.log trl=1e-4 norm=1e-4 tel=1e-4 > cmp.out \
+    LLMC_TEST_LOSS_SPIKE=27,28,29 "$PY" "$ROOT/train_gpt2.py" "${RB[@]}" -o rbpy > rbpy.out 2>&1 || { bad "train_gpt2.py -rb 3 failed"; tail -3 rbpy.out; }
+    grep -qx "s:29 rollback:25 data_skipped:4" rbpy/main.log && compare_logs rb/main.log rbpy/main.log trl=1e-4 norm=1e-4 tel=1e-4 > cmp.out \
         && ok "-rb 3: train_gpt2.py rolls back alike ($(head -1 cmp.out | sed 's/^ *//'))" || { bad "-rb 3: train_gpt2.py differs"; cat cmp.out; }
     mkdir rb35py && cp rb/*_000000[0-3][05]* rb35py/ && grep -v "^s:\(3[5-9]\) " rb/main.log > rb35py/main.log
     "$PY" "$ROOT/train_gpt2.py" "${RB[@]}" -o rb35py -y 1 > rb35py.out 2>&1 && compare_logs rb/main.log rb35py/main.log trl=1e-4 norm=1e-4 > cmp.out \
