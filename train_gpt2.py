@@ -1012,7 +1012,7 @@ class TrainState:
         self.step = self.opt_steps = 0
         self.max_steps = 0  # the run's -x (the LR schedule's length), kept in the state file
         self.data_skip = self.rollbacks = 0  # the C trainers' -rb: step s trains on the data of s + data_skip
-        self.sample_rng = (a.seed ^ 0x5DEECE66D) or 1
+        self.sample_rng = sample_rng_seed(a.seed)
         self.guard = Guard(a.guard_z_loss, a.guard_z_norm, a.guard_max_skips)
 
 
@@ -1349,6 +1349,11 @@ def hellaswag(a, dist, model, examples, autocast):
     return acc[0], acc[1]
 
 
+def sample_rng_seed(seed):
+    """llmc/generate.h's sample_rng_seed: the sampling RNG's first state for -rs (xorshift64* must not start at 0)"""
+    return (seed ^ 0x5DEECE66D) or 1
+
+
 def xorshift_f32(state):
     """sample_random_f32 (train_loop.h): (new state, a float in [0, 1))"""
     state ^= state >> 12
@@ -1449,7 +1454,7 @@ def generate_main(a, dist):
         die(f"--prompt encodes to token {max(tokens)}, but the model (-e {a.model}) has only {V} tokens")
     if len(tokens) > T:
         warn(f"the prompt is {len(tokens)} tokens; the model sees only the last {T} (-t / the model's maxT)")
-    rng, out = (a.seed ^ 0x5DEECE66D) or 1, sys.stdout.buffer
+    rng, out = sample_rng_seed(a.seed), sys.stdout.buffer
     out.write(a.prompt.encode())
     out.flush()
     for _ in range(a.gen_tokens):

@@ -162,7 +162,7 @@ torch_error "a choice" "-k foo: expected one of cosine|linear|constant|wsd" "${A
 torch_error "a long name's range" "--batch 0: must be in 1..1048576 (see --help)" "${ARGS[@]}" --batch=0 -o bad
 torch_error "a near miss" "unknown flag --bach; did you mean --batch?" "${ARGS[@]}" --bach 4 -o bad
 torch_error "-pn (a launcher's flag)" "-pn: train_gpt2.py takes its processes from torchrun" "${ARGS[@]}" -b 4 -pn 2 -o bad
-torch_error "--prompt (the C trainers')" "--prompt: generation from a prompt is the C trainers'" "${ARGS[@]}" -b 4 --prompt hi
+torch_error "--plan (the C trainers' memory plan)" "--plan: the memory plan is the C trainers'" "${ARGS[@]}" -b 4 --plan 1
 # every flag of ./train_gpt2 --help: known to train_gpt2.py by both its names (the same flag), or refused with its reason
 "$TRAINER" --help > c_help.txt
 $PY - "$ROOT" c_help.txt <<'EOF' || bad "train_gpt2.py's flags are not ./train_gpt2's"
