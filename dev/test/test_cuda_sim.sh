@@ -36,7 +36,8 @@
 #     phase times come from the events (adding up to at most the step's time) and NVTX ranges nest;
 #  9. the generate mode (--prompt): greedy text within bf16's rounding of fp32's, past the window;
 # 10. HellaSwag (-h 1, batches shorter than -t): the CPU trainer's accuracy; under AddressSanitizer;
-# 11. a rollback (-rb) reloads a checkpoint mid-run: the CPU trainer's losses, and bitwise a resume.
+# 11. a rollback (-rb) reloads a checkpoint mid-run: the CPU trainer's losses, and bitwise a resume;
+# 12. SIGTERM: a checkpoint after the step, exit 0, and -y 1 continues bitwise.
 # usage: dev/test/test_cuda_sim.sh [build/cuda_sim]   (make test-cuda-trainer-sim builds it there)
 SIMT=$(realpath "${1:-build/cuda_sim}")
 SIM="$SIMT/train_gpt2cu" ASAN="$SIMT/train_gpt2cu_asan" TEST="$SIMT/test_gpt2cu" DROP="$SIMT/train_gpt2cu_dropwait"
@@ -534,5 +535,25 @@ mkdir rb_cut && cp rb_sim/*_00000024* rb_cut/ && grep -v "^s:\(2[4-9]\|30\) " rb
 run rb_cut "$SIM" "${RBK[@]/train.bin/cut.bin}" -o rb_cut -y 1
 grep -q "^resumed from checkpoint 24" rb_cut.txt && compare_logs rb_sim/main.log rb_cut/main.log trl=0 norm=0 \
     && ok "rollback: bitwise checkpoint 24 resumed by a new process without the data of steps 25-27" || bad "rollback: not the resumed run"
+
+# ---- 12. preemption: SIGTERM after step 8 ends the simulated CUDA trainer after its step with a
+# checkpoint (exit 0); -y 1 continues it bitwise to the uninterrupted run's end
+echo "12. SIGTERM:"
+bg sig_ref "$SIM" "${ARGS[@]}" -x 30 -o sig_ref
+"$SIM" "${ARGS[@]}" -x 30 -o sig > sig.txt 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -q "^step 8/" sig.txt && break; sleep 0.05; done
+kill -TERM $pid
+wait $pid
+rc=$?
+joined sig_ref
+if [ $rc -eq 0 ] && grep -q "^stopped by a signal after step [0-9]*; checkpoint [0-9]* is in sig" sig.txt && ! grep -q "^step 30/30" sig.txt; then
+    run sig_resumed "$SIM" "${ARGS[@]}" -x 30 -o sig -y 1
+    compare_logs sig/main.log sig_ref/main.log trl=0 norm=0 \
+        && ok "SIGTERM: $(grep -o 'checkpoint [0-9]* is in sig' sig.txt), resumed with -y 1 to the uninterrupted run, bitwise" \
+        || bad "SIGTERM: the resumed run is not the uninterrupted one"
+else
+    bad "SIGTERM: exit $rc, no checkpoint line, or the run went on to its end"; tail -3 sig.txt
+fi
 
 finish
