@@ -673,7 +673,7 @@ def did_you_mean(flag):
     return hint
 
 
-def parse_train_args(argv, rank):
+def parse_train_args(argv):
     """the flags of llmc/args.h (-b 16, --batch 16, --batch=16); a bad one is one line, as the C trainers say it"""
     a = Args()
     for attr, _, default, *_ in list(FLAGS.values()) + list(LONG_FLAGS.values()):
@@ -1582,7 +1582,7 @@ def leave(code):
 
 def train_main(argv):
     dist = Dist()
-    a = parse_train_args(argv, dist.rank)
+    a = parse_train_args(argv)
     if a.prompt:
         generate_main(a, dist)
         leave(0)

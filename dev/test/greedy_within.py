@@ -1,14 +1,17 @@
 """
-Greedy decoding by a bf16 trainer (train_gpt2cu --prompt ... --temperature 0), held against fp32
-up to bf16's rounding, where its text cannot be compared byte for byte with the fp32 trainers'
-(a top-1/top-2 gap below bf16's rounding flips a token, and the texts part from there on).
+Greedy decoding as a test: a sharp model to decode (`make`), and a bf16 trainer's greedy text
+(train_gpt2cu --prompt ... --temperature 0) held against fp32 up to bf16's rounding (`check`),
+where it cannot be compared byte for byte with the fp32 trainers' (a top-1/top-2 gap below bf16's
+rounding flips a token, and the texts part from there on).
 
-  python greedy_within.py make <model.bin>
-      a model of 128 tokens (GPT-2's ids 0-127, each one byte, so that printed bytes are token
-      ids), head size 64 (the fused attention's), maxT 64, scaled so that greedy decoding is a sharp
-      test: the final LayerNorm gain x1000 spreads the logits over hundreds of units (its top-1/top-2
-      gaps: median 70, smallest 1.6 on the prompt below), the attention output projections and the
-      position embeddings x30 make the next token depend on the context and the position
+  python greedy_within.py make <model.bin> [<descriptor> <seed> <lnf> <wpe> <attproj>]
+      a random model scaled so that greedy decoding is a sharp test: the final LayerNorm gain x<lnf>
+      spreads the logits apart, the position embeddings x<wpe> and the attention output
+      projections x<attproj> make the next token depend on the position and the context. By
+      default the model of `check`: 128 tokens (GPT-2's ids 0-127, each one byte, so that printed
+      bytes are token ids), head size 64 (the fused attention's), maxT 64, seed 8, x1000, x30,
+      x30: its logits spread over hundreds of units (top-1/top-2 gaps on the prompt "a|b":
+      median 70, smallest 1.6)
   python greedy_within.py check <model.bin> <gpt2 dir> <prompt> <printed text> <tol>
       with the printed text as the context (teacher forcing; the window the last maxT tokens), each
       printed token's fp32 logit (the PyTorch reference, train_gpt2.py) must be within tol of the
@@ -26,14 +29,14 @@ sys.path.insert(0, HERE)
 import train_gpt2 as ref  # noqa: E402
 
 
-def make(path):
-    model = ref.GPT(ref.Config.from_descriptor("L2:C128:H2:T64:V128"))
-    model.init_weights(8)
+def make(path, descriptor="L2:C128:H2:T64:V128", seed="8", lnf="1000", wpe="30", attproj="30"):
+    model = ref.GPT(ref.Config.from_descriptor(descriptor))
+    model.init_weights(int(seed))
     with torch.no_grad():
-        model.lnf.weight *= 1000.0
-        model.wpe.weight *= 30.0
+        model.lnf.weight *= float(lnf)
+        model.wpe.weight *= float(wpe)
         for block in model.blocks:
-            block.attproj.weight *= 30.0
+            block.attproj.weight *= float(attproj)
     ref.write_model(model, path, "fp32")
 
 
@@ -63,8 +66,8 @@ def check(model_path, gpt2_dir, prompt, printed, tol):
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["make"] and len(sys.argv) == 3:
-        make(sys.argv[2])
+    if sys.argv[1:2] == ["make"] and len(sys.argv) in (3, 8):
+        make(*sys.argv[2:])
     elif sys.argv[1:2] == ["check"] and len(sys.argv) == 7:
         sys.exit(0 if check(*sys.argv[2:6], float(sys.argv[6])) else 1)
     else:

@@ -11,6 +11,7 @@
 #                                             test_gpu.sh, fresh_machine.sh, the Makefile)
 # The tools: ROOT (the repo), PY, MPIRUN, MPI_HINT, have_mpi [binary], skip_or_fail <test> <what
 # is missing> <command that provides it>, unpack_embedded <dir>, compare_logs <a> <b> KEY=TOL...,
+# shard_cut <in> <out> <from> <to>,
 # ok <what> (the line of a check that passed), stand_in_curl <bindir>, gpu_machine_tree <dir>,
 # stand_in_binaries <tree> <C statement>.
 
@@ -45,6 +46,20 @@ unpack_embedded() {
 # (dev/test/compare_logs.py: per step, relative tolerance, 0 = bitwise; a step logged twice, as
 # after a resume, counts with its later line; a NaN or infinity never agrees)
 compare_logs() { "$PY" "$LLMC_TEST_DIR/compare_logs.py" "$@"; }
+
+# shard_cut IN OUT FROM TO: OUT is the token shard IN without its tokens [FROM, TO) (a rollback's
+# reference: the data it passes over, gone)
+shard_cut() {
+    "$PY" - "$@" <<'EOF'
+import sys, numpy as np
+src, dst, lo, hi = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+raw = open(src, "rb").read()
+header, tokens = np.frombuffer(raw[:1024], "<i4").copy(), np.frombuffer(raw[1024:], "<u2")
+cut = np.concatenate([tokens[:lo], tokens[hi:]])
+header[2] = len(cut)
+open(dst, "wb").write(header.tobytes() + cut.tobytes())
+EOF
+}
 
 # ok WHAT: a check passed (the counterpart of bad; every test's passed checks read alike)
 ok() { echo "ok   $*"; }

@@ -76,14 +76,7 @@ grep -q "^rollback 1 of 3: 3 steps in a row skipped (last: loss .*back to checkp
     && ok "-rb 3: $(grep -m1 '^rollback' rb.out | cut -c1-150)" || { bad "-rb 3: no rollback to checkpoint 25 printed and logged"; grep -i 'rollback\|skipped' rb.out | head -5; }
 # the reference: checkpoint 25 resumed on the shard without the tokens of steps 26-29 (16 windows of 32 a
 # step; step 26 was applied before the skips, so the rollback undoes it)
-$PY - <<'PY'
-import numpy as np
-raw = open("train.bin", "rb").read()
-header, tokens = np.frombuffer(raw[:1024], "<i4").copy(), np.frombuffer(raw[1024:], "<u2")
-cut = np.concatenate([tokens[:25 * 16 * 32], tokens[29 * 16 * 32:]])
-header[2] = len(cut)
-open("cut.bin", "wb").write(header.tobytes() + cut.tobytes())
-PY
+shard_cut train.bin cut.bin $((25 * 16 * 32)) $((29 * 16 * 32))
 mkdir cutrun && cp rb/*_00000025* cutrun/ && grep -v "^s:\(2[5-9]\|[3-9][0-9]\) " rb/main.log > cutrun/main.log
 "$TRAINER" "${RB[@]/train.bin/cut.bin}" -o cutrun -y 1 > cutrun.out 2>&1 || { bad "the resume on the cut shard failed"; tail -3 cutrun.out; }
 compare_logs rb/main.log cutrun/main.log trl=0 norm=0 tel=0 > cmp.out \

@@ -523,14 +523,7 @@ LLMC_TEST_LOSS_SPIKE=26,27 run rb_sim "$SIM" "${RBK[@]}" -o rb_sim
 grep -q "^rollback 1 of 3: 2 steps in a row skipped .* back to checkpoint 24, passing over the data of steps 25-27" rb_sim.txt \
     && compare_logs rb_sim/main.log rb_cpu/main.log trl=2e-3 norm=2e-2 && ok "rollback to checkpoint 24 mid-run: the CPU trainer's losses" \
     || { bad "rollback: not the CPU trainer's run"; grep -a '^rollback\|error' rb_sim.txt | head -3; }
-$PY - <<'EOF'
-import numpy as np
-raw = open("train.bin", "rb").read()
-header, tokens = np.frombuffer(raw[:1024], "<i4").copy(), np.frombuffer(raw[1024:], "<u2")
-cut = np.concatenate([tokens[:24 * 64], tokens[27 * 64:]])
-header[2] = len(cut)
-open("cut.bin", "wb").write(header.tobytes() + cut.tobytes())
-EOF
+shard_cut train.bin cut.bin $((24 * 64)) $((27 * 64))
 mkdir rb_cut && cp rb_sim/*_00000024* rb_cut/ && grep -v "^s:\(2[4-9]\|30\) " rb_sim/main.log > rb_cut/main.log
 run rb_cut "$SIM" "${RBK[@]/train.bin/cut.bin}" -o rb_cut -y 1
 grep -q "^resumed from checkpoint 24" rb_cut.txt && compare_logs rb_sim/main.log rb_cut/main.log trl=0 norm=0 \

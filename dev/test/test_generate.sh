@@ -15,19 +15,7 @@ GPT2_DIR="$TMP/data/gpt2"
 # order could flip), the attention output projections x30 make the next token depend on the
 # context, the position embeddings x3 keep it from repeating one token. 80 tokens after the prompt
 # run past the model's 64-token context: a wrong window changes the text from token 66 on.
-$PY "$ROOT/train_gpt2.py" --model L2:C64:H4:T64 --seed 3 --write-model "$TMP/base.bin" > /dev/null
-$PY - "$ROOT" "$TMP" <<'EOF'
-import sys, torch
-sys.path.insert(0, sys.argv[1])
-import train_gpt2 as ref
-m = ref.read_model(f"{sys.argv[2]}/base.bin")
-with torch.no_grad():
-    m.lnf.weight *= 100.0
-    m.wpe.weight *= 3.0
-    for b in m.blocks:
-        b.attproj.weight *= 30.0
-ref.write_model(m, f"{sys.argv[2]}/model.bin", "fp32")
-EOF
+$PY "$ROOT/dev/test/greedy_within.py" make "$TMP/model.bin" L2:C64:H4:T64 3 100 3 30 > /dev/null
 MODEL="$TMP/model.bin"
 PROMPT="ROMEO: Is the day so young?"
 N=80
