@@ -1434,8 +1434,13 @@ def load_gpt2_encoder(bpe_dir):
     except ImportError:
         die(f"--prompt in train_gpt2.py encodes with tiktoken: {sys.executable} -m pip install tiktoken "
             "(./train_gpt2 --prompt needs no Python)")
-    ranks = data_gym_to_mergeable_bpe_ranks(os.path.join(bpe_dir, "vocab.bpe"), os.path.join(bpe_dir, "encoder.json"))
-    return tiktoken.Encoding("gpt2", pat_str=GPT2_SPLIT, mergeable_ranks=ranks, special_tokens={"<|endoftext|>": EOT})
+    try:  # tiktoken checks that the two files agree: a damaged one ends here
+        ranks = data_gym_to_mergeable_bpe_ranks(os.path.join(bpe_dir, "vocab.bpe"), os.path.join(bpe_dir, "encoder.json"))
+        return tiktoken.Encoding("gpt2", pat_str=GPT2_SPLIT, mergeable_ranks=ranks, special_tokens={"<|endoftext|>": EOT})
+    except (ValueError, KeyError, IndexError, AssertionError, OSError) as e:
+        die(f"--bpe-dir '{bpe_dir}': encoder.json and vocab.bpe are not GPT-2's encoder ({type(e).__name__}"
+            f"{': ' + str(e).splitlines()[0] if str(e) else ''}); unpack the copies this project ships with: bash "
+            "dev/data/tinyshakespeare.sh, or pass --bpe-dir <dir>")
 
 
 def generate_main(a, dist):
