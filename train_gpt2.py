@@ -1228,7 +1228,7 @@ def test_loss_spike(data_step):
     return 1000.0 if str(data_step) in spikes.split(",") else 1.0
 
 
-def rollback(a, dist, cfg, st, model, opt, reason):
+def rollback(a, dist, cfg, st, model, opt, muon, reason):
     """-rb: back to the newest complete checkpoint, passing over the data since it (llmc/train_loop.h's
     train_rollback)"""
     if st.rollbacks >= MAX_ROLLBACKS:
@@ -1240,7 +1240,7 @@ def rollback(a, dist, cfg, st, model, opt, reason):
         die(f"{st.guard.consecutive} consecutive steps skipped by the numeric guards (last: {reason}) and -rb found no "
             f"complete checkpoint in {a.output_dir} to roll back to; lower -l or raise -u, and checkpoint more often (-n)")
     model.load_flat(ck["params"])
-    load_opt_state(opt, model, ck["m"], ck["v"], st.opt_steps)
+    load_opt_state(opt, model, ck["m"], ck["v"], st.opt_steps, muon)
     st.guard.consecutive = 0
     st.data_skip, st.rollbacks = skip + frm - st.step, n + 1
     if dist.rank == 0:
@@ -1791,7 +1791,7 @@ def train_main(argv):
             log_line(f"s:{s} skip:{reason}")
             if a.rollback_after > 0 and st.guard.consecutive >= a.rollback_after:
                 frm = st.step
-                rollback(a, dist, cfg, st, model, opt, reason)
+                rollback(a, dist, cfg, st, model, opt, muon, reason)
                 log_line(f"s:{frm} rollback:{st.step} data_skipped:{frm - st.step}")
                 s = st.step
                 continue

@@ -9,7 +9,9 @@
 #    warning naming the file and the error, checkpoint 10 leaves no file behind, checkpoint 5
 #    stays, training goes on and checkpoint 15 is written; checkpoint 5 resumes bit for bit;
 #  - a disk that stays full: 3 failed checkpoints in a row stop the run with an error, the older
-#    complete checkpoints intact, and the newest of them resumes bit for bit.
+#    complete checkpoints intact, and the newest of them resumes bit for bit;
+#  - -rb 3 on injected loss spikes rolls back and then equals a resume on a shard without that data,
+#    with AdamW and with Muon; train_gpt2.py rolls back alike (1e-4).
 source "$(dirname "$0")/lib.sh" test_checkpoints "${1:-./train_gpt2}"
 $PY "$ROOT/dev/bench/make_random_shard.py" train.bin 60000 1 512 > /dev/null
 $PY "$ROOT/dev/bench/make_random_shard.py" val.bin 20000 2 512 > /dev/null
@@ -95,6 +97,18 @@ if "$PY" -c "import torch" 2> /dev/null; then
     mkdir rb35py && cp rb/*_000000[0-3][05]* rb35py/ && grep -v "^s:\(3[5-9]\) " rb/main.log > rb35py/main.log
     "$PY" "$ROOT/train_gpt2.py" "${RB[@]}" -o rb35py -y 1 > rb35py.out 2>&1 && compare_logs rb/main.log rb35py/main.log trl=1e-4 norm=1e-4 > cmp.out \
         && ok "-rb 3: train_gpt2.py resumes checkpoint 35 at its data position" || { bad "-rb 3: train_gpt2.py's resume of checkpoint 35 differs"; cat cmp.out; tail -2 rb35py.out; }
+    # with Muon, the rollback also reloads its momentum (kept in the checkpoint's m): both trainers
+    # against checkpoint 25 resumed on the cut shard
+    mkdir mucut && LLMC_TEST_LOSS_SPIKE=27,28,29 "$TRAINER" "${RB[@]}" -opt muon -o murb > murb.out 2>&1 \
+        && cp murb/*_00000025* mucut/ && grep -v "^s:\(2[5-9]\|[3-9][0-9]\) " murb/main.log > mucut/main.log \
+        && "$TRAINER" "${RB[@]/train.bin/cut.bin}" -opt muon -o mucut -y 1 > mucut.out 2>&1 \
+        && compare_logs murb/main.log mucut/main.log trl=0 norm=0 tel=0 > cmp.out \
+        && ok "-rb 3 -opt muon: after the rollback = checkpoint 25 resumed without that data" \
+        || { bad "-rb 3 -opt muon: the C trainer's rollback differs from the reference"; tail -3 murb.out mucut.out cmp.out; }
+    LLMC_TEST_LOSS_SPIKE=27,28,29 "$PY" "$ROOT/train_gpt2.py" "${RB[@]}" -opt muon -o murbpy > murbpy.out 2>&1 \
+        && grep -qx "s:29 rollback:25 data_skipped:4" murbpy/main.log && compare_logs murb/main.log murbpy/main.log trl=1e-4 norm=1e-4 tel=1e-4 > cmp.out \
+        && ok "-rb 3 -opt muon: train_gpt2.py rolls back alike ($(head -1 cmp.out | sed 's/^ *//'))" \
+        || { bad "-rb 3 -opt muon: train_gpt2.py differs"; tail -3 murbpy.out; cat cmp.out; }
 else
     skip_or_fail "test-checkpoints (train_gpt2.py)" "PyTorch for $PY" "apt-get install python3-torch" || bad "no PyTorch"
 fi
