@@ -1576,6 +1576,51 @@ def load_opt_state(opt, model, m, v, opt_steps, muon=None):
     opt.load_state_dict(sd)  # moves the moments to the parameters' device and dtype
 
 
+def compiled_or_eager(model, rows, autocast, dist):
+    """torch.compile(model) where it compiles here, tried on every rank with one forward and backward of rows (the
+    first micro-batch, so that the first step finds it compiled); where it fails on any rank (no C compiler for
+    Triton, a Python or CUDA that torch's compiler does not take), the eager model on every rank, with a warning:
+    a slower run, not a lost one"""
+    try:
+        compiled = compile_model(model, dist.rank)
+        with autocast():
+            _, loss = compiled(rows[:, :-1], rows[:, 1:])
+        loss.backward()
+        err = None
+    except Exception as e:  # torch._dynamo's and the backends' errors have no common base but Exception
+        err = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"
+    model.zero_grad(set_to_none=True)
+    if dist.allreduce([1.0 if err else 0.0], "max")[0] == 0.0:
+        return compiled
+    warn(f"torch.compile failed ({err}); training runs the eager model" if err else
+         "torch.compile failed on another rank; training runs the eager model")
+    return model
+
+
+def compile_model(model, rank):
+    """torch.compile(model); for the tests, LLMC_TEST_COMPILE=fail:<rank>,... stands in for it (torch 1.13 has no
+    compiler): a module that runs the eager model's forward, and on the ranks listed a compiler that fails at the
+    first forward"""
+    test = os.environ.get("LLMC_TEST_COMPILE")
+    if test is None:
+        return torch.compile(model)
+    if str(rank) not in test.removeprefix("fail:").split(","):
+        return CompiledStandIn(model)
+
+    def fails(*args):
+        raise RuntimeError("a compiler that fails (LLMC_TEST_COMPILE)\nits second line")
+    return fails
+
+
+class CompiledStandIn(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, *args):
+        return self.model(*args)
+
+
 def leave(code):
     """Exit without running destructors. torch 1.13's DDP and gloo process group can deadlock when
     they are destroyed (seen: ~ProcessGroupGloo joins a worker thread that waits for the GIL held by
@@ -1674,10 +1719,15 @@ def train_main(argv):
     autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
     if cuda:
         torch.set_float32_matmul_precision("high")  # TF32 for what autocast leaves in fp32
-    train_model = model
-    compiled = cuda and hasattr(torch, "compile")
+    def micro_batch(s, k):  # this rank's rows of micro-step k of step s (B, T+1), on the device
+        window = train_window(0 if a.overfit_batch else s + st.data_skip, k, rank, W, B, N)
+        return torch.from_numpy(train.read(window, B)).to(device)
+
+    train_model = model  # eval and sampling run the eager model: other shapes
+    compiled = ((cuda and hasattr(torch, "compile")) or "LLMC_TEST_COMPILE" in os.environ) and st.step < M
     if compiled:
-        train_model = torch.compile(model)  # eval and sampling run the eager model: other shapes
+        train_model = compiled_or_eager(model, micro_batch(st.step, 0), autocast, dist)
+        compiled = train_model is not model
     if W > 1:
         from torch.nn.parallel import DistributedDataParallel as DDP
         train_model = DDP(train_model, device_ids=[device.index] if cuda else None, broadcast_buffers=False)
@@ -1743,7 +1793,7 @@ def train_main(argv):
         model.zero_grad(set_to_none=True)  # every parameter: Muon's are not in opt
         loss_sum = torch.zeros((), dtype=torch.float64, device=device)
         for k in range(A):
-            rows = torch.from_numpy(train.read(train_window(0 if a.overfit_batch else s + st.data_skip, k, rank, W, B, N), B)).to(device)
+            rows = micro_batch(s, k)
             # all-reduce only after the last micro-step's backward
             sync = train_model.no_sync() if W > 1 and k < A - 1 else contextlib.nullcontext()
             with sync:

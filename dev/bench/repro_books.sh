@@ -143,9 +143,11 @@ run_trainer() {
     chmod +x "$RUN/bin/python3"
     # ours also logs the GPU's clocks, power and throttling every 100 steps (-lg: stdout, metrics.jsonl)
     local own=""; [ "$name" = cuda ] && own="-lg 100"
+    # the signal goes to the trainer alone (the script execs it; --foreground): torch.compile's worker
+    # processes, in the same process group, would die of it mid-compile and fail the step
     # shellcheck disable=SC2086  # REPRO_FLAGS: extra trainer flags, word-split on purpose
     PATH="$(realpath "$RUN/bin"):$PATH" LD_LIBRARY_PATH="$ld" TRAINER="$trainer" BUILD=$build B="$b" OUT="$out" DATA_DIR="$DATA" \
-        PYTHONUNBUFFERED=1 timeout --preserve-status -s TERM -k 120 "$t" \
+        PYTHONUNBUFFERED=1 timeout --foreground --preserve-status -s TERM -k 120 "$t" \
         bash scripts/run_gpt2_124M_books.sh ${REPRO_FLAGS:-} $own >> "$RUN/$name.out" 2>&1 \
         || { echo "$name: the trainer failed:"; tail -5 "$RUN/$name.out"; exit 1; }
     if grep -q "^s:$STEPS tel:" "$out/main.log"; then echo "$name: finished"; else

@@ -7,6 +7,8 @@
 #     relative; final parameters within 1e-4 (L2). -e is a descriptor: both init alike. With -k wsd
 #     (1 process, train_gpt2.py given the long names of ./train_gpt2 --help) the logged learning
 #     rates are the same strings.
+#     torch.compile (LLMC_TEST_COMPILE's stand-in: torch 1.13 has none) on 2 ranks: bitwise the eager
+#     run; failing on rank 1, both train the eager model and say so, bitwise the same.
 #  2. only rank 0 prints step lines and writes main.log; a state file per rank, whose header
 #     (data position, AdamW count, sampling RNG after a sample, guard counters, model) equals the
 #     C trainer's.
@@ -100,6 +102,19 @@ compare_logs pwsd/main.log cwsd/main.log lr=0 trl=1e-4 || bad "-k wsd: the logs 
 # and -nk 1 -nm 4 keep the same checkpoints: the newest and the multiples of 4
 [ "$(ls pwsd | grep '^DONE' | tr '\n' ' ')" = "DONE_00000004 DONE_00000008 DONE_00000010 " ] && [ "$(ls pwsd | grep -v '^main.log$' | tr '\n' ' ')" = "$(ls cwsd | grep -v '^main.log$\|^metrics.jsonl$' | tr '\n' ' ')" ] \
     && echo "ok   -nk 1 -nm 4: both kept checkpoints 4, 8 and 10" || bad "-nk 1 -nm 4: train_gpt2.py kept $(ls pwsd | tr '\n' ' '), train_gpt2 $(ls cwsd | tr '\n' ' ')"
+# torch.compile (GPUs only; here LLMC_TEST_COMPILE's stand-in: torch 1.13 has none), tried once before
+# the first step: where it compiles, DDP trains the compiled module; where it fails on any rank,
+# every rank trains the eager model and says so; both the same numbers as the eager run
+LLMC_TEST_COMPILE= torch_ranks 2 pc "${ARGS[@]}" -b 2 -o pc && grep -q '^trainer .*, torch.compile) | 2 process' pc.0.out \
+    && compare_logs pc/main.log p2/main.log trl=0 norm=0 tel=0 > /dev/null \
+    && ok "torch.compile (stand-in), 2 ranks: the banner says so, the logs are the eager run's" \
+    || { bad "torch.compile (stand-in), 2 ranks: $(head -1 pc.0.out)"; tail -n 3 pc.*.err; }
+LLMC_TEST_COMPILE=fail:1 torch_ranks 2 pf "${ARGS[@]}" -b 2 -o pf && ! grep -q 'torch.compile' pf.0.out \
+    && grep -qx '\[rank 1\] warning: torch.compile failed (RuntimeError: a compiler that fails (LLMC_TEST_COMPILE)); training runs the eager model' pf.1.err \
+    && grep -qx '\[rank 0\] warning: torch.compile failed on another rank; training runs the eager model' pf.0.err \
+    && compare_logs pf/main.log p2/main.log trl=0 norm=0 tel=0 > /dev/null \
+    && ok "torch.compile failing on rank 1: $(cat pf.1.err | head -1); the logs are the eager run's" \
+    || { bad "torch.compile failing on rank 1: $(head -1 pf.0.out)"; tail -n 3 pf.*.err; }
 if grep -q '^step \|^val loss\|^generating' p2.1.out; then bad "rank 1 printed: $(head -n 2 p2.1.out)"
 else echo "ok   rank 1 printed nothing ($(wc -c < p2.1.out) bytes on stdout)"; fi
 # the banner names the attention too where torch has SDPA (2.x): "(cpu, fp32, sdpa)"
