@@ -54,7 +54,9 @@
 #   memory   the memory plan against the GPU: d12 -b 16 -r auto and d48 -b auto -r 2 at T=1024, 2
 #            steps each: the trainer's end line compares the plan with what cudaMemGetInfo says the
 #            run allocated after its CUDA context (the rest is cuBLAS's and NCCL's own, under 1 GiB);
-#            -b auto must not run out of memory; the phase line and metrics.jsonl's phase times
+#            -b auto must not run out of memory; the phase line and metrics.jsonl's phase times;
+#            d12 at B=128 (logits of 6.6e9 elements, 13 GB: matrices past 2^32 elements in
+#            cuBLASLt) equals B=64 with 2 micro-steps on the same tokens (bf16 tolerance)
 #   muon     -opt muon: its kernel workbench (dev/cuda/muon.cu), GPU vs CPU trainer, two processes
 #            bitwise equal, with MPI 2 ranks -z 1 against -z 0 (shards of whole matrices), then
 #            dev/bench/bench_gpu.sh muon: AdamW against Muon on d12 and Muon's step-time overhead
@@ -414,6 +416,9 @@ if has_part memory; then
         step $name 300 "./train_gpt2cu --plan 1 -i $WORK/small.bin -e $m -t 1024 | tail -5; ./train_gpt2cu -i $WORK/small.bin -e $m -t 1024 -x 2 -v 0 -s 0 -pe 1 -o $WORK/$name > $WORK/$name.txt 2>&1; rc=\$?; cat $WORK/$name.txt; [ \$rc -eq 0 ] && grep -q '^phases, steps 2-2' $WORK/$name.txt && grep -q '\"forward_ms\"' $WORK/$name/metrics.jsonl && awk '/allocated by this run/ { a = \$(NF-4); p = \$(NF-1); d = a - p; print \"allocated - planned:\", d, \"GiB\"; exit !(d >= 0 && d < 1) }' $WORK/$name.txt"
         grep -hE "^-b auto|^-r auto|^phases|GPU memory in use|allocated - planned" "$WORK/logs/$name.log" 2> /dev/null | sed 's/^/        /' | tee -a "$SUMMARY"
     done
+    # the largest micro-batch the benchmark runs: its classifier's matrices span more than 2^32 elements
+    LB="./train_gpt2cu -i $WORK/small.bin -e d12 -t 1024 -d 131072 -x 2 -v 0 -s 0"
+    step large_batch 120 "$LB -b 128 -o $WORK/b128 > $WORK/b128.txt 2>&1 && $LB -b 64 -o $WORK/b64x2 > $WORK/b64x2.txt 2>&1 && compare_logs $WORK/b128/main.log $WORK/b64x2/main.log trl=5e-3 norm=5e-3"
 fi
 
 # the benchmark (dev/bench/bench_gpu.sh builds what it needs; make reads NCCL_HOME, ... from the

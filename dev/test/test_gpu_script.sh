@@ -74,7 +74,7 @@ if [ $mpi = 1 ]; then
 else
     expected+=(mpi_np2)  # one SKIP line naming the MPI steps
 fi
-expected+=(memory_d12 memory_d48 bench_d12 bench_attention bench_gelu bench_recompute bench_tune bench_biasgrad bench_layers d48 muon_kernel muon_gpu_vs_cpu muon_determinism)
+expected+=(memory_d12 memory_d48 large_batch bench_d12 bench_attention bench_gelu bench_recompute bench_tune bench_biasgrad bench_layers d48 muon_kernel muon_gpu_vs_cpu muon_determinism)
 [ $mpi = 1 ] && expected+=(muon_mpi_np2_zero1)
 expected+=(muon_bench kernels)
 got=$(sed -n 's/^\(PASS\|FAIL\|TIMEOUT\|SKIP\) *\([A-Za-z0-9_]*\).*/\2/p' "$S" | grep -v '^sanitize\|^profile' | paste -sd' ')
