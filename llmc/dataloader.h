@@ -3,7 +3,7 @@
  *
  * A shard (llm.c format): 256 int32 header (magic 20240520, version 1, token count), then the
  * tokens as uint16. Shards are memory-mapped; headers and sizes are checked when opened, token
- * ids when read.
+ * ids when read (and a shard cut short on disk meanwhile is an error, not a SIGBUS).
  *
  * The data layout (rank-count independent):
  * - The shards matched by a glob, in sorted order, are cut into *windows*: window j of a shard
@@ -28,6 +28,8 @@
 #define LLMC_DATALOADER_H
 
 #include <glob.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include "utils.h"
 
@@ -259,6 +261,45 @@ static inline void dataloader_locate(DataLoader *dl, long long w, int *shard, lo
     *local = dl->window_perm[pos];
 }
 
+// A shard made shorter on disk while it is mapped (rewritten in place by another program) loses the
+// pages past its new end, and reading them raises SIGBUS. The copy of a window catches that on its
+// own thread, so that the run ends with an error naming the shard rather than a crash.
+static __thread sigjmp_buf dl_bus_jump;
+static __thread volatile sig_atomic_t dl_bus_armed;
+static struct sigaction dl_bus_prev;
+
+static void dl_on_bus(int sig, siginfo_t *info, void *ctx) {
+    (void)sig; (void)info; (void)ctx;
+    if (dl_bus_armed) {
+        dl_bus_armed = 0;
+        siglongjmp(dl_bus_jump, 1);
+    }
+    sigaction(SIGBUS, &dl_bus_prev, NULL);  // another thread's fault: it repeats, under the handler before
+}
+
+// window src (T+1 tokens) into inputs and targets (T each); 0, or -1 where its pages are gone
+static inline int dl_copy_window(const uint16_t *src, int T, int *inputs, int *targets) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = dl_on_bus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, &dl_bus_prev);
+    int rc = 0;
+    if (sigsetjmp(dl_bus_jump, 1) == 0) {
+        dl_bus_armed = 1;
+        for (int t = 0; t < T; t++) {
+            inputs[t] = src[t];
+            targets[t] = src[t + 1];
+        }
+        dl_bus_armed = 0;
+    } else {
+        rc = -1;
+    }
+    sigaction(SIGBUS, &dl_bus_prev, NULL);
+    return rc;
+}
+
 /*
  * Fill inputs/targets (count*T ints each) with the `count` windows starting at stream window `w`.
  * Token ids are checked against the vocabulary here, where they enter.
@@ -269,16 +310,17 @@ static inline void dataloader_read(DataLoader *dl, long long w, int count, int *
         int s;
         long long local;
         dataloader_locate(dl, w + i, &s, &local);
-        const uint16_t *src = dl->tokens[s] + local * T;
-        for (int t = 0; t <= T; t++) {
-            if (src[t] >= dl->vocab_size) {
-                llmc_die("shard '%s' has token id %d at position %lld, not below the model's vocab size %d "
-                         "(data tokenized for another vocabulary?)", dl->paths[s], src[t], local * T + t, dl->vocab_size);
-            }
+        int *in = inputs + (size_t)i * T, *tg = targets + (size_t)i * T;
+        if (dl_copy_window(dl->tokens[s] + local * T, T, in, tg) != 0) {
+            llmc_die("shard '%s' became shorter on disk than its %zu bytes while this run read it (another program "
+                     "rewrote it in place?); restore it, then resume with -y 1", dl->paths[s], dl->map_bytes[s]);
         }
-        for (int t = 0; t < T; t++) {
-            inputs[i * T + t] = src[t];
-            targets[i * T + t] = src[t + 1];
+        for (int t = 0; t <= T; t++) {
+            const int id = t < T ? in[t] : tg[T - 1];
+            if (id >= dl->vocab_size) {
+                llmc_die("shard '%s' has token id %d at position %lld, not below the model's vocab size %d "
+                         "(data tokenized for another vocabulary?)", dl->paths[s], id, local * T + t, dl->vocab_size);
+            }
         }
     }
 }

@@ -157,6 +157,16 @@ small_disk() {
     [ "$(id -u)" = 0 ] && mount -t tmpfs -o size="$2" llmc_small_disk "$1" 2>/dev/null || return 1
     LLMC_MOUNTS+=("$1")
 }
+# wait_frozen PID: until the process stops itself (LLMC_FAULT=...:stop:<rank>, start:0), at most 30 s;
+# 1 if it ended or never stopped
+wait_frozen() {
+    for _ in $(seq 300); do
+        [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" = T ] && return 0
+        kill -0 "$1" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
 # mpi_missing TEST: TEST (a test, or one part of it) cannot run for want of MPI (skip_or_fail)
 mpi_missing() { skip_or_fail "$1" "MPI (mpirun, and $TRAINER built with it)" "$MPI_HINT"; }
 # require_mpi TEST: the test needs MPI throughout; without it, end here (a skip, or a failure with CI=true)

@@ -129,15 +129,6 @@ if [ "$(id -u)" != 0 ] || ! { mkdir -p disk && mount -t tmpfs -o size=16m tmpfs 
 fi
 trap 'umount -l "$TMP/disk" 2>/dev/null; pkill -9 -f "$TMP" 2>/dev/null || true; rm -rf "$TMP"' EXIT
 
-# wait_frozen PID: until the process stops itself (LLMC_FAULT=...:stop:0), at most 30 s
-wait_frozen() {
-    for _ in $(seq 300); do
-        [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" = T ] && return 0
-        kill -0 "$1" 2>/dev/null || return 1
-        sleep 0.1
-    done
-    return 1
-}
 # resume_from <what> <dir> <step>: a copy of <dir> keeping checkpoints up to <step> resumes from it,
 # and the losses of the whole run equal the reference's bit for bit
 resume_from() {
