@@ -513,10 +513,10 @@ def fixture_main(argv):
         if T > cfg.block_size:
             die(f"--seq {T} is larger than the model's max_seq_len {cfg.block_size}")
         if args.tokens:
-            shard = DataLoader.open_shard(args.tokens, "--tokens")  # the trainer's header and size checks
-            if len(shard) < B * T + 1:
-                die(f"--tokens: shard '{args.tokens}' has {len(shard)} tokens; the debug batch needs B*T+1 = {B * T + 1}")
-            toks = torch.from_numpy(shard[: B * T + 1].astype(np.int64))
+            shard = Shard(args.tokens, "--tokens")  # the trainer's header and size checks
+            if shard.n < B * T + 1:
+                die(f"--tokens: shard '{args.tokens}' has {shard.n} tokens; the debug batch needs B*T+1 = {B * T + 1}")
+            toks = torch.from_numpy(shard.read(0, B * T + 1).astype(np.int64))
             if int(toks.max()) >= cfg.vocab_size:
                 die(f"{args.tokens} has token ids >= vocab size {cfg.vocab_size}")
         else:
@@ -826,6 +826,36 @@ def check_header(path, magic, version, kind, hint, prefix=""):
     return h
 
 
+class Shard:
+    """A token shard's header and size, checked, and its file held open for the run, as the C trainers' mapping
+    holds it (a shard replaced on disk meanwhile is read as it was opened). Tokens are read with pread: a shard
+    cut short on disk during the run (rewritten in place) is an error, where a mapping's lost pages would be a
+    SIGBUS."""
+
+    def __init__(self, path, flag):
+        hint = "make shards with ./gpt2_tokenize or the recipes in dev/data/"
+        why = not_a_file(path)
+        if why:
+            die(f"{flag}: shard '{path}' {why}; {hint}")
+        self.path, self.fd = path, os.open(path, os.O_RDONLY)
+        self.size = os.fstat(self.fd).st_size
+        if self.size < 1024:
+            die(f"{flag}: shard '{path}' is {self.size} bytes, smaller than its 1024-byte header (truncated?); {hint}")
+        h = check_header(path, SHARD_MAGIC, 1, "a token shard", hint, f"{flag}: ")
+        self.n = int(np.uint32(h[2]))
+        if self.size != 1024 + 2 * self.n:
+            die(f"{flag}: shard '{path}' is {self.size} bytes but its header says {self.n} tokens ({1024 + 2 * self.n} "
+                f"bytes): {'truncated' if self.size < 1024 + 2 * self.n else 'trailing bytes'}; {hint}")
+
+    def read(self, start, count):
+        """tokens start .. start+count-1 (uint16)"""
+        b = os.pread(self.fd, 2 * count, 1024 + 2 * start)
+        if len(b) != 2 * count:
+            die(f"shard '{self.path}' became shorter on disk than its {self.size} bytes while this run read it "
+                "(another program rewrote it in place?); restore it, then resume with -y 1")
+        return np.frombuffer(b, dtype="<u2")
+
+
 class DataLoader:
     """Shards cut into windows of T+1 tokens; one stream of windows per epoch, shard order and
     windows within a shard permuted per (seed, epoch, shard) when shuffling; step s reads windows
@@ -836,8 +866,8 @@ class DataLoader:
         self.paths = sorted(glob.glob(pattern))
         if not self.paths:
             die(f"{flag} {pattern}: no files match; prepare data first (e.g. bash dev/data/tinyshakespeare.sh) or fix the path")
-        self.tokens = [self.open_shard(p, flag) for p in self.paths]
-        self.num_tokens = [len(t) for t in self.tokens]
+        self.shards = [Shard(p, flag) for p in self.paths]
+        self.num_tokens = [shard.n for shard in self.shards]
         self.num_windows = [(n - 1) // T if n >= 1 else 0 for n in self.num_tokens]
         self.first_window = np.cumsum([0] + self.num_windows[:-1]).tolist()
         self.total_windows = sum(self.num_windows)
@@ -846,22 +876,6 @@ class DataLoader:
             if w == 0:
                 warn(f"{flag}: shard '{p}' has {n} tokens, fewer than T+1 = {T + 1}; it contributes no data")
         self.cached_epoch, self.cached_perm = None, (None, None)
-
-    @staticmethod
-    def open_shard(path, flag):
-        hint = "make shards with ./gpt2_tokenize or the recipes in dev/data/"
-        why = not_a_file(path)
-        if why:
-            die(f"{flag}: shard '{path}' {why}; {hint}")
-        size = os.path.getsize(path)
-        if size < 1024:
-            die(f"{flag}: shard '{path}' is {size} bytes, smaller than its 1024-byte header (truncated?); {hint}")
-        h = check_header(path, SHARD_MAGIC, 1, "a token shard", hint, f"{flag}: ")
-        n = int(np.uint32(h[2]))
-        if size != 1024 + 2 * n:
-            die(f"{flag}: shard '{path}' is {size} bytes but its header says {n} tokens ({1024 + 2 * n} bytes): "
-                f"{'truncated' if size < 1024 + 2 * n else 'trailing bytes'}; {hint}")
-        return np.memmap(path, dtype="<u2", mode="r", offset=1024, shape=(n,)) if n else np.zeros(0, dtype="<u2")
 
     def require(self, windows, flag, what):
         if self.total_windows < windows:
@@ -892,7 +906,7 @@ class DataLoader:
         rows = np.empty((count, T + 1), dtype=np.int64)
         for i in range(count):
             s, local = self.locate(w + i)
-            rows[i] = self.tokens[s][local * T: local * T + T + 1]
+            rows[i] = self.shards[s].read(local * T, T + 1)
             if rows[i].max() >= self.vocab_size:
                 t = int(np.argmax(rows[i] >= self.vocab_size))
                 die(f"shard '{self.paths[s]}' has token id {rows[i][t]} at position {local * T + t}, not below the "

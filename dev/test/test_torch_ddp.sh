@@ -15,7 +15,7 @@
 #  3. checkpoints cross over: ./train_gpt2 -np 2 step 6 resumes in train_gpt2.py (1 process), and
 #     train_gpt2.py 2 processes step 6 resumes in ./train_gpt2 (1 process); the continuing losses
 #     equal the uninterrupted runs' within 1e-4.
-#  4. bad flags and files end with a one-line error; every flag of ./train_gpt2 --help, short and
+#  4. bad flags and files end with a one-line error (a shard cut short on disk mid-run too); every flag of ./train_gpt2 --help, short and
 #     long, is train_gpt2.py's too (or refused with a reason, as -pn: torchrun launches it).
 #  5. the samples' token choice (temperature, top-k) is llmc/generate.h's on random distributions.
 source "$(dirname "$0")/lib.sh" test_torch_ddp "${1:-./train_gpt2}"
@@ -201,6 +201,18 @@ for f in adir fifo.bin; do
     torch_error "-hf $f" "HellaSwag file '$f' $what" "${ARGS[@]}" -b 4 -hf $f -o bad
     torch_error "-tk $f" "tokenizer file -tk '$f' $what" "${ARGS[@]}" -b 4 -tk $f -o bad
 done
+# a shard cut short on disk mid-run (rewritten in place): the C trainers' error, not a SIGBUS; the
+# run is stopped from outside once it trains (it has no LLMC_FAULT), any position past the new end
+# of 1536 tokens fails at its read, any before it once it gets there
+$PY "$ROOT/dev/bench/make_random_shard.py" shrinks.bin 400000 5 512 > /dev/null
+timeout -k 10 300 $PY "$TORCH_TRAINER" -i shrinks.bin -e L1:C32:H2:T64:V512 -b 2 -t 32 -x 10000 -v 0 -s 0 -sh 0 -n 2 -tk none.bin -o shrink > shrink.out 2>&1 &
+pid=$!
+for _ in $(seq 300); do [ "$(grep -c '^s:' shrink/main.log 2> /dev/null)" -ge 3 ] && break; sleep 0.1; done
+kill -STOP $pid; truncate -s 4096 shrinks.bin; kill -CONT $pid
+wait $pid; rc=$?
+line=$(grep -m1 'error:' shrink.out)
+[ $rc -eq 1 ] && grep -q "^error: shard 'shrinks.bin' became shorter on disk than its 801024 bytes while this run read it" <<< "$line" && [ -e shrink/DONE_00000002 ] \
+    && ok "a shard cut short mid-run: ${line:0:120}" || { bad "a shard cut short mid-run: exit status $rc (want 1, the error line)"; tail -n 3 shrink.out; }
 touch afile
 torch_error "-o a file" "-o afile exists and is not a folder" "${ARGS[@]}" -b 4 -o afile
 torch_error "-o under a file" "cannot create directory 'afile/sub': Not a directory" "${ARGS[@]}" -b 4 -o afile/sub
