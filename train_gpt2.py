@@ -1605,18 +1605,22 @@ def compiled_or_eager(model, rows, autocast, dist):
         err = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"
     model.zero_grad(set_to_none=True)
     if dist.allreduce([1.0 if err else 0.0], "max")[0] == 0.0:
-        return compiled
+        # several ranks: compiled again where DDP calls it, so that torch's compiler splits the graph at
+        # DDP's gradient buckets (the probe's graph, compiled outside DDP, would reduce only at the end)
+        return compile_model(model, dist.rank, again=True) if dist.world > 1 else compiled
     warn(f"torch.compile failed ({err}); training runs the eager model" if err else
          "torch.compile failed on another rank; training runs the eager model")
     return model
 
 
-def compile_model(model, rank):
+def compile_model(model, rank, again=False):
     """torch.compile(model); for the tests, LLMC_TEST_COMPILE=fail:<rank>,... stands in for it (torch 1.13 has no
     compiler): a module that runs the eager model's forward, and on the ranks listed a compiler that fails at the
     first forward"""
     test = os.environ.get("LLMC_TEST_COMPILE")
     if test is None:
+        if again:
+            torch._dynamo.reset()  # else the next call would find the probe's graph
         return torch.compile(model)
     if str(rank) not in test.removeprefix("fail:").split(","):
         return CompiledStandIn(model)
