@@ -8,6 +8,7 @@
 #     (bf16 tolerance), with -r 0/1/2, with -w 0 and with each -ge (GELU in cuBLASLt's epilogue or not);
 #     -mt 1 (cuBLASLt's algorithms chosen by timing) bitwise the plain run; -bg 1 (the bias gradients
 #     from the weight-gradient matmuls' epilogue, added up over the 2 micro-steps) against the CPU;
+#     a token at 60% of the positions (the embedding backward's segments of 128) against the CPU;
 #  2. determinism (a second run is bitwise identical) and resume from a checkpoint (bitwise); NCCL
 #     on a 1-rank communicator (the simulator's NCCL, sim/nccl.h), -z 0 and -z 1, with the
 #     stream-order debug mode LLMC_DEBUG_STREAMS=1, is bitwise the plain run, and each of the four
@@ -116,6 +117,17 @@ echo " -bg 1 vs CPU:"; compare_logs sim_bg1/main.log cpu/main.log trl=2e-3 norm=
 grep -q "bias gradients: in the weight-gradient matmuls (-bg 1)" sim_bg1.txt &&
     grep -q "^bias gradients (-bg 1): [1-9][0-9]* in the weight-gradient matmuls' epilogue, 0 by our column sums" sim_bg1.txt \
     || bad "-bg 1: the banner or the closing line: $(grep "bias gradients" sim_bg1.txt)"
+# a text repeats its frequent tokens hundreds of times a batch, and the embedding backward cuts a
+# token's positions into segments of 128 (llmc/cuda/encoder.cuh) that a second kernel adds up: a path
+# the runs above (32 positions a micro-batch) never take. Here token 0 holds 60% of the positions,
+# about 150 of each micro-batch's 256
+$PY "$ROOT/dev/bench/make_random_shard.py" skew.bin 20000 4 128 0.6
+SKEW=(-i skew.bin -j val.bin -e L2:C64:H1:T32:V128 -b 8 -t 32 -d 512 -x 3 -v 0 -s 0 -l 1e-3 -u 1 -c 0.1)
+bg cpu_skew "$CPU" "${SKEW[@]}" -o cpu_skew
+bg sim_skew "$SIM" "${SKEW[@]}" -o sim_skew
+joined cpu_skew sim_skew
+echo " a token at 60% of the positions (the embedding backward's segments) vs CPU:"
+compare_logs sim_skew/main.log cpu_skew/main.log trl=2e-3 norm=3e-3 || bad "a frequent token vs CPU"
 want="  gpu: SM 1410/1980 MHz | 650/700 W | 62 C (slows at 87) | busy 97%, memory busy 41% | memory 24.0/140.0 GiB | clocks held back: power cap"
 got=$(grep -A1 "^step [0-9]*/4 " sim_lg.txt | grep -v "^--" | paste -sd'#')
 expect_lines="$(grep "^step 1/4 " sim_lg.txt)#$(grep "^step 2/4 " sim_lg.txt)#$want#$(grep "^step 3/4 " sim_lg.txt)#$(grep "^step 4/4 " sim_lg.txt)#$want"
