@@ -157,6 +157,17 @@ small_disk() {
     [ "$(id -u)" = 0 ] && mount -t tmpfs -o size="$2" llmc_small_disk "$1" 2>/dev/null || return 1
     LLMC_MOUNTS+=("$1")
 }
+# same_files WHAT DIR_A DIR_B: the two folders hold the same checkpoint files (model, state, DONE),
+# byte for byte
+same_files() {
+    local f n=0
+    for f in "$2"/model_* "$2"/state_* "$2"/DONE_*; do
+        cmp -s "$f" "$3/${f##*/}" || { bad "$1: ${f##*/} differs"; return 1; }
+        n=$((n + 1))
+    done
+    [ "$(ls "$3" | grep -c '^\(model\|state\|DONE\)_')" -eq $n ] && ok "$1: $n checkpoint files byte for byte equal" \
+        || { bad "$1: other checkpoint files in $3"; return 1; }
+}
 # wait_frozen PID: until the process stops itself (LLMC_FAULT=...:stop:<rank>, start:0), at most 30 s;
 # 1 if it ended or never stopped
 wait_frozen() {

@@ -18,7 +18,8 @@
 #     ZeRO-1: equals -z 0, writes a state file per rank, resumes bitwise on 2 ranks and re-shards
 #     onto 1 rank; -pb nccl on 2 simulated GPUs is bitwise -pb mpi (also with the NCCL id through
 #     -pi fs's files instead of MPI), with -z 0 and with ZeRO-1's
-#     reduce-scatter layout (and the debug mode on);
+#     reduce-scatter layout (and the debug mode on); the host's collectives over NCCL, as when no
+#     MPI launched the ranks (LLMC_FORCE_NCCL=2): the same log and checkpoint files;
 #  4. -opt muon (llmc/cuda/muon.cuh): against the CPU trainer's Muon; 2 ranks -pb mpi with ZeRO-1 (shards
 #     of whole matrices) against -z 0, -pb nccl -z 1 bitwise -pb mpi -z 1, bitwise resume on 2
 #     ranks and re-sharded onto 1;
@@ -284,6 +285,14 @@ if have_mpi "$SIM"; then
     run nc2fs "${NCCL2[@]}" "$SIM" "${ARGS[@]}" -pb nccl -pi fs -o nc2fs  # -pf: -o by default
     echo " -pb nccl with -pi fs vs with MPI's broadcast:"; compare_logs nc2fs/main.log nc2/main.log trl=0 norm=0 || bad "-pi fs differs"
     ! ls nc2fs | grep -q llmc_sync || bad "-pi fs left files in -o: $(ls nc2fs | tr '\n' ' ')"
+    # ranks that no MPI launched (torchrun, srun) run the host's collectives over NCCL too: the loss and
+    # validation sums, the checkpoints' agreement, the broadcasts. LLMC_FORCE_NCCL=2 takes that path
+    # under mpirun (the simulator's NCCL needs MPI beneath it): the same run, bit for bit, and files
+    run nc2v "${NCCL2[@]}" "$SIM" "${ARGS[@]}" -pb nccl -v 2 -m 2 -n 2 -o nc2v
+    run nc2host "${NCCL2[@]}" -x LLMC_FORCE_NCCL=2 "$SIM" "${ARGS[@]}" -pb nccl -pi fs -v 2 -m 2 -n 2 -o nc2host
+    echo " the host's collectives over NCCL (LLMC_FORCE_NCCL=2, -pi fs) vs over MPI:"
+    compare_logs nc2host/main.log nc2v/main.log trl=0 tel=0 norm=0 || bad "the host's collectives over NCCL: the logs differ"
+    same_files "the host's collectives over NCCL" nc2v nc2host
     grep -q "gradient reduction: nccl (stream priority -5, LLMC_DEBUG_STREAMS=1), ZeRO-1" nc2z.txt || bad "nc2z: no NCCL ZeRO-1 banner"
     ERROR_LINES=2 expect_error "2 ranks with -pb nccl in a build without NCCL (each rank says so)" "use the host-staged backend -pb mpi" \
         "${MPIRUN[@]}" -np 2 "$ASAN" "${ARGS[@]}" -pb nccl
@@ -396,7 +405,7 @@ expect_error "-pb mpi under torchrun variables" "pb mpi reduces gradients with M
 expect_error "-at cudnn in a build without cuDNN" "make cudnn-frontend" "$SIM" "${ARGS[@]}" -at cudnn
 expect_error "LLMC_ATTENTION=cudnn in a test build without cuDNN" "make cudnn-frontend" \
     env LLMC_ATTENTION=cudnn "$TEST" fx.bin fx_state.bin fx_traj.txt
-expect_error "LLMC_FORCE_NCCL=yes" "LLMC_FORCE_NCCL=yes: expected 0 or 1" env LLMC_FORCE_NCCL=yes "$SIM" "${ARGS[@]}"
+expect_error "LLMC_FORCE_NCCL=yes" "LLMC_FORCE_NCCL=yes: expected 0, 1 or 2" env LLMC_FORCE_NCCL=yes "$SIM" "${ARGS[@]}"
 
 # ---- 8. memory plan, -b auto, phase timers
 echo "8. memory plan against the allocator, -b auto, phases:"

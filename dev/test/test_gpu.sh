@@ -38,7 +38,8 @@
 #   multi    NCCL on a 1-rank communicator (LLMC_FORCE_NCCL=1, -z 0 and -z 1) equals the plain run,
 #            also with the stream-order debug mode (LLMC_DEBUG_STREAMS=1), and differs from it when
 #            the test build leaves out any one of the four event waits between the NCCL and the
-#            compute stream (LLMC_TEST_DROP_WAIT=1..4); torchrun --nproc_per_node=1; with MPI:
+#            compute stream (LLMC_TEST_DROP_WAIT=1..4); torchrun --nproc_per_node=1, plain and with
+#            NCCL carrying the host's collectives too (LLMC_FORCE_NCCL=2, as without MPI); with MPI:
 #            mpirun -np 2 -pb mpi on the one GPU equals one process with 2x accumulation (10 steps,
 #            validation, checkpoints), -z 1 equals -z 0, the -z 1 checkpoint resumes on 2 ranks
 #            (bitwise) and on 1 process, -pb nccl with 2 ranks on one GPU stops with a message naming
@@ -389,7 +390,7 @@ if has_part multi; then
     NOPY=--no-python
     "$PY" -m torch.distributed.run --help 2>/dev/null | grep -- "--no-python" > /dev/null || NOPY=--no_python
     TORCHRUN="$PY -m torch.distributed.run --nproc_per_node=1 $NOPY"
-    step torchrun_1 180 "$TORCHRUN ./train_gpt2cu $A -d $MULTI_D -o $D/torchrun && compare_logs $D/torchrun/main.log $D/single/main.log trl=0 norm=0 && LLMC_FORCE_NCCL=1 $TORCHRUN ./train_gpt2cu $A -d $MULTI_D -o $D/torchrun_nccl && compare_logs $D/torchrun_nccl/main.log $D/single/main.log trl=0 norm=0"
+    step torchrun_1 180 "$TORCHRUN ./train_gpt2cu $A -d $MULTI_D -o $D/torchrun && compare_logs $D/torchrun/main.log $D/single/main.log trl=0 norm=0 && LLMC_FORCE_NCCL=2 $TORCHRUN ./train_gpt2cu $A -d $MULTI_D -o $D/torchrun_nccl && compare_logs $D/torchrun_nccl/main.log $D/single/main.log trl=0 norm=0"
     if [ -n "$MPIRUN_STR" ]; then
         step mpi_sanity 60 "$MPIRUN_STR -np 2 hostname"
         # 2 ranks of B=2 on the one GPU vs 1 process of B=2 with 2 micro-steps: the same tokens per

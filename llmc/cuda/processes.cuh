@@ -104,6 +104,8 @@ typedef struct {
     size_t buf_bytes;
     cudaEvent_t done;      // recorded behind each host collective
     int debug_streams;     // LLMC_DEBUG_STREAMS=1 (the top comment)
+    Comm *host_comm;       // the Comm whose collectives run over this context (nccl_take_host_collectives)
+    Comm host_saved;       // ... and what it had before, given back when the context goes
 } NcclContext;
 
 static NcclContext *nccl_active = NULL;  // for the abort hook and the watchdog
@@ -349,11 +351,18 @@ static inline void gpu_check_not_shared(Comm *c, int device) {
     }
 }
 
+// LLMC_FORCE_NCCL (a test hook): 1 for the NCCL path on one process; 2 that, and the host's collectives
+// over NCCL as when no MPI launched the ranks (torchrun, srun), also under mpirun; any other value is
+// a mistake, in every build
+static inline int process_group_forced_nccl(void) {
+    return env_digit("LLMC_FORCE_NCCL", 2, "expected 0, 1 or 2 (a test hook; unset it)", 0);
+}
+
 #ifdef MULTI_GPU
 
 /*
  * Creates the communicator of all ranks (NCCL id by MPI or TCP), installs the abort hook, and the
- * host collectives when Comm has none (no MPI). Call after gpu_check_not_shared, on every rank.
+ * host collectives when Comm has none (no MPI; or LLMC_FORCE_NCCL=2). Call after gpu_check_not_shared, on every rank.
  */
 // NCCL's unique id, made by rank 0 and given to every rank: through the launcher's MPI, or without
 // it through the bootstrap -pi chooses (llmc/processes.h)
@@ -401,6 +410,8 @@ static inline void nccl_comm_form(NcclContext *ctx, const Comm *c, ncclUniqueId 
 // without MPI the host's collectives run over NCCL too, and the check that no two ranks share a
 // GPU, which could not run before the communicator, runs now
 static inline void nccl_take_host_collectives(NcclContext *ctx, Comm *c) {
+    ctx->host_comm = c;
+    ctx->host_saved = *c;
     c->impl = ctx;
     c->allreduce_sum_f64 = nccl_comm_allreduce_f64;
     c->allreduce_max_i32 = nccl_comm_allreduce_max_i32;
@@ -428,11 +439,21 @@ static inline void nccl_init(NcclContext *ctx, Comm *c, int timeout_s) {
     nccl_active = ctx;
     nccl_prev_abort_hook = llmc_abort_hook;
     llmc_abort_hook = nccl_abort_hook;
-    if (!comm_has_collectives(c)) { nccl_take_host_collectives(ctx, c); }
+    if (!comm_has_collectives(c) || process_group_forced_nccl() == 2) { nccl_take_host_collectives(ctx, c); }
 }
 
 static inline void nccl_free(NcclContext *ctx) {
     if (ctx->comm == NULL) { return; }
+    if (ctx->host_comm) {  // its collectives are no longer this context's (a barrier after would use freed buffers)
+        Comm *c = ctx->host_comm;
+        c->impl = ctx->host_saved.impl;
+        c->allreduce_sum_f64 = ctx->host_saved.allreduce_sum_f64;
+        c->allreduce_max_i32 = ctx->host_saved.allreduce_max_i32;
+        c->allgather_u64 = ctx->host_saved.allgather_u64;
+        c->barrier = ctx->host_saved.barrier;
+        c->bcast = ctx->host_saved.bcast;
+        ctx->host_comm = NULL;
+    }
     cudaCheck(cudaStreamSynchronize(ctx->stream));
     nccl_active = NULL;
     llmc_abort_hook = nccl_prev_abort_hook;
@@ -467,10 +488,7 @@ typedef struct {
 #endif
 } ProcessGroup;
 
-// LLMC_FORCE_NCCL: 1 for the NCCL path on one process; any value but 0 or 1 is a mistake, in every build
-static inline int process_group_forced_nccl(void) {
-    return env_digit("LLMC_FORCE_NCCL", 1, "expected 0 or 1 (a test hook; unset it)", 0);
-}
+
 
 // -pb mpi: the host-staged reduction over the MPI that launched these processes
 static inline GradReduceKind process_group_mpi(const Comm *c) {
