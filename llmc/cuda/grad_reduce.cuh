@@ -244,14 +244,10 @@ typedef struct {
     int *counts, *displs;   // MPI with uneven shards: every rank's shard length and offset
 } GradReducer;
 
-// the flat range [*lo, *lo + *cnt) of rank r's shard
+// the flat range [*lo, *lo + *cnt) of rank r's shard where the shards are uneven (red->uneven: whole
+// matrices, -opt muon with ZeRO-1); even shards are rank * red->shard on
 static inline void grad_reduce_rank_range(const GradReducer *red, int r, size_t *lo, size_t *cnt) {
-    if (red->uneven) {
-        muon_zero_shard(&red->config, red->world_size, r, lo, cnt);
-        return;
-    }
-    size_t S, padded;
-    zero_shard(red->num_params, red->world_size, r, red->zero, &S, &padded, lo, cnt);
+    muon_zero_shard(&red->config, red->world_size, r, lo, cnt);
 }
 
 // sizes only: fills the shard arithmetic so that the model can size its buffers; no allocation.
