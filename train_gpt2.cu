@@ -948,12 +948,10 @@ static void cuda_set_opt_state(Backend *b, size_t offset, size_t count, const fl
     const size_t k = offset - m->red.offset, bytes = count * sizeof(float);
     cudaCheck(cudaMemcpyAsync(m->m_memory + k, mi, bytes, cudaMemcpyHostToDevice, m->stream));
     cudaCheck(cudaMemcpyAsync(m->v_memory + k, vi, bytes, cudaMemcpyHostToDevice, m->stream));
-    if (m->master) {
-        if (master) {
-            cudaCheck(cudaMemcpyAsync(m->master + k, master, bytes, cudaMemcpyHostToDevice, m->stream));
-        } else {  // a state file without master weights: start them from the loaded bf16 parameters
-            cast_bf16_to_fp32(m->master + k, m->params_memory + offset, count, m->stream);
-        }
+    // a state file without master weights (the CPU trainer's, train_gpt2.py's, a -w 0 run's) leaves
+    // them as loading the model file set them: exact from an fp32 file, widened from a bf16 one
+    if (m->master && master) {
+        cudaCheck(cudaMemcpyAsync(m->master + k, master, bytes, cudaMemcpyHostToDevice, m->stream));
     }
     gpt2_sync(m, "the optimizer state upload");
 }

@@ -63,8 +63,8 @@ typedef struct Backend {
     void *(*host_alloc)(struct Backend *b, size_t bytes);
     void (*host_free)(struct Backend *b, void *p);
     // Copy optimizer state of [offset, offset+count) (inside the held range) out of / into the
-    // backend. master may be NULL: on get when !has_master; on set, to derive the master
-    // weights from the current parameters.
+    // backend. master may be NULL: on get when !has_master; on set, to keep the master weights
+    // as load_model set them (the state file has none).
     void (*get_opt_state)(struct Backend *b, size_t offset, size_t count, float *m, float *v, float *master);
     void (*set_opt_state)(struct Backend *b, size_t offset, size_t count, const float *m, const float *v,
                           const float *master);

@@ -9,7 +9,8 @@
 #     -mt 1 (cuBLASLt's algorithms chosen by timing) bitwise the plain run; -bg 1 (the bias gradients
 #     from the weight-gradient matmuls' epilogue, added up over the 2 micro-steps) against the CPU;
 #     a token at 60% of the positions (the embedding backward's segments of 128) against the CPU;
-#  2. determinism (a second run is bitwise identical) and resume from a checkpoint (bitwise); NCCL
+#  2. determinism (a second run is bitwise identical) and resume from a checkpoint (bitwise); the CPU
+#     trainer's checkpoint resumed with its fp32 weights as the master weights, exactly; NCCL
 #     on a 1-rank communicator (the simulator's NCCL, sim/nccl.h), -z 0 and -z 1, with the
 #     stream-order debug mode LLMC_DEBUG_STREAMS=1, is bitwise the plain run, and each of the four
 #     event waits between the streams left out (the dropwait build) makes it differ;
@@ -229,6 +230,22 @@ grep -q "resumed from checkpoint 2" ck_resume.txt || bad "resume did not start f
 steplines sim.txt | tail -2 > full_tail.txt; steplines ck_resume.txt > resumed.txt
 if cmp -s full_tail.txt resumed.txt; then echo "  steps 3-4 after resume are bitwise equal"; else
     bad "resumed steps differ from the uninterrupted run"; diff full_tail.txt resumed.txt | head -6; fi
+# the CPU trainer's checkpoint (an fp32 model file, a state file without master weights) resumed by
+# the CUDA trainer: its master weights are the file's fp32 values, not their bf16 rounding. One
+# step at lr 1e-30 leaves them as they were, and checkpoint 3 holds them
+run cpu_ck "$CPU" "${ARGS[@]}" -o cpu_ck -n 2
+mkdir -p from_cpu && cp cpu_ck/*_00000002* from_cpu/
+run from_cpu "$SIM" "${ARGS[@]}" -l 1e-30 -c 0 -x 3 -n 1 -o from_cpu -y 1
+$PY - cpu_ck/model_00000002.bin from_cpu/state_00000003_00000.bin <<'EOF' || bad "the CPU checkpoint's master weights were not taken exactly"
+import sys, numpy as np
+model = np.fromfile(sys.argv[1], "<f4", offset=1024)
+h = np.fromfile(sys.argv[2], "<i4", count=256)
+n = int(h[16]) | int(h[17]) << 32
+master = np.fromfile(sys.argv[2], "<f4", offset=1024)[2 * n:3 * n]
+print(f"  the CPU trainer's checkpoint resumed: master weights {'equal to' if np.array_equal(master, model) else 'differ from'} "
+      f"its fp32 model file (largest difference {np.abs(master - model).max():.2e})")
+sys.exit(0 if h[4] == 1 and np.array_equal(master, model) else 1)
+EOF
 
 # NCCL on 1 rank changes no value, so only the events between the NCCL stream and the compute stream
 # could make it differ from the plain run (sim2): sim/streams.h runs the two streams' queued work
