@@ -362,7 +362,8 @@ static inline int process_group_forced_nccl(void) {
 
 /*
  * Creates the communicator of all ranks (NCCL id by MPI or TCP), installs the abort hook, and the
- * host collectives when Comm has none (no MPI; or LLMC_FORCE_NCCL=2). Call after gpu_check_not_shared, on every rank.
+ * host collectives when Comm has none (no MPI; or LLMC_FORCE_NCCL=2). Call after gpu_check_not_shared,
+ * on every rank.
  */
 // NCCL's unique id, made by rank 0 and given to every rank: through the launcher's MPI, or without
 // it through the bootstrap -pi chooses (llmc/processes.h)
@@ -487,8 +488,6 @@ typedef struct {
     NcclContext nccl;
 #endif
 } ProcessGroup;
-
-
 
 // -pb mpi: the host-staged reduction over the MPI that launched these processes
 static inline GradReduceKind process_group_mpi(const Comm *c) {
