@@ -20,7 +20,7 @@
 #     onto 1 rank; -pb nccl on 2 simulated GPUs is bitwise -pb mpi (also with the NCCL id through
 #     -pi fs's files instead of MPI), with -z 0 and with ZeRO-1's
 #     reduce-scatter layout (and the debug mode on); the host's collectives over NCCL, as when no
-#     MPI launched the ranks (LLMC_FORCE_NCCL=2): the same log and checkpoint files;
+#     MPI launched the ranks (LLMC_FORCE_NCCL=2): the same log and checkpoint files, and a resume;
 #  4. -opt muon (llmc/cuda/muon.cuh): against the CPU trainer's Muon; 2 ranks -pb mpi with ZeRO-1 (shards
 #     of whole matrices) against -z 0, -pb nccl -z 1 bitwise -pb mpi -z 1, bitwise resume on 2
 #     ranks and re-sharded onto 1;
@@ -293,7 +293,7 @@ if have_mpi "$SIM"; then
     # (2 bf16 values added in fp32, rounded once), so the runs are bitwise equal, with ZeRO-1's
     # reduce-scatter layout too (and the stream-order debug mode on)
     NCCL2=("${MPIRUN[@]}" -x SIM_DEVICES=2 -np 2)
-    run nc2 "${NCCL2[@]}" "$SIM" "${ARGS[@]}" -pb nccl -o nc2
+    run nc2 "${NCCL2[@]}" "$SIM" "${ARGS[@]}" -pb nccl -v 2 -m 2 -n 2 -o nc2  # -v, -n: for nc2host below
     run nc2z "${NCCL2[@]}" -x LLMC_DEBUG_STREAMS=1 "$SIM" "${ARGS[@]}" -pb nccl -z 1 -o nc2z
     echo " -pb nccl vs -pb mpi, 2 ranks:"; compare_logs nc2/main.log np2/main.log trl=0 norm=0 || bad "-pb nccl differs from -pb mpi"
     echo " -pb nccl -z 1 vs -pb mpi -z 1:"; compare_logs nc2z/main.log z1/main.log trl=0 norm=0 || bad "NCCL ZeRO-1 differs from MPI ZeRO-1"
@@ -305,11 +305,16 @@ if have_mpi "$SIM"; then
     # ranks that no MPI launched (torchrun, srun) run the host's collectives over NCCL too: the loss and
     # validation sums, the checkpoints' agreement, the broadcasts. LLMC_FORCE_NCCL=2 takes that path
     # under mpirun (the simulator's NCCL needs MPI beneath it): the same run, bit for bit, and files
-    run nc2v "${NCCL2[@]}" "$SIM" "${ARGS[@]}" -pb nccl -v 2 -m 2 -n 2 -o nc2v
     run nc2host "${NCCL2[@]}" -x LLMC_FORCE_NCCL=2 "$SIM" "${ARGS[@]}" -pb nccl -pi fs -v 2 -m 2 -n 2 -o nc2host
     echo " the host's collectives over NCCL (LLMC_FORCE_NCCL=2, -pi fs) vs over MPI:"
-    compare_logs nc2host/main.log nc2v/main.log trl=0 tel=0 norm=0 || bad "the host's collectives over NCCL: the logs differ"
-    same_files "the host's collectives over NCCL" nc2v nc2host
+    compare_logs nc2host/main.log nc2/main.log trl=0 tel=0 norm=0 || bad "the host's collectives over NCCL: the logs differ"
+    same_files "the host's collectives over NCCL" nc2 nc2host
+    # ... and a resume there (rank 0's list of checkpoints broadcast over NCCL): steps 3-4 as before
+    rm -f nc2host/DONE_00000004
+    run nc2host_r "${NCCL2[@]}" -x LLMC_FORCE_NCCL=2 "$SIM" "${ARGS[@]}" -pb nccl -pi fs -v 2 -m 2 -n 2 -o nc2host -y 1
+    grep -q "^resumed from checkpoint 2" nc2host_r.txt && compare_logs nc2host/main.log nc2/main.log trl=0 tel=0 norm=0 > /dev/null \
+        && ok "the host's collectives over NCCL: resumed from checkpoint 2, steps 3-4 bitwise" \
+        || { bad "the host's collectives over NCCL: the resume"; tail -3 nc2host_r.txt; }
     grep -q "gradient reduction: nccl (stream priority -5, LLMC_DEBUG_STREAMS=1), ZeRO-1" nc2z.txt || bad "nc2z: no NCCL ZeRO-1 banner"
     ERROR_LINES=2 expect_error "2 ranks with -pb nccl in a build without NCCL (each rank says so)" "use the host-staged backend -pb mpi" \
         "${MPIRUN[@]}" -np 2 "$ASAN" "${ARGS[@]}" -pb nccl

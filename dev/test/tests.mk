@@ -13,7 +13,7 @@ TEST_TARGETS = test-build test-model test-cpu-matmul test-loader test-init test-
                test-cuda-build test-cuda-host test-cuda-sim test-attention-sim test-cuda-trainer-sim \
                test-fuzz test-sanitize
 
-.PHONY: test fixtures fixtures-cuda $(TEST_TARGETS) test-gpu bench-gpu bench-tokenizer cuda-kernels fuzz fuzz-build
+.PHONY: test fixtures fixtures-cuda $(TEST_TARGETS) test-gpu bench-gpu bench-tokenizer cuda-kernels fuzz fuzz-build sim-coverage
 
 test: $(TEST_TARGETS)
 	@echo "make test: all tests passed"
@@ -275,6 +275,14 @@ test-cuda-trainer-sim: train_gpt2
 	$(MAKE) -C dev/cuda -j2 sim-trainer SIM_MPI=$(if $(MPICC),1,0) SIM_STAMPS="$(abspath $(STAMP_MPI) $(STAMP_PCRE2))" \
 	    SIM_GEN_FLAGS="$(GEN_FLAGS)" SIM_GEN_LDLIBS="$(GEN_LDLIBS)"
 	PYTHON=$(PYTHON) bash dev/test/test_cuda_sim.sh build/cuda_sim
+
+# not a test: the lines of the CUDA trainer that no test of test-cuda-trainer-sim runs, from gcc's
+# line coverage of the simulated trainer (dev/cuda/sim_coverage.sh)
+sim-coverage: train_gpt2
+	$(MAKE) -C dev/cuda -j2 sim-trainer SIM_BUILD=../../build/cuda_sim_cov SIM_CXX="g++ --coverage" \
+	    SIM_MPI=$(if $(MPICC),1,0) SIM_STAMPS="$(abspath $(STAMP_MPI) $(STAMP_PCRE2))" \
+	    SIM_GEN_FLAGS="$(GEN_FLAGS)" SIM_GEN_LDLIBS="$(GEN_LDLIBS)"
+	PYTHON=$(PYTHON) bash dev/cuda/sim_coverage.sh build/cuda_sim_cov
 
 # ---------------------------------------------------------------------------------------------
 # bad files: libFuzzer harnesses of every reader of untrusted input (dev/fuzz/README.md), and the
