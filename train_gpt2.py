@@ -1618,6 +1618,8 @@ def compile_model(model, rank, again=False):
     compiler): a module that runs the eager model's forward, and on the ranks listed a compiler that fails at the
     first forward"""
     test = os.environ.get("LLMC_TEST_COMPILE")
+    if test is not None and not re.fullmatch(r"(fail:\d+(,\d+)*)?", test):
+        die(f"LLMC_TEST_COMPILE={test}: expected fail:<rank>,... or nothing (a test hook; unset it)")
     if test is None:
         if again:
             torch._dynamo.reset()  # else the next call would find the probe's graph

@@ -162,6 +162,7 @@ torch_error "unknown flag" "unknown flag -zz" "${ARGS[@]}" -zz 1
 torch_error "bad model descriptor" "-e L2:C64:H5: channels must be divisible by the number of heads" "${ARGS[@]}" -e L2:C64:H5 -o bad
 torch_error "-nm not a multiple of -n" "-nm 10 keeps the checkpoints at multiples of 10 steps; it must be a multiple of -n (now 6)" "${ARGS[@]}" -o bad -nk 1 -nm 10
 torch_error "batch arithmetic" "not divisible by B\*T\*ranks = 3\*32\*1 = 96" "${ARGS[@]}" -b 3 -o bad
+LLMC_TEST_COMPILE=fial:1 torch_error "a mistyped test hook" "LLMC_TEST_COMPILE=fial:1: expected fail:<rank>" "${ARGS[@]}" -b 4 -o bad
 torch_error "2^31 micro-steps (the C trainers' line)" "is 2147483648 micro-steps of B\*T\*ranks = 32 tokens per optimizer step; at most 2147483647" \
     "${ARGS[@]}" -b 1 -d 68719476736 -o bad
 torch_error "no shards" "-i nothing\*.bin: no files match" "${ARGS[@]}" -i 'nothing*.bin' -o bad
