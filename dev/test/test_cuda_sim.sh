@@ -305,13 +305,14 @@ if have_mpi "$SIM"; then
     # ranks that no MPI launched (torchrun, srun) run the host's collectives over NCCL too: the loss and
     # validation sums, the checkpoints' agreement, the broadcasts. LLMC_FORCE_NCCL=2 takes that path
     # under mpirun (the simulator's NCCL needs MPI beneath it): the same run, bit for bit, and files
-    run nc2host "${NCCL2[@]}" -x LLMC_FORCE_NCCL=2 "$SIM" "${ARGS[@]}" -pb nccl -pi fs -v 2 -m 2 -n 2 -o nc2host
+    NCCL_HOST=("${NCCL2[@]}" -x LLMC_FORCE_NCCL=2 "$SIM" "${ARGS[@]}" -pb nccl -pi fs -v 2 -m 2 -n 2 -o nc2host)
+    run nc2host "${NCCL_HOST[@]}"
     echo " the host's collectives over NCCL (LLMC_FORCE_NCCL=2, -pi fs) vs over MPI:"
     compare_logs nc2host/main.log nc2/main.log trl=0 tel=0 norm=0 || bad "the host's collectives over NCCL: the logs differ"
     same_files "the host's collectives over NCCL" nc2 nc2host
     # ... and a resume there (rank 0's list of checkpoints broadcast over NCCL): steps 3-4 as before
     rm -f nc2host/DONE_00000004
-    run nc2host_r "${NCCL2[@]}" -x LLMC_FORCE_NCCL=2 "$SIM" "${ARGS[@]}" -pb nccl -pi fs -v 2 -m 2 -n 2 -o nc2host -y 1
+    run nc2host_r "${NCCL_HOST[@]}" -y 1
     grep -q "^resumed from checkpoint 2" nc2host_r.txt && compare_logs nc2host/main.log nc2/main.log trl=0 tel=0 norm=0 > /dev/null \
         && ok "the host's collectives over NCCL: resumed from checkpoint 2, steps 3-4 bitwise" \
         || { bad "the host's collectives over NCCL: the resume"; tail -3 nc2host_r.txt; }
