@@ -9,8 +9,6 @@
  *       atol 1e-6 * dloss for probabilities too small to matter.
  *   padded columns V..Vp-1: exactly 0 in every row.
  *   loss-only mode: logits unchanged (bitwise) and the same losses (bitwise) as the gradient mode.
- *   the variant that reads a row twice (for rows too long for shared memory): the same bits as
- *   the one that keeps the row in shared memory (timed side by side).
  *   loss_sum_accumulate: fp32 sum of N losses: rtol 1e-5.
  * Rows checked: all in the small case; 64 sampled rows (with targets 0, V-1 and V-8 among them)
  * at GPT-2 size (B=8, T=1024, V=50257, Vp=50304). Determinism: a second run is bitwise identical.
@@ -91,21 +89,17 @@ static void run_case(const char *name, int B, int T, int V, int Vp, int sampled,
     check_close("losses (checked rows)", gl, rl, R, 2e-4, 1e-5);
     check_close("dlogits = (softmax - onehot) * dloss", gd, rd, (size_t)R * V, 1e-6 * dloss, 1e-2);
 
-    // 3. determinism: the same logits again; then the variant for rows too long for shared memory
-    // (logits read twice): the same bits
-    const int fits = fused_classifier_row_fits(V);  // else the default reads the row twice: a second run only
-    for (int keep_row = fits; keep_row >= 0; keep_row--) {
+    // 3. determinism: the same logits again, the same bits
+    {
         upload_bf16(d_logits, logits, total);
-        fused_classifier_launch(d_logits, d_losses, dloss, d_targets, B, T, V, Vp, 1, keep_row, 0);
+        fused_classifier(d_logits, d_losses, dloss, d_targets, B, T, V, Vp, 1, 0);
         uint16_t *again = (uint16_t *)mallocCheck(total * sizeof(uint16_t));
         cudaCheck(cudaMemcpy(again, d_logits, total * sizeof(uint16_t), cudaMemcpyDeviceToHost));
-        check_bitwise(keep_row == fits ? "dlogits, second run" : "dlogits, row read twice == row kept in smem", bits, again,
-                      total * sizeof(uint16_t));
+        check_bitwise("dlogits, second run", bits, again, total * sizeof(uint16_t));
         free(again);
         float *l2 = (float *)mallocCheck(N * sizeof(float));
         download_f32(l2, d_losses, N);
-        check_bitwise(keep_row == fits ? "losses, second run" : "losses, row read twice == row kept in smem", losses, l2,
-                      N * sizeof(float));
+        check_bitwise("losses, second run", losses, l2, N * sizeof(float));
         free(l2);
     }
 
@@ -130,10 +124,6 @@ static void run_case(const char *name, int B, int T, int V, int Vp, int sampled,
         // repeated in place: later runs read the previous gradient as logits, the same traffic
         ms = time_ms([&] { fused_classifier(d_logits, d_losses, dloss, d_targets, B, T, V, Vp, 1, 0); }, 20);
         report_bandwidth("fused_classifier, loss + dlogits (in place)", ms, (double)N * V * 2 + (double)N * Vp * 2 + N * 8.0);
-        ms = time_ms([&] {
-            fused_classifier_launch(d_logits, d_losses, dloss, d_targets, B, T, V, Vp, 1, 0, 0);
-        }, 20);
-        report_bandwidth("the same, row read twice (no smem copy)", ms, (double)N * V * 2 + (double)N * Vp * 2 + N * 8.0);
     }
 
     cudaCheck(cudaFree(d_logits)); cudaCheck(cudaFree(d_targets)); cudaCheck(cudaFree(d_losses));

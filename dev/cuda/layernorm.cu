@@ -12,9 +12,7 @@
  *       the fp32 two-stage sum of N terms (~sqrt(N) * 2^-24 * |partial sums|, ~1e-2 absolute at
  *       N = 65536): rtol 1e-2, atol 5e-2.
  * The backward takes mean/rstd from the CPU reference (uploaded), so it is tested on its own.
- * Determinism: a second backward from the same start is bitwise identical, and so is the variant
- * that keeps the dweight/dbias sums in registers instead of shared memory, where C allows (timed
- * side by side).
+ * Determinism: a second backward from the same start is bitwise identical.
  *
  *   ./layernorm
  */
@@ -79,8 +77,7 @@ static void check_forward(const char *who, const char *out_name, const floatX *d
 static void run_case(const char *name, int B, int T, int C, int timing) {
     const int N = B * T;
     const size_t NC = (size_t)N * C;
-    printf("case %s: B=%d T=%d C=%d (backward: %d warps per block; its register variant: %d chunks per lane)\n", name, B,
-           T, C, layernorm_backward_warps(C), layernorm_backward_chunks(C));
+    printf("case %s: B=%d T=%d C=%d (backward: %d warps per block)\n", name, B, T, C, layernorm_backward_warps(C));
     // inputs like a residual stream: a per-row offset plus spread
     float *x = (float *)mallocCheck(NC * sizeof(float));
     {
@@ -160,29 +157,19 @@ static void run_case(const char *name, int B, int T, int C, int timing) {
     check_close("layernorm_backward dweight +=", gw, rdw_f, C, 5e-2, 1e-2);
     check_close("layernorm_backward dbias +=", gb, rdb_f, C, 5e-2, 1e-2);
 
-    // 5. determinism (the default again, from the same start), then the variant with the sums in
-    // registers where C allows: the same bits as the first backward
+    // 5. determinism
+    upload_bf16(d_dinp, dinp0, NC);
+    upload_bf16(d_dw, dw0, C);
+    upload_bf16(d_db, db0, C);
+    layernorm_backward(d_dinp, d_dw, d_db, d_dout, d_x, d_w, d_mean, d_rstd, B, T, C, d_scratch, 0);
     float *again = (float *)mallocCheck(NC * sizeof(float)), *againw = (float *)mallocCheck(C * sizeof(float)),
           *againb = (float *)mallocCheck(C * sizeof(float));
-    const int chunks = layernorm_backward_chunks(C);
-    for (int variant = 0; variant <= (chunks > 0); variant++) {
-        upload_bf16(d_dinp, dinp0, NC);
-        upload_bf16(d_dw, dw0, C);
-        upload_bf16(d_db, db0, C);
-        layernorm_backward_variant(d_dinp, d_dw, d_db, d_dout, d_x, d_w, d_mean, d_rstd, B, T, C, d_scratch,
-                                   variant ? chunks : 0, 0);
-        download_bf16(again, d_dinp, NC);
-        download_bf16(againw, d_dw, C);
-        download_bf16(againb, d_db, C);
-        const char *how = variant ? "sums in registers == in smem" : "second run";
-        char what[96];
-        snprintf(what, sizeof(what), "layernorm_backward dinp, %s", how);
-        check_bitwise(what, got, again, NC * sizeof(float));
-        snprintf(what, sizeof(what), "layernorm_backward dweight, %s", how);
-        check_bitwise(what, gw, againw, C * sizeof(float));
-        snprintf(what, sizeof(what), "layernorm_backward dbias, %s", how);
-        check_bitwise(what, gb, againb, C * sizeof(float));
-    }
+    download_bf16(again, d_dinp, NC);
+    download_bf16(againw, d_dw, C);
+    download_bf16(againb, d_db, C);
+    check_bitwise("layernorm_backward dinp, second run", got, again, NC * sizeof(float));
+    check_bitwise("layernorm_backward dweight, second run", gw, againw, C * sizeof(float));
+    check_bitwise("layernorm_backward dbias, second run", gb, againb, C * sizeof(float));
 
     if (timing) {
         float ms = time_ms([&] { layernorm_forward(d_out, d_mean, d_rstd, d_x, d_w, d_b, B, T, C, 0); }, 50);
@@ -193,12 +180,6 @@ static void run_case(const char *name, int B, int T, int C, int timing) {
         report_bandwidth("add_bf16, the residual add alone", ms, 3.0 * NC * 2);
         ms = time_ms([&] { layernorm_backward(d_dinp, d_dw, d_db, d_dout, d_x, d_w, d_mean, d_rstd, B, T, C, d_scratch, 0); }, 50);
         report_bandwidth("layernorm_backward (both stages)", ms, 4.0 * NC * 2 + 8.0 * N);
-        if (chunks > 0) {
-            ms = time_ms([&] {
-                layernorm_backward_variant(d_dinp, d_dw, d_db, d_dout, d_x, d_w, d_mean, d_rstd, B, T, C, d_scratch, chunks, 0);
-            }, 50);
-            report_bandwidth("the same with the sums in registers", ms, 4.0 * NC * 2 + 8.0 * N);
-        }
     }
 
     cudaCheck(cudaFree(d_x)); cudaCheck(cudaFree(d_x2)); cudaCheck(cudaFree(d_w)); cudaCheck(cudaFree(d_b));
@@ -214,15 +195,12 @@ int main(void) {
     run_case("tiny, rows not a multiple of the block", 2, 5, 64, 0);
     if (!WB_SIM) {
         run_case("d48 width (C=1600)", 2, 512, 1600, 0);
-        run_case("d24 width (C=1024)", 2, 512, 1024, 0);
         run_case("GPT-2 124M", 64, 1024, 768, 1);
     } else {
         run_case("d48 width (C=1600), simulator size", 2, 64, 1600, 0);
         run_case("more row blocks (19) than column-sum warps (16)", 4, 300, 64, 0);
         run_case("row blocks (132) past one round of the column sums' 16 x 8 running sums", 4, 2100, 64, 0);
         run_case("GPT-2 width, simulator size", 2, 100, 768, 0);
-        run_case("d24 width (C=1024, 4 chunks per lane), simulator size", 1, 72, 1024, 0);
-        run_case("C=320: lanes with 1 and 2 chunks", 1, 70, 320, 0);
     }
     return workbench_finish("layernorm");
 }

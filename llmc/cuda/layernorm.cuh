@@ -95,35 +95,61 @@ fused_residual_forward_kernel(floatX *residual, floatX *normed, float *mean, flo
     layernorm_row_finish<false>(normed + off, mean, rstd, r, sum, weight, bias, row, C, lane);
 }
 
-// One 8-channel chunk of a row in the backward's first pass: adds its terms of the two row sums
-static __device__ __forceinline__ void ln_bwd_chunk_sums(x128 d, x128 x, x128 wt, float m, float s, float &sum_dn,
-                                                         float &sum_dnx) {
-    for (int k = 0; k < 8; k++) {
-        float dn = __bfloat162float(d[k]) * __bfloat162float(wt[k]);
-        float xh = (__bfloat162float(x[k]) - m) * s;
-        sum_dn += dn;
-        sum_dnx += dn * xh;
-    }
-}
-
-// The chunk in the second pass: di += its input gradient; dw[k * stride] += dout * xhat, db[k * stride] += dout
-static __device__ __forceinline__ void ln_bwd_chunk_grad(x128 d, x128 x, x128 wt, x128 &di, float m, float s, float mean_dn,
-                                                         float mean_dnx, float *dw, float *db, int stride) {
-    for (int k = 0; k < 8; k++) {
-        float dy = __bfloat162float(d[k]);
-        float dn = dy * __bfloat162float(wt[k]);
-        float xh = (__bfloat162float(x[k]) - m) * s;
-        float g = (dn - mean_dn - xh * mean_dnx) * s;
-        di[k] = __float2bfloat16(__bfloat162float(di[k]) + g);
-        dw[k * stride] += dy * xh;
-        db[k * stride] += dy;
-    }
-}
-
-// The end of a backward block: the W warps' [dweight | dbias] regions of smem (layout below) added
-// in order w = 0..W-1 into this block's partial row
-static __device__ __forceinline__ void ln_bwd_block_partials(float *partials, const float *smem, int W, int C) {
+/*
+ * Backward, for the rows [blockIdx.x * LN_BWD_ROWS, + LN_BWD_ROWS). With xhat = (x - mean) * rstd
+ * and dnorm = dout * weight (the forward was out = xhat * weight + bias):
+ *   dinp    += rstd * (dnorm - mean_c(dnorm) - xhat * mean_c(dnorm * xhat))
+ *   dweight += sum_rows dout * xhat,   dbias += sum_rows dout
+ * Warp w takes rows w, w+W, ... in increasing order and accumulates dweight/dbias for its
+ * lanes' channels in its own shared-memory region (no atomics); at the end the W regions are
+ * added in order w = 0..W-1 into this block's partial row [dweight (C), dbias (C)].
+ * Shared layout per warp: [dweight | dbias], each C floats with channel 8*c8 + k at k*C/8 + c8
+ * (consecutive lanes touch consecutive banks).
+ */
+static __global__ void __launch_bounds__(WARP_SIZE * LN_BWD_MAX_WARPS)
+layernorm_backward_kernel(floatX *dinp, float *partials, const floatX *dout, const floatX *inp, const floatX *weight,
+                          const float *mean, const float *rstd, int N, int C) {
+    extern __shared__ float smem[];
+    const int W = blockDim.x / WARP_SIZE;
+    const int lane = threadIdx.x % WARP_SIZE, w = threadIdx.x / WARP_SIZE;
     const int C8 = C / 8;
+    float *acc = smem + (size_t)w * 2 * C;
+    for (int i = lane; i < 2 * C; i += WARP_SIZE) { acc[i] = 0.0f; }
+    __syncwarp();
+    const int row0 = blockIdx.x * LN_BWD_ROWS;
+    const int row_end = min(N, row0 + LN_BWD_ROWS);
+    for (int r = row0 + w; r < row_end; r += W) {
+        const size_t off = (size_t)r * C;
+        const float m = mean[r], s = rstd[r];
+        // 1. the two row means
+        float sum_dn = 0.0f, sum_dnx = 0.0f;
+        for (int c8 = lane; c8 < C8; c8 += WARP_SIZE) {
+            x128 d = load128(dout + off + c8 * 8), x = load128(inp + off + c8 * 8), wt = load128(weight + c8 * 8);
+            for (int k = 0; k < 8; k++) {
+                float dn = __bfloat162float(d[k]) * __bfloat162float(wt[k]);
+                float xh = (__bfloat162float(x[k]) - m) * s;
+                sum_dn += dn;
+                sum_dnx += dn * xh;
+            }
+        }
+        sum_dn = warp_reduce_sum(sum_dn) / C;
+        sum_dnx = warp_reduce_sum(sum_dnx) / C;
+        // 2. dinp, and this warp's dweight/dbias
+        for (int c8 = lane; c8 < C8; c8 += WARP_SIZE) {
+            x128 d = load128(dout + off + c8 * 8), x = load128(inp + off + c8 * 8), wt = load128(weight + c8 * 8);
+            x128 di = load128(dinp + off + c8 * 8);
+            for (int k = 0; k < 8; k++) {
+                float dy = __bfloat162float(d[k]);
+                float dn = dy * __bfloat162float(wt[k]);
+                float xh = (__bfloat162float(x[k]) - m) * s;
+                float g = (dn - sum_dn - xh * sum_dnx) * s;
+                di[k] = __float2bfloat16(__bfloat162float(di[k]) + g);
+                acc[k * C8 + c8] += dy * xh;
+                acc[C + k * C8 + c8] += dy;
+            }
+            store128(dinp + off + c8 * 8, di);
+        }
+    }
     __syncthreads();
     for (int i = threadIdx.x; i < 2 * C; i += blockDim.x) {
         const int half = i / C, c = i % C;
@@ -132,102 +158,6 @@ static __device__ __forceinline__ void ln_bwd_block_partials(float *partials, co
         for (int ww = 0; ww < W; ww++) { total += smem[(size_t)ww * 2 * C + idx]; }
         partials[(size_t)blockIdx.x * 2 * C + i] = total;
     }
-}
-
-/*
- * Backward, for the rows [blockIdx.x * LN_BWD_ROWS, + LN_BWD_ROWS). With xhat = (x - mean) * rstd
- * and dnorm = dout * weight (the forward was out = xhat * weight + bias):
- *   dinp    += rstd * (dnorm - mean_c(dnorm) - xhat * mean_c(dnorm * xhat))
- *   dweight += sum_rows dout * xhat,   dbias += sum_rows dout
- * Warp w takes rows w, w+W, ... in increasing order and accumulates dweight/dbias for its
- * lanes' channels (no atomics); at the end the W warps' sums are added in order w = 0..W-1 into
- * this block's partial row [dweight (C), dbias (C)]. Each row is read twice, the second pass from
- * the cache. Two variants with the same arithmetic in the same order, so the same bits:
- *   CH = 0, any C: the sums in shared memory, a load and a store of it per element and sum
- *     (64 registers: 4 blocks of 8 warps per SM, bound by the 48 KiB of sums per block at C 768);
- *   CH > 0, C / 8 <= 32 CH: lane l's chunks l, l + 32, ... (CH of them) keep their sums in
- *     registers, shared memory only for the final sum across the warps (up to 128 registers:
- *     2 blocks per SM). Which is faster is for a GPU to say (dev/cuda/layernorm.cu times both);
- *     until then layernorm_backward runs CH = 0.
- * Shared layout per warp: [dweight | dbias], each C floats with channel 8*c8 + k at k*C/8 + c8
- * (consecutive lanes touch consecutive banks).
- */
-template <int CH>
-static __global__ void __launch_bounds__(WARP_SIZE * LN_BWD_MAX_WARPS, CH > 0 ? 2 : 1)
-layernorm_backward_kernel(floatX *dinp, float *partials, const floatX *dout, const floatX *inp, const floatX *weight,
-                          const float *mean, const float *rstd, int N, int C) {
-    extern __shared__ float smem[];
-    const int W = blockDim.x / WARP_SIZE;
-    const int lane = threadIdx.x % WARP_SIZE, w = threadIdx.x / WARP_SIZE;
-    const int C8 = C / 8;
-    float *acc = smem + (size_t)w * 2 * C;
-    constexpr int R = CH > 0 ? CH : 1;  // register arrays' length (unused when CH = 0)
-    float dw[R][8], db[R][8];
-    x128 wt[R];
-    if (CH == 0) {
-        for (int i = lane; i < 2 * C; i += WARP_SIZE) { acc[i] = 0.0f; }
-        __syncwarp();
-    } else {
-        for (int j = 0; j < R; j++) {
-            for (int k = 0; k < 8; k++) { dw[j][k] = 0.0f; db[j][k] = 0.0f; }
-            const int c8 = lane + j * WARP_SIZE;
-            if (c8 < C8) { wt[j] = load128(weight + c8 * 8); }
-        }
-    }
-    const int row0 = blockIdx.x * LN_BWD_ROWS;
-    const int row_end = min(N, row0 + LN_BWD_ROWS);
-    for (int r = row0 + w; r < row_end; r += W) {
-        const size_t off = (size_t)r * C;
-        const float m = mean[r], s = rstd[r];
-        // 1. the two row means
-        float sum_dn = 0.0f, sum_dnx = 0.0f;
-        if (CH == 0) {
-            for (int c8 = lane; c8 < C8; c8 += WARP_SIZE) {
-                ln_bwd_chunk_sums(load128(dout + off + c8 * 8), load128(inp + off + c8 * 8), load128(weight + c8 * 8), m,
-                                  s, sum_dn, sum_dnx);
-            }
-        } else {
-            for (int j = 0; j < R; j++) {
-                const int c8 = lane + j * WARP_SIZE;
-                if (c8 < C8) {
-                    ln_bwd_chunk_sums(load128(dout + off + c8 * 8), load128(inp + off + c8 * 8), wt[j], m, s, sum_dn, sum_dnx);
-                }
-            }
-        }
-        sum_dn = warp_reduce_sum(sum_dn) / C;
-        sum_dnx = warp_reduce_sum(sum_dnx) / C;
-        // 2. dinp, and this warp's dweight/dbias
-        if (CH == 0) {
-            for (int c8 = lane; c8 < C8; c8 += WARP_SIZE) {
-                x128 di = load128(dinp + off + c8 * 8);
-                ln_bwd_chunk_grad(load128(dout + off + c8 * 8), load128(inp + off + c8 * 8), load128(weight + c8 * 8), di,
-                                  m, s, sum_dn, sum_dnx, acc + c8, acc + C + c8, C8);
-                store128(dinp + off + c8 * 8, di);
-            }
-        } else {
-            for (int j = 0; j < R; j++) {
-                const int c8 = lane + j * WARP_SIZE;
-                if (c8 < C8) {
-                    x128 di = load128(dinp + off + c8 * 8);
-                    ln_bwd_chunk_grad(load128(dout + off + c8 * 8), load128(inp + off + c8 * 8), wt[j], di, m, s, sum_dn,
-                                      sum_dnx, dw[j], db[j], 1);
-                    store128(dinp + off + c8 * 8, di);
-                }
-            }
-        }
-    }
-    if (CH > 0) {  // the registers' sums into this warp's region, in the shared layout
-        for (int j = 0; j < R; j++) {
-            const int c8 = lane + j * WARP_SIZE;
-            if (c8 < C8) {
-                for (int k = 0; k < 8; k++) {
-                    acc[k * C8 + c8] = dw[j][k];
-                    acc[C + k * C8 + c8] = db[j][k];
-                }
-            }
-        }
-    }
-    ln_bwd_block_partials(partials, smem, W, C);
 }
 
 // ----------------------------------------------------------------------------
@@ -280,36 +210,17 @@ static inline size_t layernorm_backward_scratch_bytes(int B, int T, int C) {
     return (size_t)CEIL_DIV((size_t)B * T, LN_BWD_ROWS) * 2 * (size_t)C * sizeof(float);
 }
 
-// chunks per lane up to which the backward can keep its dweight/dbias sums in registers
-#define LN_BWD_REG_CHUNKS 4
-
-// the register variant's chunks per lane for C (C <= 32 * 8 * LN_BWD_REG_CHUNKS), else 0
-static inline int layernorm_backward_chunks(int C) {
-    const int ch = CEIL_DIV(C / 8, WARP_SIZE);
-    return ch <= LN_BWD_REG_CHUNKS ? ch : 0;
-}
-
-template <int CH>
-static inline void layernorm_backward_launch(int blocks, int W, size_t smem, floatX *dinp, float *scratch, const floatX *dout,
-                                             const floatX *inp, const floatX *weight, const float *mean, const float *rstd,
-                                             int N, int C, cudaStream_t stream) {
-    cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<CH>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    layernorm_backward_kernel<CH><<<blocks, WARP_SIZE * W, smem, stream>>>(dinp, scratch, dout, inp, weight, mean, rstd, N, C);
-}
-
 /*
  * Backward of out = LayerNorm(inp) * weight + bias.
  *   dinp (B, T, C)     += the input gradient (accumulated, see the top of this file)
  *   dweight, dbias (C) += their gradients
  *   dout, inp (B, T, C); weight (C); mean, rstd (B*T) as saved by the forward
  *   scratch            layernorm_backward_scratch_bytes(B, T, C) bytes of fp32
- *   chunks             the variant: 0, the sums in shared memory (any C; what layernorm_backward
- *                      runs), or layernorm_backward_chunks(C), the sums in registers (the same bits)
  * Requires C a multiple of 8 and at most 12288, 16-byte aligned pointers; dinp must not alias dout.
  */
-static inline void layernorm_backward_variant(floatX *dinp, floatX *dweight, floatX *dbias, const floatX *dout,
-                                              const floatX *inp, const floatX *weight, const float *mean, const float *rstd,
-                                              int B, int T, int C, float *scratch, int chunks, cudaStream_t stream) {
+static inline void layernorm_backward(floatX *dinp, floatX *dweight, floatX *dbias, const floatX *dout, const floatX *inp,
+                                      const floatX *weight, const float *mean, const float *rstd, int B, int T, int C,
+                                      float *scratch, cudaStream_t stream) {
     const int N = B * T;
     const int W = layernorm_backward_warps(C);
     cudaRequire(N > 0 && C > 0 && C % 8 == 0 && W >= 1, "B = %d, T = %d, C = %d: C must be a multiple of 8, at most %d",
@@ -317,26 +228,12 @@ static inline void layernorm_backward_variant(floatX *dinp, floatX *dweight, flo
     cudaRequire(is_aligned16(dinp) && is_aligned16(dout) && is_aligned16(inp) && is_aligned16(weight),
                 "pointers must be 16-byte aligned");
     cudaRequire((const floatX *)dinp != dout && scratch != NULL, "dinp must not alias dout; scratch must be given");
-    cudaRequire(chunks == 0 || chunks == layernorm_backward_chunks(C), "chunks = %d: 0 or %d for C = %d", chunks,
-                layernorm_backward_chunks(C), C);
     const size_t smem = (size_t)W * 2 * C * sizeof(float);
+    cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const int blocks = CEIL_DIV(N, LN_BWD_ROWS);
-    switch (chunks) {
-        case 1: layernorm_backward_launch<1>(blocks, W, smem, dinp, scratch, dout, inp, weight, mean, rstd, N, C, stream); break;
-        case 2: layernorm_backward_launch<2>(blocks, W, smem, dinp, scratch, dout, inp, weight, mean, rstd, N, C, stream); break;
-        case 3: layernorm_backward_launch<3>(blocks, W, smem, dinp, scratch, dout, inp, weight, mean, rstd, N, C, stream); break;
-        case 4: layernorm_backward_launch<4>(blocks, W, smem, dinp, scratch, dout, inp, weight, mean, rstd, N, C, stream); break;
-        default: layernorm_backward_launch<0>(blocks, W, smem, dinp, scratch, dout, inp, weight, mean, rstd, N, C, stream); break;
-    }
+    layernorm_backward_kernel<<<blocks, WARP_SIZE * W, smem, stream>>>(dinp, scratch, dout, inp, weight, mean, rstd, N, C);
     cudaCheckLaunch();
     column_partials_accumulate(dweight, dbias, C, scratch, blocks, 2 * C, stream);
-}
-
-// layernorm_backward_variant with the sums in shared memory
-static inline void layernorm_backward(floatX *dinp, floatX *dweight, floatX *dbias, const floatX *dout, const floatX *inp,
-                                      const floatX *weight, const float *mean, const float *rstd, int B, int T, int C,
-                                      float *scratch, cudaStream_t stream) {
-    layernorm_backward_variant(dinp, dweight, dbias, dout, inp, weight, mean, rstd, B, T, C, scratch, 0, stream);
 }
 
 #endif  // LLMC_LAYERNORM_CUH
