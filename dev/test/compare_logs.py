@@ -1,14 +1,14 @@
 """
 The one main.log comparator of the tests: two runs' logged values, step by step.
 
-  python compare_logs.py A/main.log B/main.log [trl=1e-3] [norm=3e-2] [tel=...] [--last N]
+  python compare_logs.py A/main.log B/main.log [trl=1e-3] [norm=3e-2] [tel=...] [--first N | --last N]
 
 Each KEY=TOL compares the values logged as `s:<step> ... KEY:<value>` (trl train loss, norm
 gradient norm, lr, tel val loss, hsw HellaSwag); the default is `trl=0`. TOL is the largest
 relative difference allowed; 0 means identical strings, i.e. bitwise equal values. A NaN or an
 infinity never agrees, not even with itself (two runs that diverge alike must not pass). Both logs must
 hold the same steps for each key (the last value logged for a step wins, as for a resumed run);
---last N compares only the last N steps of A with the same steps of B. Prints one line per key;
+--first N / --last N compare only the first / last N steps of A with the same steps of B. Prints one line per key;
 exits 1 at the first difference, naming the step.
 """
 import math
@@ -28,11 +28,11 @@ def read(path, key):
     return out
 
 
-def compare(path_a, path_b, key, tol, last):
+def compare(path_a, path_b, key, tol, first, last):
     a, b = read(path_a, key), read(path_b, key)
     steps = sorted(a)
-    if last:
-        steps = steps[-last:]
+    if first or last:
+        steps = steps[:first] if first else steps[-last:]
         b = {s: b[s] for s in steps if s in b}
     if not steps or steps != sorted(b):
         print(f"{key}: steps differ: {steps} in {path_a} vs {sorted(b)} in {path_b}")
@@ -83,7 +83,7 @@ def number(text, kind, what):
 def main(argv):
     if len(argv) < 2:
         sys.exit(__doc__)
-    files, specs, last = argv[:2], [], 0
+    files, specs, first, last = argv[:2], [], 0, 0
     for path in files:
         try:
             open(path).close()
@@ -94,12 +94,16 @@ def main(argv):
         arg = rest.pop(0)
         if arg == "--last":
             last = number(rest.pop(0) if rest else "", int, "--last")
+        elif arg == "--first":
+            first = number(rest.pop(0) if rest else "", int, "--first")
         elif "=" in arg:
             key, tol = arg.split("=", 1)
             specs.append((key, number(tol, float, f"the tolerance of {key}")))
         else:
-            sys.exit(f"error: compare_logs.py: bad argument '{arg}' (KEY=TOL or --last N)")
-    ok = all(compare(files[0], files[1], key, tol, last) for key, tol in (specs or [("trl", 0.0)]))
+            sys.exit(f"error: compare_logs.py: bad argument '{arg}' (KEY=TOL, --first N or --last N)")
+    if first and last:
+        sys.exit("error: compare_logs.py: --first and --last: give one")
+    ok = all(compare(files[0], files[1], key, tol, first, last) for key, tol in (specs or [("trl", 0.0)]))
     sys.exit(0 if ok else 1)
 
 

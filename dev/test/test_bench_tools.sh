@@ -11,7 +11,7 @@
 #  - dev/test/compare_logs.py, the judge of every main.log comparison (GPU vs CPU, determinism,
 #    resume, MPI, DDP): a difference just past the tolerance fails and one just inside passes,
 #    bitwise means the same digits, a missing step, a key neither log has, a NaN or an infinity
-#    (even in both logs) all fail; a resumed log's later line wins; --last; bad arguments;
+#    (even in both logs) all fail; a resumed log's later line wins; --first, --last; bad arguments;
 #  - dev/bench/muon_curves.py, the Muon benchmark's reader: the best runs, the tokens Muon needs to
 #    reach AdamW's final val loss and the step-time overhead, against hand-computed answers;
 #  - dev/gpu/intake.sh, which files a call's summary, logs and rows in the repo: names, what it
@@ -145,6 +145,8 @@ compares "bitwise (the default) fails on other digits" 1 "trl: step 3: 5.0010000
 compares "bitwise passes on the same digits" 0 "trl: 4 steps agree (bitwise equal)" mb.log mb.log trl=0 tel=0
 compares "each key is compared (norm, tel)" 0 "tel: 1 steps agree" ma.log mb.log trl=1e-3 norm=0 tel=0
 compares "--last 1 leaves out step 3" 0 "trl: 1 steps agree (bitwise equal)" ma.log mb.log --last 1
+compares "--first 2 leaves out step 3" 0 "trl: 2 steps agree (bitwise equal)" ma.log mb.log --first 2
+compares "--first 3 takes step 3" 1 "trl: step 3: 5.00100000 != 5.00000000" ma.log mb.log --first 3
 compares "a key neither log has fails" 1 "hsw: steps differ: \[\] in ma.log" ma.log mb.log hsw=1
 grep -v "^s:2 " mb.log > gap.log
 compares "a step missing in one log fails" 1 "trl: steps differ: \[1, 2, 3, 4\] in ma.log vs \[1, 3, 4\] in gap.log" ma.log gap.log trl=1
@@ -162,6 +164,7 @@ expect_error "compare_logs.py: a bad tolerance" "the tolerance of trl: 'x' is no
 expect_error "compare_logs.py: a negative tolerance" "'-1' is not a number >= 0" compare_logs ma.log mb.log trl=-1
 expect_error "compare_logs.py: --last without a value" "--last needs a value" compare_logs ma.log mb.log --last
 expect_error "compare_logs.py: a bad argument" "bad argument 'trl'" compare_logs ma.log mb.log trl
+expect_error "compare_logs.py: --first with --last" "--first and --last: give one" compare_logs ma.log mb.log --first 1 --last 1
 
 # ---- muon_curves.py (the Muon benchmark's reader, bench_gpu.sh muon) on three runs of 1000 tokens a
 # step, val loss at steps 0, 50, 100 (tokens 0, 50k, 100k): adamw_6e-4 10/5/4, muon_0.02 10/4.5/3.5,

@@ -31,9 +31,16 @@ ARGS=(-i train.bin -j val.bin -e d6.bin -b 4 -t 128 -d 1024 -x 20 -v 10 -m 4 -s 
 
 "$GPU" "${ARGS[@]}" -o gpu > gpu.txt 2>&1 || { bad "$GPU failed:"; tail -20 gpu.txt; finish; }
 "$TRAINER" "${ARGS[@]}" -o cpu > cpu.txt 2>&1 || { bad "$TRAINER failed:"; tail -20 cpu.txt; finish; }
-grep '^step' gpu.txt | tail -2
 # the gradient norm is the backward pass's sharpest signal (a wrong buffer in one layer's backward
-# moves it by percents and the loss hardly at all); bf16 gradients and the drift of two runs kept it
-# within 8e-3 over 10 steps in the simulator's test_gpt2cu, so 3e-2 (test_gpt2cu's bound)
-compare_logs gpu/main.log cpu/main.log trl=1e-2 tel=1e-2 norm=3e-2 || bad "the GPU and CPU trainers' logs differ"
+# moves it by percents and the loss hardly at all), but only while the run is young: once the model
+# predicts token 0 (40% of the targets), the gradients of its rows are differences of near-equal
+# sums, where bf16's rounding shows. Measured on this run (CPU, 2026-11-27): PyTorch's bf16 autocast
+# against fp32 kept the norm within 1.1e-3 over steps 1-6, then 3-8% apart (7.6e-2 at step 14)
+# while the losses stayed within 9e-4; the H200 against the CPU trainer: 3.0e-2 at step 11, losses
+# within 9.6e-4. So the first 5 steps within 1e-2 (a wrong segment sum in the embedding backward
+# moved the simulator's norm 1.3%), the rest within 2e-1 (a missing gradient moves it by far more)
+compare_logs gpu/main.log cpu/main.log trl=1e-2 tel=1e-2 norm=2e-1 || bad "the GPU and CPU trainers' logs differ"
+compare_logs gpu/main.log cpu/main.log norm=1e-2 --first 5 || bad "the GPU and CPU trainers' first gradient norms differ"
+paste <(grep '^step [0-9]' gpu.txt | awk '{print $2, $5, $8}') <(grep '^step [0-9]' cpu.txt | awk '{print $5, $8}') |
+    awk 'BEGIN { print "step | GPU loss, norm | CPU loss, norm" } { print }'
 finish
