@@ -28,11 +28,12 @@
 #     and with Muon);
 #  6. test_gpt2cu against a PyTorch fixture (the tolerances the GPU run uses), -ge 2 and -ge 0, -mt 1,
 #     -bg 1 (the bias gradients from the weight-gradient matmuls' epilogue, and with cuBLASLt
-#     refusing that epilogue, SIM_CUBLASLT_NO_BGRADB=1: our column sums take over);
+#     refusing that epilogue, SIM_CUBLASLT_NO_BGRADB=1: our column sums take over), and the racecheck
+#     hook LLMC_TEST_GEMM_NO_CLUSTER=1 where GEMMs with a cluster fail (SIM_CUBLASLT_CLUSTER_FAULT=1);
 #  7. bad launches: unsupported head size, a padded vocabulary not a multiple of 8, -pb mpi without
 #     mpirun, several ranks without NCCL or on one GPU with NCCL, -at cudnn (and test_gpt2cu's
 #     LLMC_ATTENTION=cudnn) in a build without cuDNN, bad LLMC_DEBUG_STREAMS, LLMC_GELU_FUSION and
-#     LLMC_MATMUL_TUNE and LLMC_BIAS_GRAD;
+#     LLMC_MATMUL_TUNE and LLMC_BIAS_GRAD and LLMC_TEST_GEMM_NO_CLUSTER, a clustered GEMM failing;
 #  8. the memory plan (--plan) equals the simulator's allocator peak, byte for byte (-r 0/1/2, -w 0,
 #     ZeRO-1 on 2 ranks); -b auto on a device of SIM_DEVICE_MEMORY bytes picks the B whose measured
 #     peak fits the budget while B+1's does not, and on 2 ranks the smaller device decides; the
@@ -394,7 +395,11 @@ grep -E "FAIL|test_gpt2cu:|^matmul algorithms" test_mt1.txt | sed 's/^/  -mt 1: 
 grep -q "matmul -mt 1" test_mt1.txt || bad "LLMC_MATMUL_TUNE=1: test_gpt2cu's banner does not say -mt 1"
 LLMC_BIAS_GRAD=1 bg test_bg1 "$TEST" fx.bin fx_state.bin fx_traj.txt
 LLMC_BIAS_GRAD=1 SIM_CUBLASLT_NO_BGRADB=1 bg test_bg1_refused "$TEST" fx.bin fx_state.bin fx_traj.txt
-joined test_bg1 test_bg1_refused
+# the racecheck hook: where a GEMM with a thread-block cluster fails as it runs (as under
+# compute-sanitizer's racecheck on an H200), LLMC_TEST_GEMM_NO_CLUSTER=1 takes algorithms without one
+SIM_CUBLASLT_CLUSTER_FAULT=1 LLMC_TEST_GEMM_NO_CLUSTER=1 bg test_nocluster "$TEST" fx.bin fx_state.bin fx_traj.txt
+joined test_bg1 test_bg1_refused test_nocluster
+grep -E "FAIL|test_gpt2cu:" test_nocluster.txt | sed 's/^/  LLMC_TEST_GEMM_NO_CLUSTER=1, clusters failing: /'
 grep -E "FAIL|test_gpt2cu:|^bias gradients" test_bg1.txt | sed 's/^/  -bg 1: /'
 grep -E "FAIL|test_gpt2cu:|^bias gradients|^warning: -bg 1" test_bg1_refused.txt | sed 's/^/  -bg 1, epilogue refused: /'
 grep -q "bias gradients -bg 1" test_bg1.txt || bad "LLMC_BIAS_GRAD=1: test_gpt2cu's banner does not say -bg 1"
@@ -422,6 +427,10 @@ expect_error "LLMC_MATMUL_TUNE=2 for test_gpt2cu" "LLMC_MATMUL_TUNE=2: expected 
     env LLMC_MATMUL_TUNE=2 "$TEST" fx.bin fx_state.bin fx_traj.txt
 expect_error "LLMC_BIAS_GRAD=on for test_gpt2cu" "LLMC_BIAS_GRAD=on: expected 0 or 1" \
     env LLMC_BIAS_GRAD=on "$TEST" fx.bin fx_state.bin fx_traj.txt
+expect_error "GEMMs with a cluster failing, without LLMC_TEST_GEMM_NO_CLUSTER" "CUBLAS_STATUS_EXECUTION_FAILED" \
+    env SIM_CUBLASLT_CLUSTER_FAULT=1 "$TEST" fx.bin fx_state.bin fx_traj.txt
+expect_error "LLMC_TEST_GEMM_NO_CLUSTER=2" "LLMC_TEST_GEMM_NO_CLUSTER=2: expected 0 or 1" \
+    env LLMC_TEST_GEMM_NO_CLUSTER=2 "$TEST" fx.bin fx_state.bin fx_traj.txt
 expect_error "-pb mpi under torchrun variables" "pb mpi reduces gradients with MPI" \
     env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 "$SIM" "${ARGS[@]}" -pb mpi
 # the simulator, like any build without cuDNN, says how to build with it

@@ -12,10 +12,11 @@
 #    the parts;
 #  - nothing in its output or any step's log says "unbound variable", "syntax error", "command not
 #    found" (but for nvidia-smi, absent here) or "test_gpu.sh: line N" (a shell error of its own);
-#  - test_gpu_logs.tgz holds a log for every step that ran;
+#  - test_gpu_logs.tgz holds a log for every step that ran, and none that an earlier call left;
 #  - the sanitizer and ncu steps (stand-ins for both tools) pass, but for racecheck of test_gpt2cu,
 #    failed on purpose as on the H200, and rerun with synchronous launches; the racecheck filter
-#    (our kernels by name) reaches compute-sanitizer as one argument;
+#    (our kernels by name) reaches compute-sanitizer as one argument; LLMC_TEST_GEMM_NO_CLUSTER=1
+#    (cuBLASLt's algorithms without clusters) in racecheck's runs of test_gpt2cu and no other;
 #  - with a budget (TEST_GPU_BUDGET) the steps that no longer fit say SKIP and the run still ends.
 # Usage, from the repo root: bash dev/test/test_gpu_script.sh
 source "$(dirname "$0")/lib.sh" test_gpu_script
@@ -35,8 +36,8 @@ for f in tiny64 d12; do touch "tree/dev/test/fixtures/$f.bin" "tree/dev/test/fix
 # cannot place) unless every launch is synchronous, to see the rerun that names the launch
 mkdir bin
 for t in compute-sanitizer ncu; do
-    printf '#!/bin/sh\nfor a in "$@"; do echo "$a"; done >> %s/%s.args; echo "=====" >> %s/%s.args\n' \
-        "$TMP" "$t" "$TMP" "$t" > "bin/$t"
+    printf '#!/bin/sh\nfor a in "$@"; do echo "$a"; done >> %s/%s.args; echo "hook=${LLMC_TEST_GEMM_NO_CLUSTER:-}" >> %s/%s.args; echo "=====" >> %s/%s.args\n' \
+        "$TMP" "$t" "$TMP" "$t" "$TMP" "$t" > "bin/$t"
     [ $t = compute-sanitizer ] && cat >> "bin/$t" <<'SH'
 case " $* " in *" racecheck "*"test_gpt2cu "*)
     if [ -z "${CUDA_LAUNCH_BLOCKING:-}" ]; then
@@ -50,6 +51,9 @@ SH
     echo 'echo "========= ERROR SUMMARY: 0 errors"' >> "bin/$t"
     chmod +x "bin/$t"
 done
+# a log of an earlier call on the same machine, which this call's pack must not bring back
+mkdir -p tree/build/gpu_test/logs tree/build/gpu_test/bench
+echo stale > tree/build/gpu_test/logs/stale_step.log; echo stale > tree/build/gpu_test/bench/layers_stale.log
 (cd tree && PATH="$TMP/bin:$PATH" OUT="$TMP/out" TEST_GPU_BUDGET=600 TEST_GPU_PREBUILT=yes PYTHON="$PY" timeout 600 bash dev/test/test_gpu.sh) > run.txt 2>&1
 rc=$?
 S=out/summary.txt
@@ -104,6 +108,13 @@ if [ "$(grep -c -x -- "--kernel-name" compute-sanitizer.args)" = 9 ] && [ "$(wc 
 else
     bad "the racecheck filter: $(grep -c -x -- "--kernel-name" compute-sanitizer.args) times, '${filter:0:120}...'"
 fi
+# the cluster-free matmuls (LLMC_TEST_GEMM_NO_CLUSTER=1) in racecheck's runs of test_gpt2cu (it
+# and its synchronous rerun) and in no other sanitizer run
+hooked=$(awk '/^=====$/ { if (run ~ /racecheck/ && run ~ /test_gpt2cu/) t = "race_test"; else t = "other";
+                          n[t " " h]++; run = ""; h = ""; next }
+              /^hook=/ { h = $0; next } { run = run " " $0 } END { for (k in n) print k, n[k] }' compute-sanitizer.args | sort | paste -sd,)
+[ "$hooked" = "other hook= 10,race_test hook=1 2" ] && ok "LLMC_TEST_GEMM_NO_CLUSTER=1 in racecheck's 2 runs of test_gpt2cu only" \
+    || bad "LLMC_TEST_GEMM_NO_CLUSTER in the sanitizer runs: $hooked"
 wbs=$(grep -x "build/cuda/[a-z_]*" compute-sanitizer.args | sort -u | paste -sd' ')
 [ "$wbs" = "build/cuda/adamw build/cuda/attention build/cuda/encoder build/cuda/fused_classifier build/cuda/gelu build/cuda/global_norm build/cuda/layernorm" ] \
     && ok "the sanitizers ran the attention workbench and the 6 without cuBLAS" || bad "the workbenches under the sanitizers: $wbs"
@@ -115,6 +126,8 @@ for s in $(sed -n 's/^\(PASS\|FAIL\|TIMEOUT\) *\([A-Za-z0-9_]*\).*/\2/p' "$S"); 
     [ "$s" = prebuilt ] || [ -f "logs_back/logs/$s.log" ] || missing+=("$s")
 done
 [ ${#missing[@]} -eq 0 ] && ok "the log pack holds every step's log" || bad "logs missing from the pack: ${missing[*]}"
+[ ! -e logs_back/logs/stale_step.log ] && [ ! -e logs_back/bench/layers_stale.log ] && ok "no log of an earlier call in the pack" \
+    || bad "the pack holds an earlier call's logs (stale_step.log, layers_stale.log)"
 faults=$(cat run.txt logs_back/logs/*.log | grep -E "unbound variable|command not found|syntax error|test_gpu.sh: line [0-9]+" \
          | grep -v "nvidia-smi: command not found" | sort -u | head -5)
 [ -z "$faults" ] && ok "no unbound variable, missing command or syntax error in the output and the logs" || bad "script faults: $faults"

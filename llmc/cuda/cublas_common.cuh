@@ -430,6 +430,44 @@ static inline int gemm_candidates(const GemmPlan *p, cublasLtMatmulHeuristicResu
     return usable;
 }
 
+/*
+ * LLMC_TEST_GEMM_NO_CLUSTER=1, a test hook for compute-sanitizer's racecheck: every GEMM takes an
+ * algorithm without a thread-block cluster. On an H200 (2026-11-27) racecheck stopped with
+ * "Internal Sanitizer Error" in the first cuBLASLt kernel, one with a cluster of 2x4x1, before any
+ * of our kernels ran, although racecheck follows only ours. The heuristic's candidates with a
+ * cluster are offered at 1x1x1 where cuBLASLt's check accepts that, else left out. A choice that
+ * -mt 1 reads from -o's file is taken as it is.
+ */
+static inline int gemm_no_cluster(void) {
+    static int on = -1;
+    if (on < 0) { on = env_digit("LLMC_TEST_GEMM_NO_CLUSTER", 1, "expected 0 or 1 (a test hook; unset it)", 0); }
+    return on;
+}
+
+// the candidates without a cluster (see gemm_no_cluster), in their order; returns how many
+static inline int gemm_unclustered(const GemmPlan *p, cublasLtMatmulHeuristicResult_t *cands, int count) {
+    int kept = 0;
+    for (int i = 0; i < count; i++) {
+        cublasLtMatmulAlgo_t algo = cands[i].algo;
+        uint16_t shape = 0;
+        size_t written = 0;
+        cublasCheck(cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &shape, sizeof(shape),
+                                                         &written));
+        if (shape != CUBLASLT_CLUSTER_SHAPE_1x1x1) {
+            shape = CUBLASLT_CLUSTER_SHAPE_1x1x1;
+            cublasCheck(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &shape, sizeof(shape)));
+            cublasLtMatmulHeuristicResult_t check;
+            if (cublasLtMatmulAlgoCheck(cublaslt_handle, p->desc, p->la, p->lb, p->ld, p->ld, &algo, &check) !=
+                CUBLAS_STATUS_SUCCESS) {
+                continue;
+            }
+        }
+        cands[kept] = cands[i];
+        cands[kept++].algo = algo;
+    }
+    return kept;
+}
+
 // the GEMM with `algo`, its result into d (g->d, or a stand-in of the same shape); the status, unchecked
 static inline cublasStatus_t gemm_launch(const Gemm *g, const GemmPlan *p, const cublasLtMatmulAlgo_t *algo, floatX *d,
                                          cudaStream_t stream) {
@@ -534,7 +572,9 @@ static inline int gemm_algo(const Gemm *g, const GemmPlan *p, cublasLtMatmulAlgo
         return 1;
     }
     cublasLtMatmulHeuristicResult_t cands[MATMUL_TUNE_CANDIDATES];
-    const int count = gemm_candidates(p, cands, matmul_tune ? MATMUL_TUNE_CANDIDATES : 1);
+    const int no_cluster = gemm_no_cluster();
+    int count = gemm_candidates(p, cands, matmul_tune || no_cluster ? MATMUL_TUNE_CANDIDATES : 1);
+    if (no_cluster) { count = gemm_unclustered(p, cands, count); }
     if (count == 0 && g->bias_grad) {
         entry.none = 1;
         matmul_algo_remember(&entry);
@@ -542,8 +582,9 @@ static inline int gemm_algo(const Gemm *g, const GemmPlan *p, cublasLtMatmulAlgo
     }
     if (count == 0) {
         llmc_die("cuBLASLt has no algorithm for m = %d, n = %d, k = %d, transa = %d, transb = %d, batch = %d, "
-                 "epilogue = %d; the GPU may be unsupported (bf16 matmuls need sm_80 or newer)",
-                 g->m, g->n, g->k, g->transa, g->transb, g->batch_count, p->key.epilogue);
+                 "epilogue = %d%s", g->m, g->n, g->k, g->transa, g->transb, g->batch_count, p->key.epilogue,
+                 no_cluster ? " without a thread-block cluster (LLMC_TEST_GEMM_NO_CLUSTER=1: unset it)"
+                            : "; the GPU may be unsupported (bf16 matmuls need sm_80 or newer)");
     }
     entry.chosen = matmul_tune && count > 1 ? gemm_fastest(g, p, cands, count, &entry, stream) : 0;
     entry.algo = cands[entry.chosen].algo;

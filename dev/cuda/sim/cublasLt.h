@@ -34,6 +34,7 @@ typedef enum {
     CUBLAS_STATUS_SUCCESS = 0,
     CUBLAS_STATUS_NOT_INITIALIZED = 1,
     CUBLAS_STATUS_INVALID_VALUE = 7,
+    CUBLAS_STATUS_EXECUTION_FAILED = 13,
     CUBLAS_STATUS_NOT_SUPPORTED = 15,
 } cublasStatus_t;
 typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
@@ -72,6 +73,9 @@ typedef enum {
     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8,
 } cublasLtMatmulPreferenceAttributes_t;
+
+typedef enum { CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID = 8 } cublasLtMatmulAlgoConfigAttributes_t;
+typedef enum { CUBLASLT_CLUSTER_SHAPE_AUTO = 0, CUBLASLT_CLUSTER_SHAPE_1x1x1 = 2, CUBLASLT_CLUSTER_SHAPE_2x1x1 = 3 } cublasLtClusterShape_t;
 
 typedef struct {
     uint64_t data[8];
@@ -114,6 +118,7 @@ static inline const char *cublasGetStatusName(cublasStatus_t s) {
     case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
     case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
     case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
     default: return "CUBLAS_STATUS_NOT_SUPPORTED";
     }
 }
@@ -277,6 +282,8 @@ static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, 
         for (int i = 0; i < 4; i++) { results[c].algo.data[i] = pref->align[i]; }  // the alignment the algo may assume
         results[c].algo.data[4] = 0x51u;  // marks a heuristic-made algo
         results[c].algo.data[5] = (uint64_t)(count - 1 - c) * SIM_LT_CANDIDATE_WAIT_US;
+        // the first with a thread-block cluster, as cuBLASLt's first choice often has on Hopper
+        results[c].algo.data[6] = c == 0 ? CUBLASLT_CLUSTER_SHAPE_2x1x1 : CUBLASLT_CLUSTER_SHAPE_1x1x1;
     }
     *returned = count;
     return CUBLAS_STATUS_SUCCESS;
@@ -288,7 +295,8 @@ static inline size_t cublasLtGetVersion(void) { return 130000; }
 // whether algo is one the stand-in's heuristic could have made: its mark, a wait of one of its
 // candidates, alignments that are powers of two up to 256 (cublasLtMatmul divides by them)
 static inline int sim_lt_algo_valid(const cublasLtMatmulAlgo_t *algo) {
-    if (algo == NULL || algo->data[4] != 0x51u || algo->data[5] > (uint64_t)(SIM_LT_CANDIDATES - 1) * SIM_LT_CANDIDATE_WAIT_US) {
+    if (algo == NULL || algo->data[4] != 0x51u || algo->data[5] > (uint64_t)(SIM_LT_CANDIDATES - 1) * SIM_LT_CANDIDATE_WAIT_US ||
+        (algo->data[6] != CUBLASLT_CLUSTER_SHAPE_1x1x1 && algo->data[6] != CUBLASLT_CLUSTER_SHAPE_2x1x1)) {
         return 0;
     }
     for (int i = 0; i < 4; i++) {
@@ -296,6 +304,36 @@ static inline int sim_lt_algo_valid(const cublasLtMatmulAlgo_t *algo) {
         if (a < 2 || a > 256 || (a & (a - 1)) != 0) { return 0; }
     }
     return 1;
+}
+
+// the one configuration attribute the trainer touches, the cluster shape (uint16, in data[6])
+static inline cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t *algo,
+                                                                  cublasLtMatmulAlgoConfigAttributes_t a, void *buf,
+                                                                  size_t size, size_t *written) {
+    if (a != CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID) { return sim_lt_fail("algo config attribute not simulated"); }
+    if (size != sizeof(uint16_t)) { return sim_lt_fail("CLUSTER_SHAPE_ID is a uint16"); }
+    const uint16_t v = (uint16_t)algo->data[6];
+    memcpy(buf, &v, sizeof(v));
+    if (written) { *written = sizeof(v); }
+    return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtMatmulAlgoConfigSetAttribute(cublasLtMatmulAlgo_t *algo,
+                                                                  cublasLtMatmulAlgoConfigAttributes_t a, const void *buf,
+                                                                  size_t size) {
+    if (a != CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID) { return sim_lt_fail("algo config attribute not simulated"); }
+    if (size != sizeof(uint16_t)) { return sim_lt_fail("CLUSTER_SHAPE_ID is a uint16"); }
+    uint16_t v;
+    memcpy(&v, buf, sizeof(v));
+    algo->data[6] = v;  // cublasLtMatmulAlgoCheck judges the value
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// SIM_CUBLASLT_CLUSTER_FAULT=1: a GEMM whose algorithm has a thread-block cluster fails as it runs
+// (EXECUTION_FAILED), as under compute-sanitizer's racecheck on an H200 (llmc/cuda/cublas_common.cuh,
+// gemm_no_cluster)
+static inline int sim_lt_cluster_fault(const cublasLtMatmulAlgo_t *algo) {
+    const char *v = getenv("SIM_CUBLASLT_CLUSTER_FAULT");
+    return v != NULL && strcmp(v, "1") == 0 && algo->data[6] != CUBLASLT_CLUSTER_SHAPE_1x1x1;
 }
 
 // an algorithm from elsewhere (-mt 1's file) for the problem: SUCCESS if the stand-in could have
@@ -382,6 +420,7 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
     if (problem) { return sim_lt_fail(problem); }
     if (!sim_lt_algo_valid(algo)) { return sim_lt_fail("algo not from cublasLtMatmulAlgoGetHeuristic"); }
     if (d->epilogue == CUBLASLT_EPILOGUE_BGRADB && sim_lt_no_bgradb("run")) { return CUBLAS_STATUS_NOT_SUPPORTED; }
+    if (sim_lt_cluster_fault(algo)) { return CUBLAS_STATUS_EXECUTION_FAILED; }
     const void *ptrs[4] = {A, B, C, D};
     for (int i = 0; i < 4; i++) {
         if ((uintptr_t)ptrs[i] % algo->data[i] != 0) { return sim_lt_fail("a matrix pointer is less aligned than the algo assumes"); }
