@@ -44,7 +44,7 @@ if [ -f "$FROM/test_gpu_logs.tgz" ]; then
     # and each FAIL or TIMEOUT step's own log: what the next session fixes from (the summary keeps
     # only its last 15 lines)
     failed=$(sed -n 's/^\(FAIL\|TIMEOUT\) *\([A-Za-z0-9_]*\).*/\2/p' "$FROM/summary.txt" | sed "s|^|$tmp/logs/|; s|\$|.log|")
-    for f in $(ls "$tmp"/logs/bench_*.log "$tmp"/logs/d48.log "$tmp"/logs/memory_*.log "$tmp"/logs/profile_ncu.log \
+    for f in $(ls "$tmp"/logs/bench_*.log "$tmp"/logs/d48.log "$tmp"/logs/memory_*.log "$tmp"/logs/profile_*.log \
                "$tmp"/logs/muon_bench.log "$tmp"/logs/kernels.log "$tmp"/bench/layers_*.log $failed 2> /dev/null | sort -u); do
         cp "$f" "$G/$name-logs/" && n=$((n + 1))
     done

@@ -12,6 +12,7 @@
 #    resume, MPI, DDP): a difference just past the tolerance fails and one just inside passes,
 #    bitwise means the same digits, a missing step, a key neither log has, a NaN or an infinity
 #    (even in both logs) all fail; a resumed log's later line wins; --first, --last; bad arguments;
+#  - dev/bench/ncu_summary.py, Nsight Compute's raw page per kernel, against a hand-made page;
 #  - dev/bench/muon_curves.py, the Muon benchmark's reader: the best runs, the tokens Muon needs to
 #    reach AdamW's final val loss and the step-time overhead, against hand-computed answers;
 #  - dev/gpu/intake.sh, which files a call's summary, logs and rows in the repo: names, what it
@@ -165,6 +166,32 @@ expect_error "compare_logs.py: a negative tolerance" "'-1' is not a number >= 0"
 expect_error "compare_logs.py: --last without a value" "--last needs a value" compare_logs ma.log mb.log --last
 expect_error "compare_logs.py: a bad argument" "bad argument 'trl'" compare_logs ma.log mb.log trl
 expect_error "compare_logs.py: --first with --last" "--first and --last: give one" compare_logs ma.log mb.log --first 1 --last 1
+
+# ---- ncu_summary.py (call 4's profile, per kernel) on a raw page of 4 launches in microseconds,
+# with thousands separators and an "n/a": layernorm_backward_kernel 1,200.5 + 799.5 = 2000 us in
+# 2 launches (SM 20 and 30: 25.0; mem 80 and 70: 75.0; occupancy 50 and n/a: 50.0), the GEMM 3000
+# us in 1 (90, 40, 12.5), gelu 1000 us; 6 ms in all: shares 50.0%, 33.3%, 16.7%; no DRAM column
+NCU_SUM=("$PY" "$ROOT/dev/bench/ncu_summary.py")
+{ echo '"ID","Process ID","Kernel Name","Block Size","gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed","gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed","sm__warps_active.avg.pct_of_peak_sustained_active"'
+  echo '"","","","","usecond","%","%","%"'
+  echo '"0","1","layernorm_backward_kernel","(256, 1, 1)","1,200.50","20.0","80.0","50.0"'
+  echo '"1","1","nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT","(384, 1, 1)","3000","90","40","12.5"'
+  echo '"2","1","layernorm_backward_kernel","(256, 1, 1)","799.50","30.0","70.0","n/a"'
+  echo '"3","1","gelu_forward_kernel","(512, 1, 1)","1000","10","85","60"'; } > raw.csv
+"${NCU_SUM[@]}" raw.csv 2 > ncu.txt 2>&1 || { bad "ncu_summary.py failed:"; cat ncu.txt; }
+if head -1 ncu.txt | grep -q "^4 launches of 3 kernels, 6.000 ms in all; the 2 longest:" &&
+   sed -n 3p ncu.txt | grep -qE "^  nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT +1 +3.000 +50.0% +90.0 +40.0 +- +12.5$" &&
+   sed -n 4p ncu.txt | grep -qE "^  layernorm_backward_kernel +2 +2.000 +33.3% +25.0 +75.0 +- +50.0$" && [ "$(wc -l < ncu.txt)" = 4 ]; then
+    ok "ncu_summary.py: per kernel, longest first, units, separators, n/a and a missing metric"
+else
+    bad "ncu_summary.py's table:"; cat ncu.txt
+fi
+sed 's/"usecond"/"furlong"/' raw.csv > units.csv
+expect_error "ncu_summary.py: an unknown unit" "unknown unit 'furlong'" "${NCU_SUM[@]}" units.csv
+head -2 raw.csv > empty.csv
+expect_error "ncu_summary.py: no launch" "holds no launch" "${NCU_SUM[@]}" empty.csv
+expect_error "ncu_summary.py: not a raw page" "no header row with 'Kernel Name'" "${NCU_SUM[@]}" ma.log
+expect_error "ncu_summary.py: a bad TOP" "TOP 'x'" "${NCU_SUM[@]}" raw.csv x
 
 # ---- muon_curves.py (the Muon benchmark's reader, bench_gpu.sh muon) on three runs of 1000 tokens a
 # step, val loss at steps 0, 50, 100 (tokens 0, 50k, 100k): adamw_6e-4 10/5/4, muon_0.02 10/4.5/3.5,

@@ -70,7 +70,7 @@
 #            racecheck of the 6 kernel workbenches that launch no cuBLAS (WB_NO_TIMING=1)
 #   kernels  dev/cuda/run_all.sh (every kernel workbench)
 #   profile  Nsight Compute (ncu --clock-control none) over one d12 step: every kernel's duration,
-#            throughput and occupancy, summarized per kernel (a refusal says whether counters are
+#            throughput and occupancy, summarized per kernel by dev/bench/ncu_summary.py (a refusal says whether counters are
 #            restricted to administrators, as env found)
 #
 # Without network: NCCL and cuDNN come from the CUDA toolkit or from PyTorch's nvidia-nccl-cu13 and
@@ -551,6 +551,12 @@ if has_part profile; then
         fi
         if [ -f "$WORK/ncu_d12.ncu-rep" ] && [ "$(stat -c %s "$WORK/ncu_d12.ncu-rep")" -lt 15000000 ]; then
             cp "$WORK/ncu_d12.ncu-rep" "$OUTDIR/"
+        fi
+        # with --export, ncu prints no summary (2026-11-27: 164 s of profiling and no figure came
+        # back): the report's raw page per kernel, the 25 longest into the summary
+        if [ -f "$WORK/ncu_d12.ncu-rep" ]; then
+            step profile_summary 120 "'$NCU' --import $WORK/ncu_d12.ncu-rep --csv --page raw > $WORK/ncu_raw.csv && $PY dev/bench/ncu_summary.py $WORK/ncu_raw.csv 25"
+            sed 's/^/        /' "$WORK/logs/profile_summary.log" | head -28 | tee -a "$SUMMARY"
         fi
     else
         note "SKIP    profile: ncu not found"
