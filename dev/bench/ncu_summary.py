@@ -1,14 +1,15 @@
 """
 Where a profiled step's GPU time goes, per kernel, from Nsight Compute's raw page:
 
-  ncu --import ncu_d12.ncu-rep --csv --page raw > raw.csv
+  ncu --import ncu_d12.ncu-rep --csv --page raw --print-units base > raw.csv
   python dev/bench/ncu_summary.py raw.csv [TOP]
 
 One line per kernel name (its launches added up), the TOP (default 20) longest first: launches,
-total ms, share of all the launches' time, and the means of the Speed-of-Light figures the
-report holds (SM throughput, memory throughput, DRAM throughput, achieved occupancy, each in %
-of its peak; "-" for a metric the report lacks). A kernel far below both peaks is latency- or
-launch-bound; one near the memory peak has little left to gain but fewer bytes.
+total ms, share of all the launches' time, and the Speed-of-Light figures the report holds (SM
+throughput, memory throughput, DRAM throughput, achieved occupancy, each in % of its peak; "-"
+for a metric the report lacks), averaged over the launches weighted by their time, as one kernel
+name may run several shapes. A kernel far below both peaks is latency- or launch-bound; one near
+the memory peak has little left to gain but fewer bytes.
 
 The raw page is CSV: a header row (ID, ..., Kernel Name, ..., one column per metric), a row of
 units, then a row per launch; values may carry thousands separators. The durations are
@@ -73,6 +74,12 @@ def read(path):
     return launches
 
 
+def weighted(pairs):
+    """the mean of (value, ms) pairs weighted by ms (plain where every launch took 0 ms)"""
+    w = sum(ms for _, ms in pairs)
+    return sum(v * ms for v, ms in pairs) / w if w > 0 else sum(v for v, _ in pairs) / len(pairs)
+
+
 def summarize(launches, top):
     """the table's lines, longest kernel first"""
     by_name = {}
@@ -82,13 +89,13 @@ def summarize(launches, top):
         k["ms"] += ms
         for label, v in pcts.items():
             if v is not None:
-                k["p"][label].append(v)
-    total = sum(k["ms"] for k in by_name.values())
+                k["p"][label].append((v, ms))
+    total = sum(k["ms"] for k in by_name.values()) or 1e-30  # launches of 0 ms: shares of 0
     labels = [label for label, _ in PERCENTS]
     out = [f"{len(launches)} launches of {len(by_name)} kernels, {total:.3f} ms in all; the {min(top, len(by_name))} longest:",
            f"  {'kernel':<60} {'launches':>8} {'ms':>9} {'share':>6} " + " ".join(f"{x:>8}" for x in labels)]
     for name, k in sorted(by_name.items(), key=lambda kv: -kv[1]["ms"])[:top]:
-        means = [f"{sum(v) / len(v):8.1f}" if v else f"{'-':>8}" for v in (k["p"][x] for x in labels)]
+        means = [f"{weighted(v):8.1f}" if v else f"{'-':>8}" for v in (k["p"][x] for x in labels)]
         short = name if len(name) <= 60 else name[:57] + "..."
         out.append(f"  {short:<60} {k['n']:>8} {k['ms']:>9.3f} {100 * k['ms'] / total:>5.1f}% " + " ".join(means))
     return out

@@ -169,7 +169,8 @@ expect_error "compare_logs.py: --first with --last" "--first and --last: give on
 
 # ---- ncu_summary.py (call 4's profile, per kernel) on a raw page of 4 launches in microseconds,
 # with thousands separators and an "n/a": layernorm_backward_kernel 1,200.5 + 799.5 = 2000 us in
-# 2 launches (SM 20 and 30: 25.0; mem 80 and 70: 75.0; occupancy 50 and n/a: 50.0), the GEMM 3000
+# 2 launches (weighted by time, SM 20 and 30: 24.0; mem 80 and 70: 76.0; occupancy 50 and n/a:
+# 50.0), the GEMM 3000
 # us in 1 (90, 40, 12.5), gelu 1000 us; 6 ms in all: shares 50.0%, 33.3%, 16.7%; no DRAM column
 NCU_SUM=("$PY" "$ROOT/dev/bench/ncu_summary.py")
 { echo '"ID","Process ID","Kernel Name","Block Size","gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed","gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed","sm__warps_active.avg.pct_of_peak_sustained_active"'
@@ -181,8 +182,8 @@ NCU_SUM=("$PY" "$ROOT/dev/bench/ncu_summary.py")
 "${NCU_SUM[@]}" raw.csv 2 > ncu.txt 2>&1 || { bad "ncu_summary.py failed:"; cat ncu.txt; }
 if head -1 ncu.txt | grep -q "^4 launches of 3 kernels, 6.000 ms in all; the 2 longest:" &&
    sed -n 3p ncu.txt | grep -qE "^  nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT +1 +3.000 +50.0% +90.0 +40.0 +- +12.5$" &&
-   sed -n 4p ncu.txt | grep -qE "^  layernorm_backward_kernel +2 +2.000 +33.3% +25.0 +75.0 +- +50.0$" && [ "$(wc -l < ncu.txt)" = 4 ]; then
-    ok "ncu_summary.py: per kernel, longest first, units, separators, n/a and a missing metric"
+   sed -n 4p ncu.txt | grep -qE "^  layernorm_backward_kernel +2 +2.000 +33.3% +24.0 +76.0 +- +50.0$" && [ "$(wc -l < ncu.txt)" = 4 ]; then
+    ok "ncu_summary.py: per kernel, longest first, time-weighted means, units, separators, n/a and a missing metric"
 else
     bad "ncu_summary.py's table:"; cat ncu.txt
 fi

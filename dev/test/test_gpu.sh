@@ -89,7 +89,7 @@ WORK=$ROOT/build/gpu_test
 # the logs of an earlier call on the same (still warm) machine would travel back again in this
 # call's test_gpu_logs.tgz as if this call had made them (2026-11-27: d48's logs in a call of
 # the test part); the benchmark's data and builds under $WORK stay
-rm -rf "$WORK/logs"; rm -f "$WORK"/bench/*.log
+rm -rf "$WORK/logs"; rm -f "$WORK"/bench/*.log "$WORK/ncu_d12.ncu-rep" "$WORK/ncu_raw.csv"
 mkdir -p "$OUTDIR" "$WORK/logs"
 SUMMARY=$OUTDIR/summary.txt
 BUDGET=${TEST_GPU_BUDGET:-0}
@@ -488,8 +488,8 @@ fi
 if has_part kernels; then
     step kernels 180 "CUDA_ARCHS=90a JOBS=$JOBS TIMEOUT=60 SKIP_BUILD=$PREBUILT bash dev/cuda/run_all.sh"
     grep -E "^=== .*exit|^run_all:" "$WORK/logs/kernels.log" | sed 's/^/        /' | tee -a "$SUMMARY"
-    # the side-by-side times of the variants waiting for a GPU's answer (dev/gpu/PLAN.md, "Checks
-    # in calls 1-4"): LayerNorm backward, the column sums (dbias), the classifier, what -mt 1 chose
+    # the kernel times to compare with earlier calls (dev/gpu/PLAN.md, "Checks in calls 1-4"):
+    # LayerNorm backward, the column sums (dbias), the classifier, what -mt 1 chose
     # in the matmul workbench, the dweight GEMM with our dbias against the one with the BGRADB
     # epilogue (-bg 1), whether cuBLASLt took it, and the probe of the bias-gradient epilogues it has
     grep -E "time (fused_classifier, loss \+ dlogits|layernorm_backward|dbias reduction|dweight)|^matmul algorithms|^bias gradients|-bg 1: |^  probe " \
@@ -545,7 +545,7 @@ fi
 if has_part profile; then
     if [ -n "$NCU" ]; then
         [ -f "$WORK/small.bin" ] || $PY dev/bench/make_random_shard.py "$WORK/small.bin" 300000 3 > /dev/null
-        step profile_ncu 420 "'$NCU' --clock-control none --target-processes all --launch-skip 600 --launch-count 400 --section SpeedOfLight --section LaunchStats --section Occupancy --print-summary per-kernel --export $WORK/ncu_d12 --force-overwrite ./train_gpt2cu -i $WORK/small.bin -e d12 -b 16 -t 1024 -x 4 -v 0 -s 0"
+        step profile_ncu 420 "'$NCU' --clock-control none --target-processes all --launch-skip 600 --launch-count 400 --section SpeedOfLight --section LaunchStats --section Occupancy --export $WORK/ncu_d12 --force-overwrite ./train_gpt2cu -i $WORK/small.bin -e d12 -b 16 -t 1024 -x 4 -v 0 -s 0"
         if grep -q "ERR_NVGPUCTRPERM" "$WORK/logs/profile_ncu.log" 2> /dev/null; then
             note "        ncu was refused the GPU's counters; env found: $(ncu_access)"
         fi
@@ -555,8 +555,8 @@ if has_part profile; then
         # with --export, ncu prints no summary (2026-11-27: 164 s of profiling and no figure came
         # back): the report's raw page per kernel, the 25 longest into the summary
         if [ -f "$WORK/ncu_d12.ncu-rep" ]; then
-            step profile_summary 120 "'$NCU' --import $WORK/ncu_d12.ncu-rep --csv --page raw > $WORK/ncu_raw.csv && $PY dev/bench/ncu_summary.py $WORK/ncu_raw.csv 25"
-            sed 's/^/        /' "$WORK/logs/profile_summary.log" | head -28 | tee -a "$SUMMARY"
+            step profile_summary 120 "'$NCU' --import $WORK/ncu_d12.ncu-rep --csv --page raw --print-units base > $WORK/ncu_raw.csv && $PY dev/bench/ncu_summary.py $WORK/ncu_raw.csv 25" &&
+                sed 's/^/        /' "$WORK/logs/profile_summary.log" | head -28 | tee -a "$SUMMARY"
         fi
     else
         note "SKIP    profile: ncu not found"

@@ -439,9 +439,15 @@ static inline int gemm_candidates(const GemmPlan *p, cublasLtMatmulHeuristicResu
  * -mt 1 reads from -o's file is taken as it is.
  */
 static inline int gemm_no_cluster(void) {
-    static int on = -1;
-    if (on < 0) { on = env_digit("LLMC_TEST_GEMM_NO_CLUSTER", 1, "expected 0 or 1 (a test hook; unset it)", 0); }
-    return on;
+    return env_digit("LLMC_TEST_GEMM_NO_CLUSTER", 1, "expected 0 or 1 (a test hook; unset it)", 0);
+}
+
+// whether cuBLASLt's check accepts `algo` for the plan within our workspace: for an algorithm not
+// from the heuristic's answer for this plan (read from -mt 1's file, or changed here)
+static inline int gemm_algo_accepted(const GemmPlan *p, const cublasLtMatmulAlgo_t *algo) {
+    cublasLtMatmulHeuristicResult_t check;
+    return cublasLtMatmulAlgoCheck(cublaslt_handle, p->desc, p->la, p->lb, p->ld, p->ld, algo, &check) ==
+               CUBLAS_STATUS_SUCCESS && check.workspaceSize <= CUBLASLT_WORKSPACE_BYTES;
 }
 
 // the candidates without a cluster (see gemm_no_cluster), in their order; returns how many
@@ -456,11 +462,7 @@ static inline int gemm_unclustered(const GemmPlan *p, cublasLtMatmulHeuristicRes
         if (shape != CUBLASLT_CLUSTER_SHAPE_1x1x1) {
             shape = CUBLASLT_CLUSTER_SHAPE_1x1x1;
             cublasCheck(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &shape, sizeof(shape)));
-            cublasLtMatmulHeuristicResult_t check;
-            if (cublasLtMatmulAlgoCheck(cublaslt_handle, p->desc, p->la, p->lb, p->ld, p->ld, &algo, &check) !=
-                CUBLAS_STATUS_SUCCESS) {
-                continue;
-            }
+            if (!gemm_algo_accepted(p, &algo)) { continue; }
         }
         cands[kept] = cands[i];
         cands[kept++].algo = algo;
@@ -533,9 +535,7 @@ static inline int matmul_algo_from_file(const GemmPlan *p, MatmulAlgoEntry *entr
     for (int i = 0; i < matmul_algo_read_count; i++) {
         const MatmulAlgoEntry *r = &matmul_algo_read[i];
         if (memcmp(&r->key, &p->key, sizeof(p->key)) != 0) { continue; }
-        cublasLtMatmulHeuristicResult_t check;
-        if (cublasLtMatmulAlgoCheck(cublaslt_handle, p->desc, p->la, p->lb, p->ld, p->ld, &r->algo, &check) !=
-            CUBLAS_STATUS_SUCCESS) {
+        if (!gemm_algo_accepted(p, &r->algo)) {
             matmul_algo_rejected++;
             return 0;
         }

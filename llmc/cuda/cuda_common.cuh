@@ -188,16 +188,13 @@ static inline void cuda_require_fail(const char *func, const char *cond, const c
 
 static inline int is_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-// an attribute of the current GPU
-static inline int device_attribute(cudaDeviceAttr attr) {
+// the most dynamic shared memory one block of this GPU may opt in to (cudaFuncSetAttribute)
+static inline int max_dynamic_smem_optin(void) {
     int device = 0, value = 0;
     cudaCheck(cudaGetDevice(&device));
-    cudaCheck(cudaDeviceGetAttribute(&value, attr, device));
+    cudaCheck(cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     return value;
 }
-
-// the most dynamic shared memory one block of this GPU may opt in to (cudaFuncSetAttribute)
-static inline int max_dynamic_smem_optin(void) { return device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin); }
 
 // grid size for a one-thread-per-item launch; items beyond 2^31 blocks are not a real case here
 static inline unsigned int grid_for(size_t items, int block) {

@@ -9,7 +9,7 @@
  *      (fixed reduction trees: deterministic);
  *   2. loss = log(S) + M - logit[target]; with the gradient mode, every column c < V becomes
  *      (exp(logit - M) / S - [c == target]) * dloss and the padded columns V..Vp-1 become 0.
- Step 2 reads the row again: keeping it in shared memory between the steps (98 KiB at GPT-2's
+ * Step 2 reads the row again: keeping it in shared memory between the steps (98 KiB at GPT-2's
  * vocabulary, one read instead of two) took 1.09x as long on an H200 (0.6104 against 0.5607 ms at
  * d12 B=8, T=1024; dev/bench/RESULTS.md, 2026-11-27), so it went.
  * All math is fp32; logits, targets and losses are indexed by row = b*T + t.

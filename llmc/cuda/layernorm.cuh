@@ -198,7 +198,6 @@ static inline void fused_residual_forward(floatX *residual, floatX *normed, floa
     cudaCheckLaunch();
 }
 
-// out (N) = inp1 + inp2, element-wise bf16 (rounded to nearest), overwritten; out may alias an input.
 // warps per backward block: 8, fewer when C is so large that 8 warps' accumulators do not fit
 static inline int layernorm_backward_warps(int C) {
     int w = LN_BWD_SMEM_LIMIT / (2 * C * (int)sizeof(float));

@@ -88,7 +88,6 @@ enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDe
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 enum cudaDeviceAttr {
     cudaDevAttrClockRate = 13,
-    cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81,
     cudaDevAttrMaxSharedMemoryPerBlockOptin = 97
 };
 typedef enum { CUDA_R_32F = 0, CUDA_R_16BF = 14 } cudaDataType_t;
@@ -185,9 +184,8 @@ static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
     return cudaSuccess;
 }
 static inline cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int) {
-    // clock in kHz; shared memory as an H100's: 227 KiB per block (opt-in), 228 KiB per SM
-    *value = attr == cudaDevAttrClockRate ? 1000000
-             : attr == cudaDevAttrMaxSharedMemoryPerMultiprocessor ? 228 * 1024 : sim::MAX_DYNAMIC_SMEM;
+    // clock in kHz; shared memory as an H100's: 227 KiB per block (opt-in)
+    *value = attr == cudaDevAttrClockRate ? 1000000 : sim::MAX_DYNAMIC_SMEM;
     return cudaSuccess;
 }
 static inline cudaError_t cudaDeviceGetPCIBusId(char *bus, int len, int device) {
