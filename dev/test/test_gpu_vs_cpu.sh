@@ -36,7 +36,8 @@ ARGS=(-i train.bin -j val.bin -e d6.bin -b 4 -t 128 -d 1024 -x 20 -v 10 -m 4 -s 
 # predicts token 0 (40% of the targets), the gradients of its rows are differences of near-equal
 # sums, where bf16's rounding shows. Measured on this run (CPU, 2026-11-27): PyTorch's bf16 autocast
 # against fp32 kept the norm within 1.1e-3 over steps 1-6, then 3-8% apart (7.6e-2 at step 14)
-# while the losses stayed within 9e-4; the H200 against the CPU trainer: 3.0e-2 at step 11, losses
+# while the losses stayed within 9e-4 (with -opt muon: within 1.4e-3 over steps 1-9, 3.9e-2 at
+# step 20, losses within 3.8e-4); the H200 against the CPU trainer: 3.0e-2 at step 11, losses
 # within 9.6e-4. So the first 5 steps within 1e-2 (a wrong segment sum in the embedding backward
 # moved the simulator's norm 1.3%), the rest within 2e-1 (a missing gradient moves it by far more)
 compare_logs gpu/main.log cpu/main.log trl=1e-2 tel=1e-2 norm=2e-1 || bad "the GPU and CPU trainers' logs differ"
