@@ -5,10 +5,27 @@ frequent tokens (the embedding backward then sums hundreds of positions of one t
 import sys
 import numpy as np
 
-path, n = sys.argv[1], int(sys.argv[2])
-seed = int(sys.argv[3]) if len(sys.argv) > 3 else 0
-vocab = int(sys.argv[4]) if len(sys.argv) > 4 else 50257
-share = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
+
+def arg(i, kind, default, ok, what):
+    """argument i as kind, or default where it is absent; one line and exit 1 where it is not `what`"""
+    if len(sys.argv) <= i:
+        return default
+    try:
+        v = kind(sys.argv[i])
+    except ValueError:
+        v = None
+    if v is None or not ok(v):
+        sys.exit(f"error: make_random_shard.py: {sys.argv[i]!r}: expected {what}\n{__doc__}")
+    return v
+
+
+if len(sys.argv) < 3 or len(sys.argv) > 6:
+    sys.exit(__doc__)
+path = sys.argv[1]
+n = arg(2, int, None, lambda v: 0 < v < 2**31, "a number of tokens >= 1")
+seed = arg(3, int, 0, lambda v: v >= 0, "a seed >= 0")
+vocab = arg(4, int, 50257, lambda v: 0 < v <= 65536, "a vocabulary of 1 to 65536 ids")
+share = arg(5, float, 0.0, lambda v: 0.0 <= v <= 1.0, "a share of token 0 from 0 to 1")
 header = np.zeros(256, dtype="<i4")
 header[:3] = [20240520, 1, n]
 rng = np.random.default_rng(seed)

@@ -12,6 +12,7 @@
 #    resume, MPI, DDP): a difference just past the tolerance fails and one just inside passes,
 #    bitwise means the same digits, a missing step, a key neither log has, a NaN or an infinity
 #    (even in both logs) all fail; a resumed log's later line wins; --first, --last; bad arguments;
+#  - dev/bench/make_random_shard.py: the share of token 0, bad arguments;
 #  - dev/bench/ncu_summary.py, Nsight Compute's raw page per kernel, against a hand-made page;
 #  - dev/bench/muon_curves.py, the Muon benchmark's reader: the best runs, the tokens Muon needs to
 #    reach AdamW's final val loss and the step-time overhead, against hand-computed answers;
@@ -166,6 +167,17 @@ expect_error "compare_logs.py: a negative tolerance" "'-1' is not a number >= 0"
 expect_error "compare_logs.py: --last without a value" "--last needs a value" compare_logs ma.log mb.log --last
 expect_error "compare_logs.py: a bad argument" "bad argument 'trl'" compare_logs ma.log mb.log trl
 expect_error "compare_logs.py: --first with --last" "--first and --last: give one" compare_logs ma.log mb.log --first 1 --last 1
+
+# ---- make_random_shard.py (the benchmarks' and GPU tests' data): token 0 at the share asked for
+"$PY" "$ROOT/dev/bench/make_random_shard.py" share.bin 20000 11 1000 0.4 || bad "make_random_shard.py failed"
+"$PY" -c 'import numpy as np, sys
+t = np.fromfile("share.bin", "<u2", offset=1024)
+sys.exit(not (len(t) == 20000 and 0.39 < np.mean(t == 0) < 0.41 and t.max() < 1000))' \
+    && ok "make_random_shard.py: 20000 ids below 1000, token 0 at 40% of them" || bad "make_random_shard.py: the shard's tokens"
+expect_error "make_random_shard.py: a share above 1" "'1.5': expected a share of token 0 from 0 to 1" \
+    "$PY" "$ROOT/dev/bench/make_random_shard.py" bad.bin 100 1 1000 1.5
+expect_error "make_random_shard.py: a count that is no number" "'abc': expected a number of tokens" \
+    "$PY" "$ROOT/dev/bench/make_random_shard.py" bad.bin abc
 
 # ---- ncu_summary.py (call 4's profile, per kernel) on a raw page of 4 launches in microseconds,
 # with thousands separators and an "n/a": layernorm_backward_kernel 1,200.5 + 799.5 = 2000 us in
