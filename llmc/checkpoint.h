@@ -330,13 +330,16 @@ static inline void checkpoint_prune(const char *dir, int keep, int major) {
  *     prunes only after a new checkpoint is complete), the failing rank warns with the file and
  *     the error, and the run goes on; CKPT_MAX_FAILURES failed checkpoints in a row stop it.
  *  3. checkpoint_settle waits for the writer and completes, now: at a stop signal, at the end of
- *     the run, before a rollback or an error exit.
+ *     the run, before a rollback or an error exit. Any other fatal error of a single process
+ *     settles the checkpoint in flight too (ckpt_on_fatal); with several processes the others are
+ *     being taken down and the marker cannot be agreed, so that checkpoint is lost there.
  */
 #define CKPT_MAX_FAILURES 3
 
 typedef struct {
     char dir[4096];
     Backend *b;
+    Comm *comm;
     int rank, world_size;
     int async;                // writer thread and snapshot
     // what is saved: the train state, parameters (rank 0), this rank's optimizer slice [lo, lo + n)
@@ -428,6 +431,9 @@ static inline void ckpt_snapshot_alloc(CkptWriter *w) {
     if (b->has_master) { w->master = w->v + w->n; }
 }
 
+static CkptWriter *ckpt_fatal_writer = NULL;  // the writer ckpt_on_fatal settles (one process only)
+static void ckpt_on_fatal(void);
+
 /*
  * dir: the output dir (NULL: no checkpoints). async: --ckpt-async; a snapshot that needs more than
  * half of the host memory available now is refused (said on this rank) and the files are then
@@ -438,6 +444,7 @@ static inline void ckpt_writer_init(CkptWriter *w, const char *dir, Backend *b, 
     memset(w, 0, sizeof(*w));
     snprintf(w->dir, sizeof(w->dir), "%s", dir ? dir : "");
     w->b = b;
+    w->comm = c;
     w->rank = c->rank;
     w->world_size = c->world_size;
     w->newest = newest;
@@ -456,9 +463,17 @@ static inline void ckpt_writer_init(CkptWriter *w, const char *dir, Backend *b, 
     }
     if (every > 0) { ckpt_snapshot_alloc(w); }
     crc32_update(0, NULL, 0);  // the CRC tables, before a writer thread uses them
+    if (w->async && w->world_size == 1) {
+        ckpt_fatal_writer = w;
+        llmc_add_fatal_hook(ckpt_on_fatal);
+    }
 }
 
 static inline void ckpt_writer_free(CkptWriter *w) {
+    if (ckpt_fatal_writer == w) {
+        ckpt_fatal_writer = NULL;
+        llmc_remove_fatal_hook(ckpt_on_fatal);
+    }
     ckpt_host_free(w->b, w->model_img);
     ckpt_host_free(w->b, w->state_img);
     w->model_img = w->state_img = NULL;
@@ -697,6 +712,31 @@ static inline void checkpoint_settle(CkptWriter *w, Comm *c) {
     int failed = w->failed;
     c->allreduce_max_i32(c, &failed, 1);
     checkpoint_complete(w, c, failed);
+}
+
+/*
+ * llmc_die's hook in a single process: a checkpoint the writer thread is writing was whole in the
+ * snapshot when the error came, so it is finished and completed (its marker written) before the
+ * process exits, and the error costs no saved step. Not from the writer thread itself, not while
+ * the snapshot is being taken, and not longer than CKPT_FATAL_WAIT_S (a disk that hangs).
+ */
+#define CKPT_FATAL_WAIT_S 600
+static void ckpt_on_fatal(void) {
+    CkptWriter *w = ckpt_fatal_writer;
+    ckpt_fatal_writer = NULL;  // once
+    if (w == NULL || !w->in_flight || !w->thread_started || pthread_equal(pthread_self(), w->thread)) { return; }
+    printf("finishing checkpoint %d (being written when the error came) before exiting\n", w->st.step);
+    fflush(stdout);
+    const double t0 = llmc_wall_seconds();
+    while (__atomic_load_n(&w->busy, __ATOMIC_ACQUIRE)) {
+        if (llmc_wall_seconds() - t0 > CKPT_FATAL_WAIT_S) {
+            llmc_warn("checkpoint %d still not written after %d s; exiting without it", w->st.step, CKPT_FATAL_WAIT_S);
+            return;
+        }
+        struct timespec nap = {0, 20 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+    checkpoint_complete(w, w->comm, w->failed);
 }
 
 /*

@@ -350,7 +350,7 @@ static inline void flight_arm(const char *dir) {
     if (!f->on) { return; }
     f->path[0] = '\0';
     if (dir && dir[0]) { snprintf(f->path, sizeof(f->path), "%s/flight_rank%d.txt", dir, f->rank); }
-    llmc_fatal_hook = flight_on_fatal;
+    llmc_add_fatal_hook(flight_on_fatal);
     const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
     for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
         struct sigaction sa;

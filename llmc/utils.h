@@ -4,8 +4,8 @@
  *
  * Conventions that span files:
  * - Every fatal error goes through llmc_die(): one line "error: ..." (prefixed with the rank when
- *   more than one process runs), then the abort hook (MPI_Abort / NCCL abort, set by processes.h),
- *   then exit(1). Messages name the file or flag and say what to do.
+ *   more than one process runs), the fatal hooks (the flight record, a checkpoint in flight), then
+ *   the abort hook (MPI_Abort / NCCL abort, set by processes.h), then exit(1). Messages name the file or flag and say what to do.
  * - Everything here is C that also compiles as C++ (nvcc builds train_gpt2.cu with it).
  * - Integers read from a file are range-checked before they are used in arithmetic, indexing or
  *   allocation; products and sums of such values go through ckd_mul_size / ckd_add_size.
@@ -36,9 +36,27 @@ static int llmc_world_size = 1;  // prefix messages with the rank only when > 1
 // down too; the fuzz harnesses (dev/fuzz) set it to longjmp back, so that a clean rejection of an
 // input is a result and not the end of the process. A hook that returns lets llmc_die exit.
 static void (*llmc_abort_hook)(void) = NULL;
-// Called by llmc_die after the message, before the abort hook: the flight record (flight_record.h)
-// writes itself out here.
-static void (*llmc_fatal_hook)(void) = NULL;
+// Called by llmc_die after the message, in the order added, before the abort hook: the flight
+// record (flight_record.h) writes itself out, a single process's checkpoint in flight is finished
+// (checkpoint.h). A hook that dies itself ends the process without the hooks after it.
+#define LLMC_FATAL_HOOKS 4
+static void (*llmc_fatal_hooks[LLMC_FATAL_HOOKS])(void);
+
+static inline void llmc_add_fatal_hook(void (*hook)(void)) {
+    for (int i = 0; i < LLMC_FATAL_HOOKS; i++) {
+        if (llmc_fatal_hooks[i] == hook) { return; }
+        if (llmc_fatal_hooks[i] == NULL) { llmc_fatal_hooks[i] = hook; return; }
+    }
+}
+
+static inline void llmc_remove_fatal_hook(void (*hook)(void)) {
+    for (int i = 0; i < LLMC_FATAL_HOOKS; i++) {
+        if (llmc_fatal_hooks[i] != hook) { continue; }
+        for (int j = i; j + 1 < LLMC_FATAL_HOOKS; j++) { llmc_fatal_hooks[j] = llmc_fatal_hooks[j + 1]; }
+        llmc_fatal_hooks[LLMC_FATAL_HOOKS - 1] = NULL;
+        return;
+    }
+}
 
 static inline void llmc_set_rank(int rank, int world_size) {
     llmc_rank = rank;
@@ -91,7 +109,12 @@ static void llmc_die(const char *fmt, ...) {
     llmc_vprint(stderr, "error", fmt, ap);
     va_end(ap);
     fflush(stdout);
-    if (llmc_fatal_hook) { llmc_fatal_hook(); }
+    static int in_hooks = 0;  // a fatal hook that dies goes straight on to the abort hook
+    if (!in_hooks) {
+        in_hooks = 1;
+        for (int i = 0; i < LLMC_FATAL_HOOKS && llmc_fatal_hooks[i]; i++) { llmc_fatal_hooks[i](); }
+        in_hooks = 0;
+    }
     if (llmc_abort_hook) { llmc_abort_hook(); }
     exit(EXIT_FAILURE);
 }

@@ -11,7 +11,9 @@
 #  - a disk that stays full: 3 failed checkpoints in a row stop the run with an error, the older
 #    complete checkpoints intact, and the newest of them resumes bit for bit;
 #  - -rb 3 on injected loss spikes rolls back and then equals a resume on a shard without that data,
-#    with AdamW and with Muon; train_gpt2.py rolls back alike (1e-4).
+#    with AdamW and with Muon; train_gpt2.py rolls back alike (1e-4);
+#  - a fatal error (a token out of the vocabulary) while a checkpoint is written in the background:
+#    the checkpoint is finished before the exit and resumes bit for bit.
 source "$(dirname "$0")/lib.sh" test_checkpoints "${1:-./train_gpt2}"
 $PY "$ROOT/dev/bench/make_random_shard.py" train.bin 60000 1 512 > /dev/null
 $PY "$ROOT/dev/bench/make_random_shard.py" val.bin 20000 2 512 > /dev/null
@@ -114,6 +116,28 @@ line=$(grep -m1 'error:' rb4.out)
 expect_error "-rb without checkpoints" "error: -rb 3 rolls back to a checkpoint: give the run -o <dir> and -n <steps>" \
     "$TRAINER" "${RB[@]}" -n 0 -o norb
 expect_error "-rb over -sm" "error: -rb 3 is more than -sm 2" "$TRAINER" "${RB[@]}" -sm 2 -o norb
+
+# ---- a fatal error while a checkpoint is written in the background: it is finished first. A token
+# out of the vocabulary at step 11's data (unshuffled: tokens 5120-5631), checkpoint 10 in flight
+FE=(-j val.bin -e L2:C64:H4:T64:V512 -b 4 -t 32 -d 512 -v 10 -m 2 -s 0 -n 5 -x 15 -sh 0 -tk none.bin)
+$PY - <<'PY'
+data = bytearray(open("train.bin", "rb").read())
+data[1024 + 2 * 5220:1024 + 2 * 5221] = (600).to_bytes(2, "little")
+open("badtoken.bin", "wb").write(data)
+PY
+"$TRAINER" -i badtoken.bin "${FE[@]}" -o fatal > fatal.out 2>&1
+rc=$?
+line=$(grep -m1 '^error:' fatal.out)
+[ $rc -eq 1 ] && grep -q "^error: shard 'badtoken.bin' has token id 600 at position 5220" <<< "$line" && grep -q "^step 10/15" fatal.out \
+    && ! grep -q "^step 11/15" fatal.out || { bad "a token out of the vocabulary at step 11: exit $rc, $line"; tail -3 fatal.out; }
+grep -q "^finishing checkpoint 10 (being written when the error came) before exiting$" fatal.out && [ -f fatal/DONE_00000010 ] \
+    && ok "a fatal error during checkpoint 10's background write: $(grep -m1 '^checkpoint 10 written' fatal.out)" \
+    || { bad "a fatal error during checkpoint 10's background write lost it"; ls fatal; tail -3 fatal.out; }
+"$TRAINER" -i train.bin "${FE[@]}" -o fatalref > fatalref.out 2>&1 || bad "the run without the bad token failed"
+"$TRAINER" -i train.bin "${FE[@]}" -o fatal -y 1 > fatalres.out 2>&1 && grep -q "^resumed from checkpoint 10 in" fatalres.out \
+    && compare_logs fatalref/main.log fatal/main.log trl=0 norm=0 tel=0 > cmp.out \
+    && ok "checkpoint 10, finished at the error, resumes bit for bit: $(tail -1 cmp.out)" \
+    || { bad "checkpoint 10, finished at the error, does not resume bit for bit"; tail -3 fatalres.out; cat cmp.out; }
 
 # ---- a full disk: a tmpfs of the test's own, unmounted on every exit path
 if [ "$(id -u)" != 0 ] || ! { mkdir -p disk && mount -t tmpfs -o size=16m tmpfs disk; }; then
