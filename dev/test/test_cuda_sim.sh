@@ -41,7 +41,9 @@
 #  9. the generate mode (--prompt): greedy text within bf16's rounding of fp32's, past the window;
 # 10. HellaSwag (-h 1, batches shorter than -t): the CPU trainer's accuracy; under AddressSanitizer;
 # 11. a rollback (-rb) reloads a checkpoint mid-run: the CPU trainer's losses, and bitwise a resume;
-# 12. SIGTERM: a checkpoint after the step, exit 0, and -y 1 continues bitwise.
+# 12. SIGTERM: a checkpoint after the step, exit 0, and -y 1 continues bitwise;
+# 13. a fatal error (a bad token) while a checkpoint is written in the background: it is finished
+#     first, and resumes bitwise.
 # usage: dev/test/test_cuda_sim.sh [build/cuda_sim]   (make test-cuda-trainer-sim builds it there)
 SIMT=$(realpath "${1:-build/cuda_sim}")
 SIM="$SIMT/train_gpt2cu" ASAN="$SIMT/train_gpt2cu_asan" TEST="$SIMT/test_gpt2cu" DROP="$SIMT/train_gpt2cu_dropwait"
@@ -600,6 +602,29 @@ if [ $rc -eq 0 ] && grep -q "^stopped by a signal after step [0-9]*; checkpoint 
         || bad "SIGTERM: the resumed run is not the uninterrupted one"
 else
     bad "SIGTERM: exit $rc, no checkpoint line, or the run went on to its end"; tail -3 sig.txt
+fi
+
+# ---- 13. a fatal error while checkpoint 4 is written in the background (a token out of the
+# vocabulary in step 5's data, unshuffled: tokens 256-319): checkpoint 4 is finished before the exit
+# (from the pinned snapshot) and resumes bitwise to the run without the bad token
+echo "13. a fatal error during a background checkpoint:"
+FE=(-j val.bin -e L2:C64:H1:T32:V128 -b 2 -t 16 -d 64 -x 12 -v 0 -s 0 -l 1e-3 -u 1 -c 0.1 -sh 0 -n 4)
+$PY -c "
+data = bytearray(open('train.bin', 'rb').read())
+data[1024 + 2 * 290:1024 + 2 * 291] = (200).to_bytes(2, 'little')
+open('badtoken.bin', 'wb').write(data)"
+bg fatal_ref "$SIM" -i train.bin "${FE[@]}" -o fatal_ref
+"$SIM" -i badtoken.bin "${FE[@]}" -o fatal > fatal.txt 2>&1
+rc=$?
+joined fatal_ref
+if [ $rc -eq 1 ] && grep -q "^error: shard 'badtoken.bin' has token id 200 at position 290" fatal.txt \
+    && grep -q "^finishing checkpoint 4 (being written when the error came) before exiting" fatal.txt && [ -f fatal/DONE_00000004 ]; then
+    run fatal_resumed "$SIM" -i train.bin "${FE[@]}" -o fatal -y 1
+    grep -q "^resumed from checkpoint 4 in fatal" fatal_resumed.txt && compare_logs fatal/main.log fatal_ref/main.log trl=0 norm=0 \
+        && ok "a fatal error during checkpoint 4's background write: finished, and resumed bitwise to the run without it" \
+        || bad "a fatal error during checkpoint 4's background write: the resume from it is not the undisturbed run"
+else
+    bad "a fatal error during checkpoint 4's background write: exit $rc, checkpoint 4 not finished"; tail -3 fatal.txt; ls fatal
 fi
 
 finish
