@@ -49,6 +49,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 MODEL_MAGIC, DEBUG_MAGIC, SHARD_MAGIC = 20240326, 20240327, 20240520
+SHARD_HINT = "make shards with ./gpt2_tokenize or the recipes in dev/data/"
 STATE_MAGIC, STATE_VERSION, EVAL_MAGIC, TOKENIZER_MAGIC = 20240527, 2, 20240522, 20240328
 # header[252]: "2CRC": CRC-32s of the payload and of the header itself (llmc/model_io.h, checkpoint.h);
 # "1CRC" files, written before the header CRC, have payload CRCs only and are still read
@@ -833,19 +834,18 @@ class Shard:
     SIGBUS."""
 
     def __init__(self, path, flag):
-        hint = "make shards with ./gpt2_tokenize or the recipes in dev/data/"
         why = not_a_file(path)
         if why:
-            die(f"{flag}: shard '{path}' {why}; {hint}")
+            die(f"{flag}: shard '{path}' {why}; {SHARD_HINT}")
         self.path, self.fd = path, os.open(path, os.O_RDONLY)
         self.size = os.fstat(self.fd).st_size
         if self.size < 1024:
-            die(f"{flag}: shard '{path}' is {self.size} bytes, smaller than its 1024-byte header (truncated?); {hint}")
-        h = check_header(path, SHARD_MAGIC, 1, "a token shard", hint, f"{flag}: ")
+            die(f"{flag}: shard '{path}' is {self.size} bytes, smaller than its 1024-byte header (truncated?); {SHARD_HINT}")
+        h = check_header(path, SHARD_MAGIC, 1, "a token shard", SHARD_HINT, f"{flag}: ")
         self.n = int(np.uint32(h[2]))
         if self.size != 1024 + 2 * self.n:
             die(f"{flag}: shard '{path}' is {self.size} bytes but its header says {self.n} tokens ({1024 + 2 * self.n} "
-                f"bytes): {'truncated' if self.size < 1024 + 2 * self.n else 'trailing bytes'}; {hint}")
+                f"bytes): {'truncated' if self.size < 1024 + 2 * self.n else 'trailing bytes'}; {SHARD_HINT}")
 
     def read(self, start, count):
         """tokens start .. start+count-1 (uint16)"""
@@ -910,7 +910,8 @@ class DataLoader:
             if rows[i].max() >= self.vocab_size:
                 t = int(np.argmax(rows[i] >= self.vocab_size))
                 die(f"shard '{self.paths[s]}' has token id {rows[i][t]} at position {local * T + t}, not below the "
-                    f"model's vocab size {self.vocab_size} (data tokenized for another vocabulary?)")
+                    f"model's vocab size {self.vocab_size} (data tokenized for another vocabulary?); {SHARD_HINT}, "
+                    f"or give -e a model with that vocabulary")
         return rows
 
 

@@ -318,8 +318,9 @@ static inline void dataloader_read(DataLoader *dl, long long w, int count, int *
         for (int t = 0; t <= T; t++) {
             const int id = t < T ? in[t] : tg[T - 1];
             if (id >= dl->vocab_size) {
-                llmc_die("shard '%s' has token id %d at position %lld, not below the model's vocab size %d "
-                         "(data tokenized for another vocabulary?)", dl->paths[s], id, local * T + t, dl->vocab_size);
+                llmc_die("shard '%s' has token id %d at position %lld, not below the model's vocab size %d (data "
+                         "tokenized for another vocabulary?); %s, or give -e a model with that vocabulary",
+                         dl->paths[s], id, local * T + t, dl->vocab_size, SHARD_HINT);
             }
         }
     }

@@ -133,6 +133,10 @@ line=$(grep -m1 '^error:' fatal.out)
 grep -q "^finishing checkpoint 10 (being written when the error came) before exiting$" fatal.out && [ -f fatal/DONE_00000010 ] \
     && ok "a fatal error during checkpoint 10's background write: $(grep -m1 '^checkpoint 10 written' fatal.out)" \
     || { bad "a fatal error during checkpoint 10's background write lost it"; ls fatal; tail -3 fatal.out; }
+if "$PY" -c "import torch" 2> /dev/null; then  # the PyTorch twin stops on the same line
+    pyline=$("$PY" "$ROOT/train_gpt2.py" -i badtoken.bin "${FE[@]}" -n 0 2>&1 | grep -m1 '^error:')
+    [ "$pyline" = "$line" ] && ok "train_gpt2.py stops on the same error line" || bad "train_gpt2.py's error differs: $pyline"
+fi
 "$TRAINER" -i train.bin "${FE[@]}" -o fatalref > fatalref.out 2>&1 || bad "the run without the bad token failed"
 "$TRAINER" -i train.bin "${FE[@]}" -o fatal -y 1 > fatalres.out 2>&1 && grep -q "^resumed from checkpoint 10 in" fatalres.out \
     && compare_logs fatalref/main.log fatal/main.log trl=0 norm=0 tel=0 > cmp.out \
