@@ -37,7 +37,7 @@ static int llmc_world_size = 1;  // prefix messages with the rank only when > 1
 // input is a result and not the end of the process. A hook that returns lets llmc_die exit.
 static void (*llmc_abort_hook)(void) = NULL;
 // Called by llmc_die after the message, in the order added, before the abort hook: the flight
-// record (flight_record.h) writes itself out, a single process's checkpoint in flight is finished
+// record (flight_record.h) writes itself out, the checkpoint in flight is finished
 // (checkpoint.h). A hook that dies itself ends the process without the hooks after it.
 #define LLMC_FATAL_HOOKS 4
 static void (*llmc_fatal_hooks[LLMC_FATAL_HOOKS])(void);

@@ -13,7 +13,9 @@
 #  - -rb 3 on injected loss spikes rolls back and then equals a resume on a shard without that data,
 #    with AdamW and with Muon; train_gpt2.py rolls back alike (1e-4);
 #  - a fatal error (a token out of the vocabulary) while a checkpoint is written in the background:
-#    the checkpoint is finished before the exit and resumes bit for bit.
+#    the checkpoint is finished before the exit and resumes bit for bit; on 2 ranks the rank with the
+#    error writes the marker once both ranks' files are on disk, and gives up after 10 s when
+#    rank 0's never come (frozen by LLMC_FAULT).
 source "$(dirname "$0")/lib.sh" test_checkpoints "${1:-./train_gpt2}"
 $PY "$ROOT/dev/bench/make_random_shard.py" train.bin 60000 1 512 > /dev/null
 $PY "$ROOT/dev/bench/make_random_shard.py" val.bin 20000 2 512 > /dev/null
@@ -142,6 +144,38 @@ fi
     && compare_logs fatalref/main.log fatal/main.log trl=0 norm=0 tel=0 > cmp.out \
     && ok "checkpoint 10, finished at the error, resumes bit for bit: $(tail -1 cmp.out)" \
     || { bad "checkpoint 10, finished at the error, does not resume bit for bit"; tail -3 fatalres.out; cat cmp.out; }
+# 2 ranks: the bad token in rank 1's part of step 11 (its windows 164-167): rank 1 finishes its own
+# files, finds rank 0's on disk and writes the marker. With rank 0 frozen inside its state file,
+# rank 1 waits 10 s for it, says so and ends, and checkpoint 5 stays the newest; there resumed from
+# checkpoint 5 next to files of checkpoint 10 left by an earlier attempt (no marker), which must not
+# count as rank 0's
+if have_mpi; then
+    $PY - <<'PY'
+data = bytearray(open("train.bin", "rb").read())
+data[1024 + 2 * 5300:1024 + 2 * 5301] = (600).to_bytes(2, "little")
+open("badtoken1.bin", "wb").write(data)
+PY
+    "${MPIRUN[@]}" -np 2 "$TRAINER" -i badtoken1.bin "${FE[@]}" -o fatal2 > fatal2.out 2>&1
+    rc=$?
+    want="[rank 1] checkpoint 10 written to fatal2 (every rank's files on disk, the marker written by this rank)"
+    [ $rc -ne 0 ] && grep -q "^\[rank 1\] error: shard 'badtoken1.bin' has token id 600 at position 5300" fatal2.out \
+        && grep -qxF "$want" fatal2.out && [ -f fatal2/DONE_00000010 ] && ok "2 ranks, a fatal error on rank 1: $want" \
+        || { bad "2 ranks, a fatal error on rank 1 during checkpoint 10: exit $rc, not completed"; grep -v '^step' fatal2.out | tail -4; }
+    "${MPIRUN[@]}" -np 2 "$TRAINER" -i train.bin "${FE[@]}" -o fatalref2 > fatalref2.out 2>&1 || bad "the 2-rank run without the bad token failed"
+    "${MPIRUN[@]}" -np 2 "$TRAINER" -i train.bin "${FE[@]}" -o fatal2 -y 1 > fatal2res.out 2>&1 && grep -q "^resumed from checkpoint 10 in" fatal2res.out \
+        && compare_logs fatalref2/main.log fatal2/main.log trl=0 norm=0 tel=0 > cmp.out \
+        && ok "2 ranks: checkpoint 10, completed by rank 1 at its error, resumes bit for bit: $(tail -1 cmp.out)" \
+        || { bad "2 ranks: checkpoint 10, completed at the error, does not resume bit for bit"; tail -3 fatal2res.out; cat cmp.out; }
+    mkdir fatal3 && cp fatal2/*_00000005* fatal2/model_00000010.bin fatal2/state_00000010_00000.bin fatal3/
+    LLMC_FAULT=state:10:stop:0 timeout 120 "${MPIRUN[@]}" -np 2 "$TRAINER" -i badtoken1.bin "${FE[@]}" -o fatal3 -y 1 > fatal3.out 2>&1
+    rc=$?
+    want="[rank 1] warning: checkpoint 10 not completed: 'fatal3/state_00000010_00000.bin' was not on disk after 10 s"
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "$want" fatal3.out && [ ! -e fatal3/DONE_00000010 ] && [ -f fatal3/DONE_00000005 ] \
+        && ok "2 ranks, rank 0 frozen in checkpoint 10, rank 1's fatal error: ${want:0:120}" \
+        || { bad "2 ranks, rank 0 frozen in checkpoint 10: exit $rc, expected: $want"; grep -v '^step' fatal3.out | tail -4; }
+else
+    mpi_missing "test-checkpoints (a fatal error on 2 ranks)" || bad "no MPI"
+fi
 
 # ---- a full disk: a tmpfs of the test's own, unmounted on every exit path
 if [ "$(id -u)" != 0 ] || ! { mkdir -p disk && mount -t tmpfs -o size=16m tmpfs disk; }; then
