@@ -4,8 +4,9 @@
 #
 #   bash scripts/quickstart.sh [extra trainer flags ...]
 #
-# - Setup: the system packages below (apt-get, as root or through sudo; without either it prints
-#   the one command to run and stops). Run again, it installs nothing.
+# - Setup: the system packages below (apt-get, as root or through sudo). Run again, it installs
+#   nothing. Where they cannot be installed (no root and no sudo, or no apt-get) it goes on if the
+#   machine has the build tools anyway (have_build_tools), else says what to install and stops.
 # - Data: dev/data/tinyshakespeare.sh, from the copies in dev/data/embedded (no network).
 # - Trainer: ./train_gpt2cu when nvidia-smi lists a GPU and nvcc builds it: GPT-2 124M (d12).
 #   Else ./train_gpt2 on the CPU: a small model sized to finish in under 10 minutes on 2 cores.
@@ -20,7 +21,7 @@ source scripts/setup_lib.sh
 
 # compilers and make; xz for the embedded data; OpenBLAS (the OpenMP build: the fast CPU matmul);
 # PCRE2 for the tokenizer
-need_packages build-essential pkg-config xz-utils libopenblas-openmp-dev libpcre2-dev
+need_packages --have have_build_tools build-essential pkg-config xz-utils libopenblas-openmp-dev libpcre2-dev
 
 bash dev/data/tinyshakespeare.sh
 data="${DATA_DIR:-data}/tinyshakespeare"

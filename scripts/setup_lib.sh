@@ -1,9 +1,14 @@
 # Shared by scripts/quickstart.sh and scripts/test.sh (sourced, not run): install what a command
 # needs, once. Run again, nothing is installed and nothing is asked.
-#   need_packages PKG...         Debian/Ubuntu packages: the missing ones are installed with
-#                                apt-get, as root or through sudo; where neither works, the one
-#                                command to run is printed and the script stops. ?PKG: only
-#                                where the distribution's archive has PKG
+#   need_packages [--have CMD] PKG...   Debian/Ubuntu packages: the missing ones are installed
+#                                with apt-get, as root or through sudo. ?PKG: only where the
+#                                distribution's archive has PKG. Where they cannot be installed
+#                                (no apt-get: another distribution; no root and no sudo) and CMD
+#                                finds what the command needs on this machine anyway (its own
+#                                packages, environment modules, conda), one line says so and the
+#                                script goes on; else it says what to install and stops
+#   have_build_tools             what the trainers and the tokenizer need to build: a C compiler,
+#                                make, xz, pkg-config and PCRE2 (the Makefile's own probe)
 #   need_pypi PYTHON CHECK SPEC...   PyPI packages for PYTHON: installed with pip unless the
 #                                Python statement CHECK runs (as root for the system, else --user)
 #   need_torch PYTHON            PyTorch 1.13 or newer for PYTHON (from where: see below)
@@ -22,9 +27,21 @@ as_root() {
     fi
 }
 
+have_build_tools() {
+    command -v "${CC:-cc}" > /dev/null 2>&1 && command -v make > /dev/null 2>&1 && command -v xz > /dev/null 2>&1 &&
+        pkg-config --exists libpcre2-8 2> /dev/null
+}
+
 need_packages() {
+    local have=false
+    if [ "${1:-}" = --have ]; then have=$2; shift 2; fi
     if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
-        echo "setup: no apt-get here (not Debian or Ubuntu); install the equivalents of: $*, then run this again" >&2
+        if $have; then
+            echo "setup: no apt-get here (not Debian or Ubuntu), and this machine has what the command needs; going on"
+            return 0
+        fi
+        echo "setup: no apt-get here (not Debian or Ubuntu); install the equivalents of: $* (a C compiler, make," \
+             "xz, pkg-config and PCRE2's development files at least), then run this again" >&2
         exit 1
     fi
     local missing=() optional=() p
@@ -47,9 +64,14 @@ need_packages() {
     # not as root and no sudo: the user runs the one command that installs them (the optional
     # ones apt does not know yet each in a clause of their own that may fail)
     if ! as_root true; then
-        echo "setup: ${wanted[*]} must be installed, which needs root. Run as root:" >&2
         local line="apt-get update && ${install[*]} ${wanted[*]}"
         for p in "${unknown[@]}"; do line+=" && { ${install[*]} $p || true; }"; done
+        if $have; then
+            echo "setup: ${wanted[*]} not installed and no root to install them, but this machine has what the" \
+                 "command needs; going on (to install them, as root: $line)"
+            return 0
+        fi
+        echo "setup: ${wanted[*]} must be installed, which needs root. Run as root:" >&2
         echo "  $line" >&2
         echo "then run this command again." >&2
         exit 1
@@ -105,7 +127,8 @@ need_torch() {
     local python="$1" candidate
     "$python" -c "$TORCH_CHECK" >/dev/null 2>&1 && return 0
     candidate=$(apt_candidate python3-torch)
-    if [ -n "$candidate" ] && dpkg --compare-versions "$candidate" ge 1.13; then
+    # the archive's, where it may be installed; else pip (--user without root)
+    if [ -n "$candidate" ] && dpkg --compare-versions "$candidate" ge 1.13 && as_root true; then
         need_packages python3-torch
         if [ "${DRY_RUN:-0}" = 1 ] || "$python" -c "$TORCH_CHECK" >/dev/null 2>&1; then return 0; fi
     fi

@@ -4,7 +4,8 @@
 #   bash scripts/test.sh [test targets ...]      (default: test, the whole suite; e.g. test-data)
 #
 # Installs (once; run again, it installs nothing) the system packages below with apt-get, as root
-# or through sudo (without either it prints the one command to run and stops), and the PyPI test
+# or through sudo (without either, or without apt-get, it goes on where the machine has the build
+# tools anyway, and the tests skip what is missing; else it says what to install), and the PyPI test
 # references for /usr/bin/python3 (Debian's PyTorch lives there). A test that cannot run here (no
 # nvcc, no ../shared/data) says SKIPPED with what is missing; with CI=true it fails instead
 # (.ci/run). The CUDA toolkit is not installed: without nvcc the CUDA compile tests are skipped.
@@ -18,7 +19,7 @@ source scripts/setup_lib.sh
 # (numpy, matplotlib, pip); clang and its sanitizer/fuzzer runtime for the fuzz and sanitizer
 # tests (libclang-rt-dev: the runtime of the default clang, libclang-rt-14-dev on Debian 12;
 # Ubuntu 22.04's clang has it inside and no such package)
-need_packages build-essential pkg-config xz-utils procps \
+need_packages --have have_build_tools build-essential pkg-config xz-utils procps \
     libopenblas-openmp-dev openmpi-bin libopenmpi-dev libpcre2-dev \
     iproute2 slurmctld slurmd slurm-client munge \
     python3-numpy python3-matplotlib python3-pip python3-protobuf \

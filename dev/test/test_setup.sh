@@ -8,9 +8,11 @@
 #    no package lists), and said when left out; run again, no apt-get call at all; DRY_RUN=1
 #    installs nothing; without root or sudo, nothing is installed and the one command printed
 #    installs the same packages (an optional one apt cannot know yet in a clause that may fail);
+#    where nothing can be installed (no apt-get; no root) but the machine has what the command
+#    needs (--have): one line, and on; without it: what to install, and a stop; have_build_tools;
 #  - need_torch: nothing where PyTorch 1.13+ imports; the archive's python3-torch where it is 1.13
-#    or newer; else pip with PyTorch's CPU index, and PyPI's torch where that index fails (a
-#    torch older than 1.13 does not count).
+#    or newer and root can install it; else pip with PyTorch's CPU index (--user without root), and
+#    PyPI's torch where that index fails (a torch older than 1.13 does not count).
 source "$(dirname "$0")/lib.sh" test_setup
 FAKE=$TMP/fake
 mkdir -p "$FAKE/bin" "$FAKE/site"
@@ -117,6 +119,23 @@ machine ""
 bash -c "$line" > /dev/null
 check "the same command where the archive lacks the optional package: still succeeds" "$(tr '\n' ' ' < "$FAKE/installed")" " a-tool b-lib "
 
+# where nothing can be installed but the machine has what the command needs (--have): one line, on
+mkdir -p "$FAKE/noapt"  # a PATH without apt-get and dpkg-query: another distribution
+PATH="$FAKE/noapt" setup need_packages --have true a-tool \
+    && grep -qx "setup: no apt-get here (not Debian or Ubuntu), and this machine has what the command needs; going on" out.txt \
+    && ok "no apt-get, the tools there (--have): goes on, saying so" || { bad "no apt-get, the tools there: stopped"; cat out.txt; }
+PATH="$FAKE/noapt" setup need_packages --have false a-tool && bad "no apt-get, the tools missing: did not stop"
+grep -q "^setup: no apt-get here (not Debian or Ubuntu); install the equivalents of: a-tool (a C compiler" out.txt \
+    && ok "no apt-get, the tools missing: stops, naming what to install" || { bad "no apt-get, the tools missing: no line naming them"; cat out.txt; }
+machine ""
+FAKE_UID=1000 setup need_packages --have true a-tool b-lib || bad "without root, the tools there (--have): stopped"
+check "without root, the tools there: no apt-get call" "$(apt_calls)" ""
+grep -q "^setup: a-tool b-lib not installed and no root to install them, but this machine has what the command needs; going on (to install them, as root: apt-get update && apt-get install -y -q --no-install-recommends a-tool b-lib)$" out.txt \
+    && ok "without root, the tools there: goes on, with the command that would install them" || { bad "without root, the tools there: no such line"; cat out.txt; }
+# have_build_tools: this machine's compiler, make, xz and PCRE2; without PCRE2's pkg-config file, no
+setup have_build_tools && ok "have_build_tools: this machine has them" || bad "have_build_tools: not found on this machine"
+PKG_CONFIG_LIBDIR=$FAKE/noapt PKG_CONFIG_PATH= setup have_build_tools && bad "have_build_tools: PCRE2 found where pkg-config has no file"
+
 # need_torch
 machine "python3-torch 1.13.1+dfsg-4"
 touch "$FAKE/updated"  # the lists of need_packages' update, which runs first
@@ -147,6 +166,11 @@ setup need_pypi "$FAKE/bin/py" "import tiktoken_stand_in_that_is_missing" tiktok
 grep -q -- "--break-system-packages tiktoken" "$FAKE/pip.log" 2> /dev/null && ok "an externally managed Python: pip gets --break-system-packages" \
     || bad "an externally managed Python: no --break-system-packages ($(cat "$FAKE/pip.log" 2> /dev/null))"
 rm -f "$FAKE/pep668"
+machine "python3-torch 1.13.1+dfsg-4"
+touch "$FAKE/updated"
+FAKE_UID=1000 setup need_torch "$FAKE/bin/py"
+check "without root, the archive's python3-torch 1.13: PyTorch's CPU wheel for the user, no apt-get" \
+    "$(apt_calls)/$(tr -s ' ' < "$FAKE/pip.log" 2> /dev/null)" "/${CPU_WHEEL/-q/-q --user}"
 machine ""
 echo "__version__ = '1.8.1'" > "$FAKE/site/torch/__init__.py"
 touch "$FAKE/updated"
