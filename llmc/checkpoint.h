@@ -745,8 +745,7 @@ static inline int ckpt_wait_writer(CkptWriter *w, double limit) {
     const double t0 = llmc_wall_seconds();
     while (__atomic_load_n(&w->busy, __ATOMIC_ACQUIRE)) {
         if (llmc_wall_seconds() - t0 > limit) { return 0; }
-        struct timespec nap = {0, 20 * 1000 * 1000};
-        nanosleep(&nap, NULL);
+        usleep(20 * 1000);
     }
     pthread_join(w->thread, NULL);
     w->thread_started = 0;
@@ -783,8 +782,7 @@ static inline void ckpt_complete_by_files(CkptWriter *w) {
                       "written, or -o not shared between the nodes)", w->st.step, missing, limit);
             return;
         }
-        struct timespec nap = {0, 50 * 1000 * 1000};
-        nanosleep(&nap, NULL);
+        usleep(50 * 1000);
     }
     if (ckpt_write_done(w) != 0) {
         llmc_warn("checkpoint %d not completed: %s", w->st.step, w->err);

@@ -4,8 +4,9 @@
  *
  * Conventions that span files:
  * - Every fatal error goes through llmc_die(): one line "error: ..." (prefixed with the rank when
- *   more than one process runs), the fatal hooks (the flight record, a checkpoint in flight), then
- *   the abort hook (MPI_Abort / NCCL abort, set by processes.h), then exit(1). Messages name the file or flag and say what to do.
+ *   more than one process runs), the fatal hooks (the flight record, a checkpoint in flight), the
+ *   abort hook (MPI_Abort / NCCL abort, set by processes.h), then exit(1). Messages name the file
+ *   or flag and say what to do.
  * - Everything here is C that also compiles as C++ (nvcc builds train_gpt2.cu with it).
  * - Integers read from a file are range-checked before they are used in arithmetic, indexing or
  *   allocation; products and sums of such values go through ckd_mul_size / ckd_add_size.
