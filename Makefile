@@ -98,6 +98,15 @@ endif
 # CUDA: compiler, architectures, NCCL, MPI (each reported on one line)
 
 NVCC := $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc))
+# CUDA 12 or 13 (sm_90a; README): an older nvcc counts as none, and the line below says which it was
+NVCC_MISSING := not found (install the CUDA toolkit 12 or 13, or put its nvcc on PATH)
+ifneq ($(NVCC),)
+  NVCC_VERSION := $(shell $(NVCC) --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+  ifeq ($(shell v='$(NVCC_VERSION)'; [ -n "$$v" ] && [ "$${v%%.*}" -lt 12 ] 2>/dev/null && echo old),old)
+    NVCC_MISSING := $(NVCC) is CUDA $(NVCC_VERSION), and the CUDA trainer needs 12 or 13 (put a newer nvcc on PATH, or NVCC=<its path>)
+    override NVCC :=
+  endif
+endif
 CUDA_ARCHS ?= 90a 80
 # Architectures: the bf16 kernels need sm_80 or newer; 90a is Hopper with its arch-specific
 # instructions (the H200 target). Every value becomes -gencode arch=compute_X,code=sm_X.
@@ -127,9 +136,8 @@ CUDNN_FRONTEND_DIR := cudnn-frontend
 CUDNN_FRONTEND_VERSION ?= 1.32.0
 
 ifeq ($(NVCC),)
-  $(info nvcc:     not found (install the CUDA toolkit or put nvcc on PATH); CUDA targets are not built)
+  $(info nvcc:     $(NVCC_MISSING); CUDA targets are not built)
 else
-  NVCC_VERSION := $(shell $(NVCC) --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
   $(info nvcc:     found ($(NVCC), CUDA $(NVCC_VERSION); CUDA_ARCHS="$(CUDA_ARCHS)"))
   # cuDNN and NCCL: from CUDNN_HOME / NCCL_HOME if given, else the CUDA toolkit, the system, or
   # PyTorch's pip wheels (nvidia-cudnn-cu13, nvidia-nccl-cu13: nvidia/cudnn, nvidia/nccl in the
@@ -293,7 +301,7 @@ $(CUDNN_OBJ): llmc/cuda/cudnn_att.cpp llmc/cuda/cudnn_att.h $(STAMP_NVCC) $(STAM
 	$(NVCC) -O2 -std=c++17 -Xcompiler -Wall -DCUDNN_FRONTEND_SKIP_JSON_LIB -isystem $(CUDNN_FRONTEND_INC) -I$(firstword $(CUDNN))/include -c $< -o $@
 else
 train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu build/single_gpu/train_gpt2cu build/bench_layers build/drop_wait/train_gpt2cu $(CUDNN_OBJ):
-	@echo "$@ needs nvcc (the CUDA toolkit); it was not found" >&2; exit 1
+	@echo "$@ needs nvcc (the CUDA toolkit 12 or 13): $(NVCC_MISSING)" >&2; exit 1
 endif
 
 # where the libraries found above are, for other builds (dev/bench/build_llmc.sh builds llm.c

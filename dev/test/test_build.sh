@@ -4,7 +4,8 @@
 # every binary depends on the stamps of its features. So a changed feature set rebuilds those
 # binaries at the next plain make, and an unchanged one rebuilds nothing. Checked in a copy of the
 # sources (this tree's binaries are not touched), built at -O0 to be quick; the independent
-# witness of each rebuild is the binary's linkage (its own NEEDED entries: libgomp, libmpi).
+# witness of each rebuild is the binary's linkage (its own NEEDED entries: libgomp, libmpi). An
+# nvcc older than CUDA 12 counts as none, with a line that says so.
 #   bash dev/test/test_build.sh        (from the repo root)
 source "$(dirname "$0")/lib.sh" test_build
 
@@ -40,6 +41,22 @@ if links libgomp; then
 else
     bad "train_gpt2 does not link libgomp: the Makefile found no OpenMP in gcc"
 fi
+
+# an nvcc older than CUDA 12 counts as none: one line names it, the CPU targets build, and a CUDA
+# target stops with the reason (stand-ins that print only their version)
+mkdir -p "$TMP/cuda11/bin" "$TMP/cuda12/bin"
+for v in 11.8 12.4; do
+    printf '#!/bin/sh\necho "Cuda compilation tools, release %s, V%s.89"\n' $v $v > "$TMP/cuda${v%%.*}/bin/nvcc"
+done
+chmod +x "$TMP"/cuda1[12]/bin/nvcc
+want="nvcc:     $TMP/cuda11/bin/nvcc is CUDA 11.8, and the CUDA trainer needs 12 or 13"
+mk train_gpt2 NVCC="$TMP/cuda11/bin/nvcc" && grep -qF "$want" "$TMP/make.log" && ok "CUDA 11.8's nvcc: the CPU trainer builds, and $want" \
+    || { bad "CUDA 11.8's nvcc: no line saying it is too old"; cat "$TMP/make.log"; }
+mk train_gpt2cu NVCC="$TMP/cuda11/bin/nvcc" && bad "CUDA 11.8's nvcc: make train_gpt2cu did not stop"
+grep -q "^train_gpt2cu needs nvcc (the CUDA toolkit 12 or 13): $TMP/cuda11/bin/nvcc is CUDA 11.8" "$TMP/make.log" \
+    && ok "CUDA 11.8's nvcc: make train_gpt2cu stops naming it" || { bad "CUDA 11.8's nvcc: make train_gpt2cu's message"; tail -2 "$TMP/make.log"; }
+make -C "$W" -n train_gpt2 NVCC="$TMP/cuda12/bin/nvcc" 2>&1 | grep -q "^nvcc:     found ($TMP/cuda12/bin/nvcc, CUDA 12.4;" \
+    && ok "CUDA 12.4's nvcc is taken" || bad "CUDA 12.4's nvcc was not taken"
 
 # MPI appearing after the first build (issue 35: the quick start builds before the tests install
 # OpenMPI): mpicc hidden from PATH is MPI not installed; visible again, the plain make relinks
