@@ -33,7 +33,8 @@
 #  7. bad launches: unsupported head size, a padded vocabulary not a multiple of 8, -pb mpi without
 #     mpirun, several ranks without NCCL or on one GPU with NCCL, -at cudnn (and test_gpt2cu's
 #     LLMC_ATTENTION=cudnn) in a build without cuDNN, bad LLMC_DEBUG_STREAMS, LLMC_GELU_FUSION and
-#     LLMC_MATMUL_TUNE and LLMC_BIAS_GRAD and LLMC_TEST_GEMM_NO_CLUSTER, a clustered GEMM failing;
+#     LLMC_MATMUL_TUNE and LLMC_BIAS_GRAD and LLMC_TEST_GEMM_NO_CLUSTER, a clustered GEMM failing, a
+#     driver older than the runtime and none at all;
 #  8. the memory plan (--plan) equals the simulator's allocator peak, byte for byte (-r 0/1/2, -w 0,
 #     ZeRO-1 on 2 ranks); -b auto on a device of SIM_DEVICE_MEMORY bytes picks the B whose measured
 #     peak fits the budget while B+1's does not, and on 2 ranks the smaller device decides; the
@@ -440,6 +441,10 @@ expect_error "-at cudnn in a build without cuDNN" "make cudnn-frontend" "$SIM" "
 expect_error "LLMC_ATTENTION=cudnn in a test build without cuDNN" "make cudnn-frontend" \
     env LLMC_ATTENTION=cudnn "$TEST" fx.bin fx_state.bin fx_traj.txt
 expect_error "LLMC_FORCE_NCCL=yes" "LLMC_FORCE_NCCL=yes: expected 0, 1 or 2" env LLMC_FORCE_NCCL=yes "$SIM" "${ARGS[@]}"
+# a driver older than the runtime (13.0 in the simulator), and none at all
+expect_error "a driver for CUDA 12.4" "the NVIDIA driver here supports CUDA 12.4, older than the CUDA 13.0 this train_gpt2cu was built with; update the driver, or build with a CUDA toolkit of 12.4 at most" \
+    env SIM_DRIVER_VERSION=12040 "$SIM" "${ARGS[@]}"
+expect_error "no driver" "no NVIDIA driver is installed" env SIM_DRIVER_VERSION=0 "$SIM" "${ARGS[@]}"
 
 # ---- 8. memory plan, -b auto, phase timers
 echo "8. memory plan against the allocator, -b auto, phases:"

@@ -47,6 +47,21 @@ typedef enum { GRAD_REDUCE_NONE = 0, GRAD_REDUCE_NCCL = 1, GRAD_REDUCE_MPI = 2 }
 // ----------------------------------------------------------------------------
 // the GPU of this rank
 
+// no NVIDIA driver, or one older than the CUDA runtime this binary was built with: which, and what to do
+static inline void gpu_driver_die(void) {
+    int driver = 0, runtime = 0;
+    (void)cudaDriverGetVersion(&driver);
+    (void)cudaRuntimeGetVersion(&runtime);
+    if (driver == 0) {
+        llmc_die("no NVIDIA driver is installed (libcuda.so.1 not found); install it, or train on the CPU with "
+                 "./train_gpt2 (same flags)");
+    }
+    llmc_die("the NVIDIA driver here supports CUDA %d.%d, older than the CUDA %d.%d this train_gpt2cu was built "
+             "with; update the driver, or build with a CUDA toolkit of %d.%d at most (make train_gpt2cu "
+             "NVCC=<its nvcc>)", driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10,
+             driver / 1000, driver % 1000 / 10);
+}
+
 /*
  * Selects the GPU of this rank and checks that it can run the trainer: a GPU is visible, compute
  * capability 8.0 or newer (bf16 tensor cores), and this binary has machine code for it.
@@ -57,6 +72,7 @@ typedef enum { GRAD_REDUCE_NONE = 0, GRAD_REDUCE_NCCL = 1, GRAD_REDUCE_MPI = 2 }
 static inline int gpu_select_device(const Comm *c, const void *probe_kernel, const char *built_archs) {
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
+    if (err == cudaErrorInsufficientDriver) { gpu_driver_die(); }
     if (err != cudaSuccess || count == 0) {
         llmc_die("no CUDA GPU is visible (%s); train on the CPU with ./train_gpt2 (same flags), or check the driver and "
                  "CUDA_VISIBLE_DEVICES",

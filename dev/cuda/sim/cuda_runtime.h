@@ -10,7 +10,7 @@
  *   pageable host memory the source is read when the copy is issued, into pageable host memory the
  *   call returns once the copy is done; to and from pinned memory (cudaMallocHost) they are queued.
  *   SIM_DEVICES=<n> (default 1) simulates n devices, each with its own PCI bus id (several ranks
- *   with NCCL need one each).
+ *   with NCCL need one each). SIM_DRIVER_VERSION=<n> a driver older than the runtime (13000).
  * - Launch checks: block size 1..1024 threads, grid limits, dynamic shared memory above 48 KiB only
  *   after cudaFuncSetAttribute(MaxDynamicSharedMemorySize), at most 227 KiB (an H100's opt-in).
  * - Device memory is host memory (aligned to 256 bytes, filled with 0xff: NaN in fp32 and bf16), so
@@ -76,6 +76,7 @@ typedef enum {
     cudaErrorInvalidValue = 1,
     cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidConfiguration = 9,
+    cudaErrorInsufficientDriver = 35,
     cudaErrorInvalidDeviceFunction = 98,
     cudaErrorNoKernelImageForDevice = 209,
     cudaErrorInvalidResourceHandle = 400,
@@ -156,6 +157,7 @@ static inline const char *cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
     case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
     case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotReady: return "cudaErrorNotReady";
     default: return "cudaError (other)";
@@ -167,7 +169,20 @@ static inline cudaError_t cudaGetLastError(void) {
     sim::last_error = cudaSuccess;
     return e;
 }
-static inline cudaError_t cudaGetDeviceCount(int *n) { *n = sim::num_devices; return cudaSuccess; }
+// the simulated runtime is CUDA 13.0's; SIM_DRIVER_VERSION=<cudaDriverGetVersion's number> a driver
+// that supports only that (0: none installed), which fails the first call as a real one does
+#define CUDART_VERSION 13000
+static inline int sim_driver_version() {
+    const char *e = getenv("SIM_DRIVER_VERSION");
+    return e && e[0] ? atoi(e) : CUDART_VERSION;
+}
+static inline cudaError_t cudaDriverGetVersion(int *v) { *v = sim_driver_version(); return cudaSuccess; }
+static inline cudaError_t cudaRuntimeGetVersion(int *v) { *v = CUDART_VERSION; return cudaSuccess; }
+static inline cudaError_t cudaGetDeviceCount(int *n) {
+    if (sim_driver_version() < CUDART_VERSION) { *n = 0; return cudaErrorInsufficientDriver; }
+    *n = sim::num_devices;
+    return cudaSuccess;
+}
 static inline cudaError_t cudaSetDevice(int d) {
     if (d < 0 || d >= sim::num_devices) { return cudaErrorInvalidValue; }
     sim::current_device = d;
