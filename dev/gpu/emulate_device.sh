@@ -78,8 +78,8 @@ check() {
             fi
         done
     done
-    # the loader resolves everything: the trainer starts and stops only at the missing GPU
-    if ./train_gpt2cu -at cudnn -e d12 > "$out/start.txt" 2>&1 || ! grep -q "no CUDA GPU is visible" "$out/start.txt"; then
+    # the loader resolves everything: the trainer starts and stops only at the missing GPU (or driver)
+    if ./train_gpt2cu -at cudnn -e d12 > "$out/start.txt" 2>&1 || ! grep -qE "no CUDA GPU is visible|no NVIDIA driver is installed" "$out/start.txt"; then
         echo "   FAIL ./train_gpt2cu did not start up to the GPU check:"; tail -3 "$out/start.txt"; fail=1
     else
         echo "   ok   ./train_gpt2cu -at cudnn starts (all libraries load) and stops at: $(tail -1 "$out/start.txt" | cut -c1-60)..."
