@@ -8,10 +8,13 @@
 #   bash scripts/run_gpt2_124M.sh
 #
 # Every launch passes -y 1: a crashed or preempted run continues from its newest complete
-# checkpoint. After a crash the script waits and relaunches, up to RETRIES times; a run stopped
-# by SIGTERM/SIGINT (preemption) exits 0 and is not relaunched.
+# checkpoint. After a crash the script waits RETRY_WAIT seconds and relaunches, up to RETRIES
+# times, but not after two crashes in a row that left no newer checkpoint (an error that repeats,
+# such as a damaged shard, is not retried away); a run stopped by SIGTERM/SIGINT (preemption)
+# exits 0 and is not relaunched.
 # Overrides: NGPU (8), B (64, micro-batch per GPU), OUT (log_gpt2_124M), DATA (data/fineweb10B),
-# RETRIES (5), and extra trainer flags as arguments.
+# RETRIES (5), RETRY_WAIT (30), TRAINER (./train_gpt2cu, built first; another is run as it is),
+# and extra trainer flags as arguments.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 NGPU=${NGPU:-8}
@@ -19,7 +22,9 @@ B=${B:-64}
 OUT=${OUT:-log_gpt2_124M}
 DATA=${DATA:-data/fineweb10B}
 RETRIES=${RETRIES:-5}
-make train_gpt2cu || exit 1
+RETRY_WAIT=${RETRY_WAIT:-30}
+TRAINER=${TRAINER:-./train_gpt2cu}
+if [ "$TRAINER" = ./train_gpt2cu ]; then make train_gpt2cu || exit 1; fi
 ls "$DATA"/fineweb_train_*.bin > /dev/null 2>&1 || { echo "no FineWeb shards in $DATA: run bash dev/data/fineweb.sh"; exit 1; }
 HELLASWAG=(-h 1 -hf data/hellaswag/hellaswag_val.bin)
 [ -e data/hellaswag/hellaswag_val.bin ] || { echo "note: no data/hellaswag/hellaswag_val.bin (bash dev/data/hellaswag.sh): HellaSwag off"; HELLASWAG=(-h 0); }
@@ -28,8 +33,12 @@ LAUNCH=(mpirun -np "$NGPU" --bind-to none)
 [ "$(id -u)" -eq 0 ] && LAUNCH+=(--allow-run-as-root)
 [ "$NGPU" -eq 1 ] && LAUNCH=()
 
+# the step of the newest complete checkpoint in $OUT (0: none)
+newest_checkpoint() { ls "$OUT" 2> /dev/null | sed -n 's/^DONE_0*\([0-9][0-9]*\)$/\1/p' | sort -n | tail -1 | grep . || echo 0; }
+stalled=0
 for attempt in $(seq "$RETRIES"); do
-    "${LAUNCH[@]}" ./train_gpt2cu \
+    before=$(newest_checkpoint)
+    "${LAUNCH[@]}" "$TRAINER" \
         -i "$DATA/fineweb_train_*.bin" -j "$DATA/fineweb_val_*.bin" -o "$OUT" \
         -e d12 -b "$B" -t 1024 -d 524288 -x 19073 \
         -l 0.0006 -u 700 -q 0.0 -c 0.1 -k cosine \
@@ -37,7 +46,16 @@ for attempt in $(seq "$RETRIES"); do
         -n 1000 -nk 3 -y 1 -z 1 -r 1 "$@"
     rc=$?
     [ $rc -eq 0 ] && exit 0
-    echo "run_gpt2_124M.sh: the trainer exited with $rc (attempt $attempt of $RETRIES); relaunching in 30 s with -y 1"
-    sleep 30
+    if [ "$(newest_checkpoint)" = "$before" ]; then stalled=$((stalled + 1)); else stalled=0; fi
+    if [ $stalled -ge 2 ]; then
+        newest="checkpoint $before"; [ "$before" = 0 ] && newest="none yet"
+        echo "run_gpt2_124M.sh: the trainer exited with $rc twice in a row without a new checkpoint (newest: $newest;" \
+             "attempt $attempt): the error above repeats; fix its cause, then run this script again (it resumes)"
+        exit 1
+    fi
+    [ "$attempt" -lt "$RETRIES" ] || break
+    echo "run_gpt2_124M.sh: the trainer exited with $rc (attempt $attempt of $RETRIES); relaunching in $RETRY_WAIT s with -y 1"
+    sleep "$RETRY_WAIT"
 done
+echo "run_gpt2_124M.sh: the trainer failed $RETRIES times (the last error above); run this script again to resume"
 exit 1

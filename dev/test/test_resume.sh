@@ -8,7 +8,9 @@
 #  - -nk keeps the newest K complete checkpoints, and -nm M also those at multiples of M;
 #  - numeric guards: NaN steps are skipped and the run stops after -sm of them; an outlier loss is
 #    skipped without touching parameters or optimizer state;
-#  - resuming with another model size is an error naming the file.
+#  - resuming with another model size is an error naming the file;
+#  - scripts/run_gpt2_124M.sh's relaunches (a stand-in trainer): a crash after a new checkpoint is
+#    relaunched, two crashes in a row without one end the script with a line, RETRIES bounds them.
 source "$(dirname "$0")/lib.sh" test_resume "${1:-./train_gpt2}"
 # the references and the signal tests run 2 ranks as well
 require_mpi test-resume
@@ -193,5 +195,36 @@ EOF
 else
     bad "the random step 150 was not skipped as an outlier"; grep -E "^s:(149|150|151) " spike/main.log
 fi
+
+# ---- scripts/run_gpt2_124M.sh's relaunches: a stand-in trainer (TRAINER, NGPU=1: no make, no
+# mpirun) that, at its n-th call, writes the marker of the checkpoint in line n of STUB_PLAN ("-":
+# none) and exits with the code there
+mkdir -p fw && touch fw/fineweb_train_000001.bin fw/fineweb_val_000000.bin
+cat > stub.sh <<'EOF'
+#!/usr/bin/env bash
+out=; while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done
+n=$(( $(cat "$STUB_CALLS" 2> /dev/null || echo 0) + 1 )); echo $n > "$STUB_CALLS"
+read -r ckpt rc < <(sed -n "${n}p" "$STUB_PLAN")
+mkdir -p "$out"; [ "$ckpt" = - ] || touch "$out/DONE_$(printf %08d "$ckpt")"
+exit "$rc"
+EOF
+chmod +x stub.sh
+relaunch() {  # relaunch <name> <plan lines...>: the script's exit code; its output in <name>.out
+    local name=$1; shift
+    printf '%s\n' "$@" > "$name.plan"
+    TRAINER=$TMP/stub.sh NGPU=1 RETRY_WAIT=0 RETRIES=${RETRIES:-5} DATA=$TMP/fw OUT=$TMP/$name STUB_PLAN=$TMP/$name.plan \
+        STUB_CALLS=$TMP/$name.calls bash "$ROOT/scripts/run_gpt2_124M.sh" > "$name.out" 2>&1
+}
+relaunch transient "1000 1" "2000 0" && [ "$(cat transient.calls)" = 2 ] \
+    && ok "run_gpt2_124M.sh: a crash after checkpoint 1000 is relaunched, and the run ends" || { bad "run_gpt2_124M.sh: the crash was not relaunched"; cat transient.out; }
+relaunch repeats "1000 1" "- 1" "- 1" "- 0"
+rc=$?
+line=$(grep -m1 "twice in a row" repeats.out)
+[ $rc -eq 1 ] && [ "$(cat repeats.calls)" = 3 ] && grep -q "without a new checkpoint (newest: checkpoint 1000; attempt 3)" <<< "$line" \
+    && ok "run_gpt2_124M.sh: an error that repeats stops it: ${line:0:150}" || { bad "run_gpt2_124M.sh: an error that repeats (exit $rc)"; cat repeats.out; }
+RETRIES=3 relaunch bounded "1000 1" "2000 1" "3000 1" "4000 0"
+rc=$?
+[ $rc -eq 1 ] && [ "$(cat bounded.calls)" = 3 ] && grep -q "the trainer failed 3 times" bounded.out \
+    && ok "run_gpt2_124M.sh: RETRIES=3 bounds the relaunches" || { bad "run_gpt2_124M.sh: RETRIES=3 (exit $rc)"; cat bounded.out; }
 
 finish
