@@ -33,7 +33,8 @@
 #            a resume from a checkpoint is bitwise equal to the uninterrupted run (also with -mt 1:
 #            the resume takes the choices kept in -o); --prompt's greedy text within bf16's rounding
 #            of fp32's (dev/test/greedy_within.py; own and cuDNN attention); HellaSwag's accuracy
-#            against the CPU trainer's; bad input (no GPU
+#            against the CPU trainer's; a fatal error while a checkpoint is written from the pinned
+#            snapshot (finished first, resumed bitwise); bad input (no GPU
 #            visible, too large a batch, wrong architecture)
 #   multi    NCCL on a 1-rank communicator (LLMC_FORCE_NCCL=1, -z 0 and -z 1) equals the plain run,
 #            also with the stream-order debug mode (LLMC_DEBUG_STREAMS=1), and differs from it when
@@ -370,6 +371,13 @@ if has_part test; then
     rm -rf "$D/hs_gpu" "$D/hs_cpu"
     step hellaswag 90 "./train_gpt2cu $HSW -o $D/hs_gpu > $D/hs_gpu.txt && ./train_gpt2 $HSW -o $D/hs_cpu > $D/hs_cpu.txt && paste <(grep '^HellaSwag' $D/hs_gpu.txt) <(grep '^HellaSwag' $D/hs_cpu.txt) | awk -F'[ /\t]' '{ print; d = \$2 - \$9; if (d > 2 || d < -2 || NF != 14) bad = 1 } END { exit bad || NR != 2 }'"
     step resume_bitwise 60 "resume_copy $D/det_a $D/det_r && ./train_gpt2cu $A -d $MULTI_D -n 5 -o $D/det_r -y 1 > $D/det_r.txt 2>&1; rc=\$?; cat $D/det_r.txt; [ \$rc -eq 0 ] && $(resumed "$D/det_r.txt" "$D/det_r" "$D/det_a" 0)"
+    # a fatal error (a token past the vocabulary in step 3's data, unshuffled) while checkpoint 2 is
+    # written from the pinned snapshot: finished before the exit, and it resumes bitwise
+    $PY -c 'import sys; d = bytearray(open(sys.argv[1], "rb").read()); p = 1024 + 2 * int(sys.argv[3])
+d[p:p + 2] = (65535).to_bytes(2, "little"); open(sys.argv[2], "wb").write(d)' "$D/train.bin" "$WORK/badtoken.bin" $((2 * MULTI_D + 100))
+    FE="-j $D/val.bin $TRAIN_ARGS_SMALL -d $MULTI_D -sh 0 -n 2"
+    rm -rf "$D/fatal" "$D/fatal_ref"
+    step fatal_checkpoint 90 "./train_gpt2cu -i $WORK/badtoken.bin $FE -o $D/fatal > $D/fatal.txt 2>&1; rc=\$?; grep -E '^error|^finishing|^checkpoint 2 ' $D/fatal.txt; [ \$rc -eq 1 ] && [ -f $D/fatal/DONE_00000002 ] && ./train_gpt2cu -i $D/train.bin $FE -o $D/fatal_ref > /dev/null 2>&1 && ./train_gpt2cu -i $D/train.bin $FE -o $D/fatal -y 1 > $D/fatal_res.txt 2>&1 && grep -q 'resumed from checkpoint 2 ' $D/fatal_res.txt && compare_logs $D/fatal_ref/main.log $D/fatal/main.log trl=0 norm=0"
     # -mt 1 with -o: the choices kept in the folder; its resume reads them (real cuBLASLt's algorithms,
     # restored from the file and checked) and repeats steps 6-10 bit for bit
     rm -rf "$D/mt_a" "$D/mt_r"
