@@ -11,7 +11,7 @@
 #                                             test_gpu.sh, fresh_machine.sh, the Makefile)
 # The tools: ROOT (the repo), PY, MPIRUN, MPI_HINT, have_mpi [binary], skip_or_fail <test> <what
 # is missing> <command that provides it>, unpack_embedded <dir>, compare_logs <a> <b> KEY=TOL...,
-# shard_cut <in> <out> <from> <to>,
+# shard_cut <in> <out> <from> <to>, shard_put <in> <out> <position> <token>,
 # ok <what> (the line of a check that passed), stand_in_curl <bindir>, gpu_machine_tree <dir>,
 # stand_in_binaries <tree> <C statement>.
 
@@ -58,6 +58,19 @@ header, tokens = np.frombuffer(raw[:1024], "<i4").copy(), np.frombuffer(raw[1024
 cut = np.concatenate([tokens[:lo], tokens[hi:]])
 header[2] = len(cut)
 open(dst, "wb").write(header.tobytes() + cut.tobytes())
+EOF
+}
+
+# shard_put IN OUT POSITION TOKEN: OUT is the token shard IN with TOKEN at POSITION (damaged data: a
+# token past the model's vocabulary where a known step reads it)
+shard_put() {
+    "$PY" - "$@" <<'EOF'
+import sys
+src, dst, pos, token = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+data = bytearray(open(src, "rb").read())
+assert 0 <= token < 65536 and 1024 + 2 * pos + 2 <= len(data), f"token {token} at {pos}: out of range of {src}"
+data[1024 + 2 * pos:1024 + 2 * pos + 2] = token.to_bytes(2, "little")
+open(dst, "wb").write(data)
 EOF
 }
 

@@ -122,12 +122,7 @@ expect_error "-rb over -sm" "error: -rb 3 is more than -sm 2" "$TRAINER" "${RB[@
 # ---- a fatal error while a checkpoint is written in the background: it is finished first. A token
 # out of the vocabulary at step 11's data (unshuffled: tokens 5120-5631), checkpoint 10 in flight
 FE=(-j val.bin -e L2:C64:H4:T64:V512 -b 4 -t 32 -d 512 -v 10 -m 2 -s 0 -n 5 -x 15 -sh 0 -tk none.bin)
-# bad_token <out> <position>: train.bin with token 600, past the vocabulary of 512, at <position>
-bad_token() {
-    $PY -c 'import sys; d = bytearray(open("train.bin", "rb").read()); p = 1024 + 2 * int(sys.argv[2])
-d[p:p + 2] = (600).to_bytes(2, "little"); open(sys.argv[1], "wb").write(d)' "$1" "$2"
-}
-bad_token badtoken.bin 5220
+shard_put train.bin badtoken.bin 5220 600  # past the vocabulary of 512
 "$TRAINER" -i badtoken.bin "${FE[@]}" -o fatal > fatal.out 2>&1
 rc=$?
 line=$(grep -m1 '^error:' fatal.out)
@@ -151,7 +146,7 @@ fi
 # checkpoint 5 next to files of checkpoint 10 left by an earlier attempt (no marker), which must not
 # count as rank 0's
 if have_mpi; then
-    bad_token badtoken1.bin 5300
+    shard_put train.bin badtoken1.bin 5300 600
     "${MPIRUN[@]}" -np 2 "$TRAINER" -i badtoken1.bin "${FE[@]}" -o fatal2 > fatal2.out 2>&1
     rc=$?
     want="[rank 1] checkpoint 10 written to fatal2 (every rank's files on disk, the marker written by this rank)"

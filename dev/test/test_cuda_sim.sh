@@ -614,10 +614,7 @@ fi
 # (from the pinned snapshot) and resumes bitwise to the run without the bad token
 echo "13. a fatal error during a background checkpoint:"
 FE=(-j val.bin -e L2:C64:H1:T32:V128 -b 2 -t 16 -d 64 -x 12 -v 0 -s 0 -l 1e-3 -u 1 -c 0.1 -sh 0 -n 4)
-$PY -c "
-data = bytearray(open('train.bin', 'rb').read())
-data[1024 + 2 * 290:1024 + 2 * 291] = (200).to_bytes(2, 'little')
-open('badtoken.bin', 'wb').write(data)"
+shard_put train.bin badtoken.bin 290 200  # past the vocabulary of 128
 bg fatal_ref "$SIM" -i train.bin "${FE[@]}" -o fatal_ref
 "$SIM" -i badtoken.bin "${FE[@]}" -o fatal > fatal.txt 2>&1
 rc=$?

@@ -373,8 +373,7 @@ if has_part test; then
     step resume_bitwise 60 "resume_copy $D/det_a $D/det_r && ./train_gpt2cu $A -d $MULTI_D -n 5 -o $D/det_r -y 1 > $D/det_r.txt 2>&1; rc=\$?; cat $D/det_r.txt; [ \$rc -eq 0 ] && $(resumed "$D/det_r.txt" "$D/det_r" "$D/det_a" 0)"
     # a fatal error (a token past the vocabulary in step 3's data, unshuffled) while checkpoint 2 is
     # written from the pinned snapshot: finished before the exit, and it resumes bitwise
-    $PY -c 'import sys; d = bytearray(open(sys.argv[1], "rb").read()); p = 1024 + 2 * int(sys.argv[3])
-d[p:p + 2] = (65535).to_bytes(2, "little"); open(sys.argv[2], "wb").write(d)' "$D/train.bin" "$WORK/badtoken.bin" $((2 * MULTI_D + 100))
+    shard_put "$D/train.bin" "$WORK/badtoken.bin" $((2 * MULTI_D + 100)) 65535
     FE="-j $D/val.bin $TRAIN_ARGS_SMALL -d $MULTI_D -sh 0 -n 2"
     rm -rf "$D/fatal" "$D/fatal_ref"
     step fatal_checkpoint 90 "./train_gpt2cu -i $WORK/badtoken.bin $FE -o $D/fatal > $D/fatal.txt 2>&1; rc=\$?; grep -E '^error|^finishing|^checkpoint 2 ' $D/fatal.txt; [ \$rc -eq 1 ] && [ -f $D/fatal/DONE_00000002 ] && ./train_gpt2cu -i $D/train.bin $FE -o $D/fatal_ref > /dev/null 2>&1 && ./train_gpt2cu -i $D/train.bin $FE -o $D/fatal -y 1 > $D/fatal_res.txt 2>&1 && grep -q 'resumed from checkpoint 2 ' $D/fatal_res.txt && compare_logs $D/fatal_ref/main.log $D/fatal/main.log trl=0 norm=0"
