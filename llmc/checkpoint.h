@@ -614,6 +614,20 @@ static inline void ckpt_snapshot(CkptWriter *w) {
 
 static inline void checkpoint_settle(CkptWriter *w, Comm *c);
 
+// files of checkpoint `step` (without its marker): the model file on rank 0, the state files of
+// ranks first..last
+static inline void ckpt_remove_files(const CkptWriter *w, int step, int first, int last) {
+    char path[4096];
+    if (w->rank == 0) {
+        ckpt_path(path, sizeof(path), w->dir, "model", step, -1);
+        remove(path);
+    }
+    for (int r = first; r <= last; r++) {
+        ckpt_path(path, sizeof(path), w->dir, "state", step, r);
+        remove(path);
+    }
+}
+
 /*
  * This rank's files of checkpoint `step` left by an earlier attempt that never completed it (no
  * marker), removed before it is written again: from here on such a file on disk is this attempt's,
@@ -624,12 +638,7 @@ static inline void ckpt_remove_incomplete(const CkptWriter *w, int step) {
     char path[4096];
     ckpt_path(path, sizeof(path), w->dir, "DONE", step, -1);
     if (access(path, F_OK) == 0) { return; }
-    if (w->rank == 0) {
-        ckpt_path(path, sizeof(path), w->dir, "model", step, -1);
-        remove(path);
-    }
-    ckpt_path(path, sizeof(path), w->dir, "state", step, w->rank);
-    remove(path);
+    ckpt_remove_files(w, step, w->rank, w->rank);
 }
 
 // begin checkpoint st->step (every rank; see the top of this section)
@@ -681,7 +690,6 @@ static inline void checkpoint_complete(CkptWriter *w, Comm *c, int any_failed) {
     if (w->thread_started) { pthread_join(w->thread, NULL); w->thread_started = 0; }
     w->in_flight = 0;
     const int step = w->st.step;
-    char path[4096];
     if (!any_failed && c->rank == 0) {
         ckpt_fault("done", step);
         if (ckpt_write_done(w) != 0) {
@@ -702,16 +710,9 @@ static inline void checkpoint_complete(CkptWriter *w, Comm *c, int any_failed) {
         w->newest = step;
         return;
     }
-    // a failed checkpoint: remove its files (DONE was never written), keep the older ones
-    if (c->rank == 0) {
-        ckpt_path(path, sizeof(path), w->dir, "model", step, -1);
-        remove(path);
-    }
-    int first = any_failed ? c->rank : 0, last = any_failed ? c->rank : c->world_size - 1;
-    for (int r = first; r <= last; r++) {  // this rank's state file (rank 0 after a failed DONE: all)
-        ckpt_path(path, sizeof(path), w->dir, "state", step, r);
-        remove(path);
-    }
+    // a failed checkpoint: remove its files (DONE was never written), keep the older ones; the state
+    // files: this rank's (rank 0 after a failed DONE: all)
+    ckpt_remove_files(w, step, any_failed ? c->rank : 0, any_failed ? c->rank : c->world_size - 1);
     w->failures++;
     char newest[64] = "no complete checkpoint exists yet";
     if (w->newest >= 0) { snprintf(newest, sizeof(newest), "checkpoint %d is the newest complete one", w->newest); }

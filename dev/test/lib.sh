@@ -68,7 +68,8 @@ shard_put() {
 import sys
 src, dst, pos, token = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 data = bytearray(open(src, "rb").read())
-assert 0 <= token < 65536 and 1024 + 2 * pos + 2 <= len(data), f"token {token} at {pos}: out of range of {src}"
+if not (0 <= token < 65536 and 0 <= pos and 1024 + 2 * pos + 2 <= len(data)):
+    sys.exit(f"error: shard_put: token {token} at position {pos}: out of range of {src}")
 data[1024 + 2 * pos:1024 + 2 * pos + 2] = token.to_bytes(2, "little")
 open(dst, "wb").write(data)
 EOF
