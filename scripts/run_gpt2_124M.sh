@@ -24,6 +24,8 @@ DATA=${DATA:-data/fineweb10B}
 RETRIES=${RETRIES:-5}
 RETRY_WAIT=${RETRY_WAIT:-30}
 TRAINER=${TRAINER:-./train_gpt2cu}
+[[ "$RETRIES" =~ ^[1-9][0-9]*$ ]] || { echo "error: RETRIES='$RETRIES': expected a number of launches >= 1, e.g. 5" >&2; exit 2; }
+[[ "$RETRY_WAIT" =~ ^[0-9]+$ ]] || { echo "error: RETRY_WAIT='$RETRY_WAIT': expected whole seconds, e.g. 30" >&2; exit 2; }
 if [ "$TRAINER" = ./train_gpt2cu ]; then make train_gpt2cu || exit 1; fi
 ls "$DATA"/fineweb_train_*.bin > /dev/null 2>&1 || { echo "no FineWeb shards in $DATA: run bash dev/data/fineweb.sh"; exit 1; }
 HELLASWAG=(-h 1 -hf data/hellaswag/hellaswag_val.bin)

@@ -226,5 +226,9 @@ RETRIES=3 relaunch bounded "1000 1" "2000 1" "3000 1" "4000 0"
 rc=$?
 [ $rc -eq 1 ] && [ "$(cat bounded.calls)" = 3 ] && grep -q "the trainer failed 3 times" bounded.out \
     && ok "run_gpt2_124M.sh: RETRIES=3 bounds the relaunches" || { bad "run_gpt2_124M.sh: RETRIES=3 (exit $rc)"; cat bounded.out; }
+expect_error "run_gpt2_124M.sh RETRY_WAIT=soon" "error: RETRY_WAIT='soon': expected whole seconds" \
+    env RETRY_WAIT=soon bash "$ROOT/scripts/run_gpt2_124M.sh"
+expect_error "run_gpt2_124M.sh RETRIES=0" "error: RETRIES='0': expected a number of launches >= 1" \
+    env RETRIES=0 bash "$ROOT/scripts/run_gpt2_124M.sh"
 
 finish
