@@ -1045,6 +1045,13 @@ static DeviceMemory gpu_device_memory(int device, int local_rank) {
     d.margin = 0.05;  // CUDA's, cuBLAS's and NCCL's own allocations, the allocator's rounding
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
+    if (err == cudaErrorInsufficientDriver) {
+        (void)cudaGetLastError();
+        char problem[160];
+        gpu_driver_problem(problem, sizeof(problem));
+        snprintf(d.what, sizeof(d.what), "unknown: %s", problem);
+        return d;
+    }
     if (err != cudaSuccess || count == 0) {
         (void)cudaGetLastError();
         snprintf(d.what, sizeof(d.what), "unknown: no CUDA GPU is visible (%s)",

@@ -445,6 +445,14 @@ expect_error "LLMC_FORCE_NCCL=yes" "LLMC_FORCE_NCCL=yes: expected 0, 1 or 2" env
 expect_error "a driver for CUDA 12.4" "the NVIDIA driver here supports CUDA 12.4, older than the CUDA 13.0 this train_gpt2cu was built with; update the driver, or build with a CUDA toolkit of 12.4 at most" \
     env SIM_DRIVER_VERSION=12040 "$SIM" "${ARGS[@]}"
 expect_error "no driver" "no NVIDIA driver is installed" env SIM_DRIVER_VERSION=0 "$SIM" "${ARGS[@]}"
+# --plan prints its plan there, and its device line names the same reason
+for drv in 0 12040; do
+    reason="no NVIDIA driver is installed"; [ $drv = 0 ] || reason="the NVIDIA driver here supports CUDA 12.4, older than"
+    SIM_DRIVER_VERSION=$drv "$SIM" --plan 1 "${ARGS[@]}" > drvplan.txt 2>&1
+    grep -q "^device: unknown: $reason" drvplan.txt && grep -q "^  total " drvplan.txt \
+        && ok "--plan with SIM_DRIVER_VERSION=$drv: the plan, and the device line names the driver" \
+        || bad "--plan with SIM_DRIVER_VERSION=$drv: $(grep -m1 '^device' drvplan.txt)"
+done
 
 # ---- 8. memory plan, -b auto, phase timers
 echo "8. memory plan against the allocator, -b auto, phases:"
