@@ -4,17 +4,29 @@
  * checkpoint and exits 0 with a line that says how to resume. A second signal exits at once.
  * The handler is installed when training starts (train_loop.h): during start-up nothing checks
  * the flag, so there a signal keeps its default action and ends the process.
+ * The kernel hands a signal sent to the process to any of its threads (MPI's, NCCL's, CUDA's, the
+ * checkpoint writer), and the handler reads what the main thread writes (the flight record), so a
+ * handler that runs on another thread passes the signal on to the main thread and does nothing
+ * else: every handler's work happens on the main thread, between two of its instructions.
  */
 #ifndef LLMC_SIGNALS_H
 #define LLMC_SIGNALS_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 #include "flight_record.h"
 
 static volatile sig_atomic_t llmc_stop_signal = 0;  // the first signal received, 0 if none
+static pthread_t llmc_main_thread;                    // set (atomically) before the handler is installed
 
 static void llmc_on_signal(int sig) {
+    pthread_t main_thread;
+    __atomic_load(&llmc_main_thread, &main_thread, __ATOMIC_ACQUIRE);
+    if (!pthread_equal(pthread_self(), main_thread)) {
+        pthread_kill(main_thread, sig);  // async-signal-safe; the main thread never blocks these
+        return;
+    }
     if (llmc_stop_signal != 0) {
         // second signal: leave now; the newest complete checkpoint is still intact on disk
         static const char msg[] = "second signal: exiting immediately\n";
@@ -27,6 +39,8 @@ static void llmc_on_signal(int sig) {
 }
 
 static inline void signals_install(void) {
+    pthread_t self = pthread_self();
+    __atomic_store(&llmc_main_thread, &self, __ATOMIC_RELEASE);
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = llmc_on_signal;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CPU suite's core under AddressSanitizer and UBSan (make test-sanitize): the tiny model test,
 # the loader test, bad input and resume, with the binaries of BUILD (built with
-# -fsanitize=address,undefined). Every report goes to a file under BUILD/reports, whatever the
+# -fsanitize=address,undefined); and the trainer's threads under ThreadSanitizer (test_threads.sh,
+# BUILD/train_gpt2_tsan). Every report goes to a file under BUILD/reports, whatever the
 # exit code of the process that made it (killed runs, ranks under mpirun); the target passes only
 # if there are none. Each step's output goes to BUILD/<step>.log.
 #   bash dev/test/test_sanitize.sh BUILD FIXTURES      (from the repo root)
@@ -27,6 +28,8 @@ step bad_input bash "$ROOT/dev/test/test_bad_input.sh" "$BUILD/train_gpt2"
 # resume runs ranks under mpirun; OpenMPI unloads its plugins before LeakSanitizer looks, so their
 # allocations can be neither attributed nor suppressed: leak checks off here, every other check on
 ASAN_OPTIONS=${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0} step resume bash "$ROOT/dev/test/test_resume.sh" "$BUILD/train_gpt2"
+# the threads (the checkpoint writer, MPI's, a signal on another thread) under ThreadSanitizer
+TSAN_OPTIONS=log_path=$REPORTS/tsan:exitcode=86:halt_on_error=0 step threads bash "$ROOT/dev/test/test_threads.sh" "$BUILD/train_gpt2_tsan"
 n=$(ls "$REPORTS" | wc -l)
 if [ "$n" -ne 0 ]; then
     bad "$n sanitizer report(s) in $REPORTS:"

@@ -350,8 +350,16 @@ $(SAN_BUILD)/test_dataloader: dev/test/test_dataloader.c $(CPU_HEADERS) $(STAMP_
 	@mkdir -p $(@D)
 	$(CC) $(SAN_FLAGS) $< -o $@ -lm
 
-# the tiny model test, the loader, bad input and resume: every sanitizer report fails the target
-test-sanitize: $(SAN_BUILD)/train_gpt2 $(SAN_BUILD)/test_gpt2 $(SAN_BUILD)/test_dataloader $(FIXTURES)/tiny.bin export_hf
+# the trainer under ThreadSanitizer (dev/test/test_threads.sh): with MPI, without OpenMP and OpenBLAS
+# (TSan cannot see their threads synchronize), -O1 as TSan's own advice
+TSAN_FLAGS = $(filter-out -O3 -fopenmp,$(CFLAGS)) -O1 -g -fno-omit-frame-pointer -fsanitize=thread
+
+$(SAN_BUILD)/train_gpt2_tsan: train_gpt2.c $(CPU_HEADERS) $(CPU_STAMPS)
+	@mkdir -p $(@D)
+	$(CC) $(TSAN_FLAGS) $(MPI_CFLAGS) $< -o $@ -lm -lpthread $(MPI_LDLIBS)
+
+# the tiny model test, the loader, bad input and resume; the threads: every sanitizer report fails the target
+test-sanitize: $(SAN_BUILD)/train_gpt2 $(SAN_BUILD)/test_gpt2 $(SAN_BUILD)/test_dataloader $(SAN_BUILD)/train_gpt2_tsan $(FIXTURES)/tiny.bin export_hf
 	PYTHON=$(PYTHON) bash dev/test/test_sanitize.sh $(SAN_BUILD) $(FIXTURES)
 
 # ---------------------------------------------------------------------------------------------
