@@ -256,7 +256,7 @@ static inline void args_usage(FILE *f, const char *prog) {
 // ---- parsing
 
 // one line: the reason, then where to look (rank 0 prints; every rank exits)
-static void args_fail(const char *fmt, ...) LLMC_PRINTF(1, 2);
+static void args_fail(const char *fmt, ...) LLMC_PRINTF(1, 2) LLMC_NORETURN;
 static void args_fail(const char *fmt, ...) {
     if (llmc_rank == 0) {
         char msg[1024];
