@@ -1642,6 +1642,37 @@ class CompiledStandIn(nn.Module):
         return self.model(*args)
 
 
+class PipeSafe:
+    """sys.stdout whose reader may leave (`| tee` ended by the same Ctrl-C, or killed): the first write
+    or flush that meets the broken pipe calls on_broken, and from then on the output goes to
+    /dev/null, as the C trainers' writes fail quietly after their SIGPIPE (llmc/signals.h)"""
+
+    def __init__(self, stream, on_broken):
+        self.stream, self.on_broken, self.broken = stream, on_broken, False
+
+    def _broke(self):
+        if not self.broken:
+            self.broken = True
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
+            self.on_broken()
+
+    def write(self, text):
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            self._broke()
+            return len(text)
+
+    def flush(self):
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self._broke()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
 def leave(code):
     """Exit without running destructors. torch 1.13's DDP and gloo process group can deadlock when
     they are destroyed (seen: ~ProcessGroupGloo joins a worker thread that waits for the GIL held by
@@ -1662,12 +1693,17 @@ def train_main(argv):
     stop = []  # signals received (signals.h): the first stops after the step with a checkpoint
 
     def on_signal(sig, _):
-        if stop:
+        if stop and stop[-1] != signal.SIGPIPE:
             sys.stderr.write("second signal: exiting immediately\n")
             os._exit(128 + sig)
         stop.append(sig)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
+    if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:  # the terminal closed; nohup's stays ignored
+        signal.signal(signal.SIGHUP, on_signal)
+    # stdout's reader gone: Python ignores SIGPIPE and raises BrokenPipeError, which stops the run
+    # here as SIGPIPE stops the C trainers
+    sys.stdout = PipeSafe(sys.stdout, lambda: stop or stop.append(signal.SIGPIPE))
     per_step = a.B * a.T * W
     if a.total_batch == -1:
         a.total_batch = per_step
@@ -1881,10 +1917,11 @@ def train_main(argv):
                 print(f"checkpoint {st.step} written to {a.output_dir} ({time.time() - tc:.2f} s)", flush=True)
         if stopping:
             if rank == 0:
-                print(f"stopped by a signal after step {st.step}; " + (
+                line = f"stopped by a signal after step {st.step}; " + (
                     f"checkpoint {st.step} is in {a.output_dir}; to resume, run the same command with -y 1"
-                    if a.output_dir else "nothing was saved (no -o); next time pass -o <dir> to be able to resume"),
-                    flush=True)
+                    if a.output_dir else "nothing was saved (no -o); next time pass -o <dir> to be able to resume")
+                # stdout's reader gone: the line on stderr instead
+                print(line, file=sys.stderr if sys.stdout.broken else sys.stdout, flush=True)
             break
         s += 1
     if rank == 0 and timed_steps:

@@ -246,7 +246,7 @@ static void flight_note(int sig, double came) {
     Flight *f = &llmc_flight;
     static FlightText t;
     ft_line_start(&t, "note", f->step, f->phase);
-    ft_str(&t, sig == SIGINT ? "SIGINT" : "SIGTERM");
+    ft_str(&t, sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM");
     if (came < f->wait_start) {
         ft_str(&t, " came ");
         ft_seconds(&t, f->wait_start - came, 0);
@@ -269,7 +269,8 @@ static void flight_note(int sig, double came) {
     ft_str(&t, " for the other ranks; if the job ends here, one of them stopped answering (the launcher "
                "names it); ");
     ft_line_end(&t);
-    flight_write(sig == SIGINT ? "SIGINT while waiting in a collective" : "SIGTERM while waiting in a collective");
+    flight_write(sig == SIGINT ? "SIGINT while waiting in a collective" : sig == SIGHUP ? "SIGHUP while waiting in a collective"
+                                                                          : "SIGTERM while waiting in a collective");
 }
 
 static inline void flight_note_signal(int sig) {
@@ -308,13 +309,20 @@ static void flight_on_signal(int sig, siginfo_t *info, void *ctx) {
  * MSG_NOSIGNAL), and the default action would end this rank without a word, before the
  * launcher's SIGTERM could bring the note above. So one error line naming the step and the
  * collective, the record, then the default action. Elsewhere (stdout piped to a reader that left;
- * NCCL's sockets never raise it) only the default action.
+ * NCCL's sockets never raise it) only the default action here, in start-up; once training runs,
+ * signals.h takes SIGPIPE over and calls this only inside an MPI collective.
  */
-static void flight_on_sigpipe(int sig) {
+// the newest collective is an MPI one that has not completed (a SIGPIPE now is MPI's); async-signal-safe
+static int flight_in_mpi_collective(void) {
     Flight *f = &llmc_flight;
     const FlightEntry *e = f->count > 0 ? &f->ring[(f->count - 1) % FLIGHT_SLOTS] : NULL;
-    const int in_mpi = e != NULL && e->end < 0 && e->op[0] == 'M' && e->op[1] == 'P' && e->op[2] == 'I';
-    if (in_mpi) {
+    return e != NULL && e->end < 0 && e->op[0] == 'M' && e->op[1] == 'P' && e->op[2] == 'I';
+}
+
+static void flight_on_sigpipe(int sig) {
+    Flight *f = &llmc_flight;
+    if (flight_in_mpi_collective()) {
+        const FlightEntry *e = &f->ring[(f->count - 1) % FLIGHT_SLOTS];
         static FlightText t;
         ft_line_start(&t, "error", e->step, e->phase);
         ft_str(&t, "a connection to another rank broke (SIGPIPE) ");

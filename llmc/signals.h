@@ -2,6 +2,11 @@
  * Preemption: SIGTERM or SIGINT asks the run to stop cleanly. The training loop checks the flag
  * once per step (all ranks agree through a max-reduction), finishes the step, writes a
  * checkpoint and exits 0 with a line that says how to resume. A second signal exits at once.
+ * SIGHUP (the terminal closed; left alone where it is ignored, as under nohup) and SIGPIPE (the
+ * reader of stdout or stderr left: `| tee` ended by the same Ctrl-C, or killed) stop the run the
+ * same way instead of ending it at once with the steps since the last checkpoint; after SIGPIPE
+ * the writes to that pipe fail quietly (EPIPE), and a SIGPIPE inside an MPI collective is still
+ * the broken connection to a rank that is gone (flight_record.h).
  * The handler is installed when training starts (train_loop.h): during start-up nothing checks
  * the flag, so there a signal keeps its default action and ends the process.
  * The kernel hands a signal sent to the process to any of its threads (MPI's, NCCL's, CUDA's, the
@@ -27,7 +32,19 @@ static void llmc_on_signal(int sig) {
         pthread_kill(main_thread, sig);  // async-signal-safe; the main thread never blocks these
         return;
     }
-    if (llmc_stop_signal != 0) {
+    if (sig == SIGPIPE) {
+        if (flight_in_mpi_collective()) {
+            flight_on_sigpipe(sig);  // a rank's connection broke: its line and record, then the default action
+            return;
+        }
+        struct sigaction ignore;  // the pipe stays broken: every later write would raise it again
+        memset(&ignore, 0, sizeof(ignore));
+        ignore.sa_handler = SIG_IGN;
+        sigaction(SIGPIPE, &ignore, NULL);
+        if (llmc_stop_signal == 0) { llmc_stop_signal = sig; }
+        return;
+    }
+    if (llmc_stop_signal != 0 && llmc_stop_signal != SIGPIPE) {
         // second signal: leave now; the newest complete checkpoint is still intact on disk
         static const char msg[] = "second signal: exiting immediately\n";
         ssize_t unused = write(STDERR_FILENO, msg, sizeof(msg) - 1);
@@ -48,6 +65,13 @@ static inline void signals_install(void) {
     sa.sa_flags = SA_RESTART;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    const int unless_ignored[] = {SIGHUP, SIGPIPE};  // nohup's SIGHUP, a launcher's ignored SIGPIPE stay so
+    for (int i = 0; i < 2; i++) {
+        struct sigaction now;
+        if (sigaction(unless_ignored[i], NULL, &now) == 0 && now.sa_handler != SIG_IGN) {
+            sigaction(unless_ignored[i], &sa, NULL);
+        }
+    }
 }
 
 #endif  // LLMC_SIGNALS_H

@@ -637,14 +637,17 @@ static inline int train_checkpoint(TrainRun *r) {
         r->eval_ms += (llmc_wall_seconds() - tc) * 1000.0;  // counted with the next step's evaluations
     }
     if (stop && r->rank == 0) {
+        char line[sizeof(a->output_dir) + 256] = "";
         if (r->have_out && r->ckw.newest == st->step) {
-            printf("stopped by a signal after step %d; checkpoint %d is in %s; to resume, run the same command with -y 1\n",
-                   st->step, st->step, a->output_dir);
+            snprintf(line, sizeof(line), "stopped by a signal after step %d; checkpoint %d is in %s; to resume, run the same "
+                     "command with -y 1\n", st->step, st->step, a->output_dir);
         } else if (!r->have_out) {
-            printf("stopped by a signal after step %d; nothing was saved (no -o); next time pass -o <dir> to be able to resume\n",
-                   st->step);
+            snprintf(line, sizeof(line), "stopped by a signal after step %d; nothing was saved (no -o); next time pass -o <dir> "
+                     "to be able to resume\n", st->step);
         }
-        fflush(stdout);
+        fputs(line, stdout);
+        // stdout's reader gone (SIGPIPE, `| tee` ended by the same Ctrl-C): the line on stderr instead
+        if (fflush(stdout) != 0 || ferror(stdout)) { fputs(line, stderr); }
     }
     return stop;
 }

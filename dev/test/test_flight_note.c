@@ -10,9 +10,11 @@
  *     FLIGHT_NOTE_AFTER s, saying how long before that wait the signal came; and only once.
  * And SIGPIPE (a write to a connection whose other end is gone), each in a child process:
  *   - inside a collective (OpenMPI's TCP connection to a dead rank): one error line naming the
- *     collective's step and phase, the record written, and the process still ends by SIGPIPE;
- *   - outside a collective (a closed stdout), or while an NCCL one is open: ends by SIGPIPE
- *     without a line;
+ *     collective's step and phase, the record written, and the process still ends by SIGPIPE
+ *     (in start-up and once training runs);
+ *   - outside a collective (a closed stdout), or while an NCCL one is open: in start-up ends by
+ *     SIGPIPE without a line; once training runs (signals_install) a stop request without a line,
+ *     the process goes on and its writes fail with EPIPE;
  *   - ignored before the record was armed: stays ignored (the write fails with EPIPE).
  * And the error and warning lines of utils.h: 4 processes writing 300 lines of 700 bytes each to
  * one pipe, as ranks under a launcher do, leave every line whole (one write each).
@@ -51,9 +53,11 @@ static void wait_in_collective(double seconds) {
     flight_wait_end();
 }
 
-// in a child with stderr in DIR/NAME: arm the record, then, inside the collective OP (still open
-// when `open`), write to a pipe whose reader is gone; returns the child's wait status
-static int broken_pipe_child(const char *dir, const char *name, const char *op, int open, int ignored) {
+// in a child with stderr in DIR/NAME: arm the record (and, when `training`, install signals.h's
+// handlers, as the training loop does once it runs), then, inside the collective OP (still open
+// when `open`), write to a pipe whose reader is gone; returns the child's wait status: 0 when the
+// write failed with EPIPE (and, when training, a second one too, with the run asked to stop)
+static int broken_pipe_child(const char *dir, const char *name, const char *op, int open, int ignored, int training) {
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) { llmc_die("fork failed"); }
@@ -62,10 +66,12 @@ static int broken_pipe_child(const char *dir, const char *name, const char *op, 
         snprintf(path, sizeof(path), "%s/%s", dir, name);
         if (!freopen(path, "w", stderr)) { _exit(100); }
         setvbuf(stderr, NULL, _IONBF, 0);
-        if (ignored) { signal(SIGPIPE, SIG_IGN); }
+        signal(SIGPIPE, ignored ? SIG_IGN : SIG_DFL);  // as a new process has it (main installed signals.h's)
+        llmc_stop_signal = 0;
         llmc_flight.count = 0;
         flight_start(1, 2);
         flight_arm(dir);
+        if (training) { signals_install(); }
         flight_where(11, 0, "the gradient reduction");
         long long h = flight_begin(op, 4096);
         if (!open) { flight_end(h); }
@@ -74,7 +80,12 @@ static int broken_pipe_child(const char *dir, const char *name, const char *op, 
         close(fds[0]);
         usleep(20 * 1000);
         ssize_t n = write(fds[1], "x", 1);
-        _exit(n < 0 && errno == EPIPE ? 0 : 102);
+        int ok = n < 0 && errno == EPIPE;
+        if (training) {
+            n = write(fds[1], "x", 1);
+            ok = ok && n < 0 && errno == EPIPE && llmc_stop_signal == SIGPIPE;
+        }
+        _exit(ok ? 0 : 102);
     }
     int status = 0;
     waitpid(pid, &status, 0);
@@ -84,31 +95,40 @@ static int broken_pipe_child(const char *dir, const char *name, const char *op, 
 static void check_sigpipe(const char *dir) {
     char text[65536], path[4200], record[4200];
     snprintf(record, sizeof(record), "%s/flight_rank1.txt", dir);
-    int st = broken_pipe_child(dir, "pipe_in.txt", "MPI_Allreduce(f32)", 1, 0);
-    snprintf(path, sizeof(path), "%s/pipe_in.txt", dir);
-    snprintf(err_path, sizeof(err_path), "%s", path);
-    read_stderr(text, sizeof(text));
-    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGPIPE, "SIGPIPE in a collective: the process did not end by SIGPIPE (status %d)", st);
-    CHECK(count(text, "\n") == 1 &&
-          strstr(text, "[rank 1] error: step 11 (the gradient reduction): a connection to another rank broke (SIGPIPE) 0.0") != NULL &&
-          strstr(text, " s into MPI_Allreduce(f32) of 4096 bytes: a rank's process or host is gone") != NULL,
-          "the line of a SIGPIPE in a collective: %s", text);
-    snprintf(err_path, sizeof(err_path), "%s", record);
-    read_stderr(text, sizeof(text));
-    CHECK(strstr(text, "SIGPIPE in a collective") != NULL && strstr(text, "<- not completed") != NULL,
-          "the flight record after a SIGPIPE in a collective: %s", text);
-    unlink(record);
-
-    const char *outside[2][2] = {{"MPI_Allreduce(f32)", "after an MPI collective"}, {"ncclAllReduce(grads)", "in an NCCL collective"}};
-    for (int i = 0; i < 2; i++) {
-        st = broken_pipe_child(dir, "pipe_out.txt", outside[i][0], i, 0);
-        snprintf(err_path, sizeof(err_path), "%s/pipe_out.txt", dir);
+    const char *when[2] = {"in start-up", "in training"};
+    for (int training = 0; training < 2; training++) {
+        int st = broken_pipe_child(dir, "pipe_in.txt", "MPI_Allreduce(f32)", 1, 0, training);
+        snprintf(path, sizeof(path), "%s/pipe_in.txt", dir);
+        snprintf(err_path, sizeof(err_path), "%s", path);
         read_stderr(text, sizeof(text));
-        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGPIPE && text[0] == '\0' && access(record, F_OK) != 0,
-              "SIGPIPE %s: want the default action alone (status %d, stderr: %s)", outside[i][1], st, text);
+        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGPIPE, "SIGPIPE in a collective %s: the process did not end by SIGPIPE (status %d)",
+              when[training], st);
+        CHECK(count(text, "\n") == 1 &&
+              strstr(text, "[rank 1] error: step 11 (the gradient reduction): a connection to another rank broke (SIGPIPE) 0.0") != NULL &&
+              strstr(text, " s into MPI_Allreduce(f32) of 4096 bytes: a rank's process or host is gone") != NULL,
+              "the line of a SIGPIPE in a collective %s: %s", when[training], text);
+        snprintf(err_path, sizeof(err_path), "%s", record);
+        read_stderr(text, sizeof(text));
+        CHECK(strstr(text, "SIGPIPE in a collective") != NULL && strstr(text, "<- not completed") != NULL,
+              "the flight record after a SIGPIPE in a collective %s: %s", when[training], text);
+        unlink(record);
     }
 
-    st = broken_pipe_child(dir, "pipe_ign.txt", "MPI_Allreduce(f32)", 1, 1);
+    // outside an MPI collective (stdout's reader gone): in start-up the default action alone; in
+    // training a stop request (llmc_stop_signal), no line, and the next writes fail quietly
+    const char *outside[2][2] = {{"MPI_Allreduce(f32)", "after an MPI collective"}, {"ncclAllReduce(grads)", "in an NCCL collective"}};
+    for (int training = 0; training < 2; training++) {
+        for (int i = 0; i < 2; i++) {
+            int st = broken_pipe_child(dir, "pipe_out.txt", outside[i][0], i, 0, training);
+            snprintf(err_path, sizeof(err_path), "%s/pipe_out.txt", dir);
+            read_stderr(text, sizeof(text));
+            const int as_wanted = training ? WIFEXITED(st) && WEXITSTATUS(st) == 0 : WIFSIGNALED(st) && WTERMSIG(st) == SIGPIPE;
+            CHECK(as_wanted && text[0] == '\0' && access(record, F_OK) != 0, "SIGPIPE %s %s: want %s (status %d, stderr: %s)",
+                  outside[i][1], when[training], training ? "a stop request, EPIPE after" : "the default action alone", st, text);
+        }
+    }
+
+    int st = broken_pipe_child(dir, "pipe_ign.txt", "MPI_Allreduce(f32)", 1, 1, 0);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "an ignored SIGPIPE did not stay ignored (status %d)", st);
 }
 

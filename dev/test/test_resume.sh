@@ -4,7 +4,8 @@
 #    the per-step losses and the text samples equal the uninterrupted run bit for bit;
 #  - a corrupt newest checkpoint (model or state file) is skipped with a warning naming the file;
 #  - SIGTERM / SIGINT on any rank: every rank finishes the step, a checkpoint is written, exit 0;
-#    a second signal exits at once;
+#    a second signal exits at once; the same for SIGPIPE (stdout's reader gone: `| tee` killed, or
+#    ended by the same Ctrl-C) and SIGHUP, which stays ignored under nohup;
 #  - -nk keeps the newest K complete checkpoints, and -nm M also those at multiples of M;
 #  - numeric guards: NaN steps are skipped and the run stops after -sm of them; an outlier loss is
 #    skipped without touching parameters or optimizer state;
@@ -114,6 +115,53 @@ grep -q "^step 40/40" int.out1 && bad "the run ended before SIGINT arrived"
 "$TRAINER" "${ARGS[@]}" -o int -y 1 > int.out2 2>&1 || bad "resume after SIGINT failed"
 final_losses int > int.loss
 same "SIGINT, resume: losses bitwise equal" int.loss ref1.loss
+
+# the reader of stdout gone (`| tee`, tee killed): SIGPIPE stops the run like SIGTERM, the stop line
+# on stderr, and the resume goes on bit for bit (the default action ended it, the steps since the
+# last checkpoint lost)
+( "$TRAINER" "${ARGS[@]}" -o pipe 2> pipe.err | tee "$TMP/pipe.out1" > /dev/null; echo "${PIPESTATUS[0]}" > pipe.rc ) &
+sub=$!
+for i in $(seq 300); do grep -q "^step 2/" pipe.out1 2> /dev/null && break; sleep 0.05; done
+pkill -TERM -f "tee $TMP/pipe.out1"; wait $sub
+[ "$(cat pipe.rc)" = 0 ] && grep -q "^stopped by a signal after step [0-9]*; checkpoint [0-9]* is in pipe" pipe.err \
+    && ok "stdout's reader killed: the run stopped with a checkpoint, exit 0, on stderr: $(grep -m1 '^stopped' pipe.err | cut -c1-60)" \
+    || { bad "stdout's reader killed: exit $(cat pipe.rc), stderr: $(tail -2 pipe.err)"; }
+"$TRAINER" "${ARGS[@]}" -o pipe -y 1 > pipe.out2 2>&1 || bad "resume after SIGPIPE failed"
+final_losses pipe > pipe.loss
+same "SIGPIPE, resume: losses bitwise equal" pipe.loss ref1.loss
+# Ctrl-C on `train_gpt2 | tee` in a terminal: SIGINT to both at once (a new session whose SIGINT is
+# not ignored, as a script's background jobs' is); tee ends first, and the step line that follows
+# must not end the trainer before its checkpoint
+$PY - "$TRAINER" "$TMP/ctrlc" "${ARGS[@]}" -o ctrlc > ctrlc.txt 2>&1 << 'PYEOF2'
+import os, signal, subprocess, sys, time
+trainer, out, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+cmd = f"{trainer} {' '.join(args)} 2> {out}.err | tee {out}.log > /dev/null; echo ${{PIPESTATUS[@]}} > {out}.rc"
+p = subprocess.Popen(["bash", "-c", cmd], start_new_session=True)
+for _ in range(300):
+    if os.path.exists(out + ".log") and "step 2/" in open(out + ".log").read(): break
+    time.sleep(0.05)
+os.killpg(p.pid, signal.SIGINT)
+p.wait()
+print(open(out + ".rc").read().strip())
+PYEOF2
+rcs=$(tail -1 ctrlc.txt)
+[ "${rcs%% *}" = 0 ] && [ "${rcs##* }" = 130 ] && ls ctrlc | grep -q '^DONE_' \
+    && ok "Ctrl-C on train_gpt2 | tee: tee ended by SIGINT (130), the trainer checkpointed and exited 0 ($(ls ctrlc | grep -m1 DONE_))" \
+    || { bad "Ctrl-C on train_gpt2 | tee: exit statuses '$rcs' (want 0 130), checkpoints: $(ls ctrlc | tr '\n' ' ')"; tail -2 ctrlc.err ctrlc.txt; }
+# SIGHUP (the terminal closed) stops the run with a checkpoint; under nohup it is ignored, the run goes on
+"$TRAINER" "${ARGS[@]}" -o hup > hup.out1 2>&1 &
+pid=$!
+for i in $(seq 300); do grep -q "^step 2/" hup.out1 && break; sleep 0.05; done
+kill -HUP $pid; wait $pid; rc=$?
+[ $rc -eq 0 ] && grep -q "^stopped by a signal after step [0-9]*; checkpoint" hup.out1 && ! grep -q "^step 40/40" hup.out1 \
+    && ok "SIGHUP: $(grep -m1 '^stopped' hup.out1 | cut -c1-60)" || { bad "SIGHUP: exit $rc"; tail -2 hup.out1; }
+nohup "$TRAINER" "${ARGS[@]}" -o nohup > nohup.out 2>&1 &
+pid=$!
+for i in $(seq 300); do grep -q "^step 2/" nohup.out && break; sleep 0.05; done
+kill -HUP $pid; wait $pid; rc=$?
+[ $rc -eq 0 ] && grep -q "^step 40/40" nohup.out && ok "SIGHUP under nohup: ignored, the run went on to step 40" \
+    || { bad "SIGHUP under nohup: exit $rc"; tail -2 nohup.out; }
 
 # a second signal exits at once (a model big enough that a step takes a while)
 $PY "$ROOT/dev/bench/make_random_shard.py" big.bin 300000 5

@@ -16,7 +16,8 @@
 #     train_gpt2.py 2 processes step 6 resumes in ./train_gpt2 (1 process); the continuing losses
 #     equal the uninterrupted runs' within 1e-4.
 #  4. bad flags and files end with a one-line error (a shard cut short on disk mid-run too); every flag of ./train_gpt2 --help, short and
-#     long, is train_gpt2.py's too (or refused with a reason, as -pn: torchrun launches it).
+#     long, is train_gpt2.py's too (or refused with a reason, as -pn: torchrun launches it). stdout's
+#     reader killed and SIGHUP stop it with a checkpoint, as they stop ./train_gpt2.
 #  5. the samples' token choice (temperature, top-k) is llmc/generate.h's on random distributions.
 source "$(dirname "$0")/lib.sh" test_torch_ddp "${1:-./train_gpt2}"
 require_mpi test-torch-ddp  # the C trainer runs under mpirun, also for 1 process
@@ -229,6 +230,21 @@ timeout -k 10 300 $PY "$TORCH_TRAINER" "${ARGS[@]}" -b 4 -x 2 -n 0 -s 0 -o over 
     && grep -q "^--start-over: the earlier run in over (.* checkpoint file(s), its logs) moved to over/old_run_1$" over.out \
     && ok "train_gpt2.py --start-over 1: the old run in over/old_run_1 (as train_gpt2 moves it), the new one in its place" \
     || { bad "train_gpt2.py --start-over 1: over holds $(ls over | tr '\n' ' '), old_run_1 $(ls over/old_run_1 2>&1 | tr '\n' ' ')"; tail -n 2 over.out; }
+# stdout's reader killed (`| tee`), then SIGHUP: the twin stops after its step with a checkpoint,
+# exit 0, as ./train_gpt2 does (test_resume.sh), the first stop line on stderr
+( timeout -k 10 300 $PY "$TORCH_TRAINER" "${ARGS[@]}" -b 4 -x 100000 -n 0 -s 0 -v 0 -h 0 -o tpipe 2> tpipe.err \
+    | tee "$TMP/tpipe.out" > /dev/null; echo "${PIPESTATUS[0]}" > tpipe.rc ) &
+sub=$!
+for i in $(seq 600); do grep -q "^step 2/" tpipe.out 2> /dev/null && break; sleep 0.1; done
+pkill -TERM -f "tee $TMP/tpipe.out"; wait $sub
+timeout -k 10 300 $PY "$TORCH_TRAINER" "${ARGS[@]}" -b 4 -x 100000 -n 0 -s 0 -v 0 -h 0 -o thup > thup.out 2>&1 &
+pid=$!
+for i in $(seq 600); do grep -q "^step 2/" thup.out && break; sleep 0.1; done
+kill -HUP $pid; wait $pid; rc=$?
+[ "$(cat tpipe.rc)" = 0 ] && grep -q "^stopped by a signal after step [0-9]*; checkpoint [0-9]* is in tpipe" tpipe.err \
+    && [ $rc = 0 ] && grep -q "^stopped by a signal after step [0-9]*; checkpoint [0-9]* is in thup" thup.out \
+    && ok "train_gpt2.py with stdout's reader killed, and on SIGHUP: stopped with a checkpoint, exit 0 ($(ls tpipe thup | grep -c DONE_) markers)" \
+    || { bad "train_gpt2.py, stdout's reader killed: exit $(cat tpipe.rc), $(tail -n 1 tpipe.err); SIGHUP: exit $rc, $(tail -n 1 thup.out)"; }
 # the fixture mode (a command line that writes fixtures): its descriptor and its --tokens shard get the trainer's checks
 FIXTURE=(--model L2:C64:H4:T64:V512 --debug-state bad_state.bin --batch 2 --seq 32)
 torch_error "fixture: a depth of 0" "--model d0: depth must be in 1..1000" --model d0 --write-model bad.bin
