@@ -1699,8 +1699,9 @@ def train_main(argv):
         stop.append(sig)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
-    if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:  # the terminal closed; nohup's stays ignored
-        signal.signal(signal.SIGHUP, on_signal)
+    for sig in (signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):  # a closed terminal, SLURM's --signal
+        if signal.getsignal(sig) != signal.SIG_IGN:  # nohup's SIGHUP stays ignored
+            signal.signal(sig, on_signal)
     # stdout's reader gone: Python ignores SIGPIPE and raises BrokenPipeError, which stops the run
     # here as SIGPIPE stops the C trainers
     sys.stdout = PipeSafe(sys.stdout, lambda: stop or stop.append(signal.SIGPIPE))

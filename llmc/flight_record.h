@@ -234,6 +234,17 @@ static void ft_line_end(FlightText *t) {
     ft_out(STDERR_FILENO, t);
 }
 
+// the name of a stop signal (signals.h's), async-signal-safe
+static const char *flight_signal_name(int sig) {
+    switch (sig) {
+        case SIGINT: return "SIGINT";
+        case SIGHUP: return "SIGHUP";
+        case SIGUSR1: return "SIGUSR1";
+        case SIGUSR2: return "SIGUSR2";
+        default: return "SIGTERM";
+    }
+}
+
 /*
  * A signal that asks the process to stop (signals.h) came. When it finds this rank waiting in a
  * collective, one note says where, and the record is written: a launcher that ends a job after a
@@ -246,7 +257,7 @@ static void flight_note(int sig, double came) {
     Flight *f = &llmc_flight;
     static FlightText t;
     ft_line_start(&t, "note", f->step, f->phase);
-    ft_str(&t, sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM");
+    ft_str(&t, flight_signal_name(sig));
     if (came < f->wait_start) {
         ft_str(&t, " came ");
         ft_seconds(&t, f->wait_start - came, 0);
@@ -269,8 +280,12 @@ static void flight_note(int sig, double came) {
     ft_str(&t, " for the other ranks; if the job ends here, one of them stopped answering (the launcher "
                "names it); ");
     ft_line_end(&t);
-    flight_write(sig == SIGINT ? "SIGINT while waiting in a collective" : sig == SIGHUP ? "SIGHUP while waiting in a collective"
-                                                                          : "SIGTERM while waiting in a collective");
+    static FlightText why;
+    why.len = 0;
+    ft_str(&why, flight_signal_name(sig));
+    ft_str(&why, " while waiting in a collective");
+    why.buf[why.len] = '\0';
+    flight_write(why.buf);
 }
 
 static inline void flight_note_signal(int sig) {

@@ -2,9 +2,10 @@
  * Preemption: SIGTERM or SIGINT asks the run to stop cleanly. The training loop checks the flag
  * once per step (all ranks agree through a max-reduction), finishes the step, writes a
  * checkpoint and exits 0 with a line that says how to resume. A second signal exits at once.
- * SIGHUP (the terminal closed; left alone where it is ignored, as under nohup) and SIGPIPE (the
- * reader of stdout or stderr left: `| tee` ended by the same Ctrl-C, or killed) stop the run the
- * same way instead of ending it at once with the steps since the last checkpoint; after SIGPIPE
+ * SIGHUP (the terminal closed), SIGUSR1 and SIGUSR2 (the signals SLURM's --signal sends in the
+ * setups of Lightning and submitit) and SIGPIPE (the reader of stdout or stderr left: `| tee`
+ * ended by the same Ctrl-C, or killed) stop the run the same way instead of ending it at once with
+ * the steps since the last checkpoint; each is left alone where it is ignored (nohup's SIGHUP); after SIGPIPE
  * the writes to that pipe fail quietly (EPIPE), and a SIGPIPE inside an MPI collective is still
  * the broken connection to a rank that is gone (flight_record.h).
  * The handler is installed when training starts (train_loop.h): during start-up nothing checks
@@ -65,8 +66,8 @@ static inline void signals_install(void) {
     sa.sa_flags = SA_RESTART;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
-    const int unless_ignored[] = {SIGHUP, SIGPIPE};  // nohup's SIGHUP, a launcher's ignored SIGPIPE stay so
-    for (int i = 0; i < 2; i++) {
+    const int unless_ignored[] = {SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE};  // nohup's SIGHUP stays ignored, and so on
+    for (size_t i = 0; i < sizeof(unless_ignored) / sizeof(unless_ignored[0]); i++) {
         struct sigaction now;
         if (sigaction(unless_ignored[i], NULL, &now) == 0 && now.sa_handler != SIG_IGN) {
             sigaction(unless_ignored[i], &sa, NULL);

@@ -5,7 +5,7 @@
 #  - a corrupt newest checkpoint (model or state file) is skipped with a warning naming the file;
 #  - SIGTERM / SIGINT on any rank: every rank finishes the step, a checkpoint is written, exit 0;
 #    a second signal exits at once; the same for SIGPIPE (stdout's reader gone: `| tee` killed, or
-#    ended by the same Ctrl-C) and SIGHUP, which stays ignored under nohup;
+#    ended by the same Ctrl-C), SIGHUP (which stays ignored under nohup), SIGUSR1 and SIGUSR2;
 #  - -nk keeps the newest K complete checkpoints, and -nm M also those at multiples of M;
 #  - numeric guards: NaN steps are skipped and the run stops after -sm of them; an outlier loss is
 #    skipped without touching parameters or optimizer state;
@@ -149,13 +149,16 @@ rcs=$(tail -1 ctrlc.txt)
 [ "${rcs%% *}" = 0 ] && [ "${rcs##* }" = 130 ] && ls ctrlc | grep -q '^DONE_' \
     && ok "Ctrl-C on train_gpt2 | tee: tee ended by SIGINT (130), the trainer checkpointed and exited 0 ($(ls ctrlc | grep -m1 DONE_))" \
     || { bad "Ctrl-C on train_gpt2 | tee: exit statuses '$rcs' (want 0 130), checkpoints: $(ls ctrlc | tr '\n' ' ')"; tail -2 ctrlc.err ctrlc.txt; }
-# SIGHUP (the terminal closed) stops the run with a checkpoint; under nohup it is ignored, the run goes on
-"$TRAINER" "${ARGS[@]}" -o hup > hup.out1 2>&1 &
-pid=$!
-for i in $(seq 300); do grep -q "^step 2/" hup.out1 && break; sleep 0.05; done
-kill -HUP $pid; wait $pid; rc=$?
-[ $rc -eq 0 ] && grep -q "^stopped by a signal after step [0-9]*; checkpoint" hup.out1 && ! grep -q "^step 40/40" hup.out1 \
-    && ok "SIGHUP: $(grep -m1 '^stopped' hup.out1 | cut -c1-60)" || { bad "SIGHUP: exit $rc"; tail -2 hup.out1; }
+# SIGHUP (the terminal closed), SIGUSR1 and SIGUSR2 (SLURM's --signal) stop the run with a
+# checkpoint; under nohup SIGHUP is ignored, the run goes on
+for sig in HUP USR1 USR2; do
+    "$TRAINER" "${ARGS[@]}" -o $sig > $sig.out1 2>&1 &
+    pid=$!
+    for i in $(seq 300); do grep -q "^step 2/" $sig.out1 && break; sleep 0.05; done
+    kill -$sig $pid; wait $pid; rc=$?
+    [ $rc -eq 0 ] && grep -q "^stopped by a signal after step [0-9]*; checkpoint" $sig.out1 && ! grep -q "^step 40/40" $sig.out1 \
+        && ok "SIG$sig: $(grep -m1 '^stopped' $sig.out1 | cut -c1-60)" || { bad "SIG$sig: exit $rc"; tail -2 $sig.out1; }
+done
 nohup "$TRAINER" "${ARGS[@]}" -o nohup > nohup.out 2>&1 &
 pid=$!
 for i in $(seq 300); do grep -q "^step 2/" nohup.out && break; sleep 0.05; done
