@@ -47,29 +47,27 @@ typedef enum { GRAD_REDUCE_NONE = 0, GRAD_REDUCE_NCCL = 1, GRAD_REDUCE_MPI = 2 }
 // ----------------------------------------------------------------------------
 // the GPU of this rank
 
-// no NVIDIA driver, or one older than the CUDA runtime this binary was built with: which, and what to do
 // What keeps the CUDA runtime from the GPU when cudaGetDeviceCount says cudaErrorInsufficientDriver:
-// no driver at all, or one older than the runtime this binary was built with; into buf (one line)
-static inline void gpu_driver_problem(char *buf, size_t size) {
+// no driver at all, or one older than the runtime this binary was built with; into buf (one line).
+// Returns the driver's CUDA version (cudaDriverGetVersion's number; 0: no driver).
+static inline int gpu_driver_problem(char *buf, size_t size) {
     int driver = 0, runtime = 0;
     (void)cudaDriverGetVersion(&driver);
     (void)cudaRuntimeGetVersion(&runtime);
     if (driver == 0) {
         snprintf(buf, size, "no NVIDIA driver is installed (libcuda.so.1 not found)");
-        return;
+    } else {
+        snprintf(buf, size, "the NVIDIA driver here supports CUDA %d.%d, older than the CUDA %d.%d this train_gpt2cu was "
+                 "built with", driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
     }
-    snprintf(buf, size, "the NVIDIA driver here supports CUDA %d.%d, older than the CUDA %d.%d this train_gpt2cu was built with",
-             driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+    return driver;
 }
 
+// the same as an error line that says what to do
 static inline void gpu_driver_die(void) {
     char problem[160];
-    gpu_driver_problem(problem, sizeof(problem));
-    int driver = 0;
-    (void)cudaDriverGetVersion(&driver);
-    if (driver == 0) {
-        llmc_die("%s; install it, or train on the CPU with ./train_gpt2 (same flags)", problem);
-    }
+    const int driver = gpu_driver_problem(problem, sizeof(problem));
+    if (driver == 0) { llmc_die("%s; install it, or train on the CPU with ./train_gpt2 (same flags)", problem); }
     llmc_die("%s; update the driver, or build with a CUDA toolkit of %d.%d at most (make train_gpt2cu NVCC=<its nvcc>)",
              problem, driver / 1000, driver % 1000 / 10);
 }
