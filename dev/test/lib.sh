@@ -13,7 +13,7 @@
 # is missing> <command that provides it>, unpack_embedded <dir>, compare_logs <a> <b> KEY=TOL...,
 # shard_cut <in> <out> <from> <to>, shard_put <in> <out> <position> <token>,
 # ok <what> (the line of a check that passed), stand_in_curl <bindir>, gpu_machine_tree <dir>,
-# stand_in_binaries <tree> <C statement>.
+# stand_in_binaries <tree> <C statement>, tgkill_other <pid> <signal number>.
 
 LLMC_TEST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$LLMC_TEST_DIR/../.." && pwd)
@@ -120,6 +120,24 @@ MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 MPI_HINT="apt-get install openmpi-bin libopenmpi-dev, then make clean && make"
 # have_mpi [binary]: mpirun is here and the binary (default: the trainer) was built with MPI
 have_mpi() { command -v mpirun >/dev/null 2>&1 && ldd "${1:-$TRAINER}" 2>/dev/null | grep -q libmpi; }
+# tgkill_other PID SIG: SIG to a thread of PID that is not its main thread and does not block SIG
+# (a signal sent to a process goes to any such thread; this picks one on purpose: the handler's
+# work must then still happen on the main thread, llmc/signals.h)
+tgkill_other() {
+    "$PY" - "$1" "$2" << 'PYEOF'
+import ctypes, os, sys
+pid, sig = int(sys.argv[1]), int(sys.argv[2])
+for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")):
+    if tid == pid:
+        continue
+    status = open(f"/proc/{pid}/task/{tid}/status").read()
+    blocked = int(status.split("SigBlk:")[1].split()[0], 16)
+    if not blocked & (1 << (sig - 1)):
+        libc = ctypes.CDLL(None, use_errno=True)
+        sys.exit(0 if libc.syscall(234, pid, tid, sig) == 0 else 1)  # SYS_tgkill on x86-64
+sys.exit(f"no thread of {pid} but the main one takes signal {sig}")
+PYEOF
+}
 
 [ "${1:-}" = --tools ] && return 0
 

@@ -34,7 +34,8 @@
 #            the resume takes the choices kept in -o); --prompt's greedy text within bf16's rounding
 #            of fp32's (dev/test/greedy_within.py; own and cuDNN attention); HellaSwag's accuracy
 #            against the CPU trainer's; a fatal error while a checkpoint is written from the pinned
-#            snapshot (finished first, resumed bitwise); bad input (no GPU
+#            snapshot (finished first, resumed bitwise); SIGTERM to a thread that is not the main
+#            one (a checkpoint after the step, exit 0, resumed bitwise); bad input (no GPU
 #            visible, too large a batch, wrong architecture)
 #   multi    NCCL on a 1-rank communicator (LLMC_FORCE_NCCL=1, -z 0 and -z 1) equals the plain run,
 #            also with the stream-order debug mode (LLMC_DEBUG_STREAMS=1), and differs from it when
@@ -314,7 +315,27 @@ kill_rank() {
     echo "rank $victim killed with SIGKILL: the job ended in $(( $(date +%s) - start )) s with exit status $rc"
     [ $rc -ne 0 ]
 }
-export -f resume_copy kill_rank children_of
+# preempt_run <trainer> <dir> <flags...>: SIGTERM, after step 5, to a thread of the trainer that is
+# not its main one (CUDA's, NCCL's: the kernel may hand the signal to any); the run must stop after
+# its step with a checkpoint and exit 0, and its resume 5 steps on repeat an uninterrupted run's
+# losses bit for bit (-q 1's constant rate: -x does not change the schedule)
+preempt_run() {
+    local bin=$1 dir=$2 pid rc k i; shift 2
+    rm -rf "$dir" "$dir.ref"
+    "$bin" "$@" -x 100000 -v 0 -o "$dir" > "$dir.txt" 2>&1 &
+    pid=$!
+    for i in $(seq 600); do grep -q "^step 5/" "$dir.txt" && break; kill -0 $pid 2> /dev/null || break; sleep 0.1; done
+    tgkill_other $pid 15 || { echo "no thread of $pid but the main one takes SIGTERM"; kill -9 $pid; return 1; }
+    for i in $(seq 600); do kill -0 $pid 2> /dev/null || break; sleep 0.1; done
+    if kill -0 $pid 2> /dev/null; then echo "still running 60 s after SIGTERM"; kill -9 $pid; return 1; fi
+    wait $pid; rc=$?
+    k=$(sed -n 's/^stopped by a signal after step \([0-9]*\); checkpoint .*/\1/p' "$dir.txt")
+    echo "exit $rc: $(grep -m1 '^stopped' "$dir.txt")"
+    [ $rc -eq 0 ] && [ -n "$k" ] || { tail -3 "$dir.txt"; return 1; }
+    "$bin" "$@" -x $((k + 5)) -v 0 -o "$dir" -y 1 > "$dir.res.txt" 2>&1 && "$bin" "$@" -x $((k + 5)) -v 0 -o "$dir.ref" > /dev/null 2>&1 \
+        && grep -q "^resumed from checkpoint $k " "$dir.res.txt" && compare_logs "$dir.ref/main.log" "$dir/main.log" trl=0 norm=0
+}
+export -f resume_copy kill_rank children_of preempt_run tgkill_other
 # resumed <output> <run dir> <reference dir> <tol>: the resume said so, and its steps 6-10 make the
 # run's main.log agree with the reference's (all 10 steps)
 resumed() { echo "grep -q 'resumed from checkpoint 5' $1 && compare_logs $2/main.log $3/main.log trl=$4 norm=$4"; }
@@ -377,6 +398,7 @@ if has_part test; then
     FE="-j $D/val.bin $TRAIN_ARGS_SMALL -d $MULTI_D -sh 0 -n 2"
     rm -rf "$D/fatal" "$D/fatal_ref"
     step fatal_checkpoint 90 "./train_gpt2cu -i $WORK/badtoken.bin $FE -o $D/fatal > $D/fatal.txt 2>&1; rc=\$?; grep -E '^error|^finishing|^checkpoint 2 ' $D/fatal.txt; [ \$rc -eq 1 ] && [ -f $D/fatal/DONE_00000002 ] && ./train_gpt2cu -i $D/train.bin $FE -o $D/fatal_ref > /dev/null 2>&1 && ./train_gpt2cu -i $D/train.bin $FE -o $D/fatal -y 1 > $D/fatal_res.txt 2>&1 && grep -q 'resumed from checkpoint 2 ' $D/fatal_res.txt && compare_logs $D/fatal_ref/main.log $D/fatal/main.log trl=0 norm=0"
+    step preempt 90 "preempt_run ./train_gpt2cu $D/pre $A -d $MULTI_D"
     # -mt 1 with -o: the choices kept in the folder; its resume reads them (real cuBLASLt's algorithms,
     # restored from the file and checked) and repeats steps 6-10 bit for bit
     rm -rf "$D/mt_a" "$D/mt_r"

@@ -14,24 +14,6 @@ MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 # unshuffled, so that step 7's data (tokens 3072-3583 over both ranks) holds the bad token below
 ARGS=(-j val.bin -e L2:C64:H4:T64:V512 -b 4 -t 32 -d 512 -v 0 -s 0 -n 2 -x 12 -sh 0 -tk none.bin)
 
-# tgkill_other PID SIG: SIG to a thread of PID that is not its main thread and does not block SIG
-# (a signal sent to a process goes to any such thread; this picks one on purpose)
-tgkill_other() {
-    "$PY" - "$1" "$2" << 'PYEOF'
-import ctypes, os, sys
-pid, sig = int(sys.argv[1]), int(sys.argv[2])
-for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")):
-    if tid == pid:
-        continue
-    status = open(f"/proc/{pid}/task/{tid}/status").read()
-    blocked = int(status.split("SigBlk:")[1].split()[0], 16)
-    if not blocked & (1 << (sig - 1)):
-        libc = ctypes.CDLL(None, use_errno=True)
-        sys.exit(0 if libc.syscall(234, pid, tid, sig) == 0 else 1)  # SYS_tgkill on x86-64
-sys.exit(f"no thread of {pid} but the main one takes signal {sig}")
-PYEOF
-}
-
 # ---- 2 ranks: SIGTERM to a thread of rank 1 that is not its main thread, after step 4; every rank
 # stops after its step with a checkpoint, exit 0; then a resume runs to the end
 "${MPIRUN[@]}" -np 2 "$TRAINER" -i train.bin "${ARGS[@]}" -x 10000 -o sig > sig.out 2>&1 &
