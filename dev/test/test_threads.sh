@@ -8,7 +8,6 @@
 #   bash dev/test/test_threads.sh TRAINER      (from the repo root)
 source "$(dirname "$0")/lib.sh" test_threads "$1"
 require_mpi test-sanitize
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 "$PY" "$ROOT/dev/bench/make_random_shard.py" train.bin 40000 1 512 > /dev/null
 "$PY" "$ROOT/dev/bench/make_random_shard.py" val.bin 8000 2 512 > /dev/null
 # unshuffled, so that step 7's data (tokens 3072-3583 over both ranks) holds the bad token below
