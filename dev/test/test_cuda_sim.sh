@@ -520,6 +520,9 @@ if have_mpi "$SIM"; then  # rank 0 on a device 4x as large, rank 1 between -r 1 
         && ok "-r auto on 2 ranks with 4x and 1x that memory: -r 2 on both" || { bad "-r auto on 2 ranks"; grep -e '-r' rauto_np2.txt | head -3; }
 fi
 expect_error "-b auto on a device too small for B 1" "not even B = 1 fits" env SIM_DEVICE_MEMORY=$((34 << 20)) "$SIM" "${AUTO[@]}" -b auto
+# a -b too large for the device: the plan's check before any activation is allocated, with what to do
+expect_error "-b 64 on that device" "B=64 T=16 needs .* GiB of GPU memory .* but .* GiB of .* are free; use a smaller -b or -b auto" \
+    env SIM_DEVICE_MEMORY=$((34 << 20)) "$SIM" "${AUTO[@]}" -b 64
 # phases: from the events, inside the step's wall time; NVTX ranges nest and cover each step
 rm -f nvtx.log
 SIM_NVTX_LOG=nvtx.log "$SIM" "${ARGS[@]}" -x 2 -v 1 -m 1 -o ph > ph.txt 2>&1 || bad "phase run failed"
