@@ -39,6 +39,7 @@ typedef struct {
 
 static inline int train_resolve_model(TrainArgs *a, GPT2Config *config);
 static inline void train_start(TrainSetup *run, int *argc, char ***argv) {
+    llmc_std_fds_open();  // before MPI or any file takes a closed stdout's number
     comm_init(&run->comm, argc, argv);
     args_parse(&run->args, *argc, *argv);
     comm_apply_args(&run->comm, &run->args);

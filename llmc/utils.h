@@ -621,6 +621,17 @@ static inline long long host_mem_available(void) {
     return kb < 0 ? -1 : kb * 1024;
 }
 
+// A shell or launcher may start a process with stdin, stdout or stderr closed (`cmd >&-`, some
+// daemons): the next file opened would get that number, and printf would write into it (the
+// trainers' main.log, a checkpoint, a shard). Each one closed is opened on /dev/null first.
+static inline void llmc_std_fds_open(void) {
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) { continue; }
+        const int got = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);  // the lowest free number: fd
+        if (got >= 0 && got != fd) { dup2(got, fd); close(got); }
+    }
+}
+
 static inline double llmc_wall_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -1141,6 +1141,7 @@ static const char *mode_flags(const Args *a, const char **mode) {
 }
 
 int main(int argc, char **argv) {
+    llmc_std_fds_open();
     if (llmc_abort_hook != remove_partial_outputs) { next_abort_hook = llmc_abort_hook; }
     llmc_abort_hook = remove_partial_outputs;
     Args a;

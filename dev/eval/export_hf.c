@@ -1175,6 +1175,7 @@ static void import_from_hf(const char *in_path, const char *out_path, int out_ve
 // ----------------------------------------------------------------------------
 
 int main(int argc, char **argv) {
+    llmc_std_fds_open();
     const char *in = NULL, *out = NULL, *tok_dir = NULL;
     int to_bin = 0, force = 0, dtype = 0, n_head = 0;
     for (int i = 1; i < argc; i++) {

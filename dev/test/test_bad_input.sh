@@ -281,6 +281,29 @@ else
     skip_or_fail "test-bad-input: full disk" "root (to mount a 10 MB tmpfs)" "run the test as root" || bad "full disk cases not run"
 fi
 
+# stdout and stderr closed by the launcher (`>&- 2>&-`): the files the run opens would take their
+# numbers and get the step lines and warnings; main.log holds only its records, metrics.jsonl only
+# JSON, the checkpoint resumes. gpt2_tokenize's shards the same bytes as with them open
+"$TRAINER" -i "$TMP/good.bin" -j "$TMP/good.bin" "${BASE[@]}" -x 3 -v 1 -n 3 -o "$TMP/closed" >&- 2>&-
+rc=$?
+if [ $rc -eq 0 ] && [ -s "$TMP/closed/main.log" ] && ! grep -qv '^s:[0-9]' "$TMP/closed/main.log" \
+   && ! grep -qv '^{"' "$TMP/closed/metrics.jsonl" && [ -f "$TMP/closed/DONE_00000003" ] \
+   && "$TRAINER" -i "$TMP/good.bin" -j "$TMP/good.bin" "${BASE[@]}" -x 4 -v 1 -n 3 -o "$TMP/closed" -y 1 > /dev/null 2>&1; then
+    ok "stdout and stderr closed: main.log and metrics.jsonl hold only their records, checkpoint 3 resumes"
+else
+    bad "stdout and stderr closed: exit $rc; main.log: $(grep -v '^s:[0-9]' "$TMP/closed/main.log" | head -2)"
+fi
+if [ -x "$ROOT/gpt2_tokenize" ]; then
+    unpack_embedded "$TMP/emb"
+    TOK=("$ROOT/gpt2_tokenize" -e "$TMP/emb/gpt2/encoder.json" -m "$TMP/emb/gpt2/vocab.bpe" -S 100K)
+    mkdir "$TMP/tok_open" "$TMP/tok_closed"
+    "${TOK[@]}" -p "$TMP/tok_open/ts" "$TMP/emb/tinyshakespeare/input.txt" > /dev/null 2>&1
+    "${TOK[@]}" -p "$TMP/tok_closed/ts" "$TMP/emb/tinyshakespeare/input.txt" >&- 2>&-
+    diff -r "$TMP/tok_open" "$TMP/tok_closed" > /dev/null && [ "$(ls "$TMP/tok_open" | wc -l)" -ge 3 ] \
+        && ok "gpt2_tokenize with stdout and stderr closed: the same $(ls "$TMP/tok_open" | wc -l) shards" \
+        || bad "gpt2_tokenize with stdout and stderr closed: other shards"
+fi
+
 # a bad flag is one line pointing at --help (not the whole usage); --help goes to stdout, exit 0
 "$TRAINER" -Q 1 2> "$TMP/err" > /dev/null
 [ "$(wc -l < "$TMP/err")" -eq 1 ] && grep -q "(see --help)" "$TMP/err" \
