@@ -1110,6 +1110,41 @@ def ckpt_file_kind(name):
     return 2 if tmp else 1
 
 
+def check_shared_dir(d, dist):
+    """llmc/checkpoint.h's checkpoint_check_shared_dir: with several processes every rank must see -o
+    (a checkpoint is every rank's files in one folder); rank 0 writes a file of a fresh nonce there,
+    each rank looks for it for 2 s, and if one does not see it the run stops"""
+    if dist.world == 1:
+        return
+    # 48 random bits: exact in allreduce's float64; the others give 0, so the max is rank 0's
+    nonce = int(dist.allreduce([int.from_bytes(os.urandom(6), "little") if dist.rank == 0 else 0], "max")[0])
+    path = os.path.join(d, f"llmc_shared_check_{nonce:016x}")
+    if dist.rank == 0:
+        with open(path, "w") as f:
+            f.write(str(nonce))
+    dist.barrier()
+    seen = False
+    for _ in range(21):
+        try:
+            with open(path) as f:
+                seen = f.read() == str(nonce)
+        except OSError:
+            pass
+        if seen:
+            break
+        time.sleep(0.1)
+    missing = dist.allreduce([1.0 if r == dist.rank and not seen else 0.0 for r in range(dist.world)], "max")
+    dist.barrier()
+    if dist.rank == 0:
+        os.remove(path)
+    bad = [str(r) for r in range(dist.world) if missing[r] > 0]
+    if bad:  # every rank knows: each stops with the line (none waits for another)
+        ranks = ", ".join(bad[:8]) + (" and more" if len(bad) > 8 else "")
+        die(f"-o {d}: {'rank' if len(bad) == 1 else 'ranks'} {ranks} {'does' if len(bad) == 1 else 'do'} not see the "
+            "files rank 0 writes there; a checkpoint is every rank's files in one folder, so -o must be one every node "
+            "mounts at the same path (a shared filesystem), not a node's own disk")
+
+
 def claim_output_dir(d, start_over):
     """llmc/checkpoint.h's checkpoint_claim_dir: a new run in an -o that holds another run's checkpoints is refused
     (a later -y 1 would resume whichever is newest), or with --start-over 1 that run moves to <d>/old_run_<N>/"""
@@ -1753,6 +1788,8 @@ def train_main(argv):
         else:
             claim_output_dir(a.output_dir, a.start_over)
     dist.barrier()
+    if a.output_dir:
+        check_shared_dir(a.output_dir, dist)
     st = TrainState(a)
     opt, fused = make_optimizer(model, float(a.lr), float(a.weight_decay), device, a.optimizer == "muon")
     muon = Muon(muon_params(model), float(a.muon_momentum), a.muon_ns_steps) if a.optimizer == "muon" else None

@@ -1059,6 +1059,56 @@ static inline void checkpoint_claim_dir(const char *dir, int start_over) {
     fflush(stdout);
 }
 
+/*
+ * A checkpoint is the files of every rank in one folder (rank 0's model file, each rank's state
+ * file, the marker), so with several processes every rank must see -o: a folder on each node's own
+ * disk would leave each node a part, complete on none, and a resume would start from scratch. Rank
+ * 0 writes a file of a fresh nonce there; every rank looks for it (2 s, for a filesystem that shows
+ * it late); if one does not see it, the run stops at once with a line naming the ranks. Every rank
+ * calls this, after rank 0 made the folder.
+ */
+static inline void checkpoint_check_shared_dir(Comm *c, const char *dir) {
+    if (c->world_size == 1) { return; }
+    uint64_t nonce = c->rank == 0 ? fs_sync_nonce(0) : 0;
+    c->bcast(c, &nonce, sizeof(nonce));
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/llmc_shared_check_%016llx", dir, (unsigned long long)nonce);
+    if (c->rank == 0) {
+        FILE *f = fopen(path, "wb");
+        if (f == NULL || fwrite(&nonce, sizeof(nonce), 1, f) != 1 || fclose(f) != 0) {
+            llmc_die("-o %s: cannot write a file there (%s); choose a folder this process may write", dir, strerror(errno));
+        }
+    }
+    c->barrier(c);
+    int *missing = (int *)calloc((size_t)c->world_size, sizeof(int));
+    if (missing == NULL) { llmc_die("out of host memory"); }
+    for (int tries = 0;; tries++) {
+        uint64_t got = 0;
+        FILE *f = fopen(path, "rb");
+        const int seen = f != NULL && fread(&got, sizeof(got), 1, f) == 1 && got == nonce;
+        if (f) { fclose(f); }
+        if (seen || tries == 20) { missing[c->rank] = !seen; break; }
+        usleep(100 * 1000);
+    }
+    c->allreduce_max_i32(c, missing, c->world_size);
+    if (c->rank == 0) { remove(path); }
+    char ranks[256] = "";
+    int n = 0;
+    for (int r = 0; r < c->world_size; r++) {
+        if (!missing[r]) { continue; }
+        if (n++ < 8) { snprintf(ranks + strlen(ranks), sizeof(ranks) - strlen(ranks), "%s%d", n > 1 ? ", " : "", r); }
+    }
+    free(missing);
+    if (n == 0) { return; }
+    if (c->rank == 0) {
+        llmc_die("-o %s: %s %s%s %s not see the files rank 0 writes there; a checkpoint is every rank's files in one "
+                 "folder, so -o must be one every node mounts at the same path (a shared filesystem), not a node's own "
+                 "disk", dir, n == 1 ? "rank" : "ranks", ranks, n > 8 ? " and more" : "", n == 1 ? "does" : "do");
+    }
+    c->barrier(c);  // rank 0's error takes every rank down
+    exit(EXIT_FAILURE);
+}
+
 // remove temporary files left by a killed writer (call on rank 0 before any rank writes)
 static inline void checkpoint_clean_tmp(const char *dir) {
     DIR *d = opendir(dir);

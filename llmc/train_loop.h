@@ -400,6 +400,7 @@ static inline int train_restore(TrainRun *r) {
         if (a->resume) { checkpoint_clean_tmp(a->output_dir); } else { checkpoint_claim_dir(a->output_dir, a->start_over); }
     }
     c->barrier(c);
+    if (r->have_out) { checkpoint_check_shared_dir(c, a->output_dir); }  // a stop signal writes a checkpoint even without -n
     flight_arm(r->have_out ? a->output_dir : NULL);  // from here a fatal error or signal writes the flight record
     memset(st, 0, sizeof(*st));
     st->B = r->B; st->T = r->T; st->total_batch = a->total_batch; st->shuffle = a->shuffle; st->seed = a->seed;

@@ -168,6 +168,18 @@ if have_mpi; then
     [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "$want" fatal3.out && [ ! -e fatal3/DONE_00000010 ] && [ -f fatal3/DONE_00000005 ] \
         && ok "2 ranks, rank 0 frozen in checkpoint 10, rank 1's fatal error: ${want:0:120}" \
         || { bad "2 ranks, rank 0 frozen in checkpoint 10: exit $rc, expected: $want"; grep -v '^step' fatal3.out | tail -4; }
+    # -o on each node's own disk (rank 1 given a tmpfs of its own over the folder): the run stops at
+    # start-up with a line naming rank 1, before a checkpoint only one node would hold a part of
+    mkdir notshared
+    if [ "$(id -u)" = 0 ] && command -v unshare > /dev/null; then
+        expect_error "-o not shared by the ranks" "^\[rank 0\] error: -o notshared: rank 1 does not see the files rank 0 writes there" \
+            "${MPIRUN[@]}" -np 1 "$TRAINER" -i train.bin "${FE[@]}" -o notshared : -np 1 unshare -m sh -c \
+            'mount -t tmpfs none notshared && exec "$0" "$@"' "$TRAINER" -i train.bin "${FE[@]}" -o notshared
+        [ -z "$(ls notshared)" ] && ok "-o not shared: nothing left in it" || bad "-o not shared: $(ls notshared) left"
+    else
+        skip_or_fail "test-checkpoints (-o not shared)" "root and unshare, to mount a folder for one rank" "sudo make test-checkpoints" \
+            || bad "no root"
+    fi
 else
     mpi_missing "test-checkpoints (a fatal error on 2 ranks)" || bad "no MPI"
 fi

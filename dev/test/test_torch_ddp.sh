@@ -245,6 +245,24 @@ kill -HUP $pid; wait $pid; rc=$?
     && [ $rc = 0 ] && grep -q "^stopped by a signal after step [0-9]*; checkpoint [0-9]* is in thup" thup.out \
     && ok "train_gpt2.py with stdout's reader killed, and on SIGHUP: stopped with a checkpoint, exit 0 ($(ls tpipe thup | grep -c DONE_) markers)" \
     || { bad "train_gpt2.py, stdout's reader killed: exit $(cat tpipe.rc), $(tail -n 1 tpipe.err); SIGHUP: exit $rc, $(tail -n 1 thup.out)"; }
+# -o not shared by the ranks (rank 1 given a tmpfs of its own over it): both stop at start-up with
+# ./train_gpt2's line
+mkdir tnotshared
+if [ "$(id -u)" = 0 ] && command -v unshare > /dev/null; then
+    port=$((20000 + RANDOM % 20000))
+    RANK=0 LOCAL_RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        timeout -k 10 120 $PY "$TORCH_TRAINER" "${ARGS[@]}" -b 4 -o tnotshared > tns.0.out 2>&1 &
+    pid0=$!
+    RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout -k 10 120 unshare -m sh -c \
+        'mount -t tmpfs none tnotshared && exec "$0" "$@"' $PY "$TORCH_TRAINER" "${ARGS[@]}" -b 4 -o tnotshared > tns.1.out 2>&1
+    rc1=$?; wait $pid0; rc0=$?
+    want="-o tnotshared: rank 1 does not see the files rank 0 writes there; a checkpoint is every rank's files in one folder"
+    [ $rc0 = 1 ] && [ $rc1 = 1 ] && grep -qF "[rank 0] error: $want" tns.0.out && grep -qF "[rank 1] error: $want" tns.1.out \
+        && [ -z "$(ls tnotshared)" ] && ok "train_gpt2.py with -o not shared by the ranks: ${want:0:70}" \
+        || { bad "train_gpt2.py with -o not shared: exit $rc0 $rc1"; tail -n 2 tns.0.out tns.1.out; }
+else
+    skip_or_fail "test-torch-ddp (-o not shared)" "root and unshare" "sudo make test-torch-ddp" || bad "no root"
+fi
 # the fixture mode (a command line that writes fixtures): its descriptor and its --tokens shard get the trainer's checks
 FIXTURE=(--model L2:C64:H4:T64:V512 --debug-state bad_state.bin --batch 2 --seq 32)
 torch_error "fixture: a depth of 0" "--model d0: depth must be in 1..1000" --model d0 --write-model bad.bin
