@@ -1109,14 +1109,15 @@ static inline void checkpoint_check_shared_dir(Comm *c, const char *dir) {
     exit(EXIT_FAILURE);
 }
 
-// remove temporary files left by a killed writer (call on rank 0 before any rank writes)
+// remove temporary files left by a killed writer, and the file of checkpoint_check_shared_dir of a
+// run killed in its start-up (call on rank 0 before any rank writes)
 static inline void checkpoint_clean_tmp(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) { return; }
     struct dirent *e;
     char path[4096];
     while ((e = readdir(d)) != NULL) {
-        if (strstr(e->d_name, ".tmp.") != NULL) {
+        if (strstr(e->d_name, ".tmp.") != NULL || strncmp(e->d_name, "llmc_shared_check_", 18) == 0) {
             snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
             remove(path);
         }

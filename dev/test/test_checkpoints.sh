@@ -176,6 +176,10 @@ if have_mpi; then
             "${MPIRUN[@]}" -np 1 "$TRAINER" -i train.bin "${FE[@]}" -o notshared : -np 1 unshare -m sh -c \
             'mount -t tmpfs none notshared && exec "$0" "$@"' "$TRAINER" -i train.bin "${FE[@]}" -o notshared
         [ -z "$(ls notshared)" ] && ok "-o not shared: nothing left in it" || bad "-o not shared: $(ls notshared) left"
+        # the check's file of a start-up killed before it removed it: a resume clears it
+        touch notshared/llmc_shared_check_00000000000000ab
+        "$TRAINER" -i train.bin "${FE[@]}" -x 1 -o notshared -y 1 > stale.out 2>&1 && [ ! -e notshared/llmc_shared_check_00000000000000ab ] \
+            && ok "a stale check file in -o: removed by -y 1" || { bad "a stale check file in -o stayed"; tail -2 stale.out; }
     else
         skip_or_fail "test-checkpoints (-o not shared)" "root and unshare, to mount a folder for one rank" "sudo make test-checkpoints" \
             || bad "no root"
