@@ -1782,8 +1782,8 @@ def train_main(argv):
     if a.output_dir and rank == 0:
         make_output_dir(a.output_dir)
         if a.resume:
-            for n in os.listdir(a.output_dir):
-                if ".tmp." in n:
+            for n in os.listdir(a.output_dir):  # checkpoint_clean_tmp's files
+                if ".tmp." in n or n.startswith("llmc_shared_check_"):
                     os.remove(os.path.join(a.output_dir, n))
         else:
             claim_output_dir(a.output_dir, a.start_over)
