@@ -1112,17 +1112,28 @@ def ckpt_file_kind(name):
 
 def check_shared_dir(d, dist):
     """llmc/checkpoint.h's checkpoint_check_shared_dir: with several processes every rank must see -o
-    (a checkpoint is every rank's files in one folder); rank 0 writes a file of a fresh nonce there,
-    each rank looks for it for 2 s, and if one does not see it the run stops"""
+    (a checkpoint is every rank's files in one folder); rank 0 writes a file of a fresh nonce there
+    (where it cannot, the check steps aside), each rank looks for it for 2 s, and if one does not see
+    it the run stops"""
     if dist.world == 1:
         return
     # 48 random bits: exact in allreduce's float64; the others give 0, so the max is rank 0's
-    nonce = int(dist.allreduce([int.from_bytes(os.urandom(6), "little") if dist.rank == 0 else 0], "max")[0])
-    path = os.path.join(d, f"llmc_shared_check_{nonce:016x}")
+    nonce, wrote = 0, 0.0
     if dist.rank == 0:
-        with open(path, "w") as f:
-            f.write(str(nonce))
-    dist.barrier()
+        nonce = int.from_bytes(os.urandom(6), "little")
+        path = os.path.join(d, f"llmc_shared_check_{nonce:016x}")
+        try:
+            with open(path, "w") as f:
+                f.write(str(nonce))
+            wrote = 1.0
+        except OSError:  # a folder rank 0 cannot write to (a full disk): its checkpoints fail and say so
+            with contextlib.suppress(OSError):
+                os.remove(path)
+    nonce, wrote = dist.allreduce([nonce, wrote], "max")
+    if not wrote:
+        return
+    nonce = int(nonce)
+    path = os.path.join(d, f"llmc_shared_check_{nonce:016x}")
     seen = False
     for _ in range(21):
         try:

@@ -1063,29 +1063,33 @@ static inline void checkpoint_claim_dir(const char *dir, int start_over) {
  * A checkpoint is the files of every rank in one folder (rank 0's model file, each rank's state
  * file, the marker), so with several processes every rank must see -o: a folder on each node's own
  * disk would leave each node a part, complete on none, and a resume would start from scratch. Rank
- * 0 writes a file of a fresh nonce there; every rank looks for it (2 s, for a filesystem that shows
- * it late); if one does not see it, the run stops at once with a line naming the ranks. Every rank
- * calls this, after rank 0 made the folder.
+ * 0 writes a file of a fresh nonce there (where it cannot, a full disk, the check steps aside: the
+ * checkpoints fail later and say so, as in one process); every rank looks for it (2 s, for a
+ * filesystem that shows it late); if one does not see it, the run stops at once with a line naming
+ * the ranks. Every rank calls this, after rank 0 made the folder.
  */
 static inline void checkpoint_check_shared_dir(Comm *c, const char *dir) {
     if (c->world_size == 1) { return; }
-    uint64_t nonce = c->rank == 0 ? fs_sync_nonce(0) : 0;
-    c->bcast(c, &nonce, sizeof(nonce));
+    uint64_t sent[2] = {0, 0};  // rank 0's nonce; whether rank 0 could write it into dir
     char path[4200];
-    snprintf(path, sizeof(path), "%s/llmc_shared_check_%016llx", dir, (unsigned long long)nonce);
     if (c->rank == 0) {
+        sent[0] = fs_sync_nonce(0);
+        snprintf(path, sizeof(path), "%s/llmc_shared_check_%016llx", dir, (unsigned long long)sent[0]);
         FILE *f = fopen(path, "wb");
-        if (f == NULL || fwrite(&nonce, sizeof(nonce), 1, f) != 1 || fclose(f) != 0) {
-            llmc_die("-o %s: cannot write a file there (%s); choose a folder this process may write", dir, strerror(errno));
-        }
+        const int wrote = f != NULL && fwrite(&sent[0], sizeof(sent[0]), 1, f) == 1;
+        sent[1] = f != NULL && fclose(f) == 0 && wrote;
+        if (!sent[1]) { remove(path); }
     }
-    c->barrier(c);
+    c->bcast(c, sent, sizeof(sent));  // after the write: every rank may look for the file
+    // a folder rank 0 cannot write to (a full disk): its checkpoints fail and say so, as in one process
+    if (!sent[1]) { return; }
+    snprintf(path, sizeof(path), "%s/llmc_shared_check_%016llx", dir, (unsigned long long)sent[0]);
     int *missing = (int *)calloc((size_t)c->world_size, sizeof(int));
     if (missing == NULL) { llmc_die("out of host memory"); }
     for (int tries = 0;; tries++) {
         uint64_t got = 0;
         FILE *f = fopen(path, "rb");
-        const int seen = f != NULL && fread(&got, sizeof(got), 1, f) == 1 && got == nonce;
+        const int seen = f != NULL && fread(&got, sizeof(got), 1, f) == 1 && got == sent[0];
         if (f) { fclose(f); }
         if (seen || tries == 20) { missing[c->rank] = !seen; break; }
         usleep(100 * 1000);

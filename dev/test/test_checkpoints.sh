@@ -246,4 +246,16 @@ line=$(grep -m1 '^error:' stays.out)
 grep -q "^step 25/30" stays.out && ! grep -q "^step 26/30" stays.out || bad "a disk that stays full: the run did not stop at step 25"
 [ "$(ls disk/stays | grep -c '^\(model\|state\|DONE\)_')" -eq 6 ] || bad "a disk that stays full: expected the 6 files of checkpoints 5 and 10: $(ls disk/stays)"
 resume_from "a disk that stays full" disk/stays 10
+# 2 ranks on a disk full from the start: the check that every rank sees -o cannot write its file and
+# steps aside; the run trains, and its checkpoints fail and stop it as in one process
+if have_mpi; then
+    umount disk && mount -t tmpfs -o size=1m tmpfs disk || bad "cannot remount the tmpfs"
+    dd if=/dev/zero of=disk/fill bs=64k > /dev/null 2>&1
+    mkdir disk/full2
+    "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -x 10 -n 1 -o disk/full2 > full2.out 2>&1
+    [ "$(grep -c '^\[rank [01]\] warning: checkpoint [123] not written' full2.out)" = 6 ] \
+        && grep -q "^\[rank 0\] error: 3 checkpoints in a row could not be written to disk/full2" full2.out \
+        && ok "2 ranks on a full disk: trained, 3 checkpoints failed on each rank, then the error" \
+        || { bad "2 ranks on a full disk"; grep -m3 'error\|warning' full2.out; }
+fi
 finish
