@@ -1751,6 +1751,7 @@ def train_main(argv):
     # stdout's reader gone: Python ignores SIGPIPE and raises BrokenPipeError, which stops the run
     # here as SIGPIPE stops the C trainers
     sys.stdout = PipeSafe(sys.stdout, lambda: stop or stop.append(signal.SIGPIPE))
+    sys.stderr = PipeSafe(sys.stderr, lambda: stop or stop.append(signal.SIGPIPE))  # `2>&1 | tee`
     per_step = a.B * a.T * W
     if a.total_batch == -1:
         a.total_batch = per_step
