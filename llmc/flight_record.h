@@ -39,6 +39,7 @@ typedef struct {
     int rank, world_size;
     int on;                   // recording (several processes)
     char path[4096];          // the record's file; "" = stderr
+    char tmp_path[4104];      // path.tmp, written first
     // the collective this process is waiting in now (processes.h), for a note when a signal comes
     volatile sig_atomic_t waiting;
     const char *wait_op;
@@ -180,10 +181,15 @@ static inline void flight_write(const char *reason) {
         ft_str(&t, e->phase ? e->phase : "start-up");
         ft_str(&t, e->end < 0 ? "  <- not completed\n" : "\n");
     }
-    int fd = f->path[0] ? open(f->path, O_WRONLY | O_CREAT | O_TRUNC, 0644) : STDERR_FILENO;
+    // to a temporary name, then renamed: a launcher's SIGKILL in the middle of a rewrite (after a
+    // fatal error, its SIGTERM's note) leaves the whole earlier record, not a cut one
+    int fd = f->path[0] ? open(f->tmp_path, O_WRONLY | O_CREAT | O_TRUNC, 0644) : STDERR_FILENO;
     if (fd < 0) { fd = STDERR_FILENO; }
     ft_out(fd, &t);
-    if (fd != STDERR_FILENO) { close(fd); }
+    if (fd != STDERR_FILENO) {
+        close(fd);
+        if (rename(f->tmp_path, f->path) != 0) { unlink(f->tmp_path); }
+    }
 }
 
 // processes.h around each wait for a collective; bytes -1: a host wait for the GPU to finish NCCL's
@@ -300,7 +306,10 @@ static inline void flight_note_signal(int sig) {
 }
 
 // what llmc_die says about the record, and writes it (utils.h's fatal hook)
-static void flight_on_fatal(void) { flight_write("fatal error (see the error line on stderr)"); }
+static void flight_on_fatal(void) {
+    flight_write("fatal error (see the error line on stderr)");
+    llmc_flight.waiting = 0;  // it ends now: the launcher's SIGTERM that follows needs no note of a wait
+}
 
 static struct sigaction flight_prev_action[32];
 
@@ -372,7 +381,10 @@ static inline void flight_arm(const char *dir) {
     Flight *f = &llmc_flight;
     if (!f->on) { return; }
     f->path[0] = '\0';
-    if (dir && dir[0]) { snprintf(f->path, sizeof(f->path), "%s/flight_rank%d.txt", dir, f->rank); }
+    if (dir && dir[0]) {
+        snprintf(f->path, sizeof(f->path), "%s/flight_rank%d.txt", dir, f->rank);
+        snprintf(f->tmp_path, sizeof(f->tmp_path), "%s.tmp", f->path);
+    }
     llmc_add_fatal_hook(flight_on_fatal);
     const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
     for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
