@@ -8,6 +8,8 @@
  *   - SIGTERM while the rank computes: nothing yet; nothing either when its next wait is short (a
  *     job stopped on purpose: every rank has the signal); the note once a wait lasts
  *     FLIGHT_NOTE_AFTER s, saying how long before that wait the signal came; and only once.
+ * A fatal error in a wait (-pt's), then the launcher's SIGTERM: the error's record stays (renamed
+ * into place, no temporary left) and no note claims a wait.
  * And SIGPIPE (a write to a connection whose other end is gone), each in a child process:
  *   - inside a collective (OpenMPI's TCP connection to a dead rank): one error line naming the
  *     collective's step and phase, the record written, and the process still ends by SIGPIPE
@@ -225,6 +227,27 @@ int main(void) {
           strstr(text, "[rank 0] note: step 12 (the gradient norm): SIGTERM came while this rank had waited 0.0") != NULL &&
           strstr(text, " s on the GPU for the gradient norm (NCCL collectives) for the other ranks") != NULL,
           "the note of a signal that came while waiting for the GPU's NCCL work: %s", text);
+
+    // 4. a fatal error in a wait (-pt's), then the launcher's SIGTERM: the error's record stays, whole,
+    // and no note claims a wait (the rank is ending); the record is renamed into place, no .tmp left
+    llmc_stop_signal = 0;
+    flight_where(30, 2, "the gradient reduction");
+    long long h = flight_begin("MPI_Allreduce(f32)", 547840);
+    flight_wait_begin("MPI_Allreduce(f32)", 547840);
+    flight_on_fatal();
+    raise(SIGTERM);
+    read_stderr(text, sizeof(text));
+    CHECK(count(text, "note: ") == 3, "a note of the SIGTERM after a fatal error: %s", text);
+    snprintf(err_path, sizeof(err_path), "%s", record);
+    read_stderr(text, sizeof(text));
+    CHECK(strstr(text, "fatal error (see the error line on stderr)") != NULL && strstr(text, "SIGTERM") == NULL,
+          "the record after a fatal error and the launcher's SIGTERM: %.200s", text);
+    char tmp[4300];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", record);
+    CHECK(access(tmp, F_OK) != 0, "the record's temporary file %s stayed", tmp);
+    flight_wait_end();
+    flight_end(h);
+    snprintf(err_path, sizeof(err_path), "%s/stderr.txt", dir);
 
     check_sigpipe(dir);
     check_lines_whole();
