@@ -1110,6 +1110,9 @@ def ckpt_file_kind(name):
     return 2 if tmp else 1
 
 
+SHARED_CHECK = "llmc_shared_check_"  # CKPT_SHARED_CHECK: the check's file, then the nonce in hex
+
+
 def check_shared_dir(d, dist):
     """llmc/checkpoint.h's checkpoint_check_shared_dir: with several processes every rank must see -o
     (a checkpoint is every rank's files in one folder); rank 0 writes a file of a fresh nonce there
@@ -1121,7 +1124,7 @@ def check_shared_dir(d, dist):
     nonce, wrote = 0, 0.0
     if dist.rank == 0:
         nonce = int.from_bytes(os.urandom(6), "little")
-        path = os.path.join(d, f"llmc_shared_check_{nonce:016x}")
+        path = os.path.join(d, f"{SHARED_CHECK}{nonce:016x}")
         try:
             with open(path, "w") as f:
                 f.write(str(nonce))
@@ -1133,7 +1136,7 @@ def check_shared_dir(d, dist):
     if not wrote:
         return
     nonce = int(nonce)
-    path = os.path.join(d, f"llmc_shared_check_{nonce:016x}")
+    path = os.path.join(d, f"{SHARED_CHECK}{nonce:016x}")
     seen = False
     for _ in range(21):
         try:
@@ -1145,12 +1148,11 @@ def check_shared_dir(d, dist):
             break
         time.sleep(0.1)
     missing = dist.allreduce([1.0 if r == dist.rank and not seen else 0.0 for r in range(dist.world)], "max")
-    dist.barrier()
     if dist.rank == 0:
         os.remove(path)
-    bad = [str(r) for r in range(dist.world) if missing[r] > 0]
+    bad = [str(r) for r in range(1, dist.world) if missing[r] > 0]  # rank 0 wrote the file
     if bad:  # every rank knows: each stops with the line (none waits for another)
-        ranks = ", ".join(bad[:8]) + (" and more" if len(bad) > 8 else "")
+        ranks = ",".join(bad[:16]) + (",..." if len(bad) > 16 else "")  # llmc/utils.h's missing_ranks_list
         die(f"-o {d}: {'rank' if len(bad) == 1 else 'ranks'} {ranks} {'does' if len(bad) == 1 else 'do'} not see the "
             "files rank 0 writes there; a checkpoint is every rank's files in one folder, so -o must be one every node "
             "mounts at the same path (a shared filesystem), not a node's own disk")
@@ -1795,7 +1797,7 @@ def train_main(argv):
         make_output_dir(a.output_dir)
         if a.resume:
             for n in os.listdir(a.output_dir):  # checkpoint_clean_tmp's files
-                if ".tmp." in n or n.startswith("llmc_shared_check_"):
+                if ".tmp." in n or n.startswith(SHARED_CHECK):
                     os.remove(os.path.join(a.output_dir, n))
         else:
             claim_output_dir(a.output_dir, a.start_over)

@@ -1068,46 +1068,51 @@ static inline void checkpoint_claim_dir(const char *dir, int start_over) {
  * filesystem that shows it late); if one does not see it, the run stops at once with a line naming
  * the ranks. Every rank calls this, after rank 0 made the folder.
  */
+#define CKPT_SHARED_CHECK "llmc_shared_check_"  // the file's name, then the nonce in hex
 static inline void checkpoint_check_shared_dir(Comm *c, const char *dir) {
     if (c->world_size == 1) { return; }
     uint64_t sent[2] = {0, 0};  // rank 0's nonce; whether rank 0 could write it into dir
     char path[4200];
     if (c->rank == 0) {
         sent[0] = fs_sync_nonce(0);
-        snprintf(path, sizeof(path), "%s/llmc_shared_check_%016llx", dir, (unsigned long long)sent[0]);
-        FILE *f = fopen(path, "wb");
-        const int wrote = f != NULL && fwrite(&sent[0], sizeof(sent[0]), 1, f) == 1;
-        sent[1] = f != NULL && fclose(f) == 0 && wrote;
-        if (!sent[1]) { remove(path); }
+        snprintf(path, sizeof(path), "%s/" CKPT_SHARED_CHECK "%016llx", dir, (unsigned long long)sent[0]);
+        AtomicFile af;
+        char err[4600];
+        if (atomic_open_soft(&af, path, "-o", err, sizeof(err)) == 0) {
+            atomic_write(&af, &sent[0], sizeof(sent[0]), 0);
+            atomic_commit(&af);
+        }
+        sent[1] = !af.failed;
     }
     c->bcast(c, sent, sizeof(sent));  // after the write: every rank may look for the file
     // a folder rank 0 cannot write to (a full disk): its checkpoints fail and say so, as in one process
     if (!sent[1]) { return; }
-    snprintf(path, sizeof(path), "%s/llmc_shared_check_%016llx", dir, (unsigned long long)sent[0]);
+    snprintf(path, sizeof(path), "%s/" CKPT_SHARED_CHECK "%016llx", dir, (unsigned long long)sent[0]);
     int *missing = (int *)calloc((size_t)c->world_size, sizeof(int));
-    if (missing == NULL) { llmc_die("out of host memory"); }
+    char *seen = (char *)malloc((size_t)c->world_size);
+    if (missing == NULL || seen == NULL) { llmc_die("out of host memory"); }
     for (int tries = 0;; tries++) {
         uint64_t got = 0;
-        FILE *f = fopen(path, "rb");
-        const int seen = f != NULL && fread(&got, sizeof(got), 1, f) == 1 && got == sent[0];
-        if (f) { fclose(f); }
-        if (seen || tries == 20) { missing[c->rank] = !seen; break; }
+        const int ok = fs_sync_read(path, &got, sizeof(got)) == 0 && got == sent[0];
+        if (ok || tries == 20) { missing[c->rank] = !ok; break; }
         usleep(100 * 1000);
     }
     c->allreduce_max_i32(c, missing, c->world_size);
     if (c->rank == 0) { remove(path); }
-    char ranks[256] = "";
-    int n = 0;
+    int n = 0;  // of ranks 1..: rank 0 wrote the file
     for (int r = 0; r < c->world_size; r++) {
-        if (!missing[r]) { continue; }
-        if (n++ < 8) { snprintf(ranks + strlen(ranks), sizeof(ranks) - strlen(ranks), "%s%d", n > 1 ? ", " : "", r); }
+        seen[r] = !missing[r];
+        n += r > 0 && missing[r];
     }
+    char ranks[256];
+    missing_ranks_list(ranks, sizeof(ranks), seen, c->world_size);
     free(missing);
+    free(seen);
     if (n == 0) { return; }
     if (c->rank == 0) {
-        llmc_die("-o %s: %s %s%s %s not see the files rank 0 writes there; a checkpoint is every rank's files in one "
+        llmc_die("-o %s: rank%s %s %s not see the files rank 0 writes there; a checkpoint is every rank's files in one "
                  "folder, so -o must be one every node mounts at the same path (a shared filesystem), not a node's own "
-                 "disk", dir, n == 1 ? "rank" : "ranks", ranks, n > 8 ? " and more" : "", n == 1 ? "does" : "do");
+                 "disk", dir, n > 1 ? "s" : "", ranks, n > 1 ? "do" : "does");
     }
     c->barrier(c);  // rank 0's error takes every rank down
     exit(EXIT_FAILURE);
@@ -1121,7 +1126,7 @@ static inline void checkpoint_clean_tmp(const char *dir) {
     struct dirent *e;
     char path[4096];
     while ((e = readdir(d)) != NULL) {
-        if (strstr(e->d_name, ".tmp.") != NULL || strncmp(e->d_name, "llmc_shared_check_", 18) == 0) {
+        if (strstr(e->d_name, ".tmp.") != NULL || strncmp(e->d_name, CKPT_SHARED_CHECK, strlen(CKPT_SHARED_CHECK)) == 0) {
             snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
             remove(path);
         }

@@ -13,7 +13,8 @@
 # is missing> <command that provides it>, unpack_embedded <dir>, compare_logs <a> <b> KEY=TOL...,
 # shard_cut <in> <out> <from> <to>, shard_put <in> <out> <position> <token>,
 # ok <what> (the line of a check that passed), stand_in_curl <bindir>, gpu_machine_tree <dir>,
-# stand_in_binaries <tree> <C statement>, tgkill_other <pid> <signal number>.
+# stand_in_binaries <tree> <C statement>, tee_killed <name> <err|both> <cmd...>, rank_pid <rank>
+# <pattern>, tgkill_other <pid> <signal number> (the last three in a test only).
 
 LLMC_TEST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$LLMC_TEST_DIR/../.." && pwd)
@@ -120,6 +121,29 @@ MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 MPI_HINT="apt-get install openmpi-bin libopenmpi-dev, then make clean && make"
 # have_mpi [binary]: mpirun is here and the binary (default: the trainer) was built with MPI
 have_mpi() { command -v mpirun >/dev/null 2>&1 && ldd "${1:-$TRAINER}" 2>/dev/null | grep -q libmpi; }
+# tee_killed NAME MODE CMD...: CMD | tee NAME.out in TMP, and tee killed once that shows step 2
+# (stdout's reader gone); CMD's exit status in NAME.rc. MODE err: CMD's stderr in NAME.err; both:
+# stderr into the pipe too (2>&1)
+tee_killed() {
+    local name=$1 mode=$2 sub i; shift 2
+    if [ "$mode" = both ]; then
+        ( "$@" 2>&1 | tee "$TMP/$name.out" > /dev/null; echo "${PIPESTATUS[0]}" > "$TMP/$name.rc" ) &
+    else
+        ( "$@" 2> "$TMP/$name.err" | tee "$TMP/$name.out" > /dev/null; echo "${PIPESTATUS[0]}" > "$TMP/$name.rc" ) &
+    fi
+    sub=$!
+    for i in $(seq 1200); do grep -q "^step 2/" "$TMP/$name.out" 2> /dev/null && break; sleep 0.05; done
+    pkill -TERM -f "tee $TMP/$name.out"
+    wait $sub
+}
+# rank_pid R PATTERN: the pid of mpirun's rank R among the processes whose command line matches
+# PATTERN (pgrep -f)
+rank_pid() {
+    local p
+    for p in $(pgrep -f "$2"); do
+        tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo "$p"; return; }
+    done
+}
 # tgkill_other PID SIG: SIG to a thread of PID that is not its main thread and does not block SIG
 # (a signal sent to a process goes to any such thread; this picks one on purpose: the handler's
 # work must then still happen on the main thread, llmc/signals.h)

@@ -21,14 +21,6 @@ echo "random steps and victims from seed $((RANDOM = ${HANG_SEED:-$$})) (HANG_SE
 
 "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -o "$TMP/ref" > ref.out 2>&1 || { bad "the reference run failed"; tail -3 ref.out; }
 
-# the pid of rank R among the trainer processes whose command line names DIR
-rank_pid() {
-    local p
-    for p in $(pgrep -f "$TRAINER .*-o $TMP/$2\$"); do
-        tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo "$p"; return; }
-    done
-}
-
 # freeze NP VICTIM WHERE DIR VAR=VALUE...: a job of NP ranks into DIR whose environment (LLMC_FAULT
 # ...:stop:VICTIM) makes rank VICTIM freeze itself WHERE (words for the messages). Checks the end of the job.
 freeze() {
@@ -40,7 +32,7 @@ freeze() {
     job=$!
     t0=
     for _ in $(seq 600); do
-        pid=$(rank_pid "$victim" "$dir")
+        pid=$(rank_pid "$victim" "$TRAINER .*-o $TMP/$dir\$")
         [ -n "$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = T ] && { t0=$SECONDS; break; }
         sleep 0.1
     done
@@ -92,7 +84,7 @@ pause_all() {
     "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -o "$TMP/$dir" > "$dir.out" 2>&1 &
     job=$!
     for _ in $(seq 600); do grep -q "^step $at/" "$dir.out" && break; sleep 0.1; done
-    p0=$(rank_pid 0 "$dir") p1=$(rank_pid 1 "$dir")
+    p0=$(rank_pid 0 "$TRAINER .*-o $TMP/$dir\$") p1=$(rank_pid 1 "$TRAINER .*-o $TMP/$dir\$")
     kill -STOP "$p0"
     sleep 1
     kill -STOP "$p1"

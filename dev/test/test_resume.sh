@@ -119,10 +119,7 @@ same "SIGINT, resume: losses bitwise equal" int.loss ref1.loss
 # the reader of stdout gone (`| tee`, tee killed): SIGPIPE stops the run like SIGTERM, the stop line
 # on stderr, and the resume goes on bit for bit (the default action ended it, the steps since the
 # last checkpoint lost)
-( "$TRAINER" "${ARGS[@]}" -o pipe 2> pipe.err | tee "$TMP/pipe.out1" > /dev/null; echo "${PIPESTATUS[0]}" > pipe.rc ) &
-sub=$!
-for i in $(seq 300); do grep -q "^step 2/" pipe.out1 2> /dev/null && break; sleep 0.05; done
-pkill -TERM -f "tee $TMP/pipe.out1"; wait $sub
+tee_killed pipe err "$TRAINER" "${ARGS[@]}" -o pipe
 [ "$(cat pipe.rc)" = 0 ] && grep -q "^stopped by a signal after step [0-9]*; checkpoint [0-9]* is in pipe" pipe.err \
     && ok "stdout's reader killed: the run stopped with a checkpoint, exit 0, on stderr: $(grep -m1 '^stopped' pipe.err | cut -c1-60)" \
     || { bad "stdout's reader killed: exit $(cat pipe.rc), stderr: $(tail -2 pipe.err)"; }

@@ -18,8 +18,7 @@ ARGS=(-j val.bin -e L2:C64:H4:T64:V512 -b 4 -t 32 -d 512 -v 0 -s 0 -n 2 -x 12 -s
 "${MPIRUN[@]}" -np 2 "$TRAINER" -i train.bin "${ARGS[@]}" -x 10000 -o sig > sig.out 2>&1 &
 job=$!
 for _ in $(seq 600); do grep -q "^step 4/" sig.out && break; kill -0 $job 2> /dev/null || break; sleep 0.1; done
-rank1=$(pgrep -f "$TRAINER -i train.bin" | while read -r p; do
-    tr '\0' '\n' < "/proc/$p/environ" | grep -qx 'OMPI_COMM_WORLD_RANK=1' && echo "$p"; done | head -1)
+rank1=$(rank_pid 1 "$TRAINER -i train.bin")
 if [ -n "$rank1" ] && tgkill_other "$rank1" 15; then
     ( sleep 120; kill -9 $job 2> /dev/null ) & watchdog=$!
     wait $job; rc=$?

@@ -232,19 +232,12 @@ timeout -k 10 300 $PY "$TORCH_TRAINER" "${ARGS[@]}" -b 4 -x 2 -n 0 -s 0 -o over 
     || { bad "train_gpt2.py --start-over 1: over holds $(ls over | tr '\n' ' '), old_run_1 $(ls over/old_run_1 2>&1 | tr '\n' ' ')"; tail -n 2 over.out; }
 # stdout's reader killed (`| tee`), then SIGHUP: the twin stops after its step with a checkpoint,
 # exit 0, as ./train_gpt2 does (test_resume.sh), the first stop line on stderr
-( timeout -k 10 300 $PY "$TORCH_TRAINER" "${ARGS[@]}" -b 4 -x 100000 -n 0 -s 0 -v 0 -h 0 -o tpipe 2> tpipe.err \
-    | tee "$TMP/tpipe.out" > /dev/null; echo "${PIPESTATUS[0]}" > tpipe.rc ) &
-sub=$!
-for i in $(seq 600); do grep -q "^step 2/" tpipe.out 2> /dev/null && break; sleep 0.1; done
-pkill -TERM -f "tee $TMP/tpipe.out"; wait $sub
-( timeout -k 10 300 $PY "$TORCH_TRAINER" "${ARGS[@]}" -b 4 -x 100000 -n 0 -s 0 -v 0 -h 0 -o tpipe2 2>&1 \
-    | tee "$TMP/tpipe2.out" > /dev/null; echo "${PIPESTATUS[0]}" > tpipe2.rc ) &
-sub=$!
-for i in $(seq 600); do grep -q "^step 2/" tpipe2.out 2> /dev/null && break; sleep 0.1; done
-pkill -TERM -f "tee $TMP/tpipe2.out"; wait $sub
+LONG=(timeout -k 10 300 $PY "$TORCH_TRAINER" "${ARGS[@]}" -b 4 -x 100000 -n 0 -s 0 -v 0 -h 0)
+tee_killed tpipe err "${LONG[@]}" -o tpipe
+tee_killed tpipe2 both "${LONG[@]}" -o tpipe2
 [ "$(cat tpipe2.rc)" = 0 ] && ls tpipe2 | grep -q '^DONE_' && ok "train_gpt2.py 2>&1 | tee, tee killed: a checkpoint, exit 0" \
     || bad "train_gpt2.py 2>&1 | tee, tee killed: exit $(cat tpipe2.rc), $(ls tpipe2 | tr '\n' ' ')"
-timeout -k 10 300 $PY "$TORCH_TRAINER" "${ARGS[@]}" -b 4 -x 100000 -n 0 -s 0 -v 0 -h 0 -o thup > thup.out 2>&1 &
+"${LONG[@]}" -o thup > thup.out 2>&1 &
 pid=$!
 for i in $(seq 600); do grep -q "^step 2/" thup.out && break; sleep 0.1; done
 kill -HUP $pid; wait $pid; rc=$?
