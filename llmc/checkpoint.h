@@ -1089,7 +1089,7 @@ static inline void checkpoint_check_shared_dir(Comm *c, const char *dir) {
     if (!sent[1]) { return; }
     snprintf(path, sizeof(path), "%s/" CKPT_SHARED_CHECK "%016llx", dir, (unsigned long long)sent[0]);
     int *missing = (int *)calloc((size_t)c->world_size, sizeof(int));
-    char *seen = (char *)malloc((size_t)c->world_size);
+    char *seen = (char *)calloc((size_t)c->world_size, 1);
     if (missing == NULL || seen == NULL) { llmc_die("out of host memory"); }
     for (int tries = 0;; tries++) {
         uint64_t got = 0;
