@@ -386,11 +386,12 @@ if has_part test; then
     step generate 60 "$GEN > $WORK/greedy.txt && $CHECK $WORK/greedy.txt 10 && $GEN -at cudnn > $WORK/greedy_cudnn.txt && $CHECK $WORK/greedy_cudnn.txt 10"
     # HellaSwag (-h 1; its batches are shorter than -t, so our attention kernel): the CPU trainer's
     # accuracy on 40 random examples (the count right, at the start and after a step), up to 2 flips of
-    # bf16's rounding
+    # bf16's rounding; only the result lines 'HellaSwag: n/40' (a CPU evaluation past 5 s also prints
+    # progress lines 'HellaSwag ... n/40 examples')
     $PY dev/bench/make_random_hellaswag.py "$WORK/hs.bin" 40 3 $MULTI_VOCAB
     HSW="$A -d $MULTI_D -x 1 -v 1 -h 1 -hf $WORK/hs.bin"
     rm -rf "$D/hs_gpu" "$D/hs_cpu"
-    step hellaswag 90 "./train_gpt2cu $HSW -o $D/hs_gpu > $D/hs_gpu.txt && ./train_gpt2 $HSW -o $D/hs_cpu > $D/hs_cpu.txt && paste <(grep '^HellaSwag' $D/hs_gpu.txt) <(grep '^HellaSwag' $D/hs_cpu.txt) | awk -F'[ /\t]' '{ print; d = \$2 - \$9; if (d > 2 || d < -2 || NF != 14) bad = 1 } END { exit bad || NR != 2 }'"
+    step hellaswag 90 "./train_gpt2cu $HSW -o $D/hs_gpu > $D/hs_gpu.txt && ./train_gpt2 $HSW -o $D/hs_cpu > $D/hs_cpu.txt && paste <(grep '^HellaSwag:' $D/hs_gpu.txt) <(grep '^HellaSwag:' $D/hs_cpu.txt) | awk -F'[ /\t]' '{ print; d = \$2 - \$9; if (d > 2 || d < -2 || NF != 14) bad = 1 } END { exit bad || NR != 2 }'"
     step resume_bitwise 60 "resume_copy $D/det_a $D/det_r && ./train_gpt2cu $A -d $MULTI_D -n 5 -o $D/det_r -y 1 > $D/det_r.txt 2>&1; rc=\$?; cat $D/det_r.txt; [ \$rc -eq 0 ] && $(resumed "$D/det_r.txt" "$D/det_r" "$D/det_a" 0)"
     # a fatal error (a token past the vocabulary in step 3's data, unshuffled) while checkpoint 2 is
     # written from the pinned snapshot: finished before the exit, and it resumes bitwise
