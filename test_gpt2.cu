@@ -95,12 +95,14 @@ static void reset_model(GPT2 *m, const char *path) {
     gpt2_sync(m, "a test reset");
 }
 
-// the trainer's flags for the fixture: -e <fixture> at the reference debug state's B and T, -at
-// from LLMC_ATTENTION (default own), -ge from LLMC_GELU_FUSION, -mt from LLMC_MATMUL_TUNE, -bg
-// from LLMC_BIAS_GRAD
+// the trainer's flags for the fixture: -e <fixture> at the reference debug state's B and T, -r 1
+// (the recompute path; the trainer's default, -r auto, takes -r 0 for so small a model), -at from
+// LLMC_ATTENTION (default own), -ge from LLMC_GELU_FUSION, -mt from LLMC_MATMUL_TUNE, -bg from
+// LLMC_BIAS_GRAD
 static void fixture_args(TrainArgs *targs, const char *model_path, const char *state_path) {
     args_defaults(targs);
     targs->model = model_path;
+    targs->recompute = 1;
     debug_state_shape(state_path, &targs->B, &targs->T);
     const char *att_name = getenv("LLMC_ATTENTION");
     targs->attention = att_name && *att_name ? att_name : "own";  // each implementation tested by its name

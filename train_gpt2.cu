@@ -23,8 +23,9 @@
  *
  * Memory and recomputation (-r): per token and layer the activations kept for the backward pass
  * take 16C bf16 values (ln1 C, qkv 3C, atty C, residual2 C, ln2 C, fch 4C, fch_gelu 4C, residual3
- * C) plus 16 + 4*NH bytes of fp32 statistics. -r 1 (default) recomputes the GELU output in the
- * backward pass from its saved input (12C), -r 2 also the two LayerNorm outputs (10C). The rest
+ * C) plus 16 + 4*NH bytes of fp32 statistics. -r 1 recomputes the GELU output in the backward
+ * pass from its saved input (12C), -r 2 also the two LayerNorm outputs (10C); the default, -r auto,
+ * the least of 0, 1, 2 that fits the GPU (llmc/plan.h). The rest
  * is per model: params 2 B, grads 2 B, master 4 B, m 4 B, v 4 B per parameter (16 B; with -z 1
  * the 12 B of optimizer state are divided by the ranks), and a (B, T, max(Vp, 4C)) bf16 buffer
  * for the logits that the backward pass reuses. gpt2_plan() adds it all up, row by row (--plan

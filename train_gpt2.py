@@ -572,7 +572,7 @@ FLAGS = {
     "rb": ("rollback_after", int, 0, 0, (1 << 31) - 1,
            "after this many consecutive skipped steps, reload the newest checkpoint, skip the data since; 0 = off"),
     "z": ("zero_stage", int, 0, 0, 1, "accepted for the same command line; ignored (DDP replicates the optimizer)"),
-    "r": ("recompute", int, 1, 0, 2, "accepted (0, 1, 2 or auto) and ignored"),
+    "r": ("recompute", int, "auto", 0, 2, "accepted (0, 1, 2 or auto) and ignored"),
     "w": ("master_weights", int, 1, 0, 1, "accepted and ignored (parameters are fp32, autocast computes in bf16)"),
     "pb": ("backend", str, "nccl", None, None, "accepted and ignored (NCCL on GPUs, gloo on CPUs)"),
     "pt": ("comm_timeout", int, 300, 1, 86400, "seconds before a stuck collective is an error"),

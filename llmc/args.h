@@ -22,6 +22,8 @@
  * (long long), U64 (unsigned long long, at most LLONG_MAX), F32 (float). min and max bound the
  * numeric types (inclusive); long is "" for a flag with a short name only.
  */
+// the value of an INT flag given as "auto" (-b and -r offer it; below every such flag's minimum)
+#define ARGS_AUTO (-1)
 #define LLMC_FLAGS(X)                                                                                                  \
     X(SECTION, _data, "", "", "", 0, 0, 0, "data")                                                                      \
     X(STR, train_glob, "i", "train", "<glob>", "data/tinyshakespeare/tiny_shakespeare_train.bin", 0, 0,               \
@@ -92,8 +94,9 @@
     X(SECTION, _gpu, "", "", "", 0, 0, 0,                                                                               \
       "memory, precision, multi-process (train_gpt2cu; train_gpt2 accepts and ignores -z -r -w -pb -at -ge -mt -bg -lg -pi -ps -pf)")      \
     X(INT, zero_stage, "z", "zero", "<0|1>", 0, 0, 1, "ZeRO stage: 1 shards the optimizer state across ranks")          \
-    X(INT, recompute, "r", "recompute", "<0|1|2|auto>", 1, 0, 2,                                                        \
-      "recompute in backward: 1 = GELU, 2 = GELU and LayerNorm;\nauto = the least that fits the GPU's memory at -b")     \
+    X(INT, recompute, "r", "recompute", "<0|1|2|auto>", ARGS_AUTO, 0, 2,                                                \
+      "recompute in backward: 0 = none, 1 = GELU, 2 = GELU and LayerNorm;\n"                                            \
+      "auto = the least that fits the GPU's memory at -b")                                                              \
     X(INT, master_weights, "w", "master-weights", "<0|1>", 1, 0, 1, "fp32 master weights")                              \
     X(CHOICE, backend, "pb", "backend", "nccl|mpi", "nccl", 0, 0, "gradient all-reduce backend (mpi: host-staged)")     \
     X(INT, num_processes, "pn", "num-processes", "<int>", 0, 0, 1000000,                                               \
@@ -140,9 +143,6 @@
     X(INT, shuffle, "sh", "shuffle", "<0|1>", 1, 0, 1, "shuffle the train data (the same permutation on every rank)")   \
     X(U64, seed, "rs", "seed", "<int>", 1337, 0, LLONG_MAX, "random seed (init, shuffling, sampling)")                  \
     X(INT, overfit_batch, "a", "overfit", "<0|1>", 0, 0, 1, "overfit the first batch (debugging)")
-
-// the value of an INT flag given as "auto" (-b and -r offer it; below every such flag's minimum)
-#define ARGS_AUTO (-1)
 
 // ---- the struct
 #define ARGS_CTYPE_SECTION(f)
@@ -224,7 +224,10 @@ static inline void args_format_value(char *out, size_t n, const TrainArgs *a, co
     switch (s->type) {
     case ARG_SECTION: out[0] = '\0'; break;
     case ARG_STR: case ARG_CHOICE: snprintf(out, n, "%s", *(const char *const *)p); break;
-    case ARG_INT: snprintf(out, n, "%d", *(const int *)p); break;
+    case ARG_INT:
+        if (*(const int *)p == ARGS_AUTO && strstr(s->metavar, "|auto>")) { snprintf(out, n, "auto"); break; }
+        snprintf(out, n, "%d", *(const int *)p);
+        break;
     case ARG_I64: snprintf(out, n, "%lld", *(const long long *)p); break;
     case ARG_U64: snprintf(out, n, "%llu", *(const unsigned long long *)p); break;
     case ARG_F32: snprintf(out, n, "%g", (double)*(const float *)p); break;

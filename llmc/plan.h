@@ -244,9 +244,9 @@ static inline void plan_auto_batch(TrainArgs *a, Comm *c, const Planner *pl) {
 }
 
 /*
- * -r auto: sets a->recompute to the least recomputation whose plan fits at a->B on every rank's
- * device (the most any rank needs), and says so on rank 0. Collective; after -b auto. No-op when
- * -r was given; 1 where the trainer ignores -r.
+ * -r auto (the default): sets a->recompute to the least recomputation whose plan fits at a->B on
+ * every rank's device (the most any rank needs), and says so on rank 0. Collective; after -b auto.
+ * No-op when -r was given; 1 where the trainer ignores -r.
  */
 static inline void plan_auto_recompute(TrainArgs *a, Comm *c, const Planner *pl) {
     if (a->recompute != ARGS_AUTO) { return; }
@@ -275,7 +275,7 @@ static inline void plan_auto_recompute(TrainArgs *a, Comm *c, const Planner *pl)
              "-r auto: -r %d, the least recomputation whose plan fits at B %d%s (%s less a %.0f%% margin: %.2f GiB); plan "
              "%.2f GiB%s", r, a->B, c->world_size > 1 ? " on every rank" : "", pl->dev.what, 100 * pl->dev.margin,
              budget / PLAN_GiB, bytes / PLAN_GiB, c->world_size > 1 ? " on rank 0" : "");
-    if (c->rank == 0) {
+    if (c->rank == 0 && !a->prompt[0]) {  // --prompt prints its text alone
         printf("%s\n", plan_recompute_note);
         fflush(stdout);
     }

@@ -45,7 +45,7 @@ for attempt in $(seq "$RETRIES"); do
         -e d12 -b "$B" -t 1024 -d 524288 -x 19073 \
         -l 0.0006 -u 700 -q 0.0 -c 0.1 -k cosine \
         -v 250 -m 20 "${HELLASWAG[@]}" -s 20000 -g 144 \
-        -n 1000 -nk 3 -y 1 -z 1 -r 1 "$@"
+        -n 1000 -nk 3 -y 1 -z 1 "$@"
     rc=$?
     [ $rc -eq 0 ] && exit 0
     if [ "$(newest_checkpoint)" = "$before" ]; then stalled=$((stalled + 1)); else stalled=0; fi

@@ -19,7 +19,7 @@
  * The parameters are uniform random in [-0.04, 0.04), not the trainer's normal init: values do not
  * change the time, never zeros, and the normal init takes ~40 s of host time at d48.
  *
- *   build/bench_layers -e d12 -b 16 -t 1024 [-r 1] [-x iterations]   (trainer flags; make build/bench_layers)
+ *   build/bench_layers -e d12 -b 16 -t 1024 [-r 0|1|2 (1)] [-x iterations]   (trainer flags; make build/bench_layers)
  */
 #define TESTING
 #include <algorithm>
@@ -260,7 +260,8 @@ int main(int argc, char **argv) {
     const int iters = args.max_steps > 0 ? args.max_steps : 20;
     GPT2Config config;
     if (train_resolve_model(&args, &config)) { llmc_die("bench_layers takes a descriptor (-e d12), not a file"); }
-    if (args.B == ARGS_AUTO || args.recompute == ARGS_AUTO) { llmc_die("bench_layers takes -b and -r as numbers, not auto"); }
+    if (args.B == ARGS_AUTO) { llmc_die("bench_layers takes -b as a number, not auto"); }
+    if (args.recompute == ARGS_AUTO) { args.recompute = 1; }  // the trainer's memory-plan choice is not made here: -r 1 unless given
     const int device = gpu_select_device(&comm, (const void *)cast_fp32_to_bf16_kernel, LLMC_CUDA_ARCHS);
     cublas_init();
     GPT2 m;

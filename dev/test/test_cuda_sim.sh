@@ -81,8 +81,8 @@ joined() {  # joined <name>...: wait for the background runs, complain about fai
 echo "1. CPU (fp32) vs simulated CUDA (bf16), 4 steps of 2 micro-steps:"
 run cpu "$CPU" "${ARGS[@]}" -v 4 -m 2 -o cpu
 bg sim "$SIM" "${ARGS[@]}" -v 4 -m 2 -o sim
-bg sim_r0 "$SIM" "${ARGS[@]}" -r 0 -o sim_r0
-joined sim sim_r0
+bg sim_r1 "$SIM" "${ARGS[@]}" -r 1 -o sim_r1
+joined sim sim_r1
 bg sim_r2 "$SIM" "${ARGS[@]}" -r 2 -o sim_r2
 bg sim_w0 "$SIM" "${ARGS[@]}" -w 0 -o sim_w0
 joined sim_r2 sim_w0
@@ -96,8 +96,11 @@ bg sim_ge1 "$SIM" "${ARGS[@]}" -ge 1 -o sim_ge1
 joined sim_ge0 sim_ge1
 # gradient norms: measured 1.2e-3 at most over these steps (bf16 gradients, drifting runs)
 compare_logs sim/main.log cpu/main.log trl=2e-3 tel=2e-3 norm=3e-3 || bad "simulated CUDA vs CPU"
-for r in 0 2; do
-    echo " -r $r vs -r 1:"; compare_logs sim_r$r/main.log sim/main.log trl=1e-3 norm=2e-3 || bad "-r $r differs from -r 1"
+# without -r: -r auto, here -r 0 (the simulator's device holds every activation)
+grep -q "recompute -r 0 |" sim.txt && grep -q '^# -r auto: -r 0,' sim/main.log && ok "the default -r auto: -r 0 on this device" \
+    || bad "the default -r: $(grep -m1 -o 'recompute -r [^|]*' sim.txt)"
+for r in 1 2; do
+    echo " -r $r vs -r 0:"; compare_logs sim_r$r/main.log sim/main.log trl=1e-3 norm=2e-3 || bad "-r $r differs from -r 0"
 done
 echo " -w 0 (bf16 parameters, no master weights) vs CPU:"
 compare_logs sim_w0/main.log cpu/main.log trl=3e-3 || bad "-w 0 vs CPU"
@@ -491,8 +494,9 @@ if have_mpi "$SIM"; then
     grep -q '^-b auto: B 4;.* on the smallest device' auto2.txt && grep -q '^batch: B 4 | T 16 | ranks 2' auto2.txt \
         && ok "-b auto on 2 ranks with 4x and 1x that memory: B 4 on both" || { bad "-b auto on 2 ranks"; head -4 auto2.txt; }
 fi
-# -r auto: devices whose budget lies between the plans of -r 0 and -r 1, and of -r 1 and -r 2, at B 32:
-# the least recomputation that fits, its measured peak within the budget, the next lower level's over it
+# -r auto: devices whose budget lies between the plans of -r 0 and -r 1 (without -r: the default),
+# and of -r 1 and -r 2, at B 32: the least recomputation that fits, its measured peak within the
+# budget, the next lower level's over it
 RA=(-i train.bin -j val.bin -e L2:C64:H1:T32:V128 -t 16 -x 1 -v 0 -s 0 -b 32)
 for r in 0 1 2; do
     rplan[$r]=$(planned 1 "${RA[@]}" -r $r)
@@ -501,11 +505,12 @@ done
 budget_of() { echo $(( $1 - 33554432 - $1 / 20 )); }
 for want in 1 2; do
     M=$(( ((rplan[want] + rplan[want - 1]) / 2 + 33554432) * 100 / 95 )); budget=$(budget_of $M)
-    SIM_DEVICE_MEMORY=$M "$SIM" "${RA[@]}" -r auto -o rauto$want > rauto$want.txt 2>&1 || bad "-r auto run on $M bytes failed"
+    rflag=(-r auto); [ $want = 1 ] && rflag=()
+    SIM_DEVICE_MEMORY=$M "$SIM" "${RA[@]}" "${rflag[@]}" -o rauto$want > rauto$want.txt 2>&1 || bad "-r auto run on $M bytes failed"
     if grep -q "^-r auto: -r $want, the least recomputation whose plan fits at B 32 " rauto$want.txt \
         && grep -q "recompute -r $want |" rauto$want.txt && [ "$(peak rpeak$want.txt)" -le $budget ] \
         && [ "$(peak rpeak$((want - 1)).txt)" -gt $budget ]; then
-        ok "-r auto on $M bytes: -r $want (measured peaks: -r $want $(peak rpeak$want.txt) <= budget $budget < -r $((want - 1)) $(peak rpeak$((want - 1)).txt))"
+        ok "-r ${rflag[1]:-auto (the default)} on $M bytes: -r $want (measured peaks: -r $want $(peak rpeak$want.txt) <= budget $budget < -r $((want - 1)) $(peak rpeak$((want - 1)).txt))"
     else bad "-r auto on $M bytes (budget $budget): $(grep -m1 -e '-r auto' rauto$want.txt), peaks ${rplan[*]}"; fi
 done
 sed -n 1p rauto2/main.log | grep -q '^# -r auto: -r 2,' || bad "-r auto: main.log's header"
