@@ -31,6 +31,7 @@ import argparse
 import bisect
 import contextlib
 import datetime
+import fcntl
 import glob
 import inspect
 import math
@@ -1102,6 +1103,38 @@ def make_output_dir(d):
         die(f"cannot create directory '{e.filename or d}': {e.strerror}")
 
 
+RUN_LOCK = "llmc_run.lock"  # CKPT_RUN_LOCK
+_run_lock = None  # the locked file, open until the process ends
+
+
+def lock_output_dir(d):
+    """checkpoint_lock_dir: one run per -o, by an exclusive flock on -o/llmc_run.lock held for the run's life"""
+    global _run_lock
+    path = os.path.join(d, RUN_LOCK)
+    try:
+        f = open(path, "a+")
+    except OSError as e:
+        warn(f"-o {d}: cannot open {path} ({e.strerror}): nothing keeps a second run out of this folder")
+        return
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        who = f.readline().strip() or "its details not written yet"
+        die(f"-o {d} is in use by another run ({who}): two runs in one folder overwrite each other's checkpoints; "
+            "wait for it to end, or choose another -o")
+    except OSError as e:
+        warn(f"-o {d}: cannot lock {path} ({e.strerror}): nothing keeps a second run out of this folder")
+        f.close()
+        return
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    with contextlib.suppress(OSError):  # on a full disk the file stays empty; the lock holds all the same
+        f.truncate(0)
+        f.write(f"pid {os.getpid()} on {os.uname().nodename}, started {when}\n")
+        f.flush()
+    _run_lock = f
+
+
 def ckpt_file_kind(name):
     """1: a checkpoint's file (DONE_, model_, state_ names of ckpt_path); 2: a killed writer's temporary of one; 0"""
     base, tmp, _ = name.partition(".tmp.")
@@ -1795,6 +1828,7 @@ def train_main(argv):
     # ---- output dir, resume
     if a.output_dir and rank == 0:
         make_output_dir(a.output_dir)
+        lock_output_dir(a.output_dir)
         if a.resume:
             for n in os.listdir(a.output_dir):  # checkpoint_clean_tmp's files
                 if ".tmp." in n or n.startswith(SHARED_CHECK):

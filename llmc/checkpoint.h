@@ -37,6 +37,7 @@
 #define LLMC_CHECKPOINT_H
 
 #include <dirent.h>
+#include <sys/file.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -1058,6 +1059,48 @@ static inline void checkpoint_claim_dir(const char *dir, int start_over) {
     printf("--start-over: the earlier run in %s (%d checkpoint file(s), its logs) moved to %s\n", dir, nfiles, old);
     fflush(stdout);
 }
+
+/*
+ * One run per -o: rank 0 holds an exclusive flock(2) on <dir>/llmc_run.lock for its whole life
+ * (the kernel drops it however the process ends; an NFS client holds it on the server). A second
+ * run started into the same folder would remove the first one's temporary files at its start and
+ * then write the same checkpoint names; it stops instead, naming the run that holds the folder
+ * (pid, host and start, which the holder writes into the file). train_gpt2.py takes the same
+ * lock. A filesystem that has no locks gets a warning, and the run goes on. Rank 0, before any
+ * other use of the folder.
+ */
+#define CKPT_RUN_LOCK "llmc_run.lock"
+static inline void checkpoint_lock_dir(const char *dir) {
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/" CKPT_RUN_LOCK, dir);
+    const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        llmc_warn("-o %s: cannot open %s (%s): nothing keeps a second run out of this folder", dir, path, strerror(errno));
+        return;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK) {
+            llmc_warn("-o %s: cannot lock %s (%s): nothing keeps a second run out of this folder", dir, path, strerror(errno));
+            close(fd);
+            return;
+        }
+        char who[256];
+        const ssize_t n = pread(fd, who, sizeof(who) - 1, 0);
+        who[n > 0 ? n : 0] = '\0';
+        who[strcspn(who, "\n")] = '\0';
+        llmc_die("-o %s is in use by another run (%s): two runs in one folder overwrite each other's checkpoints; wait "
+                 "for it to end, or choose another -o", dir, who[0] ? who : "its details not written yet");
+    }
+    char host[256] = "", when[64] = "", who[512];
+    if (gethostname(host, sizeof(host) - 1) != 0) { snprintf(host, sizeof(host), "an unknown host"); }
+    const time_t now = time(NULL);
+    struct tm tm_utc;
+    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", gmtime_r(&now, &tm_utc));
+    const int len = snprintf(who, sizeof(who), "pid %d on %s, started %s\n", (int)getpid(), host, when);
+    // the holder's details, for the message of a run refused here (on a full disk the file stays
+    // empty; the lock holds all the same)
+    if (ftruncate(fd, 0) == 0) { (void)!pwrite(fd, who, (size_t)len, 0); }
+}  // fd stays open, and the folder locked, until the process ends
 
 /*
  * A checkpoint is the files of every rank in one folder (rank 0's model file, each rank's state

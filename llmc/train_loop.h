@@ -397,6 +397,7 @@ static inline int train_restore(TrainRun *r) {
             llmc_die("-o %s exists and is not a folder; choose another -o", a->output_dir);
         }
         make_dirs(a->output_dir);
+        checkpoint_lock_dir(a->output_dir);
         if (a->resume) { checkpoint_clean_tmp(a->output_dir); } else { checkpoint_claim_dir(a->output_dir, a->start_over); }
     }
     c->barrier(c);

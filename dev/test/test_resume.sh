@@ -6,6 +6,8 @@
 #  - SIGTERM / SIGINT on any rank: every rank finishes the step, a checkpoint is written, exit 0;
 #    a second signal exits at once; the same for SIGPIPE (stdout's reader gone: `| tee` killed, or
 #    ended by the same Ctrl-C), SIGHUP (which stays ignored under nohup), SIGUSR1 and SIGUSR2;
+#  - a second run into the -o of a running one (train_gpt2 or train_gpt2.py) is refused, naming
+#    it, and touches none of its files;
 #  - -nk keeps the newest K complete checkpoints, and -nm M also those at multiples of M;
 #  - numeric guards: NaN steps are skipped and the run stops after -sm of them; an outlier loss is
 #    skipped without touching parameters or optimizer state;
@@ -174,9 +176,30 @@ grep -q "second signal: exiting immediately" twice.out || bad "no message for th
 ls twice | grep -q DONE && bad "a checkpoint was completed despite the second signal"
 [ $fail -eq 0 ] && echo "ok   signals: SIGTERM (np=2), SIGINT and a second SIGTERM"
 
+# ---- one run per -o: a second run into the folder of a running one (the same command started
+# twice, a requeued job whose first copy still runs) stops at once, naming the holder, and touches
+# nothing: not the holder's temporary files, which a start with -y 1 would otherwise remove as a
+# killed writer's; train_gpt2.py takes the same lock. The holder goes on, and once it has ended the
+# folder is free. (A SIGKILLed holder leaves no lock: the resumes after SIGKILL above.)
+"$TRAINER" "${ARGS[@]}" -x 100000 -o busy > busy.out 2>&1 &
+pid=$!
+for i in $(seq 300); do grep -q "^step 2/" busy.out && break; sleep 0.05; done
+touch busy/model_00000099.bin.tmp.7  # as if the holder were writing a checkpoint
+held="error: -o busy is in use by another run (pid $pid on $(hostname), started [0-9-]* [0-9:]* UTC): two runs"
+"$TRAINER" "${ARGS[@]}" -o busy -y 1 > busy2.out 2>&1; rc=$?
+$PY "$ROOT/train_gpt2.py" "${ARGS[@]}" -o busy -y 1 > busy3.out 2>&1; rc3=$?
+[ $rc -eq 1 ] && [ $rc3 -eq 1 ] && grep -q "^$held" busy2.out && grep -q "^$held" busy3.out && [ -e busy/model_00000099.bin.tmp.7 ] \
+    && ok "a second run into a running one's -o (train_gpt2, train_gpt2.py): refused, its files untouched: $(grep -m1 -o 'in use by another run ([^)]*)' busy2.out)" \
+    || { bad "a second run into a running one's -o: exits $rc, $rc3"; tail -n 2 busy2.out busy3.out; }
+kill -TERM $pid; wait $pid; rc=$?
+"$TRAINER" "${ARGS[@]}" -o busy -y 1 -x 2 > busy4.out 2>&1; rc4=$?
+[ $rc -eq 0 ] && grep -q "checkpoint [0-9]* is in busy" busy.out && [ $rc4 -eq 1 ] && grep -q "is past the end of this run" busy4.out \
+    && [ ! -e busy/model_00000099.bin.tmp.7 ] && ok "the holder went on and stopped with its checkpoint; then the folder was free" \
+    || { bad "after the refused runs: holder exit $rc, then exit $rc4"; tail -n 2 busy.out busy4.out; }
+
 # ---- pruning: keep the newest 2 complete checkpoints
 "$TRAINER" "${ARGS[@]}" -o prune -n 4 -nk 2 > prune.out 2>&1 || bad "run with -nk 2 failed"
-got=$(ls prune | grep -v "main.log\|metrics.jsonl" | tr '\n' ' ')
+got=$(ls prune | grep -v "main.log\|metrics.jsonl\|llmc_run.lock" | tr '\n' ' ')
 want="DONE_00000036 DONE_00000040 model_00000036.bin model_00000040.bin state_00000036_00000.bin state_00000040_00000.bin "
 [ "$got" = "$want" ] && echo "ok   -nk 2 keeps: $got" || bad "-nk 2 left: $got"
 # -nm 12 (llm.c's major checkpoints): the multiples of 12 stay too, and the run resumes from the newest

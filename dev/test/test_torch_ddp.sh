@@ -226,7 +226,8 @@ ls c1 | cmp -s - c1.before || bad "the refused run changed c1: $(ls c1 | tr '\n'
 cp -r c1 over
 torch_error "--start-over with -y 1" "--start-over 1 starts a new run in -o <dir>" "${ARGS[@]}" -b 4 -o over -y 1 --start-over 1
 timeout -k 10 300 $PY "$TORCH_TRAINER" "${ARGS[@]}" -b 4 -x 2 -n 0 -s 0 -o over --start-over 1 > over.out 2>&1 || { bad "--start-over 1 failed"; tail -n 3 over.out; }
-[ "$(ls over/old_run_1)" = "$(ls c1 | grep -v '^old_run_')" ] && [ "$(grep -c '^s:[0-9]* trl:' over/main.log)" = 2 ] && [ "$(ls over)" = "$(printf 'main.log\nold_run_1')" ] \
+[ "$(ls over/old_run_1)" = "$(ls c1 | grep -v '^old_run_\|^llmc_run.lock$')" ] && [ "$(grep -c '^s:[0-9]* trl:' over/main.log)" = 2 ] \
+    && [ "$(ls over)" = "$(printf 'llmc_run.lock\nmain.log\nold_run_1')" ] \
     && grep -q "^--start-over: the earlier run in over (.* checkpoint file(s), its logs) moved to over/old_run_1$" over.out \
     && ok "train_gpt2.py --start-over 1: the old run in over/old_run_1 (as train_gpt2 moves it), the new one in its place" \
     || { bad "train_gpt2.py --start-over 1: over holds $(ls over | tr '\n' ' '), old_run_1 $(ls over/old_run_1 2>&1 | tr '\n' ' ')"; tail -n 2 over.out; }
@@ -258,7 +259,7 @@ if [ "$(id -u)" = 0 ] && command -v unshare > /dev/null; then
     rc1=$?; wait $pid0; rc0=$?
     want="-o tnotshared: rank 1 does not see the files rank 0 writes there; a checkpoint is every rank's files in one folder"
     [ $rc0 = 1 ] && [ $rc1 = 1 ] && grep -qF "[rank 0] error: $want" tns.0.out && grep -qF "[rank 1] error: $want" tns.1.out \
-        && [ -z "$(ls tnotshared)" ] && ok "train_gpt2.py with -o not shared by the ranks: ${want:0:70}" \
+        && [ "$(ls tnotshared)" = llmc_run.lock ] && ok "train_gpt2.py with -o not shared by the ranks: ${want:0:70}" \
         || { bad "train_gpt2.py with -o not shared: exit $rc0 $rc1"; tail -n 2 tns.0.out tns.1.out; }
 else
     skip_or_fail "test-torch-ddp (-o not shared)" "root and unshare" "sudo make test-torch-ddp" || bad "no root"
