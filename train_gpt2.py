@@ -1104,7 +1104,7 @@ def make_output_dir(d):
 
 
 RUN_LOCK = "llmc_run.lock"  # CKPT_RUN_LOCK
-_run_lock = None  # the locked file, open until the process ends
+_run_lock = None  # the locked file's descriptor, open until the process ends
 
 
 def lock_output_dir(d):
@@ -1112,27 +1112,25 @@ def lock_output_dir(d):
     global _run_lock
     path = os.path.join(d, RUN_LOCK)
     try:
-        f = open(path, "a+")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as e:
         warn(f"-o {d}: cannot open {path} ({e.strerror}): nothing keeps a second run out of this folder")
         return
     try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        f.seek(0)
-        who = f.readline().strip() or "its details not written yet"
+        who = os.pread(fd, 255, 0).decode(errors="replace").split("\n")[0].strip() or "its details not written yet"
         die(f"-o {d} is in use by another run ({who}): two runs in one folder overwrite each other's checkpoints; "
             "wait for it to end, or choose another -o")
     except OSError as e:
         warn(f"-o {d}: cannot lock {path} ({e.strerror}): nothing keeps a second run out of this folder")
-        f.close()
+        os.close(fd)
         return
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    with contextlib.suppress(OSError):  # on a full disk the file stays empty; the lock holds all the same
-        f.truncate(0)
-        f.write(f"pid {os.getpid()} on {os.uname().nodename}, started {when}\n")
-        f.flush()
-    _run_lock = f
+    with contextlib.suppress(OSError):  # unbuffered: on a full disk the file stays empty, the lock holds all the same
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {os.uname().nodename}, started {when}\n".encode(), 0)
+    _run_lock = fd
 
 
 def ckpt_file_kind(name):

@@ -37,10 +37,10 @@
 #define LLMC_CHECKPOINT_H
 
 #include <dirent.h>
-#include <sys/file.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/file.h>
 #include "args.h"
 #include "backend.h"
 #include "processes.h"
