@@ -7,7 +7,7 @@
 #    a second signal exits at once; the same for SIGPIPE (stdout's reader gone: `| tee` killed, or
 #    ended by the same Ctrl-C), SIGHUP (which stays ignored under nohup), SIGUSR1 and SIGUSR2;
 #  - a second run into the -o of a running one (train_gpt2 or train_gpt2.py) is refused, naming
-#    it, and touches none of its files;
+#    it, and touches none of its files; a filesystem without locks gets one warning;
 #  - -nk keeps the newest K complete checkpoints, and -nm M also those at multiples of M;
 #  - numeric guards: NaN steps are skipped and the run stops after -sm of them; an outlier loss is
 #    skipped without touching parameters or optimizer state;
@@ -196,6 +196,19 @@ kill -TERM $pid; wait $pid; rc=$?
 [ $rc -eq 0 ] && grep -q "checkpoint [0-9]* is in busy" busy.out && [ $rc4 -eq 1 ] && grep -q "is past the end of this run" busy4.out \
     && [ ! -e busy/model_00000099.bin.tmp.7 ] && ok "the holder went on and stopped with its checkpoint; then the folder was free" \
     || { bad "after the refused runs: holder exit $rc, then exit $rc4"; tail -n 2 busy.out busy4.out; }
+
+# a filesystem without locks (Lustre mounted without flock; a preloaded flock that fails with
+# ENOLCK stands in): one warning, and the run trains and checkpoints as before (both trainers)
+printf '#include <errno.h>\n#include <sys/file.h>\nint flock(int fd, int op) { (void)fd; (void)op; errno = ENOLCK; return -1; }\n' > noflock.c
+cc -shared -fPIC -o noflock.so noflock.c || bad "could not build the flock stand-in"
+nolock_line() { echo "warning: -o $1: cannot lock $1/llmc_run.lock (No locks available): nothing keeps a second run out of this folder"; }
+LD_PRELOAD=$PWD/noflock.so "$TRAINER" "${ARGS[@]}" -x 4 -n 4 -o nolock > nolock.out 2> nolock.err; rc=$?
+LD_PRELOAD=$PWD/noflock.so $PY "$ROOT/train_gpt2.py" "${ARGS[@]}" -x 4 -n 4 -o nolock2 > nolock2.out 2> nolock2.err; rc2=$?
+[ $rc -eq 0 ] && [ $rc2 -eq 0 ] && grep -qxF "$(nolock_line nolock)" nolock.err && grep -qxF "$(nolock_line nolock2)" nolock2.err \
+    && [ "$(cat nolock.err nolock2.err | grep -c 'cannot lock')" = 2 ] \
+    && [ -f nolock/DONE_00000004 ] && [ -f nolock2/DONE_00000004 ] \
+    && ok "no locks on the filesystem: one warning, the run trains and checkpoints ($(nolock_line nolock | cut -c1-60)...)" \
+    || { bad "no locks on the filesystem: exits $rc, $rc2"; tail -n 2 nolock.err nolock2.err; }
 
 # ---- pruning: keep the newest 2 complete checkpoints
 "$TRAINER" "${ARGS[@]}" -o prune -n 4 -nk 2 > prune.out 2>&1 || bad "run with -nk 2 failed"
