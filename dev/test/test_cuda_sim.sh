@@ -158,6 +158,16 @@ if [ $no_nvml = 1 ]; then
         && ok "-lg without NVML: one warning, the run goes on" || { bad "-lg without NVML:"; head -20 sim_lg0.txt; }
 fi
 
+# -mt 1 where the winner is fast only in the burst it was timed in (SIM_LT_BURST=1, as an algorithm
+# whose speed a GPU at its power cap does not sustain): the second timing against the first
+# overturns it for every shape, and the run keeps the heuristic's first choices
+run sim_mtb env SIM_LT_BURST=1 "$SIM" "${ARGS[@]}" -mt 1 -o sim_mtb
+n=$(sed -n 's/^matmul algorithms (-mt 1): \([0-9]*\) GEMM shapes timed.*/\1/p' sim_mtb.txt)
+compare_logs sim_mtb/main.log sim2/main.log trl=0 norm=0 > /dev/null && [ "${n:-0}" -gt 0 ] \
+    && grep -q "the heuristic's first was the fastest for $n (for $n of them a second timing overturned another's lead);" sim_mtb.txt \
+    && ok "-mt 1, a winner fast only in a burst: overturned by the second timing for all $n shapes, the heuristic's first kept" \
+    || { bad "-mt 1, a winner fast only in a burst:"; grep "matmul" sim_mtb.txt; }
+
 echo " -mt 1 (the timing runs must leave every accumulated gradient as it was):"
 compare_logs sim_mt/main.log sim2/main.log trl=0 norm=0 || bad "-mt 1 differs from the plain run"
 grep -q "matmul algorithms: the fastest by timing (-mt 1)" sim_mt.txt &&
