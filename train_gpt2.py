@@ -1119,7 +1119,8 @@ def lock_output_dir(d):
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        who = os.pread(fd, 255, 0).decode(errors="replace").split("\n")[0].strip() or "its details not written yet"
+        who = os.pread(fd, 255, 0).decode(errors="replace").split("\n")[0].strip()
+        who = re.sub(r"[^\x20-\x7e]", "?", who) or "its details not written yet"  # nothing that would drive the terminal
         die(f"-o {d} is in use by another run ({who}): two runs in one folder overwrite each other's checkpoints; "
             "wait for it to end, or choose another -o")
     except OSError as e:

@@ -1088,11 +1088,14 @@ static inline void checkpoint_lock_dir(const char *dir) {
         const ssize_t n = pread(fd, who, sizeof(who) - 1, 0);
         who[n > 0 ? n : 0] = '\0';
         who[strcspn(who, "\n")] = '\0';
+        for (char *q = who; *q; q++) {  // a file of another making: printable ASCII only, nothing for the terminal
+            if (*q < 0x20 || *q > 0x7e) { *q = '?'; }
+        }
         llmc_die("-o %s is in use by another run (%s): two runs in one folder overwrite each other's checkpoints; wait "
                  "for it to end, or choose another -o", dir, who[0] ? who : "its details not written yet");
     }
-    char host[256] = "", when[64] = "", who[512];
-    if (gethostname(host, sizeof(host) - 1) != 0) { snprintf(host, sizeof(host), "an unknown host"); }
+    char host[256], when[64] = "", who[512];
+    llmc_hostname(host, sizeof(host), "an unknown host");
     const time_t now = time(NULL);
     struct tm tm_utc;
     strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", gmtime_r(&now, &tm_utc));

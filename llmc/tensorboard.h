@@ -141,9 +141,8 @@ static inline void tb_session_start(TbWriter *w, long long step) {
  * values from that step on are to be dropped (the SessionLog START above).
  */
 static inline void tb_open(TbWriter *w, const char *dir, long long resume_step) {
-    char host[256] = "localhost";
-    if (gethostname(host, sizeof(host) - 1) != 0) { snprintf(host, sizeof(host), "localhost"); }
-    host[sizeof(host) - 1] = '\0';
+    char host[256];
+    llmc_hostname(host, sizeof(host), "localhost");
     const long long t = (long long)tb_now();
     int fd = -1;
     for (int k = 0; fd < 0 && k < 1000; k++) {

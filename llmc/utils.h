@@ -632,6 +632,12 @@ static inline void llmc_std_fds_open(void) {
     }
 }
 
+// this machine's name into out (n bytes, NUL-terminated), or `fallback` where it cannot be had
+static inline void llmc_hostname(char *out, size_t n, const char *fallback) {
+    if (gethostname(out, n - 1) != 0) { snprintf(out, n, "%s", fallback); }
+    out[n - 1] = '\0';  // a name cut at n - 1 bytes need not end in one
+}
+
 static inline double llmc_wall_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

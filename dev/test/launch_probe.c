@@ -32,8 +32,8 @@ int main(int argc, char **argv) {
         if (c.rank == 0) { token = (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)getpid(); }
         comm_bootstrap_bcast(&c, &token, sizeof(token), "token");
     }
-    char host[256] = "?";
-    gethostname(host, sizeof(host) - 1);
+    char host[256];
+    llmc_hostname(host, sizeof(host), "?");
     printf("probe rank %d of %d local %d host %s launcher %s token %llu\n", c.rank, c.world_size, c.local_rank, host,
            c.launcher, (unsigned long long)token);
     DataLoader dl;

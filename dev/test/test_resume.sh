@@ -197,6 +197,21 @@ kill -TERM $pid; wait $pid; rc=$?
     && [ ! -e busy/model_00000099.bin.tmp.7 ] && ok "the holder went on and stopped with its checkpoint; then the folder was free" \
     || { bad "after the refused runs: holder exit $rc, then exit $rc4"; tail -n 2 busy.out busy4.out; }
 
+# a lock file of another making (binary, escape sequences): the refusal prints it as printable ASCII
+mkdir -p odd && $PY -c "
+import fcntl, os, sys, time
+fd = os.open('odd/llmc_run.lock', os.O_RDWR | os.O_CREAT)
+os.write(fd, b'\x1b[2Jodd\x07\xff holder\n'); fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)" > odd.held &
+hpid=$!
+for i in $(seq 100); do grep -q held odd.held && break; sleep 0.05; done
+"$TRAINER" "${ARGS[@]}" -o odd > odd.out 2>&1; rc=$?
+$PY "$ROOT/train_gpt2.py" "${ARGS[@]}" -o odd > odd2.out 2>&1; rc2=$?
+kill $hpid; wait $hpid 2> /dev/null
+want="error: -o odd is in use by another run (?[2Jodd?? holder): two runs"
+[ $rc -eq 1 ] && [ $rc2 -eq 1 ] && grep -qF "$want" odd.out && grep -qF "$want" odd2.out \
+    && ok "a lock file of another making: shown as printable ASCII ($(grep -o 'in use by another run ([^)]*)' odd.out))" \
+    || { bad "a lock file of another making: exits $rc, $rc2"; tail -n 1 odd.out odd2.out | cat -v; }
+
 # a filesystem without locks (Lustre mounted without flock; a preloaded flock that fails with
 # ENOLCK stands in): one warning, and the run trains and checkpoints as before (both trainers)
 printf '#include <errno.h>\n#include <sys/file.h>\nint flock(int fd, int op) { (void)fd; (void)op; errno = ENOLCK; return -1; }\n' > noflock.c

@@ -539,24 +539,25 @@ static inline int gemm_fastest(const Gemm *g, const GemmPlan *p, const cublasLtM
         if (best < 0 || ms < best_ms) { best = i; best_ms = ms; }
     }
     if (best > 0 && first_ms >= 0.0f) {  // the second timing: first and winner alternately
-        float f[MATMUL_TUNE_ROUNDS], w[MATMUL_TUNE_ROUNDS];
+        const cublasLtMatmulAlgo_t *pair[2] = {&cands[0].algo, &cands[best].algo};
+        float t[2][MATMUL_TUNE_ROUNDS];
+        int ran = 1;  // both ran in every round (else the first timing's verdict stands)
         for (int r = 0; r < MATMUL_TUNE_ROUNDS; r++) {
-            const int winner_first = r % 2;
-            if (winner_first) { w[r] = gemm_time(g, p, &cands[best].algo, target, start, stop, stream); }
-            f[r] = gemm_time(g, p, &cands[0].algo, target, start, stop, stream);
-            if (!winner_first) { w[r] = gemm_time(g, p, &cands[best].algo, target, start, stop, stream); }
-        }
-        for (int r = 0; r < MATMUL_TUNE_ROUNDS; r++) {  // one that no longer runs (not seen) counts as the slowest
-            if (f[r] < 0.0f) { f[r] = INFINITY; }
-            if (w[r] < 0.0f) { w[r] = INFINITY; }
+            for (int j = 0; j < 2; j++) {
+                const int which = (j + r) % 2;  // the first leads in even rounds, the winner in odd ones
+                t[which][r] = gemm_time(g, p, pair[which], target, start, stop, stream);
+                ran &= t[which][r] >= 0.0f;
+            }
         }
         static_assert(MATMUL_TUNE_ROUNDS == 3, "the medians below take 3 rounds");
-        first_ms = median3(f[0], f[1], f[2]);
-        best_ms = median3(w[0], w[1], w[2]);
-        if (!(best_ms < (1.0f - MATMUL_TUNE_MIN_GAIN) * first_ms)) {
-            best = 0;
-            best_ms = first_ms;
-            matmul_tune_unconfirmed++;
+        if (ran) {
+            first_ms = median3(t[0][0], t[0][1], t[0][2]);
+            best_ms = median3(t[1][0], t[1][1], t[1][2]);
+            if (!(best_ms < (1.0f - MATMUL_TUNE_MIN_GAIN) * first_ms)) {
+                best = 0;
+                best_ms = first_ms;
+                matmul_tune_unconfirmed++;
+            }
         }
     }
     cudaCheck(cudaEventDestroy(start));
