@@ -16,7 +16,9 @@
 #  3. A host is lost (all its processes SIGKILLed, or frozen with SIGSTOP) under mpirun and under
 #     SLURM: every rank left exits non-zero within -pt + 30 s with a line naming the step.
 #  4. After it, -y 1 on one process of the remaining host resumes the newest complete checkpoint
-#     and continues with an uninterrupted run's losses.
+#     and continues with an uninterrupted run's losses. Under SLURM, the time limit's SIGUSR1 to
+#     slurm.sbatch: the run checkpoints, the job requeues itself, its second start resumes with an
+#     uninterrupted run's losses; with REQUEUE=0 the job ends instead.
 #  5. Bad input: a hostfile naming an unknown host, a MASTER_ADDR that does not resolve, a port in
 #     use, SLURM variables that disagree: one error line each, no hang.
 # Needs root (namespaces) and Debian's slurmctld, slurmd and munge; SKIPPED without them (a
@@ -85,7 +87,8 @@ SlurmctldHost=node1(${ADDR[0]})
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket=$TMP/munge/sock
+# cred_expire: a requeued job waits this + 1 s before it may start again (default 120)
+AuthInfo=socket=$TMP/munge/sock,cred_expire=10
 CredType=cred/munge
 StateSaveLocation=$TMP/slurm/state
 SlurmdSpoolDir=$TMP/slurm/spool/%n
@@ -101,9 +104,10 @@ MpiDefault=none
 ReturnToService=2
 SlurmdTimeout=10
 KillWait=5
-# job records are kept (0 = never purged): sbatch --wait then polls every 2 s; with the default of 300 its
-# sleeps grow 2, 8, 32 s, so a job of 12 s returned after 42 (the test took 139 s instead of 87)
-MinJobAge=0
+# job records go 2 s after the job (the least allowed): sbatch --wait then polls every second or so; with
+# the default of 300 its sleeps grow 2, 8, 32 s, so a job of 12 s returned after 42 (the test took 139 s
+# instead of 87)
+MinJobAge=2
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 NodeName=node1 NodeAddr=${ADDR[0]} CPUs=2 State=UNKNOWN
@@ -299,6 +303,42 @@ if [ $SRUN_PMIX = 1 ]; then
     start_slurmd 2 && wait_idle
     lose stop slurm lostss
     start_slurmd 2 && wait_idle
+fi
+# 4b. the time limit near under SLURM
+# near_time_limit DIR [VAR=VALUE...]: slurm.sbatch's job (VARs in its environment) into DIR, and at
+# step 8 what --signal=B:USR1@300 does 5 minutes before the time limit: USR1 to the batch script
+# alone; then waits for sbatch --wait. Sets jobid, what and rc (sbatch's exit status).
+near_time_limit() {
+    local dir=$1 job
+    shift
+    on 1 env TRAINER="$TRAINER" "$@" timeout -s KILL 180 "${SB[@]}" -o "$TMP/$dir.out" "$ROOT/scripts/multi_node/slurm.sbatch" \
+        "${LOST[@]}" -o "$TMP/$dir" > "sbatch_$dir.out" 2>&1 &
+    job=$!
+    for _ in $(seq 600); do grep -q "^step 8/400 " "$dir.out" 2> /dev/null && break; sleep 0.05; done
+    jobid=$(grep -o 'Submitted batch job [0-9]*' "sbatch_$dir.out" | grep -o '[0-9]*$')
+    what="USR1 to the batch script of job $jobid at step $(grep -o '^step [0-9]*' "$dir.out" | sed -n '$p' | cut -d' ' -f2)"
+    on 1 scancel --signal=USR1 --batch "$jobid" || bad "scancel --signal=USR1 --batch $jobid failed"
+    wait $job && rc=0 || rc=$?
+}
+if [ $SRUN_PMIX = 1 ]; then
+    # the tasks checkpoint, the job is requeued, its second start resumes with -y 1 and finishes
+    t0=$SECONDS
+    near_time_limit requeue
+    first=$(grep -m1 -o 'resumed from checkpoint [0-9]*' requeue.out)
+    [ $rc = 0 ] && grep -q "^slurm.sbatch: requeueing job $jobid (start 2)" requeue.out && [ -n "$first" ] \
+        && grep -q "^step 400/400 " requeue.out && [ -f requeue/model_00000400.bin ] && [ "$(grep -c '^trainer ' requeue.out)" = 2 ] \
+        && ok "$what: requeued, the second start $first and finished (both starts' output in one file), $((SECONDS - t0)) s in all" \
+        || { bad "$what: not checkpointed, requeued, resumed and finished (sbatch exit $rc)"; grep -v '^step ' requeue.out | tail -8; }
+    for d in ref400 requeue; do awk -F'[: ]' '$2 <= 40' $d/main.log > $d.first40.log; done
+    compare_logs ref400.first40.log requeue.first40.log trl=1e-5 tel=1e-5 > cmp.out \
+        && ok "$what: the requeued job's losses are an uninterrupted run's ($(head -1 cmp.out | sed 's/^ *//'))" \
+        || { bad "$what: the requeued job's losses differ"; cat cmp.out; }
+    # REQUEUE=0: the run checkpoints and the job ends
+    near_time_limit norequeue REQUEUE=0
+    [ $rc = 0 ] && ! grep -q "requeueing" norequeue.out && ! grep -q "^step 400/400 " norequeue.out \
+        && ls norequeue/DONE_* > /dev/null 2>&1 && [ "$(grep -c '^trainer ' norequeue.out)" = 1 ] \
+        && ok "REQUEUE=0, $what: the run checkpointed at $(ls norequeue | grep -o 'DONE_[0-9]*' | tail -1) and the job ended (no restart)" \
+        || { bad "REQUEUE=0, $what: the job did not just checkpoint and end (sbatch exit $rc)"; grep -v '^step ' norequeue.out | tail -8; }
 fi
 
 # ---- 5. bad input: one line each
