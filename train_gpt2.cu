@@ -980,6 +980,7 @@ void gpt2_make_backend(Backend *b, GPT2 *m, int T, double peak_flops) {
     b->B = m->batch_size;
     b->T = m->seq_len;
     b->has_master = m->master != NULL;
+    b->recompute = m->recompute;
     b->opt_offset = m->red.offset;
     b->opt_count = m->red.count;
     b->flops_per_token = gpt2_flops_per_token(&m->config, T);
@@ -1117,6 +1118,9 @@ static void cuda_auto_plan(TrainSetup *run, GradReduceKind kind, AttentionImpl a
                  &run->args);
     cp.probing = 1;
     Planner planner = {"train_gpt2cu", gpt2_plan, &cp, 3, gpu_device_memory(device, 0)};
+    if (run->comm.rank == 0 && run->args.resume && run->args.output_dir[0]) {
+        planner.resume_recompute = 1 + checkpoint_recompute_level(run->args.output_dir, &planner.resume_step);
+    }
     plan_auto(&run->args, &run->comm, &planner);
     attention_forget_probes();  // the graphs of the B tried: only the run's own count (determinism)
 }

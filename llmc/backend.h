@@ -28,6 +28,7 @@ typedef struct Backend {
     size_t num_params;
     int B, T;                   // the maxima the activations were sized for
     int has_master;             // fp32 master weights are kept apart from the params (checkpointed)
+    int recompute;              // the -r level of the activations (0..2), -1 where the trainer has none (CPU)
     size_t opt_offset;          // optimizer-state range held by this rank (see above)
     size_t opt_count;
     double flops_per_token;     // training FLOPs per token (forward + backward), for MFU; 0 = unknown

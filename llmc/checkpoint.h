@@ -19,6 +19,8 @@
  *     [27] the run's step count (-x, the LR schedule's length; 0 in files written before it was kept)
  *     [28] the optimizer: 0 AdamW (and every file written before Muon), 1 Muon (llmc/muon.h: the
  *          momentum of the block matrices in m, their v 0)
+ *     [29] the -r level of the run + 1 (train_gpt2cu's; 0: none, in the CPU trainer's, train_gpt2.py's
+ *          and older files): a -y 1 run with -r auto keeps it where it fits (plan.h)
  *     [30..35] model config: maxT V Vp L NH C
  *     [36] steps of data skipped by rollbacks  [37] rollbacks so far (both 0 in older files)
  *     [250] CRC-32 of the header (read with [250] as 0)  [251] CRC-32 of the guard history
@@ -59,6 +61,7 @@ typedef struct {
     int data_skip;                   // steps of data skipped by rollbacks: step s trains on the data of s + data_skip
     int rollbacks;                   // rollbacks so far in this run (-rb)
     int optimizer;                   // 0 AdamW, 1 Muon (-opt): the meaning of the optimizer state
+    int recompute;                   // -r level of the run that wrote it; -1: none (CPU) or not recorded
     Guard guard;
     // settings that define the data stream; a resume must use the same
     int B, T, shuffle;
@@ -162,6 +165,7 @@ static inline const char *state_header_problem(const int *h) {
     if (h[24] < 0 || h[24] > step || hdr_get64(h, 25) < 0 || hdr_get64(h, 25) > step) { return "guard skip counts [24..26]"; }
     if (h[36] < 0 || h[36] > 1000000000 || h[37] < 0 || h[37] > 1000) { return "rollback fields [36..37]"; }
     if (h[28] != 0 && h[28] != 1) { return "optimizer [28]"; }
+    if (h[29] < 0 || h[29] > 3) { return "recompute level [29]"; }
     return NULL;
 }
 
@@ -553,6 +557,7 @@ static inline int ckpt_write_state(CkptWriter *w, const char *path, float *buf[3
     hdr_set64(h, 25, st->guard.total_skipped);
     h[27] = st->max_steps;
     h[28] = st->optimizer;
+    h[29] = st->recompute + 1;  // 0: none (and so in the files of earlier versions and of train_gpt2.py)
     h[36] = st->data_skip; h[37] = st->rollbacks;
     const GPT2Config *cf = &b->config;
     h[30] = cf->max_seq_len; h[31] = cf->vocab_size; h[32] = cf->padded_vocab_size;
@@ -998,6 +1003,28 @@ static inline int checkpoint_resume(const char *dir, Backend *b, Comm *c, TrainS
     }
     free(steps);
     return loaded;
+}
+
+/*
+ * The -r level recorded in the checkpoint that -y 1 would resume in dir: the newest complete one
+ * whose rank 0 state file has a sound header (checkpoint_resume checks more and may fall back to
+ * an older one, most likely of the same run and level). -1 where there is none or it records
+ * none; *step is its step. Rank 0, before the run plans its memory.
+ */
+static inline int checkpoint_recompute_level(const char *dir, int *step) {
+    int *steps, h[HEADER_INTS], level = -1;
+    const int n = checkpoint_list(dir, &steps);
+    *step = -1;
+    for (int i = 0; i < n; i++) {
+        char path[4096], err[2048];
+        ckpt_path(path, sizeof(path), dir, "state", steps[i], 0);
+        if (read_done_world_size(dir, steps[i]) < 1 || state_file_header(path, h, err, sizeof(err))) { continue; }
+        *step = steps[i];
+        level = h[29] - 1;
+        break;
+    }
+    free(steps);
+    return level;
 }
 
 // 1 if `name` is a checkpoint's file (DONE_%08d, model_%08d.bin, state_%08d_%05d.bin), 2 if it is

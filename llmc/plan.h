@@ -77,6 +77,8 @@ typedef struct {
     int recompute_levels;  // 3 (-r 0, 1, 2), or 1 where the trainer ignores -r
     DeviceMemory dev;
     size_t ckpt_snapshot;  // host bytes of the largest rank copy for background checkpoints (checkpoint.h); 0: none
+    int resume_recompute;  // rank 0: 1 + the -r level of the checkpoint -y 1 resumes; 0: none (for -r auto)
+    int resume_step;       // rank 0: that checkpoint's step
 } Planner;
 
 static const double PLAN_GiB = 1024.0 * 1024.0 * 1024.0;
@@ -174,7 +176,7 @@ static inline size_t plan_process_rss(void) {
 // -b auto's and -r auto's choices and their reasons, for rank 0's output and main.log's header
 // (empty: the flags were given)
 static char plan_auto_note[640];
-static char plan_recompute_note[320];
+static char plan_recompute_note[512];
 
 // the -r at which -b auto searches: -r itself, or 1 (the level before -r auto existed) for -r auto
 static inline int plan_batch_recompute(const TrainArgs *a) { return a->recompute == ARGS_AUTO ? 1 : a->recompute; }
@@ -245,8 +247,11 @@ static inline void plan_auto_batch(TrainArgs *a, Comm *c, const Planner *pl) {
 
 /*
  * -r auto (the default): sets a->recompute to the least recomputation whose plan fits at a->B on
- * every rank's device (the most any rank needs), and says so on rank 0. Collective; after -b auto.
- * No-op when -r was given; 1 where the trainer ignores -r.
+ * every rank's device (the most any rank needs), and says so on rank 0. A resume keeps the level
+ * of the checkpoint it resumes where that fits (more recomputation, less memory), as -r 0 and -r 1
+ * round GELU's output apart and a resume is bitwise only at the same level; where it does not fit,
+ * a warning says the resume matches to rounding. Collective; after -b auto. No-op when -r was
+ * given; 1 where the trainer ignores -r.
  */
 static inline void plan_auto_recompute(TrainArgs *a, Comm *c, const Planner *pl) {
     if (a->recompute != ARGS_AUTO) { return; }
@@ -258,26 +263,38 @@ static inline void plan_auto_recompute(TrainArgs *a, Comm *c, const Planner *pl)
         llmc_die("-r auto needs to know the %s's memory, but it is %s; give -r 0, 1 or 2 (--plan %d prints the plan)",
                  pl->dev.name, pl->dev.what, c->world_size);
     }
+    int resumed[2] = {pl->resume_recompute - 1, pl->resume_step};  // rank 0's: the checkpoint's level and step
+    c->bcast(c, resumed, sizeof(resumed));
     const size_t budget = plan_budget(&pl->dev);
     size_t bytes = 0;
     int v[2];  // the level, and whether even the most recomputation does not fit (the trainer's own check then
     v[0] = plan_least_recompute(pl, a->B, budget, &bytes);  // stops the run with the sizes)
     v[1] = bytes > budget;
     c->allreduce_max_i32(c, v, 2);
-    const int r = v[0];
+    const int least = v[0], keep = resumed[0] > least && resumed[0] < pl->recompute_levels;
+    const int r = keep ? resumed[0] : least;
     a->recompute = r;
     if (v[1]) { return; }
     MemPlan p;  // this rank's plan at the level of all
     memset(&p, 0, sizeof(p));
     pl->fn(pl->ctx, a->B, r, &p);
     bytes = plan_total(&p, 1);
+    char why[128] = "the least recomputation whose plan fits";
+    if (keep) {
+        snprintf(why, sizeof(why), "checkpoint %d's level, kept for a bitwise resume; -r %d, the least recomputation, fits too",
+                 resumed[1], least);
+    }
     snprintf(plan_recompute_note, sizeof(plan_recompute_note),
-             "-r auto: -r %d, the least recomputation whose plan fits at B %d%s (%s less a %.0f%% margin: %.2f GiB); plan "
-             "%.2f GiB%s", r, a->B, c->world_size > 1 ? " on every rank" : "", pl->dev.what, 100 * pl->dev.margin,
-             budget / PLAN_GiB, bytes / PLAN_GiB, c->world_size > 1 ? " on rank 0" : "");
+             "-r auto: -r %d, %s at B %d%s (%s less a %.0f%% margin: %.2f GiB); plan %.2f GiB%s", r, why, a->B,
+             c->world_size > 1 ? " on every rank" : "", pl->dev.what, 100 * pl->dev.margin, budget / PLAN_GiB,
+             bytes / PLAN_GiB, c->world_size > 1 ? " on rank 0" : "");
     if (c->rank == 0 && !a->prompt[0]) {  // --prompt prints its text alone
         printf("%s\n", plan_recompute_note);
         fflush(stdout);
+        if (resumed[0] >= 0 && resumed[0] < least) {
+            llmc_warn("checkpoint %d was written at -r %d, which does not fit now: at -r %d the resumed steps may match an "
+                      "uninterrupted run only to rounding, not bit for bit", resumed[1], resumed[0], least);
+        }
     }
 }
 

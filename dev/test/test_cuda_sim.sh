@@ -37,8 +37,10 @@
 #     driver older than the runtime and none at all;
 #  8. the memory plan (--plan) equals the simulator's allocator peak, byte for byte (-r 0/1/2, -w 0,
 #     ZeRO-1 on 2 ranks); -b auto on a device of SIM_DEVICE_MEMORY bytes picks the B whose measured
-#     peak fits the budget while B+1's does not, and on 2 ranks the smaller device decides; the
-#     phase times come from the events (adding up to at most the step's time) and NVTX ranges nest;
+#     peak fits the budget while B+1's does not, and on 2 ranks the smaller device decides; -r auto
+#     takes the least recomputation that fits, and a resume the checkpoint's level where it fits
+#     (bitwise); the phase times come from the events (adding up to at most the step's time) and
+#     NVTX ranges nest;
 #  9. the generate mode (--prompt): greedy text within bf16's rounding of fp32's, past the window;
 # 10. HellaSwag (-h 1, batches shorter than -t): the CPU trainer's accuracy; under AddressSanitizer;
 # 11. a rollback (-rb) reloads a checkpoint mid-run: the CPU trainer's losses, and bitwise a resume;
@@ -514,7 +516,7 @@ for r in 0 1 2; do
 done
 budget_of() { echo $(( $1 - 33554432 - $1 / 20 )); }
 for want in 1 2; do
-    M=$(( ((rplan[want] + rplan[want - 1]) / 2 + 33554432) * 100 / 95 )); budget=$(budget_of $M)
+    M=$(( ((rplan[want] + rplan[want - 1]) / 2 + 33554432) * 100 / 95 )); budget=$(budget_of $M); MEM[$want]=$M
     rflag=(-r auto); [ $want = 1 ] && rflag=()
     SIM_DEVICE_MEMORY=$M "$SIM" "${RA[@]}" "${rflag[@]}" -o rauto$want > rauto$want.txt 2>&1 || bad "-r auto run on $M bytes failed"
     if grep -q "^-r auto: -r $want, the least recomputation whose plan fits at B 32 " rauto$want.txt \
@@ -538,6 +540,20 @@ if have_mpi "$SIM"; then  # rank 0 on a device 4x as large, rank 1 between -r 1 
     grep -q '^-r auto: -r 2, .* on every rank' rauto_np2.txt && grep -q 'recompute -r 2 |' rauto_np2.txt \
         && ok "-r auto on 2 ranks with 4x and 1x that memory: -r 2 on both" || { bad "-r auto on 2 ranks"; grep -e '-r' rauto_np2.txt | head -3; }
 fi
+# -r auto and -y 1: a run made at -r 1 (the device between the plans of -r 0 and -r 1) resumed on a
+# device where -r 0 fits keeps -r 1 and its steps are an uninterrupted -r 1 run's, bit for bit (at
+# -r 0 they are not: GELU's output is rounded apart); resumed where only -r 2 fits, a warning
+RK=("${RA[@]}" -k constant -u 0 -n 2)
+"$SIM" "${RK[@]}" -x 4 -r 1 -o rk_ref > rk_ref.txt 2>&1 || bad "the -r 1 reference run failed"
+SIM_DEVICE_MEMORY=${MEM[1]} "$SIM" "${RK[@]}" -x 2 -o rk > rk.txt 2>&1 || bad "the -r auto run on ${MEM[1]} bytes failed"
+"$SIM" "${RK[@]}" -x 4 -o rk -y 1 > rk_resume.txt 2>&1 || bad "its resume failed"
+if grep -q "^-r auto: -r 1, the least" rk.txt && grep -q "^-r auto: -r 1, checkpoint 2's level, kept for a bitwise resume; -r 0, the least recomputation, fits too" rk_resume.txt \
+    && grep -q "recompute -r 1 |" rk_resume.txt && [ "$(tail -2 rk_ref/main.log)" = "$(tail -2 rk/main.log)" ] \
+    && grep -q '^s:3 ' rk/main.log; then ok "-r auto, resumed where -r 0 fits: checkpoint 2's -r 1, steps 3-4 bitwise an uninterrupted -r 1 run's"
+else bad "-r auto's resume of a -r 1 checkpoint: $(grep -h -m1 -e '^-r auto' rk_resume.txt)"; diff <(tail -2 rk_ref/main.log) <(tail -2 rk/main.log); fi
+SIM_DEVICE_MEMORY=${MEM[2]} "$SIM" "${RK[@]}" -x 6 -o rk -y 1 > rk_small.txt 2>&1 || bad "the resume on ${MEM[2]} bytes failed"
+grep -q "^-r auto: -r 2, the least" rk_small.txt && grep -q "^warning: checkpoint 4 was written at -r 1, which does not fit now: at -r 2 the resumed steps may match" rk_small.txt \
+    && ok "-r auto, resumed where -r 1 does not fit: -r 2, and a warning" || bad "-r auto's resume on a smaller device: $(grep -e '-r auto\|warning' rk_small.txt)"
 expect_error "-b auto on a device too small for B 1" "not even B = 1 fits" env SIM_DEVICE_MEMORY=$((34 << 20)) "$SIM" "${AUTO[@]}" -b auto
 # a -b too large for the device: the plan's check before any activation is allocated, with what to do
 expect_error "-b 64 on that device" "B=64 T=16 needs .* GiB of GPU memory .* but .* GiB of .* are free; use a smaller -b or -b auto" \
