@@ -489,6 +489,7 @@ typedef struct {
     size_t count;
     PlanRow row;
 } ActSlot;
+#define MAX_ACT_SLOTS 32  // the size of the callers' arrays
 
 static int gpt2_activation_slots(ActSlot *slots, ActivationTensors *a, const GPT2Config *c, int B, int T) {
     const size_t L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size, BT = (size_t)B * T;
@@ -505,6 +506,7 @@ static int gpt2_activation_slots(ActSlot *slots, ActivationTensors *a, const GPT
         {&a->proj, BT * C, SCR},
     };
     const int n = (int)(sizeof(table) / sizeof(table[0]));
+    _Static_assert(sizeof(table) / sizeof(table[0]) <= MAX_ACT_SLOTS, "raise MAX_ACT_SLOTS");
     for (int i = 0; i < n; i++) { slots[i] = table[i]; }
     return n;
 }
@@ -526,7 +528,7 @@ static size_t gpt2_matmul_scratch_floats(int which, const GPT2Config *c, int B, 
 }
 
 static void gpt2_alloc_activations(GPT2 *m, int B, int T) {
-    ActSlot slots[32];
+    ActSlot slots[MAX_ACT_SLOTS] = {{0}};  // all set by gpt2_activation_slots (zeroed: gcc cannot tell)
     const int n = gpt2_activation_slots(slots, &m->acts, &m->config, B, T);
     size_t total = 0;
     for (int i = 0; i < n; i++) { total += slots[i].count; }
@@ -881,7 +883,7 @@ static void cpu_plan(void *ctx, int B, int recompute, MemPlan *p) {
     plan_note(p, PLAN_MASTER, "none: fp32 parameters are the master weights");
     plan_add(p, PLAN_ADAMW, 1, 2 * P * F);
     plan_note(p, PLAN_ADAMW, "fp32 m and v, every rank all of them (-z is for train_gpt2cu)");
-    ActSlot slots[32];
+    ActSlot slots[MAX_ACT_SLOTS] = {{0}};  // all set by gpt2_activation_slots (zeroed: gcc cannot tell)
     ActivationTensors unused;
     const int n = gpt2_activation_slots(slots, &unused, c, B, cp->a->T);
     for (int i = 0; i < n; i++) { plan_add(p, slots[i].row, 1, slots[i].count * F); }
