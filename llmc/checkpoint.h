@@ -61,7 +61,7 @@ typedef struct {
     int data_skip;                   // steps of data skipped by rollbacks: step s trains on the data of s + data_skip
     int rollbacks;                   // rollbacks so far in this run (-rb)
     int optimizer;                   // 0 AdamW, 1 Muon (-opt): the meaning of the optimizer state
-    int recompute;                   // -r level of the run that wrote it; -1: none (CPU) or not recorded
+    int recompute;                   // this run's -r level, written into its checkpoints ([29]); -1: none (CPU)
     Guard guard;
     // settings that define the data stream; a resume must use the same
     int B, T, shuffle;
