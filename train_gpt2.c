@@ -921,6 +921,7 @@ int main(int argc, char **argv) {
         comm_finalize(&run.comm);
         return 0;
     }
+    checkpoint_plan_resume(&planner.resume, &run.args, run.comm.rank);
     plan_auto(&run.args, &run.comm, &planner);
     GPT2 model;
     gpt2_build(&model, &run.config, run.args.B, run.args.T, &planner);

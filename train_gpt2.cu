@@ -1118,9 +1118,7 @@ static void cuda_auto_plan(TrainSetup *run, GradReduceKind kind, AttentionImpl a
                  &run->args);
     cp.probing = 1;
     Planner planner = {"train_gpt2cu", gpt2_plan, &cp, 3, gpu_device_memory(device, 0)};
-    if (run->comm.rank == 0 && run->args.resume && run->args.output_dir[0]) {
-        planner.resume_recompute = 1 + checkpoint_recompute_level(run->args.output_dir, &planner.resume_step);
-    }
+    checkpoint_plan_resume(&planner.resume, &run->args, run->comm.rank);
     plan_auto(&run->args, &run->comm, &planner);
     attention_forget_probes();  // the graphs of the B tried: only the run's own count (determinism)
 }

@@ -20,7 +20,7 @@
  *     [28] the optimizer: 0 AdamW (and every file written before Muon), 1 Muon (llmc/muon.h: the
  *          momentum of the block matrices in m, their v 0)
  *     [29] the -r level of the run + 1 (train_gpt2cu's; 0: none, in the CPU trainer's, train_gpt2.py's
- *          and older files): a -y 1 run with -r auto keeps it where it fits (plan.h)
+ *          and older files): a -y 1 run with -r auto keeps it where it fits (plan.h), as -b auto keeps [6]
  *     [30..35] model config: maxT V Vp L NH C
  *     [36] steps of data skipped by rollbacks  [37] rollbacks so far (both 0 in older files)
  *     [250] CRC-32 of the header (read with [250] as 0)  [251] CRC-32 of the guard history
@@ -47,6 +47,7 @@
 #include "backend.h"
 #include "processes.h"
 #include "guard.h"
+#include "plan.h"
 
 #define STATE_MAGIC 20240527
 #define STATE_VERSION 2
@@ -1006,25 +1007,23 @@ static inline int checkpoint_resume(const char *dir, Backend *b, Comm *c, TrainS
 }
 
 /*
- * The -r level recorded in the checkpoint that -y 1 would resume in dir: the newest complete one
- * whose rank 0 state file has a sound header (checkpoint_resume checks more and may fall back to
- * an older one, most likely of the same run and level). -1 where there is none or it records
- * none; *step is its step. Rank 0, before the run plans its memory.
+ * What -b auto and -r auto keep of the run a -y 1 start resumes (plan.h): that of the newest
+ * complete checkpoint in -o whose rank 0 state file has a sound header (checkpoint_resume checks
+ * more and may fall back to an older one, most likely of the same run). Rank 0, before the memory
+ * plan; none without -y 1 and -o.
  */
-static inline int checkpoint_recompute_level(const char *dir, int *step) {
-    int *steps, h[HEADER_INTS], level = -1;
-    const int n = checkpoint_list(dir, &steps);
-    *step = -1;
-    for (int i = 0; i < n; i++) {
+static inline void checkpoint_plan_resume(PlanResume *out, const TrainArgs *a, int rank) {
+    memset(out, 0, sizeof(*out));
+    if (rank != 0 || !a->resume || !a->output_dir[0]) { return; }
+    int *steps, h[HEADER_INTS];
+    const int n = checkpoint_list(a->output_dir, &steps);
+    for (int i = 0; i < n && !out->found; i++) {
         char path[4096], err[2048];
-        ckpt_path(path, sizeof(path), dir, "state", steps[i], 0);
-        if (read_done_world_size(dir, steps[i]) < 1 || state_file_header(path, h, err, sizeof(err))) { continue; }
-        *step = steps[i];
-        level = h[29] - 1;
-        break;
+        ckpt_path(path, sizeof(path), a->output_dir, "state", steps[i], 0);
+        if (read_done_world_size(a->output_dir, steps[i]) < 1 || state_file_header(path, h, err, sizeof(err))) { continue; }
+        *out = (PlanResume){1, steps[i], h[6], h[2], h[29] - 1, hdr_get64(h, 8)};
     }
     free(steps);
-    return level;
 }
 
 // 1 if `name` is a checkpoint's file (DONE_%08d, model_%08d.bin, state_%08d_%05d.bin), 2 if it is

@@ -70,6 +70,19 @@ typedef struct {
     char what[256];       // where the figures come from, or why they are unknown
 } DeviceMemory;
 
+/*
+ * The run a -y 1 start resumes, as its newest checkpoint's rank 0 state file tells (checkpoint.h
+ * reads it on rank 0; plan_auto passes it on to every rank). -b auto and -r auto keep that run's B
+ * and -r level where they fit: a resume is bitwise only with the same B on as many ranks and at the
+ * same level (-r 0 and -r 1 round GELU's output apart), and -d -1 must mean the batch it had.
+ */
+typedef struct {
+    int found;              // 0: none (a fresh start, or no readable checkpoint)
+    int step, B, world_size;
+    int recompute;          // its -r level; -1 where the checkpoint records none
+    long long total_batch;  // its -d
+} PlanResume;
+
 typedef struct {
     const char *trainer;   // for the heading
     PlanFn fn;
@@ -77,8 +90,7 @@ typedef struct {
     int recompute_levels;  // 3 (-r 0, 1, 2), or 1 where the trainer ignores -r
     DeviceMemory dev;
     size_t ckpt_snapshot;  // host bytes of the largest rank copy for background checkpoints (checkpoint.h); 0: none
-    int resume_recompute;  // rank 0: 1 + the -r level of the checkpoint -y 1 resumes; 0: none (for -r auto)
-    int resume_step;       // rank 0: that checkpoint's step
+    PlanResume resume;     // what -b auto and -r auto keep on a resume (zero: none)
 } Planner;
 
 static const double PLAN_GiB = 1024.0 * 1024.0 * 1024.0;
@@ -199,7 +211,9 @@ static inline int plan_least_recompute(const Planner *pl, int B, size_t budget, 
 
 /*
  * -b auto: sets a->B (every rank the same) or stops with the reason. Collective: every rank calls
- * it (with its own device). No-op when -b was given.
+ * it (with its own device). No-op when -b was given. A resume on as many ranks keeps the B of the
+ * checkpoint where it fits and divides -d; with -d -1 a resume takes the checkpoint's -d (which
+ * it must keep).
  */
 static inline void plan_auto_batch(TrainArgs *a, Comm *c, const Planner *pl) {
     if (a->B != ARGS_AUTO) { return; }
@@ -218,7 +232,10 @@ static inline void plan_auto_batch(TrainArgs *a, Comm *c, const Planner *pl) {
                  "ranks, a shorter -t or a smaller model (--plan %d prints the plan)", fit < 1 ? "" : " on every rank",
                  pl->dev.what, 100 * pl->dev.margin, budget / PLAN_GiB, W);
     }
-    const int B = plan_divisible_batch(a, W, fit_all);
+    const PlanResume *R = &pl->resume;
+    if (R->found && a->total_batch == -1) { a->total_batch = R->total_batch; }
+    const int keep = R->found && R->world_size == W && R->B <= fit_all && a->total_batch % ((long long)R->B * a->T * W) == 0;
+    const int B = keep ? R->B : plan_divisible_batch(a, W, fit_all);
     if (B < 1 && a->total_batch == -1) {
         llmc_die("-b auto: the train data (-i %s) holds fewer than %d windows of T+1 = %d tokens, one per rank; use more "
                  "data or a shorter -t", a->train_glob, W, a->T + 1);
@@ -230,12 +247,14 @@ static inline void plan_auto_batch(TrainArgs *a, Comm *c, const Planner *pl) {
     MemPlan p;
     memset(&p, 0, sizeof(p));
     pl->fn(pl->ctx, B, recompute, &p);
+    char kept[96] = "";
+    if (keep) { snprintf(kept, sizeof(kept), ", checkpoint %d's, kept for a bitwise resume", R->step); }
     snprintf(plan_auto_note, sizeof(plan_auto_note),
-             "-b auto: B %d; up to %d fit%s%s (%s less a %.0f%% margin: %.2f GiB), %s; plan %.2f GiB per rank", B, fit_all,
-             W > 1 ? " on the smallest device of all ranks" : "", a->recompute == ARGS_AUTO ? " at -r 1" : "",
+             "-b auto: B %d%s; up to %d fit%s%s (%s less a %.0f%% margin: %.2f GiB), %s; plan %.2f GiB per rank", B, kept,
+             fit_all, W > 1 ? " on the smallest device of all ranks" : "", a->recompute == ARGS_AUTO ? " at -r 1" : "",
              pl->dev.what, 100 * pl->dev.margin, budget / PLAN_GiB,
              a->total_batch == -1 ? (B < fit_all ? "-d -1: as many as the train data holds per step" : "-d -1 becomes B*T*ranks")
-             : B == fit_all ? "and it divides -d over the ranks"
+             : keep || B == fit_all ? "and it divides -d over the ranks"
                                                                              : "the largest of those dividing -d over the ranks",
              plan_total(&p, 1) / PLAN_GiB);
     if (c->rank == 0) {
@@ -248,10 +267,9 @@ static inline void plan_auto_batch(TrainArgs *a, Comm *c, const Planner *pl) {
 /*
  * -r auto (the default): sets a->recompute to the least recomputation whose plan fits at a->B on
  * every rank's device (the most any rank needs), and says so on rank 0. A resume keeps the level
- * of the checkpoint it resumes where that fits (more recomputation, less memory), as -r 0 and -r 1
- * round GELU's output apart and a resume is bitwise only at the same level; where it does not fit,
- * a warning says the resume matches to rounding. Collective; after -b auto. No-op when -r was
- * given; 1 where the trainer ignores -r.
+ * of the checkpoint where that fits (more recomputation, less memory); where it does not, a
+ * warning says the resume may match only to rounding. Collective; after -b auto. No-op when -r
+ * was given; 1 where the trainer ignores -r.
  */
 static inline void plan_auto_recompute(TrainArgs *a, Comm *c, const Planner *pl) {
     if (a->recompute != ARGS_AUTO) { return; }
@@ -263,16 +281,15 @@ static inline void plan_auto_recompute(TrainArgs *a, Comm *c, const Planner *pl)
         llmc_die("-r auto needs to know the %s's memory, but it is %s; give -r 0, 1 or 2 (--plan %d prints the plan)",
                  pl->dev.name, pl->dev.what, c->world_size);
     }
-    int resumed[2] = {pl->resume_recompute - 1, pl->resume_step};  // rank 0's: the checkpoint's level and step
-    c->bcast(c, resumed, sizeof(resumed));
+    const int resumed = pl->resume.found ? pl->resume.recompute : -1;
     const size_t budget = plan_budget(&pl->dev);
     size_t bytes = 0;
     int v[2];  // the level, and whether even the most recomputation does not fit (the trainer's own check then
     v[0] = plan_least_recompute(pl, a->B, budget, &bytes);  // stops the run with the sizes)
     v[1] = bytes > budget;
     c->allreduce_max_i32(c, v, 2);
-    const int least = v[0], keep = resumed[0] > least && resumed[0] < pl->recompute_levels;
-    const int r = keep ? resumed[0] : least;
+    const int least = v[0], keep = resumed > least && resumed < pl->recompute_levels;
+    const int r = keep ? resumed : least;
     a->recompute = r;
     if (v[1]) { return; }
     MemPlan p;  // this rank's plan at the level of all
@@ -282,7 +299,7 @@ static inline void plan_auto_recompute(TrainArgs *a, Comm *c, const Planner *pl)
     char why[128] = "the least recomputation whose plan fits";
     if (keep) {
         snprintf(why, sizeof(why), "checkpoint %d's level, kept for a bitwise resume; -r %d, the least recomputation, fits too",
-                 resumed[1], least);
+                 pl->resume.step, least);
     }
     snprintf(plan_recompute_note, sizeof(plan_recompute_note),
              "-r auto: -r %d, %s at B %d%s (%s less a %.0f%% margin: %.2f GiB); plan %.2f GiB%s", r, why, a->B,
@@ -291,17 +308,20 @@ static inline void plan_auto_recompute(TrainArgs *a, Comm *c, const Planner *pl)
     if (c->rank == 0 && !a->prompt[0]) {  // --prompt prints its text alone
         printf("%s\n", plan_recompute_note);
         fflush(stdout);
-        if (resumed[0] >= 0 && resumed[0] < least) {
+        if (resumed >= 0 && resumed < least) {
             llmc_warn("checkpoint %d was written at -r %d, which does not fit now: at -r %d the resumed steps may match an "
-                      "uninterrupted run only to rounding, not bit for bit", resumed[1], resumed[0], least);
+                      "uninterrupted run only to rounding, not bit for bit", pl->resume.step, resumed, least);
         }
     }
 }
 
-// -b auto, then -r auto (each a no-op where its flag was given)
+// -b auto, then -r auto (each a no-op where its flag was given), with rank 0's pl->resume on every rank
 static inline void plan_auto(TrainArgs *a, Comm *c, const Planner *pl) {
-    plan_auto_batch(a, c, pl);
-    plan_auto_recompute(a, c, pl);
+    if (a->B != ARGS_AUTO && a->recompute != ARGS_AUTO) { return; }
+    Planner all = *pl;
+    c->bcast(c, &all.resume, sizeof(all.resume));
+    plan_auto_batch(a, c, &all);
+    plan_auto_recompute(a, c, &all);
 }
 
 /*

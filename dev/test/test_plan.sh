@@ -4,7 +4,8 @@
 #  - --plan prints every row and exits without reading data; its total is within 10% of the peak
 #    RSS the kernel measures for a short run (two model sizes);
 #  - -b auto takes the largest B that fits and divides -d over the ranks, says why on rank 0 and in
-#    main.log's header, the same on 2 ranks; bad uses stop with one error line;
+#    main.log's header, the same on 2 ranks; a resume keeps the checkpoint's B (bitwise, and -d -1
+#    keeps its batch); bad uses stop with one error line;
 #  - every step's metrics.jsonl carries the six phase times, which add up to the step's own
 #    wall-clock time (measured apart, in the loop) less what the loop does between them; the -pe
 #    line is the mean of the steps it covers; -pe 0 prints none;
@@ -60,6 +61,21 @@ if have_mpi; then
 else
     mpi_missing "test-plan: -b auto on 2 ranks" || bad "-b auto on 2 ranks not run"
 fi
+# a resume with -b auto keeps the checkpoint's B where it fits and divides -d: a -b 8 -d 512 run (2
+# micro-steps) resumed with -b auto (alone: B 16) takes B 8, and its steps 3-4 are bit for bit those
+# of an uninterrupted -b 8 run; with -d -1 the resume takes the checkpoint's batch (before: B 1874,
+# as the data holds, so -d 59968, refused as another -d)
+KEEP=("${SMALL[@]}" -v 0 -n 2 -k constant -u 0)
+"$TRAINER" "${KEEP[@]}" -b 8 -d 512 -x 2 -o keep > keep.txt 2>&1 || bad "the -b 8 run failed"
+"$TRAINER" "${KEEP[@]}" -b auto -d 512 -x 4 -o keep -y 1 > keep_resume.txt 2>&1 || { bad "its resume with -b auto failed"; tail -2 keep_resume.txt; }
+"$TRAINER" "${KEEP[@]}" -b 8 -d 512 -x 4 -o keep_ref > keep_ref.txt 2>&1 || bad "the uninterrupted -b 8 run failed"
+if grep -q "^-b auto: B 8, checkpoint 2's, kept for a bitwise resume; " keep_resume.txt && grep -q '^batch: B 8 | T 32 | ranks 1 | grad accum 2 ' keep_resume.txt \
+    && grep -q '^s:3 ' keep/main.log && [ "$(tail -2 keep/main.log)" = "$(tail -2 keep_ref/main.log)" ]; then
+    ok "-b auto resuming a -b 8 checkpoint: B 8, steps 3-4 bit for bit an uninterrupted run's"
+else bad "-b auto on a resume: $(grep -m1 -e '^-b auto\|^error' keep_resume.txt)"; diff <(tail -2 keep_ref/main.log) <(tail -2 keep/main.log); fi
+"$TRAINER" "${KEEP[@]}" -b 8 -d -1 -x 2 -o keepd > keepd.txt 2>&1 || bad "the -b 8 -d -1 run failed"
+"$TRAINER" "${KEEP[@]}" -b auto -d -1 -x 4 -o keepd -y 1 > keepd_resume.txt 2>&1 && grep -q '^batch: B 8 | T 32 | ranks 1 | grad accum 1 | total 256 ' keepd_resume.txt \
+    && ok "-b auto -d -1 resuming a -b 8 -d -1 checkpoint: its batch (B 8, 256 tokens)" || { bad "-b auto -d -1 on a resume"; grep -m2 -e '^-b auto\|^error' keepd_resume.txt; }
 expect_error "-b auto that fits no divisor of -d" "none of 1..[0-9]* divides -d" \
     "$TRAINER" "${SMALL[@]}" -b auto -d 2047 -x 1 -v 0
 expect_error "-b auto with a model that fits nowhere" "not even B = 1 fits" \
