@@ -18,7 +18,8 @@
 #  4. After it, -y 1 on one process of the remaining host resumes the newest complete checkpoint
 #     and continues with an uninterrupted run's losses. Under SLURM, the time limit's SIGUSR1 to
 #     slurm.sbatch: the run checkpoints, the job requeues itself, its second start resumes with an
-#     uninterrupted run's losses; with REQUEUE=0 the job ends instead.
+#     uninterrupted run's losses; with REQUEUE=0 the job ends instead. A crash under SLURM is
+#     relaunched within the job, an error that repeats is not (a stand-in trainer).
 #  5. Bad input: a hostfile naming an unknown host, a MASTER_ADDR that does not resolve, a port in
 #     use, SLURM variables that disagree: one error line each, no hang.
 # Needs root (namespaces) and Debian's slurmctld, slurmd and munge; SKIPPED without them (a
@@ -118,6 +119,9 @@ EOF
     echo "PMIxCliTmpDirBase=$TMP/slurm/pmix/node$n" > slurm/conf$n/mpi.conf
 done
 export SLURM_CONF=$TMP/slurm/conf1/slurm.conf
+# slurm.sbatch's repository (its jobs run here, in $TMP); one launch per job (no relaunch of a
+# crash: the jobs below that fail must end), but in 4c
+export LLMC_ROOT=$ROOT RETRIES=1
 start_slurmd() { on "$1" slurmd -f "$TMP/slurm/conf$1/slurm.conf" -N "node$1"; }
 # without them every SLURM step below would only wait for nodes that never come: stop here
 on 1 slurmctld -f "$SLURM_CONF" && start_slurmd 1 && start_slurmd 2 || { bad "the SLURM daemons did not start"; finish; }
@@ -340,6 +344,27 @@ if [ $SRUN_PMIX = 1 ]; then
         && ok "REQUEUE=0, $what: the run checkpointed at $(ls norequeue | grep -o 'DONE_[0-9]*' | tail -1) and the job ended (no restart)" \
         || { bad "REQUEUE=0, $what: the job did not just checkpoint and end (sbatch exit $rc)"; grep -v '^step ' norequeue.out | tail -8; }
 fi
+
+# 4c. a crash under SLURM: slurm.sbatch relaunches the trainer within the allocation by
+# run_gpt2_124M.sh's rule (scripts/relaunch_lib.sh), here with its stand-in (dev/test/relaunch_stub.sh:
+# at its n-th call it writes the checkpoint marker of line n and exits with its code), 1 task
+# stub_job NAME PLAN...: the job, its output in NAME.out; sets rc (sbatch's exit status)
+stub_job() {
+    local name=$1
+    shift
+    printf '%s\n' "$@" > "$name.plan"
+    on 1 env TRAINER="$ROOT/dev/test/relaunch_stub.sh" SRUN_MPI=none RETRIES=5 RETRY_WAIT=0 STUB_PLAN="$TMP/$name.plan" \
+        STUB_CALLS="$TMP/$name.calls" timeout -s KILL 60 sbatch --wait --nodes=1 --ntasks-per-node=1 --cpus-per-task=1 \
+        --gpus-per-node=0 -o "$TMP/$name.out" "$ROOT/scripts/multi_node/slurm.sbatch" -o "$TMP/$name" > /dev/null 2>&1 && rc=0 || rc=$?
+}
+stub_job crash "1000 1" "2000 0"
+[ $rc = 0 ] && [ "$(cat crash.calls)" = 2 ] && grep -q "^slurm.sbatch: the trainer exited with 1 (attempt 1 of 5); relaunching in 0 s" crash.out \
+    && ok "slurm.sbatch: a crash after checkpoint 1000 is relaunched within the job, and the run ends" \
+    || { bad "slurm.sbatch: the crash was not relaunched (sbatch exit $rc)"; cat crash.out; }
+stub_job crashes "1000 1" "- 1" "- 1" "- 0"
+line=$(grep -m1 "twice in a row" crashes.out)
+[ $rc != 0 ] && [ "$(cat crashes.calls)" = 3 ] && grep -q "without a new checkpoint (newest: checkpoint 1000; attempt 3)" <<< "$line" \
+    && ok "slurm.sbatch: an error that repeats ends the job: ${line:0:120}" || { bad "slurm.sbatch: an error that repeats (sbatch exit $rc)"; cat crashes.out; }
 
 # ---- 5. bad input: one line each
 printf 'node1 slots=2\nnode3 slots=2\n' > badhosts

@@ -298,22 +298,13 @@ else
 fi
 
 # ---- scripts/run_gpt2_124M.sh's relaunches: a stand-in trainer (TRAINER, NGPU=1: no make, no
-# mpirun) that, at its n-th call, writes the marker of the checkpoint in line n of STUB_PLAN ("-":
-# none) and exits with the code there
+# mpirun; dev/test/relaunch_stub.sh) that, at its n-th call, writes the marker of the checkpoint in
+# line n of STUB_PLAN ("-": none) and exits with the code there
 mkdir -p fw && touch fw/fineweb_train_000001.bin fw/fineweb_val_000000.bin
-cat > stub.sh <<'EOF'
-#!/usr/bin/env bash
-out=; while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done
-n=$(( $(cat "$STUB_CALLS" 2> /dev/null || echo 0) + 1 )); echo $n > "$STUB_CALLS"
-read -r ckpt rc < <(sed -n "${n}p" "$STUB_PLAN")
-mkdir -p "$out"; [ "$ckpt" = - ] || touch "$out/DONE_$(printf %08d "$ckpt")"
-exit "$rc"
-EOF
-chmod +x stub.sh
 relaunch() {  # relaunch <name> <plan lines...>: the script's exit code; its output in <name>.out
     local name=$1; shift
     printf '%s\n' "$@" > "$name.plan"
-    TRAINER=$TMP/stub.sh NGPU=1 RETRY_WAIT=0 RETRIES=${RETRIES:-5} DATA=$TMP/fw OUT=$TMP/$name STUB_PLAN=$TMP/$name.plan \
+    TRAINER=$ROOT/dev/test/relaunch_stub.sh NGPU=1 RETRY_WAIT=0 RETRIES=${RETRIES:-5} DATA=$TMP/fw OUT=$TMP/$name STUB_PLAN=$TMP/$name.plan \
         STUB_CALLS=$TMP/$name.calls bash "$ROOT/scripts/run_gpt2_124M.sh" > "$name.out" 2>&1
 }
 relaunch transient "1000 1" "2000 0" && [ "$(cat transient.calls)" = 2 ] \

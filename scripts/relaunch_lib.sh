@@ -1,0 +1,47 @@
+# The rule by which the recipes relaunch a trainer that crashed: scripts/run_gpt2_124M.sh, and
+# scripts/multi_node/slurm.sbatch within its allocation. Every launch passes -y 1, so a relaunch
+# continues from the newest complete checkpoint. After a crash: wait RETRY_WAIT seconds (30) and
+# launch again, up to RETRIES launches (5) in all, but not after two crashes in a row that left no
+# newer checkpoint (an error that repeats, such as a damaged shard, is not retried away). A run
+# stopped by a signal exits 0 and is not relaunched. Sourced, with RETRIES and RETRY_WAIT set.
+#
+#   relaunch_check_settings             one error line and exit 2 where RETRIES or RETRY_WAIT is bad
+#   relaunch NAME OUT LAUNCH [ARGS...]  runs LAUNCH ARGS (a command or function) by the rule: 0 once
+#                                       it exits 0, 1 when the rule gives up (a line says why), its
+#                                       status where RELAUNCH_STOP is set (by a trap) after a launch.
+#                                       NAME starts the lines; OUT is the trainer's -o.
+RETRIES=${RETRIES:-5}
+RETRY_WAIT=${RETRY_WAIT:-30}
+
+relaunch_check_settings() {
+    [[ "$RETRIES" =~ ^[1-9][0-9]*$ ]] || { echo "error: RETRIES='$RETRIES': expected a number of launches >= 1, e.g. 5" >&2; exit 2; }
+    [[ "$RETRY_WAIT" =~ ^[0-9]+$ ]] || { echo "error: RETRY_WAIT='$RETRY_WAIT': expected whole seconds, e.g. 30" >&2; exit 2; }
+}
+
+# the step of the newest complete checkpoint in $1 (0: none)
+relaunch_newest_checkpoint() { ls "$1" 2> /dev/null | sed -n 's/^DONE_0*\([0-9][0-9]*\)$/\1/p' | sort -n | tail -1 | grep . || echo 0; }
+
+relaunch() {
+    local name=$1 out=$2 attempt before rc stalled=0 newest
+    shift 2
+    for attempt in $(seq "$RETRIES"); do
+        before=$(relaunch_newest_checkpoint "$out")
+        "$@"
+        rc=$?
+        [ $rc -eq 0 ] && return 0
+        [ -n "${RELAUNCH_STOP:-}" ] && return $rc
+        if [ "$(relaunch_newest_checkpoint "$out")" = "$before" ]; then stalled=$((stalled + 1)); else stalled=0; fi
+        if [ $stalled -ge 2 ]; then
+            newest="checkpoint $before"; [ "$before" = 0 ] && newest="none yet"
+            echo "$name: the trainer exited with $rc twice in a row without a new checkpoint (newest: $newest;" \
+                 "attempt $attempt): the error above repeats; fix its cause, then run this script again (it resumes)"
+            return 1
+        fi
+        [ "$attempt" -lt "$RETRIES" ] || break
+        echo "$name: the trainer exited with $rc (attempt $attempt of $RETRIES); relaunching in $RETRY_WAIT s with -y 1"
+        sleep "$RETRY_WAIT"
+        [ -n "${RELAUNCH_STOP:-}" ] && return $rc
+    done
+    echo "$name: the trainer failed $RETRIES times (the last error above); run this script again to resume"
+    return 1
+}
