@@ -62,7 +62,6 @@ typedef struct {
     int data_skip;                   // steps of data skipped by rollbacks: step s trains on the data of s + data_skip
     int rollbacks;                   // rollbacks so far in this run (-rb)
     int optimizer;                   // 0 AdamW, 1 Muon (-opt): the meaning of the optimizer state
-    int recompute;                   // this run's -r level, written into its checkpoints ([29]); -1: none (CPU)
     Guard guard;
     // settings that define the data stream; a resume must use the same
     int B, T, shuffle;
@@ -558,7 +557,7 @@ static inline int ckpt_write_state(CkptWriter *w, const char *path, float *buf[3
     hdr_set64(h, 25, st->guard.total_skipped);
     h[27] = st->max_steps;
     h[28] = st->optimizer;
-    h[29] = st->recompute + 1;  // 0: none (and so in the files of earlier versions and of train_gpt2.py)
+    h[29] = b->recompute + 1;  // 0: none (and so in the files of earlier versions and of train_gpt2.py)
     h[36] = st->data_skip; h[37] = st->rollbacks;
     const GPT2Config *cf = &b->config;
     h[30] = cf->max_seq_len; h[31] = cf->vocab_size; h[32] = cf->padded_vocab_size;

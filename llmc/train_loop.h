@@ -407,7 +407,6 @@ static inline int train_restore(TrainRun *r) {
     st->B = r->B; st->T = r->T; st->total_batch = a->total_batch; st->shuffle = a->shuffle; st->seed = a->seed;
     st->sample_rng = sample_rng_seed(a->seed);
     st->optimizer = opt_is_muon(a);
-    st->recompute = b->recompute;
     guard_init(&st->guard, a->guard_z_loss, a->guard_z_norm, a->guard_max_skips);
     r->resumed = 0;
     if (a->resume) {

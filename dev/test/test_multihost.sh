@@ -234,6 +234,8 @@ ERROR_LINES=4 expect_error "train_gpt2 under srun without MPI (each rank says so
 # about 15 ms: the job must still be running when the test has seen step 8 and stops node2, also
 # on a loaded machine; with 40 steps of 7 ms it once finished first)
 LOST=("${RUN[@]}" -x 400 -e L2:C128:H4:T64:V512)
+# at_step8 OUT: 0 once OUT has the step line of step 8 (within 30 s), else 1
+at_step8() { for _ in $(seq 600); do grep -q "^step 8/400 " "$1" 2> /dev/null && return 0; sleep 0.05; done; return 1; }
 "$TRAINER" "${LOST[@]}" -o "$TMP/ref400" > ref400.out 2>&1 || bad "the 400-step reference failed"
 # node1's trainer processes
 node1_ranks() { for p in $(ip netns pids "${NS[0]}"); do [ "$(readlink "/proc/$p/exe")" = "$TRAINER" ] && echo "$p"; done; }
@@ -259,8 +261,7 @@ lose() {
             "${LOST[@]}" -o "$TMP/$dir" > /dev/null 2>&1 &
     fi
     job=$!
-    for _ in $(seq 600); do grep -q "^step 8/400 " "$dir.out" 2> /dev/null && break; sleep 0.05; done
-    grep -q "^step 8/400 " "$dir.out" || { bad "$dir: the job did not reach step 8"; tail -3 "$dir.out"; kill -9 $job; return; }
+    at_step8 "$dir.out" || { bad "$dir: the job did not reach step 8"; tail -3 "$dir.out"; kill -9 $job; return; }
     local pids
     pids=$(node1_rank_pids)
     ip netns pids "${NS[1]}" | xargs -r kill -"${how^^}"
@@ -318,7 +319,7 @@ near_time_limit() {
     on 1 env TRAINER="$TRAINER" "$@" timeout -s KILL 180 "${SB[@]}" -o "$TMP/$dir.out" "$ROOT/scripts/multi_node/slurm.sbatch" \
         "${LOST[@]}" -o "$TMP/$dir" > "sbatch_$dir.out" 2>&1 &
     job=$!
-    for _ in $(seq 600); do grep -q "^step 8/400 " "$dir.out" 2> /dev/null && break; sleep 0.05; done
+    at_step8 "$dir.out" || bad "$dir: the job did not reach step 8"
     jobid=$(grep -o 'Submitted batch job [0-9]*' "sbatch_$dir.out" | grep -o '[0-9]*$')
     what="USR1 to the batch script of job $jobid at step $(grep -o '^step [0-9]*' "$dir.out" | sed -n '$p' | cut -d' ' -f2)"
     on 1 scancel --signal=USR1 --batch "$jobid" || bad "scancel --signal=USR1 --batch $jobid failed"
