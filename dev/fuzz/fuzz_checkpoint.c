@@ -3,7 +3,8 @@
 // for an input that starts with "step", whose DONE marker) is the input. checkpoint_resume must
 // load checkpoint 2 or fall back to 1 (or reject a command-line mismatch with llmc_die), hand the
 // model only ranges it holds, and leave a train state in range: the guard and the data position
-// are used right away by the training loop, as here.
+// are used right away by the training loop, as here. checkpoint_plan_resume, which reads the same
+// files before the memory plan, must find checkpoint 2 or 1 and give fields in range.
 #include "fuzz.h"
 #include "../../llmc/checkpoint.h"
 #include "../../llmc/dataloader.h"
@@ -98,6 +99,18 @@ static void resume(void *arg) {
     c.world_size = 1;
     c.allreduce_max_i32 = comm_single_allreduce_i32;
     c.bcast = comm_single_bcast;
+    // what -b auto and -r auto read of the same files first (checkpoint_plan_resume): in range
+    TrainArgs a;
+    memset(&a, 0, sizeof(a));
+    a.resume = 1;
+    a.output_dir = fuzz_path("ckpt");
+    PlanResume pr;
+    checkpoint_plan_resume(&pr, &a, 0);
+    if (!pr.found || (pr.step != 1 && pr.step != 2) || pr.B < 1 || pr.world_size < 1 || pr.recompute < -1 ||
+        pr.recompute > 2 || pr.total_batch < 1) {
+        fuzz_fail("plan resume: found %d step %d B %d world %d -r %d d %lld", pr.found, pr.step, pr.B, pr.world_size,
+                  pr.recompute, pr.total_batch);
+    }
     TrainState st;
     train_state_defaults(&st);
     if (!checkpoint_resume(fuzz_path("ckpt"), &bk, &c, &st)) { fuzz_fail("valid checkpoint 1 was not loaded"); }

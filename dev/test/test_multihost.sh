@@ -372,6 +372,8 @@ printf 'node1 slots=2\nnode3 slots=2\n' > badhosts
 expect_error "a hostfile naming an unknown host" "hostfile '$TMP/badhosts' names 'node3', which does not resolve" \
     on 1 env HOSTFILE="$TMP/badhosts" TRAINER="$TRAINER" NP=4 PER_NODE=2 bash "$ROOT/scripts/multi_node/mpirun_hostfile.sh" "${RUN[@]}" -o "$TMP/x"
 PROBE=(TRAINER="$ROOT/dev/test/launch_probe" SRUN_MPI=none "${SB[@]}")
+expect_error "slurm.sbatch with REQUEUE=maybe" "slurm.sbatch: REQUEUE='maybe': expected 1" \
+    sbatch_out "$TMP/requeue_bad.out" REQUEUE=maybe "${PROBE[@]}" -o "$TMP/requeue_bad.out" "$ROOT/scripts/multi_node/slurm.sbatch" "${RUN[@]}"
 ERROR_LINES=4 expect_error "MASTER_ADDR that does not resolve (each rank says so)" "cannot resolve rank 0's host 'nosuchhost.invalid' (MASTER_ADDR or -ps)" \
     sbatch_out "$TMP/addr.out" MASTER_ADDR=nosuchhost.invalid "${PROBE[@]}" -o "$TMP/addr.out" "$ROOT/scripts/multi_node/slurm.sbatch" "${RUN[@]}"
 # the port taken on node1 (once the previous job's ranks have let it go; a connection of theirs
