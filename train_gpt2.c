@@ -916,12 +916,12 @@ int main(int argc, char **argv) {
     Planner planner = {"train_gpt2", cpu_plan, &cp, 1, plan_ram(run.args.plan > 0 ? plan_ranks : run.comm.local_size), 0};
     planner.ckpt_snapshot = ckpt_snapshot_plan_bytes(&run.args, gpt2_num_params(&run.config), MODEL_VERSION_FP32, 0,
                                                      plan_ranks, NULL);
+    checkpoint_plan_resume(&planner.resume, &run.args, run.comm.rank);  // what a -y 1 start keeps (--plan shows it too)
     if (run.args.plan > 0) {
         if (run.comm.rank == 0) { plan_print(&planner, &run.args, plan_ranks, &run.config); }
         comm_finalize(&run.comm);
         return 0;
     }
-    checkpoint_plan_resume(&planner.resume, &run.args, run.comm.rank);
     plan_auto(&run.args, &run.comm, &planner);
     GPT2 model;
     gpt2_build(&model, &run.config, run.args.B, run.args.T, &planner);

@@ -1039,8 +1039,10 @@ static void gpt2_init_from_args(GPT2 *m, const TrainArgs *a, int from_file) {
 }
 
 // The memory of GPU `device` (cudaMemGetInfo), or, with device < 0, of local rank's GPU if one is
-// visible: not known without one (--plan then prints the plan without it)
-static DeviceMemory gpu_device_memory(int device, int local_rank) {
+// visible: not known without one (--plan then prints the plan without it). `unallocated`: bytes a run
+// holds when it measures but this process does not (--plan: the cuBLASLt workspace), taken off the
+// free memory so that --plan sees a run's budget.
+static DeviceMemory gpu_device_memory(int device, int local_rank, size_t unallocated) {
     DeviceMemory d;
     memset(&d, 0, sizeof(d));
     d.name = "GPU";
@@ -1067,6 +1069,7 @@ static DeviceMemory gpu_device_memory(int device, int local_rank) {
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, device));
     cudaCheck(cudaMemGetInfo(&d.free, &d.total));
+    d.free = d.free > unallocated ? d.free - unallocated : 0;
     d.known = 1;
     snprintf(d.what, sizeof(d.what), "GPU %d (%s): %.2f GiB free of %.2f (cudaMemGetInfo)", device, prop.name, d.free / GiB,
              d.total / GiB);
@@ -1080,7 +1083,7 @@ static DeviceMemory gpu_device_memory(int device, int local_rank) {
  */
 static int cuda_plan_main(TrainSetup *run, AttentionImpl attention) {
     const int W = run->args.plan;
-    const DeviceMemory dev = gpu_device_memory(-1, run->comm.local_rank);
+    const DeviceMemory dev = gpu_device_memory(-1, run->comm.local_rank, cuda_alloc_bytes(CUBLASLT_WORKSPACE_BYTES));
     const GradReduceKind kind = W == 1 ? GRAD_REDUCE_NONE : !strcmp(run->args.backend, "mpi") ? GRAD_REDUCE_MPI : GRAD_REDUCE_NCCL;
     Comm ranks;  // rank 0 of W, for the reduction plan's arithmetic
     memset(&ranks, 0, sizeof(ranks));
@@ -1100,6 +1103,7 @@ static int cuda_plan_main(TrainSetup *run, AttentionImpl attention) {
     planner.ckpt_snapshot = ckpt_snapshot_plan_bytes(&run->args, gpt2_num_params(&run->config), MODEL_VERSION_BF16,
                                                      run->args.master_weights, W, bounds);
     free(bounds);
+    checkpoint_plan_resume(&planner.resume, &run->args, run->comm.rank);  // with -y 1: the choices of the resume
     if (run->comm.rank == 0) { plan_print(&planner, &run->args, W, &run->config); }
     attention_free();
     comm_finalize(&run->comm);
@@ -1117,7 +1121,7 @@ static void cuda_auto_plan(TrainSetup *run, GradReduceKind kind, AttentionImpl a
     gpt2_plan_of(&cp, &run->config, run->args.T, run->args.master_weights, attention, &red, opt_is_muon(&run->args), 1,
                  &run->args);
     cp.probing = 1;
-    Planner planner = {"train_gpt2cu", gpt2_plan, &cp, 3, gpu_device_memory(device, 0)};
+    Planner planner = {"train_gpt2cu", gpt2_plan, &cp, 3, gpu_device_memory(device, 0, 0)};  // after cublas_init
     checkpoint_plan_resume(&planner.resume, &run->args, run->comm.rank);
     plan_auto(&run->args, &run->comm, &planner);
     attention_forget_probes();  // the graphs of the B tried: only the run's own count (determinism)

@@ -210,6 +210,25 @@ static inline int plan_least_recompute(const Planner *pl, int B, size_t budget, 
 }
 
 /*
+ * -b auto's B on W ranks where up to `fit` fits everywhere: the resumed checkpoint's B where it fits
+ * and divides -d on as many ranks (*kept = 1), else the largest that divides -d (0: none). With
+ * -d -1 a resume takes the checkpoint's -d into a->total_batch. One rule for the run and --plan.
+ */
+static inline int plan_batch_choice(TrainArgs *a, const PlanResume *R, int W, int fit, int *kept) {
+    if (R->found && a->total_batch == -1) { a->total_batch = R->total_batch; }
+    *kept = R->found && R->world_size == W && R->B >= 1 && R->B <= fit && a->total_batch % ((long long)R->B * a->T * W) == 0;
+    return *kept ? R->B : plan_divisible_batch(a, W, fit);
+}
+
+// -r auto's level where `least` is the least recomputation that fits: the resumed checkpoint's
+// level where it is more (*kept = 1; it fits too), else `least`. One rule for the run and --plan.
+static inline int plan_recompute_choice(const PlanResume *R, int least, int levels, int *kept) {
+    const int resumed = R->found ? R->recompute : -1;
+    *kept = resumed > least && resumed < levels;
+    return *kept ? resumed : least;
+}
+
+/*
  * -b auto: sets a->B (every rank the same) or stops with the reason. Collective: every rank calls
  * it (with its own device). No-op when -b was given. A resume on as many ranks keeps the B of the
  * checkpoint where it fits and divides -d; with -d -1 a resume takes the checkpoint's -d (which
@@ -233,9 +252,8 @@ static inline void plan_auto_batch(TrainArgs *a, Comm *c, const Planner *pl) {
                  pl->dev.what, 100 * pl->dev.margin, budget / PLAN_GiB, W);
     }
     const PlanResume *R = &pl->resume;
-    if (R->found && a->total_batch == -1) { a->total_batch = R->total_batch; }
-    const int keep = R->found && R->world_size == W && R->B <= fit_all && a->total_batch % ((long long)R->B * a->T * W) == 0;
-    const int B = keep ? R->B : plan_divisible_batch(a, W, fit_all);
+    int keep;
+    const int B = plan_batch_choice(a, R, W, fit_all, &keep);
     if (B < 1 && a->total_batch == -1) {
         llmc_die("-b auto: the train data (-i %s) holds fewer than %d windows of T+1 = %d tokens, one per rank; use more "
                  "data or a shorter -t", a->train_glob, W, a->T + 1);
@@ -288,8 +306,9 @@ static inline void plan_auto_recompute(TrainArgs *a, Comm *c, const Planner *pl)
     v[0] = plan_least_recompute(pl, a->B, budget, &bytes);  // stops the run with the sizes)
     v[1] = bytes > budget;
     c->allreduce_max_i32(c, v, 2);
-    const int least = v[0], keep = resumed > least && resumed < pl->recompute_levels;
-    const int r = keep ? resumed : least;
+    const int least = v[0];
+    int keep;
+    const int r = plan_recompute_choice(&pl->resume, least, pl->recompute_levels, &keep);
     a->recompute = r;
     if (v[1]) { return; }
     MemPlan p;  // this rank's plan at the level of all
@@ -326,26 +345,36 @@ static inline void plan_auto(TrainArgs *a, Comm *c, const Planner *pl) {
 
 /*
  * --plan: the plan of the flags' run on W ranks, row by row, the device, the largest -b that fits
- * for each -r and -b auto's choice; rank 0 prints it. For -b auto without a known device the plan
- * is shown at B = 1.
+ * for each -r and -b auto's choice; rank 0 prints it. With -y 1, -b auto and -r auto choose as the
+ * run would on resuming pl->resume. For -b auto without a known device the plan is shown at B = 1.
  */
-static inline void plan_print(const Planner *pl, const TrainArgs *a, int W, const GPT2Config *cfg) {
+static inline void plan_print(const Planner *pl, const TrainArgs *flags, int W, const GPT2Config *cfg) {
+    TrainArgs args = *flags;  // -b auto on a resume with -d -1 takes the checkpoint's -d
+    const TrainArgs *a = &args;
+    const PlanResume *R = &pl->resume;
     const size_t num_params = gpt2_num_params(cfg);
     const DeviceMemory *d = &pl->dev;
     const size_t budget = d->known ? plan_budget(d) : 0;
     const int rb = plan_batch_recompute(a);
+    const int fit = d->known ? plan_max_batch(pl, rb, budget) : 0;
+    int b_kept = 0, r_kept = 0;
+    const int chosen = d->known ? plan_batch_choice(&args, R, W, fit, &b_kept) : 0;
     int B = a->B, r = a->recompute;
     const char *b_note = "", *r_note = "";
     if (B == ARGS_AUTO) {
-        B = d->known ? plan_divisible_batch(a, W, plan_max_batch(pl, rb, budget)) : 0;
-        b_note = d->known ? " (-b auto)" : " (-b auto needs the device's memory: shown at B 1)";
+        B = chosen;
+        b_note = !d->known ? " (-b auto needs the device's memory: shown at B 1)" : b_kept ? " (-b auto: the checkpoint's)" : " (-b auto)";
         if (B < 1) { B = 1; }
     }
     size_t least_bytes = 0;  // -r auto's level at this B, and its plan
     const int least = d->known ? plan_least_recompute(pl, B, budget, &least_bytes) : 1;
+    const int r_auto = d->known ? plan_recompute_choice(R, least, pl->recompute_levels, &r_kept) : least;
     if (r == ARGS_AUTO) {
-        r = least;
-        r_note = pl->recompute_levels < 2 ? "" : d->known ? " (-r auto)" : " (-r auto needs the device's memory: shown at -r 1)";
+        r = r_auto;
+        r_note = pl->recompute_levels < 2 ? ""
+               : !d->known              ? " (-r auto needs the device's memory: shown at -r 1)"
+               : r_kept                 ? " (-r auto: the checkpoint's)"
+                                        : " (-r auto)";
     }
     MemPlan p;
     memset(&p, 0, sizeof(p));
@@ -378,17 +407,30 @@ static inline void plan_print(const Planner *pl, const TrainArgs *a, int W, cons
            d->total / PLAN_GiB, budget / PLAN_GiB);
     printf("largest -b that fits:");
     for (int r = 0; r < pl->recompute_levels; r++) {
-        int fit = plan_max_batch(pl, r, budget);
-        if (pl->recompute_levels > 1) { printf(" -r %d: %d%s", r, fit, r + 1 < pl->recompute_levels ? " |" : ""); }
-        else { printf(" %d (-r does not change this trainer's memory)", fit); }
+        const int f = plan_max_batch(pl, r, budget);
+        if (pl->recompute_levels > 1) { printf(" -r %d: %d%s", r, f, r + 1 < pl->recompute_levels ? " |" : ""); }
+        else { printf(" %d (-r does not change this trainer's memory)", f); }
     }
-    const int fit = plan_max_batch(pl, rb, budget), chosen = plan_divisible_batch(a, W, fit);
-    printf("\n-b auto at -r %d: ", rb);
-    if (chosen > 0) { printf("B %d%s\n", chosen, a->total_batch == -1 ? " (-d -1: B*T*ranks)" : " (divides -d over the ranks)"); }
-    else { printf("none (up to %d fits, none divides -d %lld over %d rank(s) at T %d)\n", fit, a->total_batch, W, a->T); }
+    printf("\n");
+    if (R->found) {
+        char level[16] = "";
+        if (R->recompute >= 0) { snprintf(level, sizeof(level), ", -r %d", R->recompute); }
+        printf("-y 1 resumes checkpoint %d: -b %d on %d rank(s), -d %lld%s\n", R->step, R->B, R->world_size, R->total_batch, level);
+    }
+    printf("-b auto at -r %d: ", rb);
+    if (chosen > 0) {
+        printf("B %d%s\n", chosen, b_kept ? " (the checkpoint's, kept for a bitwise resume)"
+                                   : a->total_batch == -1 ? " (-d -1: B*T*ranks)" : " (divides -d over the ranks)");
+    } else { printf("none (up to %d fits, none divides -d %lld over %d rank(s) at T %d)\n", fit, a->total_batch, W, a->T); }
     if (pl->recompute_levels > 1) {
-        if (least_bytes <= budget) { printf("-r auto at -b %d: -r %d (the least recomputation that fits)\n", B, least); }
-        else { printf("-r auto at -b %d: none fits (-r %d needs %.2f GiB)\n", B, least, least_bytes / PLAN_GiB); }
+        if (least_bytes > budget) { printf("-r auto at -b %d: none fits (-r %d needs %.2f GiB)\n", B, least, least_bytes / PLAN_GiB); }
+        else if (r_kept) {
+            printf("-r auto at -b %d: -r %d (the checkpoint's, kept for a bitwise resume; -r %d, the least recomputation, fits too)\n",
+                   B, r_auto, least);
+        } else if (R->found && R->recompute >= 0 && R->recompute < least) {
+            printf("-r auto at -b %d: -r %d (the least recomputation that fits; the checkpoint's -r %d does not, so the resumed "
+                   "steps may match only to rounding)\n", B, least, R->recompute);
+        } else { printf("-r auto at -b %d: -r %d (the least recomputation that fits)\n", B, least); }
     }
     if (total > budget) { printf("does not fit: -b %d needs %.2f GiB, %.2f GiB can be planned\n", B, total / PLAN_GiB, budget / PLAN_GiB); }
 }

@@ -551,6 +551,14 @@ if grep -q "^-r auto: -r 1, the least" rk.txt && grep -q "^-r auto: -r 1, checkp
     && grep -q "recompute -r 1 |" rk_resume.txt && [ "$(tail -2 rk_ref/main.log)" = "$(tail -2 rk/main.log)" ] \
     && grep -q '^s:3 ' rk/main.log; then ok "-r auto, resumed where -r 0 fits: checkpoint 2's -r 1, steps 3-4 bitwise an uninterrupted -r 1 run's"
 else bad "-r auto's resume of a -r 1 checkpoint: $(grep -h -m1 -e '^-r auto' rk_resume.txt)"; diff <(tail -2 rk_ref/main.log) <(tail -2 rk/main.log); fi
+# --plan with -y 1 shows those choices: checkpoint 4's -r 1 kept where -r 0 fits, -r 2 and why where -r 1 does not fit
+"$SIM" --plan 1 "${RK[@]}" -o rk -y 1 > rk_plan.txt 2>&1
+SIM_DEVICE_MEMORY=${MEM[2]} "$SIM" --plan 1 "${RK[@]}" -o rk -y 1 > rk_plan_small.txt 2>&1
+grep -q -- '| -r 1 (-r auto: the checkpoint'"'"'s) |' rk_plan.txt && grep -q '^-y 1 resumes checkpoint 4: -b 32 on 1 rank(s), -d 512, -r 1$' rk_plan.txt \
+    && grep -q "^-r auto at -b 32: -r 1 (the checkpoint's, kept for a bitwise resume; -r 0, the least recomputation, fits too)" rk_plan.txt \
+    && grep -q "^-r auto at -b 32: -r 2 (the least recomputation that fits; the checkpoint's -r 1 does not" rk_plan_small.txt \
+    && ok "--plan -y 1 with -r auto: the checkpoint's -r 1 where it fits, -r 2 and why where not (as the resumes)" \
+    || { bad "--plan -y 1 with -r auto"; grep -h -e '-r' rk_plan.txt rk_plan_small.txt | grep -v '^  '; }
 SIM_DEVICE_MEMORY=${MEM[2]} "$SIM" "${RK[@]}" -x 6 -o rk -y 1 > rk_small.txt 2>&1 || bad "the resume on ${MEM[2]} bytes failed"
 grep -q "^-r auto: -r 2, the least" rk_small.txt && grep -q "^warning: checkpoint 4 was written at -r 1, which does not fit now: at -r 2 the resumed steps may match" rk_small.txt \
     && ok "-r auto, resumed where -r 1 does not fit: -r 2, and a warning" || bad "-r auto's resume on a smaller device: $(grep -e '-r auto\|warning' rk_small.txt)"

@@ -5,7 +5,7 @@
 #    RSS the kernel measures for a short run (two model sizes);
 #  - -b auto takes the largest B that fits and divides -d over the ranks, says why on rank 0 and in
 #    main.log's header, the same on 2 ranks; a resume keeps the checkpoint's B (bitwise, and -d -1
-#    keeps its batch); bad uses stop with one error line;
+#    keeps its batch), and --plan with -y 1 shows that choice; bad uses stop with one error line;
 #  - every step's metrics.jsonl carries the six phase times, which add up to the step's own
 #    wall-clock time (measured apart, in the loop) less what the loop does between them; the -pe
 #    line is the mean of the steps it covers; -pe 0 prints none;
@@ -67,6 +67,12 @@ fi
 # as the data holds, so -d 59968, refused as another -d)
 KEEP=("${SMALL[@]}" -v 0 -n 2 -k constant -u 0)
 "$TRAINER" "${KEEP[@]}" -b 8 -d 512 -x 2 -o keep > keep.txt 2>&1 || bad "the -b 8 run failed"
+# --plan with -y 1 shows the resume's choice (without it, a fresh start's B 16)
+"$TRAINER" --plan 1 "${KEEP[@]}" -b auto -d 512 -o keep -y 1 > keep_plan.txt 2>&1
+"$TRAINER" --plan 1 "${KEEP[@]}" -b auto -d 512 -o keep > keep_plan_fresh.txt 2>&1
+grep -q -- '| -b 8 (-b auto: the checkpoint'"'"'s) | -t 32 |' keep_plan.txt && grep -q '^-y 1 resumes checkpoint 2: -b 8 on 1 rank(s), -d 512$' keep_plan.txt \
+    && grep -q "^-b auto at -r [0-9]: B 8 (the checkpoint's, kept for a bitwise resume)" keep_plan.txt && grep -q -- '| -b 16 (-b auto) |' keep_plan_fresh.txt \
+    && ok "--plan -y 1 with -b auto: the checkpoint's B 8 (a fresh start's: 16)" || { bad "--plan -y 1 with -b auto"; grep -e '-b' keep_plan.txt; }
 "$TRAINER" "${KEEP[@]}" -b auto -d 512 -x 4 -o keep -y 1 > keep_resume.txt 2>&1 || { bad "its resume with -b auto failed"; tail -2 keep_resume.txt; }
 "$TRAINER" "${KEEP[@]}" -b 8 -d 512 -x 4 -o keep_ref > keep_ref.txt 2>&1 || bad "the uninterrupted -b 8 run failed"
 if grep -q "^-b auto: B 8, checkpoint 2's, kept for a bitwise resume; " keep_resume.txt && grep -q '^batch: B 8 | T 32 | ranks 1 | grad accum 2 ' keep_resume.txt \
@@ -74,6 +80,8 @@ if grep -q "^-b auto: B 8, checkpoint 2's, kept for a bitwise resume; " keep_res
     ok "-b auto resuming a -b 8 checkpoint: B 8, steps 3-4 bit for bit an uninterrupted run's"
 else bad "-b auto on a resume: $(grep -m1 -e '^-b auto\|^error' keep_resume.txt)"; diff <(tail -2 keep_ref/main.log) <(tail -2 keep/main.log); fi
 "$TRAINER" "${KEEP[@]}" -b 8 -d -1 -x 2 -o keepd > keepd.txt 2>&1 || bad "the -b 8 -d -1 run failed"
+"$TRAINER" --plan 1 "${KEEP[@]}" -b auto -d -1 -o keepd -y 1 2>&1 | grep -q "^-b auto at -r [0-9]: B 8 (the checkpoint's" \
+    || bad "--plan -y 1 with -b auto -d -1: not the checkpoint's B 8"
 "$TRAINER" "${KEEP[@]}" -b auto -d -1 -x 4 -o keepd -y 1 > keepd_resume.txt 2>&1 && grep -q '^batch: B 8 | T 32 | ranks 1 | grad accum 1 | total 256 ' keepd_resume.txt \
     && ok "-b auto -d -1 resuming a -b 8 -d -1 checkpoint: its batch (B 8, 256 tokens)" || { bad "-b auto -d -1 on a resume"; grep -m2 -e '^-b auto\|^error' keepd_resume.txt; }
 expect_error "-b auto that fits no divisor of -d" "none of 1..[0-9]* divides -d" \
