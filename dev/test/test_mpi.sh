@@ -77,15 +77,16 @@ expect_fail "-pn/-pr by hand without MPI" "2 processes (launcher: -pn/-pr), but 
     && ok "mpirun -np 2 with -pn 2 -pg 2, which agree with it: trains" || { bad "-pn 2 -pg 2 under mpirun -np 2"; tail -n 3 agree.txt; }
 
 # a rank killed with SIGKILL mid-run: the others must not hang
-"${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -x 100000 -v 0 > dies.txt 2>&1 &
+# (rank 1 found by its -o, a folder of this test's own: other tests may run ./train_gpt2 beside it)
+"${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -x 100000 -v 0 -o "$TMP/dies" > dies.txt 2>&1 &
 MPI_PID=$!
 for i in $(seq 100); do grep -q "^step 2/" dies.txt && break; sleep 0.2; done
-victim=$(pgrep -f "$TRAINER" | tail -1)
+victim=$(rank_pid 1 "$TRAINER .*-o $TMP/dies\$")
 start=$(date +%s)
 kill -9 "$victim"
 for i in $(seq 600); do kill -0 $MPI_PID 2>/dev/null || break; sleep 0.1; done
 if kill -0 $MPI_PID 2>/dev/null; then
-    bad "a rank was killed and the job was still running 60 s later"; kill -9 $MPI_PID; pkill -9 -f "$TRAINER"
+    bad "a rank was killed and the job was still running 60 s later"; kill -9 $MPI_PID; pkill -9 -f "$TMP/dies"
 else
     wait $MPI_PID; rc=$?
     [ $rc -ne 0 ] || bad "job exited 0 after a rank was killed"

@@ -8,15 +8,37 @@ SHARED_DATA ?= ../shared/data
 SKIP_OR_FAIL = bash -c '. dev/test/lib.sh --tools && skip_or_fail "$$@"' skip_or_fail
 NVCC_HINT = install the CUDA toolkit 12 or 13 (https://developer.nvidia.com/cuda-downloads) or put nvcc on PATH
 
-TEST_TARGETS = test-build test-model test-cpu-matmul test-loader test-init test-bad-input test-generate test-bootstrap test-mpi test-resume test-checkpoints test-hang test-multihost test-run-state \
-               test-plan test-tensorboard test-hellaswag test-torch-ddp test-muon test-tokenizer test-data test-export test-plot test-setup test-bench-tools test-prebuilt test-gpu-script test-books-smoke test-finetune \
-               test-cuda-build test-cuda-host test-cuda-sim test-attention-sim test-cuda-trainer-sim \
-               test-fuzz test-sanitize
+# in the order make test starts them, the longest first (two at a time, the lanes then end together)
+TEST_TARGETS = test-cuda-trainer-sim test-multihost test-cuda-sim test-fuzz test-torch-ddp test-sanitize test-model test-books-smoke \
+               test-gpu-script test-hang test-finetune test-cuda-build test-checkpoints test-tokenizer test-generate test-cpu-matmul \
+               test-bad-input test-build test-muon test-data test-resume test-bootstrap test-plan test-attention-sim test-export \
+               test-run-state test-cuda-host test-prebuilt test-mpi test-plot test-hellaswag test-bench-tools test-tensorboard \
+               test-init test-loader test-setup
 
-.PHONY: test fixtures fixtures-cuda $(TEST_TARGETS) test-gpu bench-gpu bench-tokenizer cuda-kernels fuzz fuzz-build sim-coverage
+.PHONY: test test-builds fixtures fixtures-cuda $(TEST_TARGETS) test-gpu bench-gpu bench-tokenizer cuda-kernels fuzz fuzz-build sim-coverage
 
-test: $(TEST_TARGETS)
-	@echo "make test: all tests passed"
+# every test, two at a time (dev/test/run_suite.sh: one line per test, each one's output in
+# build/test-logs/), after one make of all they build: each test's own prerequisites, and
+# test-builds for what their recipes build with a sub-make. `make test-<name>` runs one test alone.
+test:
+	@bash dev/test/run_suite.sh $(TEST_TARGETS)
+
+# run_suite.sh's list of what to build first: the test targets' prerequisites, from make's own
+# database of them ("prerequisite <name>" lines), and test-builds
+test-prerequisites:
+	@$(MAKE) -pq --no-print-directory $(TEST_TARGETS) 2> /dev/null | sed -n 's/^\(test-[a-z-]*\): \(.*\)/\1 \2/p' \
+	    | awk 'index(" $(TEST_TARGETS) ", " " $$1 " ") { for (i = 2; i <= NF; i++) if ($$i != "|") print "prerequisite " $$i }' | sort -u
+	@echo "prerequisite test-builds"
+
+# what the tests' recipes build with a sub-make: the simulated kernels and trainer (one rewritten
+# source tree), the fuzz harnesses and the CUDA binaries
+test-builds:
+	$(MAKE) -C dev/cuda sim $(SIM_BUILD_DIR)/attention_sim
+	$(MAKE) $(SIM_TRAINER_MAKE)
+	$(MAKE) --no-print-directory fuzz-build
+ifneq ($(NVCC),)
+	$(MAKE) --no-print-directory $(CUDA_BUILD_TARGETS)
+endif
 
 # ---------------------------------------------------------------------------------------------
 # fixtures from the PyTorch reference: a tiny model (fast, many checks), GPT-2 124M (the real
@@ -226,12 +248,13 @@ test-finetune: train_gpt2 export_hf gpt2_tokenize
 # CUDA without a GPU: compile everything, and run the kernels on the CPU host simulator
 
 # CI has nvcc but no GPU: every CUDA binary must at least compile (a failed compile fails make test)
+CUDA_BUILD_TARGETS = train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu build/bench_layers
 test-cuda-build:
 ifeq ($(NVCC),)
 	@$(SKIP_OR_FAIL) test-cuda-build nvcc "$(NVCC_HINT)"
 else
 	@# two builds at a time, as fuzz-build: the CI machine's two cores (81 s one at a time, 55 s so)
-	$(MAKE) --no-print-directory -j2 train_gpt2cu test_gpt2cu build/cuda_single/train_gpt2cu build/bench_layers
+	$(MAKE) --no-print-directory -j2 $(CUDA_BUILD_TARGETS)
 ifeq ($(USE_CUDNN),1)
 	@# dev/bench/build_llmc.sh builds llm.c against what make cuda-libs names: the cuDNN linked here
 	@$(MAKE) --no-print-directory -s cuda-libs | grep -xF "cuda-libs cudnn=$(CUDNN)" > /dev/null \
@@ -271,9 +294,11 @@ test-cuda-sim:
 test-attention-sim:
 	$(MAKE) -C dev/cuda run-attention-sim
 
-test-cuda-trainer-sim: train_gpt2
-	$(MAKE) -C dev/cuda -j2 sim-trainer SIM_MPI=$(if $(MPICC),1,0) SIM_STAMPS="$(abspath $(STAMP_MPI) $(STAMP_PCRE2))" \
+SIM_BUILD_DIR = ../../build/cuda_sim
+SIM_TRAINER_MAKE = -C dev/cuda -j2 sim-trainer SIM_MPI=$(if $(MPICC),1,0) SIM_STAMPS="$(abspath $(STAMP_MPI) $(STAMP_PCRE2))" \
 	    SIM_GEN_FLAGS="$(GEN_FLAGS)" SIM_GEN_LDLIBS="$(GEN_LDLIBS)"
+test-cuda-trainer-sim: train_gpt2
+	$(MAKE) $(SIM_TRAINER_MAKE)
 	PYTHON=$(PYTHON) bash dev/test/test_cuda_sim.sh build/cuda_sim
 
 # not a test: the lines of the CUDA trainer that no test of test-cuda-trainer-sim runs, from gcc's

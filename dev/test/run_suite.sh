@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# make test's runner: the test targets TEST_JOBS at a time (default: the machine's cores, at most 2),
+# each `make <target>` into build/test-logs/<target>.log, one line per test as it ends, and at the
+# end the logs of those that failed. Two at a time because most tests are one process on one core
+# or wait (timeouts, SLURM, the multi-host namespaces): on the 2-core CI machine the suite takes
+# about half as long. What the tests build is built before, in one `make -j` (two makes building
+# the same file at once would clash).
+#
+#   dev/test/run_suite.sh <test targets>    (dev/test/tests.mk's `test`; make test-prerequisites
+#                                           names what to build first)
+#
+# The tests start in the order given (the longest first, so that the two lanes end together); a
+# test that fails does not stop the others. Exit 1 if any failed.
+set -u
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+tests=("$@")
+builds=($(make -s --no-print-directory test-prerequisites 2> /dev/null | sed -n 's/^prerequisite //p'))
+[ ${#builds[@]} -gt 0 ] || { echo "run_suite.sh: make test-prerequisites named nothing to build" >&2; exit 1; }
+cores=$(nproc 2> /dev/null || echo 1)
+jobs=${TEST_JOBS:-$((cores < 2 ? cores : 2))}
+case "$jobs" in ''|*[!0-9]*|0) echo "run_suite.sh: TEST_JOBS=$jobs: expected a number of tests at a time, 1 or more" >&2; exit 2 ;; esac
+LOGS=build/test-logs
+rm -rf "$LOGS" && mkdir -p "$LOGS" || exit 1
+start=$(date +%s)
+
+echo "make test: building what the tests use (make -j$jobs ...)"
+make --no-print-directory -j"$jobs" "${builds[@]}" > "$LOGS/builds.log" 2>&1 \
+    || { tail -n 40 "$LOGS/builds.log"; echo "make test: the build failed (the whole log: $LOGS/builds.log)" >&2; exit 1; }
+echo "make test: built in $(( $(date +%s) - start )) s; ${#tests[@]} tests, $jobs at a time (each one's output in $LOGS/<test>.log)"
+
+# the queue: each lane takes the next test in order (a counter under a lock)
+echo 0 > "$LOGS/.next"
+take() {
+    local n
+    {
+        flock 9
+        n=$(cat "$LOGS/.next")
+        echo $((n + 1)) > "$LOGS/.next"
+    } 9> "$LOGS/.lock"
+    echo "$n"
+}
+lane() {
+    local i t t0 rc skips
+    while i=$(take) && [ "$i" -lt ${#tests[@]} ]; do
+        t=${tests[$i]}
+        t0=$(date +%s)
+        make --no-print-directory "$t" > "$LOGS/$t.log" 2>&1 < /dev/null
+        rc=$?
+        echo "$rc" > "$LOGS/$t.rc"
+        # a skip's own line ("<what>: SKIPPED (missing: ...); to run it: ..."), as the test printed it
+        skips=$(grep '^[^ ].*: SKIPPED' "$LOGS/$t.log")
+        if [ $rc -eq 0 ]; then printf 'ok    %-24s %4d s\n%s' "$t" $(( $(date +%s) - t0 )) "${skips:+$skips$'\n'}"
+        else printf 'FAIL  %-24s %4d s  (exit %d; %s)\n' "$t" $(( $(date +%s) - t0 )) $rc "$LOGS/$t.log"; fi
+    done
+}
+pids=()
+for _ in $(seq "$jobs"); do lane & pids+=($!); done
+# Ctrl-C or a kill: stop the lanes and their tests (each test cleans up on its own signal)
+trap 'kill -TERM "${pids[@]}" 2> /dev/null; pkill -TERM -P "$(echo "${pids[@]}" | tr " " ,)" 2> /dev/null; exit 130' INT TERM
+wait "${pids[@]}"
+trap - INT TERM
+
+failed=()
+for t in "${tests[@]}"; do [ "$(cat "$LOGS/$t.rc" 2> /dev/null)" = 0 ] || failed+=("$t"); done
+for t in "${failed[@]}"; do
+    echo "======== $t ($LOGS/$t.log):"
+    cat "$LOGS/$t.log" 2> /dev/null || echo "(no log: it did not run)"
+done
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "make test: FAILED: ${failed[*]} ($(( $(date +%s) - start )) s; logs in $LOGS)" >&2
+    exit 1
+fi
+echo "make test: all tests passed ($(( $(date +%s) - start )) s)"
