@@ -60,8 +60,10 @@ STEPS=${STEPS:-1100}
 SHARED=${SHARED_DATA:-../shared/data}
 T0=$(date +%s)
 mkdir -p "$RUN"
-# one GPU: no MPI or NCCL needed; Hopper only (H100, H200), half the compile time of "90a 80"
-export NO_MULTI_GPU=1 CUDA_ARCHS=${CUDA_ARCHS:-90a}
+# one GPU: no MPI or NCCL needed; Hopper only (H100, H200), half the compile time of "90a 80". For
+# train_gpt2cu's make alone: a make of anything else with them would rewrite the build's feature
+# stamps (build/features), and the next plain make would rebuild every binary of the tree
+CUDA_MAKE=(NO_MULTI_GPU=1 CUDA_ARCHS="${CUDA_ARCHS:-90a}")
 
 left() { echo $((BUDGET - ($(date +%s) - T0))); }
 
@@ -108,7 +110,7 @@ EOF
         sed -n 's/^prebuilt: /setup: prebuilt: /p' "$RUN/prebuilt.log"
     elif [ -z "$CUDA_TRAINER" ] || [ "$(basename "$CUDA_TRAINER")" = train_gpt2cu ]; then
         [ -f "$RUN/prebuilt.log" ] && echo "setup: $(tail -1 "$RUN/prebuilt.log")"
-        make train_gpt2cu > "$RUN/build.log" 2>&1 || { tail -20 "$RUN/build.log"; exit 1; }
+        env "${CUDA_MAKE[@]}" make train_gpt2cu > "$RUN/build.log" 2>&1 || { tail -20 "$RUN/build.log"; exit 1; }
         echo ./train_gpt2cu > "$RUN/cuda_trainer"
     fi
     command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -123,7 +125,8 @@ cuda_trainer() {
 # run_trainer <name> <trainer> <B>: scripts/run_gpt2_124M_books.sh with this trainer into $RUN/<name>,
 # until it finishes or this call's budget is spent (then SIGTERM: checkpoint, exit 0; call again)
 run_trainer() {
-    local name=$1 trainer=$2 b=$3 out="$RUN/$1" build=1 ld=${LD_LIBRARY_PATH:-}
+    local name=$1 trainer=$2 b=$3 out="$RUN/$1" build=1 ld=${LD_LIBRARY_PATH:-} mk=()
+    [ "$(basename "$trainer")" = train_gpt2cu ] && mk=("${CUDA_MAKE[@]}")  # its make's settings, as setup built it
     # the prebuilt binary: its libraries' folders as install found them (for its run only), and no
     # make (which would find it stale by its date and rebuild it)
     if [ "$trainer" = "$PREBUILT_TRAINER" ] && [ -f build/prebuilt/ld_library_path ]; then
@@ -147,7 +150,7 @@ run_trainer() {
     # processes, in the same process group, would die of it mid-compile and fail the step
     # shellcheck disable=SC2086  # REPRO_FLAGS: extra trainer flags, word-split on purpose
     PATH="$(realpath "$RUN/bin"):$PATH" LD_LIBRARY_PATH="$ld" TRAINER="$trainer" BUILD=$build B="$b" OUT="$out" DATA_DIR="$DATA" \
-        PYTHONUNBUFFERED=1 timeout --foreground --preserve-status -s TERM -k 120 "$t" \
+        PYTHONUNBUFFERED=1 env "${mk[@]}" timeout --foreground --preserve-status -s TERM -k 120 "$t" \
         bash scripts/run_gpt2_124M_books.sh ${REPRO_FLAGS:-} $own >> "$RUN/$name.out" 2>&1 \
         || { echo "$name: the trainer failed:"; tail -5 "$RUN/$name.out"; exit 1; }
     if grep -q "^s:$STEPS tel:" "$out/main.log"; then echo "$name: finished"; else
