@@ -10,15 +10,21 @@
 #                                           names what to build first)
 #
 # The tests start in the order given (the longest first, so that the two lanes end together); a
-# test that fails does not stop the others. Exit 1 if any failed.
+# test that fails does not stop the others. Exit 1 if any failed. The tests TEST_WAITING names
+# (tests.mk: those that spend most of their time waiting for timeouts, hangs and daemons) run one
+# after another in a lane of their own beside the others, on the time those leave.
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-tests=("$@")
+tests=() waiting=()
+for t in "$@"; do
+    case " ${TEST_WAITING:-} " in *" $t "*) waiting+=("$t") ;; *) tests+=("$t") ;; esac
+done
 builds=($(make -s --no-print-directory test-prerequisites 2> /dev/null | sed -n 's/^prerequisite //p'))
 [ ${#builds[@]} -gt 0 ] || { echo "run_suite.sh: make test-prerequisites named nothing to build" >&2; exit 1; }
 cores=$(nproc 2> /dev/null || echo 1)
 jobs=${TEST_JOBS:-$((cores < 2 ? cores : 2))}
 case "$jobs" in ''|*[!0-9]*|0) echo "run_suite.sh: TEST_JOBS=$jobs: expected a number of tests at a time, 1 or more" >&2; exit 2 ;; esac
+if [ "$jobs" -eq 1 ]; then tests+=("${waiting[@]}"); waiting=(); fi  # one at a time means all of them
 LOGS=build/test-logs
 rm -rf "$LOGS" && mkdir -p "$LOGS" || exit 1
 start=$(date +%s)
@@ -26,7 +32,8 @@ start=$(date +%s)
 echo "make test: building what the tests use (make -j$jobs ...)"
 make --no-print-directory -j"$jobs" "${builds[@]}" > "$LOGS/builds.log" 2>&1 \
     || { tail -n 40 "$LOGS/builds.log"; echo "make test: the build failed (the whole log: $LOGS/builds.log)" >&2; exit 1; }
-echo "make test: built in $(( $(date +%s) - start )) s; ${#tests[@]} tests, $jobs at a time (each one's output in $LOGS/<test>.log)"
+echo "make test: built in $(( $(date +%s) - start )) s; $(( ${#tests[@]} + ${#waiting[@]} )) tests, $jobs at a time and" \
+     "${#waiting[@]} that mostly wait beside them (each one's output in $LOGS/<test>.log)"
 
 # the queue: each lane takes the next test in order (a counter under a lock)
 echo 0 > "$LOGS/.next"
@@ -39,29 +46,35 @@ take() {
     } 9> "$LOGS/.lock"
     echo "$n"
 }
+run_one() {  # run_one <target>: its make into its log, its line
+    local t=$1 t0 rc skips
+    t0=$(date +%s)
+    make --no-print-directory "$t" > "$LOGS/$t.log" 2>&1 < /dev/null
+    rc=$?
+    echo "$rc" > "$LOGS/$t.rc"
+    # a skip's own line ("<what>: SKIPPED (missing: ...); to run it: ..."), as the test printed it
+    skips=$(grep '^[^ ].*: SKIPPED' "$LOGS/$t.log")
+    if [ $rc -eq 0 ]; then printf 'ok    %-24s %4d s\n%s' "$t" $(( $(date +%s) - t0 )) "${skips:+$skips$'\n'}"
+    else printf 'FAIL  %-24s %4d s  (exit %d; %s)\n' "$t" $(( $(date +%s) - t0 )) $rc "$LOGS/$t.log"; fi
+}
 lane() {
-    local i t t0 rc skips
-    while i=$(take) && [ "$i" -lt ${#tests[@]} ]; do
-        t=${tests[$i]}
-        t0=$(date +%s)
-        make --no-print-directory "$t" > "$LOGS/$t.log" 2>&1 < /dev/null
-        rc=$?
-        echo "$rc" > "$LOGS/$t.rc"
-        # a skip's own line ("<what>: SKIPPED (missing: ...); to run it: ..."), as the test printed it
-        skips=$(grep '^[^ ].*: SKIPPED' "$LOGS/$t.log")
-        if [ $rc -eq 0 ]; then printf 'ok    %-24s %4d s\n%s' "$t" $(( $(date +%s) - t0 )) "${skips:+$skips$'\n'}"
-        else printf 'FAIL  %-24s %4d s  (exit %d; %s)\n' "$t" $(( $(date +%s) - t0 )) $rc "$LOGS/$t.log"; fi
-    done
+    local i
+    while i=$(take) && [ "$i" -lt ${#tests[@]} ]; do run_one "${tests[$i]}"; done
+}
+waiting_lane() {
+    local t
+    for t in "${waiting[@]}"; do run_one "$t"; done
 }
 pids=()
 for _ in $(seq "$jobs"); do lane & pids+=($!); done
+[ ${#waiting[@]} -eq 0 ] || { waiting_lane & pids+=($!); }
 # Ctrl-C or a kill: stop the lanes and their tests (each test cleans up on its own signal)
 trap 'kill -TERM "${pids[@]}" 2> /dev/null; pkill -TERM -P "$(echo "${pids[@]}" | tr " " ,)" 2> /dev/null; exit 130' INT TERM
 wait "${pids[@]}"
 trap - INT TERM
 
 failed=()
-for t in "${tests[@]}"; do [ "$(cat "$LOGS/$t.rc" 2> /dev/null)" = 0 ] || failed+=("$t"); done
+for t in "${tests[@]}" "${waiting[@]}"; do [ "$(cat "$LOGS/$t.rc" 2> /dev/null)" = 0 ] || failed+=("$t"); done
 for t in "${failed[@]}"; do
     echo "======== $t ($LOGS/$t.log):"
     cat "$LOGS/$t.log" 2> /dev/null || echo "(no log: it did not run)"

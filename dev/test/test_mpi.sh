@@ -80,7 +80,7 @@ expect_fail "-pn/-pr by hand without MPI" "2 processes (launcher: -pn/-pr), but 
 # (rank 1 found by its -o, a folder of this test's own: other tests may run ./train_gpt2 beside it)
 "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -x 100000 -v 0 -o "$TMP/dies" > dies.txt 2>&1 &
 MPI_PID=$!
-for i in $(seq 100); do grep -q "^step 2/" dies.txt && break; sleep 0.2; done
+for i in $(seq 300); do grep -q "^step 2/" dies.txt && break; sleep 0.2; done
 victim=$(rank_pid 1 "$TRAINER .*-o $TMP/dies\$")
 start=$(date +%s)
 kill -9 "$victim"

@@ -51,7 +51,7 @@ for K in 5 27; do
     d=kill$K
     "$TRAINER" "${ARGS[@]}" -o $d -n 4 > $d.out1 2>&1 &
     pid=$!
-    for i in $(seq 300); do grep -q "^step $K/" $d.out1 && break; sleep 0.05; done
+    for i in $(seq 1200); do grep -q "^step $K/" $d.out1 && break; sleep 0.05; done
     kill -9 $pid; wait $pid 2>/dev/null
     grep -q "^step 40/40" $d.out1 && bad "the run ended before SIGKILL at step $K arrived (machine too fast for this test?)"
     "$TRAINER" "${ARGS[@]}" -o $d -n 4 -y 1 > $d.out2 2>&1 || bad "resume after SIGKILL at step $K failed"
@@ -96,7 +96,7 @@ done
 # ---- preemption: SIGTERM to one rank of two; every rank checkpoints and exits 0
 "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -o term > term.out1 2>&1 &
 mpid=$!
-for i in $(seq 300); do grep -q "^step 5/" term.out1 && break; sleep 0.05; done
+for i in $(seq 1200); do grep -q "^step 5/" term.out1 && break; sleep 0.05; done
 kill -TERM "$(pgrep -f "$TRAINER .*-o term" | tail -1)"
 wait $mpid; rc=$?
 [ $rc -eq 0 ] || bad "SIGTERM: mpirun exited $rc, expected 0"
@@ -110,7 +110,7 @@ same "SIGTERM on one rank, resume: losses bitwise equal" term.loss ref2.loss
 # SIGINT on a single process
 "$TRAINER" "${ARGS[@]}" -o int > int.out1 2>&1 &
 pid=$!
-for i in $(seq 300); do grep -q "^step 2/" int.out1 && break; sleep 0.05; done
+for i in $(seq 1200); do grep -q "^step 2/" int.out1 && break; sleep 0.05; done
 kill -INT $pid; wait $pid; rc=$?
 [ $rc -eq 0 ] || bad "SIGINT: exit code $rc, expected 0"
 grep -q "^step 40/40" int.out1 && bad "the run ended before SIGINT arrived"
@@ -153,14 +153,14 @@ rcs=$(tail -1 ctrlc.txt)
 for sig in HUP USR1 USR2; do
     "$TRAINER" "${ARGS[@]}" -o $sig > $sig.out1 2>&1 &
     pid=$!
-    for i in $(seq 300); do grep -q "^step 2/" $sig.out1 && break; sleep 0.05; done
+    for i in $(seq 1200); do grep -q "^step 2/" $sig.out1 && break; sleep 0.05; done
     kill -$sig $pid; wait $pid; rc=$?
     [ $rc -eq 0 ] && grep -q "^stopped by a signal after step [0-9]*; checkpoint" $sig.out1 && ! grep -q "^step 40/40" $sig.out1 \
         && ok "SIG$sig: $(grep -m1 '^stopped' $sig.out1 | cut -c1-60)" || { bad "SIG$sig: exit $rc"; tail -2 $sig.out1; }
 done
 nohup "$TRAINER" "${ARGS[@]}" -o nohup > nohup.out 2>&1 &
 pid=$!
-for i in $(seq 300); do grep -q "^step 2/" nohup.out && break; sleep 0.05; done
+for i in $(seq 1200); do grep -q "^step 2/" nohup.out && break; sleep 0.05; done
 kill -HUP $pid; wait $pid; rc=$?
 [ $rc -eq 0 ] && grep -q "^step 40/40" nohup.out && ok "SIGHUP under nohup: ignored, the run went on to step 40" \
     || { bad "SIGHUP under nohup: exit $rc"; tail -2 nohup.out; }
@@ -169,7 +169,7 @@ kill -HUP $pid; wait $pid; rc=$?
 $PY "$ROOT/dev/bench/make_random_shard.py" big.bin 300000 5
 "$TRAINER" -i big.bin -e L4:C256:H4:T128 -b 8 -t 128 -x 50 -v 0 -s 0 -o twice > twice.out 2>&1 &
 pid=$!
-for i in $(seq 400); do grep -q "^step 1/" twice.out && break; sleep 0.05; done
+for i in $(seq 1200); do grep -q "^step 1/" twice.out && break; sleep 0.05; done
 kill -TERM $pid; sleep 0.05; kill -TERM $pid; wait $pid; rc=$?
 [ $rc -eq 143 ] || bad "second SIGTERM: exit code $rc, expected 143"
 grep -q "second signal: exiting immediately" twice.out || bad "no message for the second signal"
@@ -183,7 +183,7 @@ ls twice | grep -q DONE && bad "a checkpoint was completed despite the second si
 # folder is free. (A SIGKILLed holder leaves no lock: the resumes after SIGKILL above.)
 "$TRAINER" "${ARGS[@]}" -x 100000 -o busy > busy.out 2>&1 &
 pid=$!
-for i in $(seq 300); do grep -q "^step 2/" busy.out && break; sleep 0.05; done
+for i in $(seq 1200); do grep -q "^step 2/" busy.out && break; sleep 0.05; done
 touch busy/model_00000099.bin.tmp.7  # as if the holder were writing a checkpoint
 held="error: -o busy is in use by another run (pid $pid on $(hostname), started [0-9-]* [0-9:]* UTC): two runs"
 "$TRAINER" "${ARGS[@]}" -o busy -y 1 > busy2.out 2>&1; rc=$?

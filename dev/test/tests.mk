@@ -21,7 +21,12 @@ TEST_TARGETS = test-cuda-trainer-sim test-multihost test-cuda-sim test-fuzz test
 # build/test-logs/), after one make of all they build: each test's own prerequisites, and
 # test-builds for what their recipes build with a sub-make. `make test-<name>` runs one test alone.
 test:
-	@bash dev/test/run_suite.sh $(TEST_TARGETS)
+	@TEST_WAITING="$(TEST_WAITING)" bash dev/test/run_suite.sh $(TEST_TARGETS)
+
+# the tests that spend most of their time waiting (timeouts, hangs, SLURM and its requeue hold, the
+# bootstrap's deadlines; under a fifth of their time on a core): run_suite.sh runs them one after
+# another in a third lane beside the two
+TEST_WAITING = test-multihost test-hang test-checkpoints test-bootstrap test-mpi
 
 # run_suite.sh's list of what to build first: the test targets' prerequisites, from make's own
 # database of them ("prerequisite <name>" lines), and test-builds
@@ -353,9 +358,10 @@ ifeq ($(FUZZ_OK),1)
 	bash dev/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_PARALLEL) $(FUZZ_NAMES)
 endif
 
-# CI: 16 s per harness, two at a time (about 115 s for the 14)
+# CI: 8 s per harness, two at a time (about 60 s for the 14): each replays its seeds and
+# regression inputs and mutates from them; the long runs are make fuzz (dev/fuzz/README.md)
 test-fuzz:
-	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=16 FUZZ_PARALLEL=2
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=8 FUZZ_PARALLEL=2
 
 # the trainer, the model test and the loader test built with ASan and UBSan (gcc's runtimes)
 SAN_BUILD := build/sanitize
