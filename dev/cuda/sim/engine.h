@@ -57,6 +57,7 @@ struct Fiber {
     ucontext_t ctx;
     jmp_buf jmp;   // where it yielded (builds without AddressSanitizer)
     bool started;
+    bool parked;   // its last body() returned: the next block's thread of this slot continues it
     int tid;
     State state;
     void *fake_stack;  // AddressSanitizer's state of this fiber while it is switched out
@@ -181,8 +182,11 @@ static inline void set_thread_index(int tid) {
 
 // Switching. A fiber starts through makecontext/swapcontext. Without AddressSanitizer, every later
 // switch is _setjmp/_longjmp: swapcontext also saves and restores the signal mask, a system call
-// that took half of the simulator's time. With AddressSanitizer every switch is swapcontext, each
-// announced to it.
+// that took half of the simulator's time. And a fiber whose body() returned parks on its stack
+// instead of ending: the same slot's thread of the next block continues from there with a
+// _longjmp, so getcontext/makecontext/swapcontext (two system calls) run once per slot, not once
+// per thread of every block (a quarter of a simulated training step's time). With
+// AddressSanitizer every switch is swapcontext, each announced to it, and every thread starts anew.
 
 // fiber side: give control back to the scheduler
 static inline void yield(void) {
@@ -205,7 +209,13 @@ static void fiber_entry(void) {
     __sanitizer_start_switch_fiber(NULL, sched_stack_bottom, sched_stack_size);  // this stack is finished
     // returning switches to uc_link, the scheduler
 #else
-    _longjmp(sched_jmp, 1);
+    for (;;) {
+        cur->parked = true;
+        if (_setjmp(cur->jmp) == 0) { _longjmp(sched_jmp, 1); }
+        cur->parked = false;  // resumed for a new block, as thread cur->tid
+        body();
+        cur->state = DONE;
+    }
 #endif
 }
 
@@ -302,6 +312,7 @@ static inline void deadlock(int live, int at_barrier) {
 static inline void run_block(void) {
     const int nthreads = block_threads, nwarps = (nthreads + 31) / 32;
     if ((int)fibers.size() < nthreads) {
+        for (Fiber &f : fibers) { f.parked = false; }  // moved by the resize: each starts anew on its stack
         fibers.resize(nthreads);
         while ((int)stacks.size() < nthreads) { stacks.push_back((char *)malloc(STACK_BYTES)); }
         warps.resize(nwarps);
@@ -310,8 +321,9 @@ static inline void run_block(void) {
         Fiber &f = fibers[t];
         f.tid = t;
         f.state = RUNNABLE;
-        f.started = false;
         f.fake_stack = NULL;
+        if (!SIM_ASAN && f.parked) { continue; }  // started: resume() continues it at its park
+        f.started = false;
         getcontext(&f.ctx);
         f.ctx.uc_stack.ss_sp = stacks[t];
         f.ctx.uc_stack.ss_size = STACK_BYTES;
