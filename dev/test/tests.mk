@@ -28,22 +28,30 @@ test:
 # another in a third lane beside the two
 TEST_WAITING = test-multihost test-hang test-checkpoints test-bootstrap test-mpi
 
-# run_suite.sh's list of what to build first: the test targets' prerequisites, from make's own
-# database of them ("prerequisite <name>" lines), and test-builds
+# run_suite.sh's list of what to build first ("prerequisite <name>" lines): test-builds (the longest
+# builds: first), then the test targets' prerequisites, from make's own database of them
 test-prerequisites:
+	@echo "prerequisite test-builds"
 	@$(MAKE) -pq --no-print-directory $(TEST_TARGETS) 2> /dev/null | sed -n 's/^\(test-[a-z-]*\): \(.*\)/\1 \2/p' \
 	    | awk 'index(" $(TEST_TARGETS) ", " " $$1 " ") { for (i = 2; i <= NF; i++) if ($$i != "|") print "prerequisite " $$i }' | sort -u
-	@echo "prerequisite test-builds"
 
-# what the tests' recipes build with a sub-make: the simulated kernels and trainer (one rewritten
-# source tree), the fuzz harnesses and the CUDA binaries
-test-builds:
-	$(MAKE) -C dev/cuda sim $(SIM_BUILD_DIR)/attention_sim
-	$(MAKE) $(SIM_TRAINER_MAKE)
-	$(MAKE) --no-print-directory fuzz-build
+# what the tests' recipes build with a sub-make, each its own target so that make -j runs them side
+# by side (the CUDA binaries, the longest, first): the CUDA binaries, the fuzz harnesses, and the
+# simulated kernels and trainer, after the one rewritten source tree they share
+test-builds: test-builds-cuda test-builds-fuzz test-builds-sim test-builds-sim-trainer
+.PHONY: test-builds-cuda test-builds-fuzz test-builds-sim test-builds-sim-trainer test-builds-sim-src
+test-builds-cuda:
 ifneq ($(NVCC),)
 	$(MAKE) --no-print-directory $(CUDA_BUILD_TARGETS)
 endif
+test-builds-fuzz:
+	$(MAKE) --no-print-directory fuzz-build
+test-builds-sim-src:
+	$(MAKE) -C dev/cuda $(SIM_BUILD_DIR)/src/.copied
+test-builds-sim: test-builds-sim-src
+	$(MAKE) -C dev/cuda sim $(SIM_BUILD_DIR)/attention_sim
+test-builds-sim-trainer: test-builds-sim-src train_gpt2
+	$(MAKE) $(SIM_TRAINER_MAKE)
 
 # ---------------------------------------------------------------------------------------------
 # fixtures from the PyTorch reference: a tiny model (fast, many checks), GPT-2 124M (the real
