@@ -46,6 +46,10 @@ ok "the books recipe ran, logged val/HellaSwag at steps 0, 3, 6, kept 2 checkpoi
 site=$("$TMP/venv/bin/python" -c 'import site; print(site.getsitepackages()[0])')
 echo 'import os, sys; p = os.environ.get("REPRO_PY_PROBE"); p and open(p, "a").write(sys.prefix + " " + (sys.argv[0] if sys.argv else "") + "\n")' \
     > "$site/zz_probe.pth"
+# the build's feature stamps before the scripts' makes: a make with other settings (repro_books.sh's
+# NO_MULTI_GPU=1 reaching the CPU trainer's make) would rewrite them, and the next plain make would
+# rebuild every binary of the tree, beside the tests that run them
+stamps=$(cd "$ROOT" && cat build/features/* 2> /dev/null | md5sum)
 REPRO=(CUDA_TRAINER="$TRAINER" PYTHON="$TMP/venv/bin/python" DATA_DIR="$TMP/data" RUN="$TMP/repro" MODEL=L2:C64:H4 B=4 PY_B=4
        T=64 D=512 STEPS=6 EVERY=3 HS_MAX=8 REPRO_FLAGS="-tk $TOKENIZER_BIN" REPRO_PY_PROBE="$TMP/probe.txt")
 if env "${REPRO[@]}" bash "$ROOT/dev/bench/repro_books.sh" setup cuda torch report > "$TMP/repro.txt" 2>&1; then
@@ -64,6 +68,8 @@ else
     bad "repro_books.sh failed:"; tail -10 "$TMP/repro.txt"
 fi
 # their settings: a bad value stops them with one line
+[ "$(cd "$ROOT" && cat build/features/* 2> /dev/null | md5sum)" = "$stamps" ] \
+    && ok "repro_books.sh's makes left the build's feature stamps as they were" || bad "repro_books.sh's makes rewrote build/features"
 expect_error "run_gpt2_124M_books.sh BUILD=x" "BUILD='x': expected 1" env BUILD=x bash "$ROOT/scripts/run_gpt2_124M_books.sh"
 expect_error "repro_books.sh REPRO_BUDGET=abc" "REPRO_BUDGET='abc'" env REPRO_BUDGET=abc RUN="$TMP/bad" bash "$ROOT/dev/bench/repro_books.sh" setup
 expect_error "repro_books.sh PY_B=0" "PY_B='0'" env PY_B=0 RUN="$TMP/bad" bash "$ROOT/dev/bench/repro_books.sh" setup
