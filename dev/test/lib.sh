@@ -136,6 +136,17 @@ tee_killed() {
     pkill -TERM -f "tee $TMP/$name.out"
     wait $sub
 }
+# free_port: a TCP port nothing listens on now, below Linux's ephemeral range (32768-60999: any
+# process's outgoing connection may take a port there at any time, and make test runs tests side by
+# side; a random port there once failed torch's bind with "Address already in use")
+free_port() {
+    local p
+    for _ in $(seq 50); do
+        p=$((10000 + RANDOM % 22000))
+        "$PY" -c 'import socket, sys; socket.socket().bind(("", int(sys.argv[1])))' "$p" 2> /dev/null && break
+    done
+    echo "$p"
+}
 # rank_pid R PATTERN: the pid of mpirun's rank R among the processes whose command line matches
 # PATTERN (pgrep -f)
 rank_pid() {

@@ -45,7 +45,8 @@ B_FOR=(0 4 2)  # -b for 1 and 2 processes: 2 micro-steps per step either way, th
 
 # np processes of train_gpt2.py with torchrun's variables; rank r's stdout/stderr in <prefix>.r.out/.err
 torch_ranks() {
-    local np=$1 prefix=$2 port=$((20000 + RANDOM % 20000)) rc=0 pids=()
+    local np=$1 prefix=$2 port rc=0 pids=()
+    port=$(free_port)
     shift 2
     for ((r = 0; r < np; r++)); do
         RANK=$r LOCAL_RANK=$r WORLD_SIZE=$np MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
@@ -250,7 +251,7 @@ kill -HUP $pid; wait $pid; rc=$?
 # ./train_gpt2's line
 mkdir tnotshared
 if [ "$(id -u)" = 0 ] && command -v unshare > /dev/null; then
-    port=$((20000 + RANDOM % 20000))
+    port=$(free_port)
     RANK=0 LOCAL_RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
         timeout -k 10 120 $PY "$TORCH_TRAINER" "${ARGS[@]}" -b 4 -o tnotshared > tns.0.out 2>&1 &
     pid0=$!
