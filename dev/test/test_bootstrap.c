@@ -17,6 +17,8 @@
  */
 #include <dirent.h>
 #include <signal.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include "../../llmc/tcp_broadcast.h"
 #include "../../llmc/fs_broadcast.h"
@@ -185,9 +187,40 @@ static void test_missing_list(void) {
     failures += !ok;
 }
 
+// can a server bind this TCP port now (nothing listens there, no connection holds it)?
+static int port_is_free(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) { return 0; }
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    close(fd);
+    return ok;
+}
+
+// the first of n consecutive free ports, below Linux's ephemeral range (32768-60999), where any
+// process's outgoing connection may take a port at any moment: make test runs tests side by side
+static int free_port_block(int n) {
+    srand((unsigned)getpid());
+    for (int attempt = 0; attempt < 200; attempt++) {
+        int base = 10000 + rand() % (22000 - n), free = 1;
+        for (int i = 0; i < n && free; i++) { free = port_is_free(base + i); }
+        if (free) { return base; }
+    }
+    printf("FAIL: no %d consecutive free TCP ports found in 10000-32000\n", n);
+    exit(1);
+}
+
 int main(void) {
     test_missing_list();
-    int port = 20000 + (int)(getpid() % 20000);
+    int port = free_port_block(4);
+    // the error files of the children, in a directory of this run's own (tests run side by side)
+    char tmp[] = "/tmp/test_bootstrap.XXXXXX", err0[64], err1[64];
+    if (mkdtemp(tmp) == NULL) { printf("FAIL: mkdtemp\n"); return 1; }
+    snprintf(err0, sizeof(err0), "%s/err0.txt", tmp);
+    snprintf(err1, sizeof(err1), "%s/err1.txt", tmp);
     // 1. five ranks, rank 0 starts 300 ms after the others
     pid_t pids[5];
     for (int r = 4; r >= 0; r--) { pids[r] = spawn(r, 5, port, 10, r == 0 ? 300 : 0, NULL); }
@@ -198,26 +231,26 @@ int main(void) {
 
     // 2. no rank 0: rank 1 must give up within its 2 s timeout
     double t0 = llmc_wall_seconds();
-    pid_t p = spawn(1, 2, port + 1, 2, 0, "/tmp/test_bootstrap_err1.txt");
+    pid_t p = spawn(1, 2, port + 1, 2, 0, err1);
     int rc = wait_rc(p);
     double dt = llmc_wall_seconds() - t0;
-    ok = rc == 1 && dt < 6.0 && file_contains("/tmp/test_bootstrap_err1.txt", "could not get the NCCL id from rank 0");
+    ok = rc == 1 && dt < 6.0 && file_contains(err1, "could not get the NCCL id from rank 0");
     printf("%s a rank without rank 0 stops with an error after %.1f s (exit %d)\n", ok ? "ok  " : "FAIL", dt, rc);
     failures += !ok;
 
     // 3. rank 0 of 3 with only rank 2 coming: names rank 1 as missing
     t0 = llmc_wall_seconds();
-    pid_t p0 = spawn(0, 3, port + 2, 2, 0, "/tmp/test_bootstrap_err0.txt");
+    pid_t p0 = spawn(0, 3, port + 2, 2, 0, err0);
     pid_t p2 = spawn(2, 3, port + 2, 2, 100, NULL);
     rc = wait_rc(p0);
     wait_rc(p2);
     dt = llmc_wall_seconds() - t0;
-    ok = rc == 1 && dt < 6.0 && file_contains("/tmp/test_bootstrap_err0.txt", "only 2 of 3 ranks") &&
-         file_contains("/tmp/test_bootstrap_err0.txt", "missing: 1");
+    ok = rc == 1 && dt < 6.0 && file_contains(err0, "only 2 of 3 ranks") &&
+         file_contains(err0, "missing: 1");
     printf("%s rank 0 names the missing rank after %.1f s (exit %d)\n", ok ? "ok  " : "FAIL", dt, rc);
     failures += !ok;
     // 4. rank 1 (2 s timeout) stopped for 3 s as it begins to wait; rank 0 comes after it is continued
-    p = spawn(1, 2, port + 3, 2, 0, "/tmp/test_bootstrap_err1.txt");
+    p = spawn(1, 2, port + 3, 2, 0, err1);
     usleep(100 * 1000);
     kill(p, SIGSTOP);
     sleep(3);
@@ -228,8 +261,9 @@ int main(void) {
     ok = rc == 0 && rc0 == 0;
     printf("%s a rank stopped 3 s (timeout 2 s), then continued, gets rank 0's id (exit %d, rank 0 %d)\n", ok ? "ok  " : "FAIL", rc, rc0);
     failures += !ok;
-    remove("/tmp/test_bootstrap_err0.txt");
-    remove("/tmp/test_bootstrap_err1.txt");
+    remove(err0);
+    remove(err1);
+    rmdir(tmp);
     test_fs();
     if (failures) { printf("test_bootstrap: FAILED\n"); return 1; }
     printf("test_bootstrap: all checks passed\n");
