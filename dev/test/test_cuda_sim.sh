@@ -24,8 +24,8 @@
 #  4. -opt muon (llmc/cuda/muon.cuh): against the CPU trainer's Muon; 2 ranks -pb mpi with ZeRO-1 (shards
 #     of whole matrices) against -z 0, -pb nccl -z 1 bitwise -pb mpi -z 1, bitwise resume on 2
 #     ranks and re-sharded onto 1;
-#  5. the AddressSanitizer build on short runs (single process -r 0 and -r 2, 2 ranks ZeRO-1 with AdamW
-#     and with Muon);
+#  5. the AddressSanitizer build on short runs (single process -r 0 and -r 2; -r 1 with -ge 0 -bg 1
+#     -mt 1 -w 0; a resume; 2 ranks ZeRO-1 with AdamW and with Muon);
 #  6. test_gpt2cu against a PyTorch fixture (the tolerances the GPU run uses), -ge 2 and -ge 0, -mt 1,
 #     -bg 1 (the bias gradients from the weight-gradient matmuls' epilogue, and with cuBLASLt
 #     refusing that epilogue, SIM_CUBLASLT_NO_BGRADB=1: our column sums take over), and the racecheck
@@ -388,8 +388,14 @@ ASHORT=(-i train.bin -j val.bin -e L2:C64:H1:T32:V128 -b 2 -t 16 -d 64 -x 1 -v 1
 bg asan_r0 "$ASAN" "${ASHORT[@]}" -r 0 -o asan_r0 -n 1
 bg asan_r2 "$ASAN" "${ASHORT[@]}" -r 2 -o asan_r2 -n 1
 joined asan_r0 asan_r2
-for r in 0 2; do
-    grep -q "ERROR: AddressSanitizer\|runtime error" asan_r$r.txt && bad "ASan/UBSan report with -r $r"
+# the other kernels and paths: -r 1, our GELU kernels, the bias-gradient epilogue, timed matmul
+# algorithms, bf16 parameters; and a resume from asan_r0's checkpoint 1
+bg asan_alt "$ASAN" "${ASHORT[@]}" -r 1 -ge 0 -bg 1 -mt 1 -w 0 -o asan_alt
+bg asan_resume "$ASAN" "${ASHORT[@]}" -x 2 -r 0 -o asan_r0 -n 1 -y 1
+joined asan_alt asan_resume
+grep -q "resumed from checkpoint 1" asan_resume.txt && grep -q "^step 2/2 " asan_resume.txt || bad "ASan: the resume from checkpoint 1 did not run step 2"
+for r in r0 r2 alt resume; do
+    grep -q "ERROR: AddressSanitizer\|runtime error" asan_$r.txt && bad "ASan/UBSan report in asan_$r"
 done
 if have_mpi "$SIM"; then
     run asan_z1 "${MPIRUN[@]}" -np 2 "$ASAN" "${ASHORT[@]}" -pb mpi -z 1 -o asan_z1 -n 1
@@ -397,7 +403,7 @@ if have_mpi "$SIM"; then
     run asan_muon_z1 "${MPIRUN[@]}" -np 2 "$ASAN" "${ASHORT[@]}" -opt muon -pb mpi -z 1 -o asan_muon_z1 -n 1
     grep -q "ERROR: AddressSanitizer\|runtime error" asan_muon_z1.txt && bad "ASan/UBSan report with 2 ranks, ZeRO-1, Muon"
 fi
-echo "  $(grep -c '^step' asan_r0.txt asan_r2.txt asan_muon_z1.txt 2>/dev/null | tr '\n' ' ')"
+echo "  $(grep -c '^step' asan_r0.txt asan_r2.txt asan_alt.txt asan_resume.txt asan_muon_z1.txt 2>/dev/null | tr '\n' ' ')"
 
 # ---- 6. test_gpt2cu against the PyTorch reference (head size 64, small vocabulary)
 echo "6. test_gpt2cu (simulated) against train_gpt2.py:"

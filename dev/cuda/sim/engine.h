@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 #if defined(__SANITIZE_ADDRESS__)
+#include <dlfcn.h>
 #include <sanitizer/common_interface_defs.h>
 #define SIM_ASAN 1
 #else
@@ -55,7 +56,7 @@ namespace sim {
 enum State { RUNNABLE, AT_BARRIER, AT_WARP, DONE };
 struct Fiber {
     ucontext_t ctx;
-    jmp_buf jmp;   // where it yielded (builds without AddressSanitizer)
+    jmp_buf jmp;   // where it yielded
     bool started;
     bool parked;   // its last body() returned: the next block's thread of this slot continues it
     int tid;
@@ -180,60 +181,69 @@ static inline void set_thread_index(int tid) {
     threadIdx.z = tid / (blockDim.x * blockDim.y);
 }
 
-// Switching. A fiber starts through makecontext/swapcontext. Without AddressSanitizer, every later
-// switch is _setjmp/_longjmp: swapcontext also saves and restores the signal mask, a system call
-// that took half of the simulator's time. And a fiber whose body() returned parks on its stack
-// instead of ending: the same slot's thread of the next block continues from there with a
-// _longjmp, so getcontext/makecontext/swapcontext (two system calls) run once per slot, not once
-// per thread of every block (a quarter of a simulated training step's time). With
-// AddressSanitizer every switch is swapcontext, each announced to it, and every thread starts anew.
-
-// fiber side: give control back to the scheduler
-static inline void yield(void) {
+// Switching. A fiber starts through makecontext/swapcontext; every later switch is
+// _setjmp/_longjmp: swapcontext also saves and restores the signal mask, a system call that took
+// half of the simulator's time (and under AddressSanitizer, its wrapper clears the shadow of the
+// whole 256 KiB stack it switches to, twice: 60% of the time, and the redzones of the locals of a
+// thread that waited at a barrier were gone, its overflows unseen). A fiber whose body() returned
+// parks on its stack instead of ending: the same slot's thread of the next block continues from
+// there with a _longjmp, so getcontext/makecontext/swapcontext run once per slot, not once per
+// thread of every block (a quarter of a simulated training step's time). Each switch is announced
+// to AddressSanitizer (a no-op in other builds): the stack it goes to, and its fake stack.
 #if SIM_ASAN
-    __sanitizer_start_switch_fiber(&cur->fake_stack, sched_stack_bottom, sched_stack_size);
-    swapcontext(&cur->ctx, &sched_ctx);
-    __sanitizer_finish_switch_fiber(cur->fake_stack, NULL, NULL);
+#define SIM_SWITCH_BEGIN(fake_save, bottom, size) __sanitizer_start_switch_fiber(fake_save, bottom, size)
+#define SIM_SWITCH_END(fake, old_bottom, old_size) __sanitizer_finish_switch_fiber(fake, old_bottom, old_size)
+// libc's own _longjmp, not AddressSanitizer's wrapper of it: the wrapper unpoisons the stack below
+// the jump for a longjmp that leaves frames behind (a memset of the shadow up to the stack's top and
+// a sigaltstack system call, 40% of the time). These jumps leave none: each goes from the deepest
+// frame of one stack (yield, resume) to an intact frame of another. sim_asan_check.cpp checks that
+// overflows are still reported.
+typedef void (*LongjmpFn)(jmp_buf, int);
+static LongjmpFn libc_longjmp(void) {
+    static LongjmpFn fn = NULL;
+    if (fn == NULL) {
+        void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+        fn = libc ? (LongjmpFn)dlsym(libc, "_longjmp") : NULL;
+        if (fn == NULL) { fn = _longjmp; }  // the wrapper: slower, as correct
+    }
+    return fn;
+}
+#define SIM_LONGJMP(buf) libc_longjmp()(buf, 1)
 #else
-    if (_setjmp(cur->jmp) == 0) { _longjmp(sched_jmp, 1); }
+#define SIM_SWITCH_BEGIN(fake_save, bottom, size) ((void)0)
+#define SIM_SWITCH_END(fake, old_bottom, old_size) ((void)0)
+#define SIM_LONGJMP(buf) _longjmp(buf, 1)
 #endif
+
+// fiber side: give control back to the scheduler; continues when resume() comes back to it
+static inline void yield(void) {
+    SIM_SWITCH_BEGIN(&cur->fake_stack, sched_stack_bottom, sched_stack_size);
+    if (_setjmp(cur->jmp) == 0) { SIM_LONGJMP(sched_jmp); }
+    SIM_SWITCH_END(cur->fake_stack, NULL, NULL);
 }
 
 static void fiber_entry(void) {
-#if SIM_ASAN
-    __sanitizer_finish_switch_fiber(NULL, &sched_stack_bottom, &sched_stack_size);
-#endif
-    body();
-    cur->state = DONE;
-#if SIM_ASAN
-    __sanitizer_start_switch_fiber(NULL, sched_stack_bottom, sched_stack_size);  // this stack is finished
-    // returning switches to uc_link, the scheduler
-#else
+    SIM_SWITCH_END(NULL, &sched_stack_bottom, &sched_stack_size);  // the scheduler's stack, to go back to
     for (;;) {
-        cur->parked = true;
-        if (_setjmp(cur->jmp) == 0) { _longjmp(sched_jmp, 1); }
-        cur->parked = false;  // resumed for a new block, as thread cur->tid
         body();
         cur->state = DONE;
+        cur->parked = true;
+        yield();
+        cur->parked = false;  // resumed for a new block, as thread cur->tid
     }
-#endif
 }
 
 // scheduler side: run one fiber until it yields or finishes
 static inline void resume(Fiber *f) {
     cur = f;
     set_thread_index(f->tid);
-#if SIM_ASAN
-    __sanitizer_start_switch_fiber(&sched_fake_stack, stacks[f->tid], STACK_BYTES);
-    swapcontext(&sched_ctx, &f->ctx);
-    __sanitizer_finish_switch_fiber(sched_fake_stack, NULL, NULL);
-#else
+    SIM_SWITCH_BEGIN(&sched_fake_stack, stacks[f->tid], STACK_BYTES);
     if (_setjmp(sched_jmp) == 0) {
-        if (f->started) { _longjmp(f->jmp, 1); }
+        if (f->started) { SIM_LONGJMP(f->jmp); }
         f->started = true;
         swapcontext(&sched_ctx, &f->ctx);  // returns only by the _longjmp to sched_jmp
     }
-#endif
+    SIM_SWITCH_END(sched_fake_stack, NULL, NULL);
     cur = NULL;
 }
 
@@ -321,9 +331,9 @@ static inline void run_block(void) {
         Fiber &f = fibers[t];
         f.tid = t;
         f.state = RUNNABLE;
-        f.fake_stack = NULL;
-        if (!SIM_ASAN && f.parked) { continue; }  // started: resume() continues it at its park
+        if (f.parked) { continue; }  // started: resume() continues it at its park
         f.started = false;
+        f.fake_stack = NULL;
         getcontext(&f.ctx);
         f.ctx.uc_stack.ss_sp = stacks[t];
         f.ctx.uc_stack.ss_size = STACK_BYTES;
