@@ -1,5 +1,5 @@
 /*
- * Host simulator, the engine: runs a kernel launch on the CPU, every CUDA thread a fiber (ucontext).
+ * Host simulator, the engine: runs a kernel launch on the CPU, every CUDA thread a fiber (its own stack).
  * cuda_runtime.h puts the CUDA API on top of it, ptx.h the checked PTX-level operations; see
  * dev/cuda/README.md, "Host simulator".
  *
@@ -26,14 +26,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <setjmp.h>
 #include <ucontext.h>
 #include <unistd.h>
 #include <functional>
 #include <string>
 #include <vector>
 #if defined(__SANITIZE_ADDRESS__)
-#include <dlfcn.h>
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define SIM_ASAN 1
 #else
@@ -54,10 +53,16 @@ namespace sim {
 // errors
 
 enum State { RUNNABLE, AT_BARRIER, AT_WARP, DONE };
+// where a fiber or the scheduler continues when switched to (context_switch below)
+struct Context {
+#if defined(__x86_64__)
+    void *sp;  // its stack pointer, its registers pushed below it
+#else
+    ucontext_t uc;
+#endif
+};
 struct Fiber {
-    ucontext_t ctx;
-    jmp_buf jmp;   // where it yielded
-    bool started;
+    Context ctx;
     bool parked;   // its last body() returned: the next block's thread of this slot continues it
     int tid;
     State state;
@@ -156,8 +161,7 @@ static const WarpOp OP_SHFL_XOR = {"__shfl_xor_sync", exec_shfl_xor};
 
 static const size_t STACK_BYTES = 256 * 1024;
 static std::vector<char *> stacks;
-static ucontext_t sched_ctx;
-static jmp_buf sched_jmp;
+static Context sched_ctx;
 static void *sched_fake_stack = NULL;
 static const void *sched_stack_bottom = NULL;
 static size_t sched_stack_size = 0;
@@ -181,44 +185,82 @@ static inline void set_thread_index(int tid) {
     threadIdx.z = tid / (blockDim.x * blockDim.y);
 }
 
-// Switching. A fiber starts through makecontext/swapcontext; every later switch is
-// _setjmp/_longjmp: swapcontext also saves and restores the signal mask, a system call that took
-// half of the simulator's time (and under AddressSanitizer, its wrapper clears the shadow of the
-// whole 256 KiB stack it switches to, twice: 60% of the time, and the redzones of the locals of a
-// thread that waited at a barrier were gone, its overflows unseen). A fiber whose body() returned
-// parks on its stack instead of ending: the same slot's thread of the next block continues from
-// there with a _longjmp, so getcontext/makecontext/swapcontext run once per slot, not once per
-// thread of every block (a quarter of a simulated training step's time). Each switch is announced
-// to AddressSanitizer (a no-op in other builds): the stack it goes to, and its fake stack.
+// Switching. Every switch is context_switch(): on x86-64 a few instructions that save the
+// callee-saved registers and the stack pointer and load the other context's; elsewhere ucontext's
+// swapcontext. glibc's swapcontext saves and restores the signal mask, a system call that took half
+// of the simulator's time; its _setjmp/_longjmp that replaced it then still took a fifth (pointer
+// mangling, the cleanup-handler walk of _longjmp_unwind); and AddressSanitizer's wrappers of both
+// clear stack shadow at every switch (most of a sanitized run's time, and the redzones of the
+// locals of a thread that waited at a barrier were gone, its overflows unseen: sim_asan_check.cpp).
+// A fiber whose body() returned parks on its stack instead of ending: the same slot's thread of
+// the next block continues it, so a context is made once per slot, not once per thread of every
+// block. Each switch is announced to AddressSanitizer (a no-op in other builds): the stack it goes
+// to, and its fake stack.
 #if SIM_ASAN
 #define SIM_SWITCH_BEGIN(fake_save, bottom, size) __sanitizer_start_switch_fiber(fake_save, bottom, size)
 #define SIM_SWITCH_END(fake, old_bottom, old_size) __sanitizer_finish_switch_fiber(fake, old_bottom, old_size)
-// libc's own _longjmp, not AddressSanitizer's wrapper of it: the wrapper unpoisons the stack below
-// the jump for a longjmp that leaves frames behind (a memset of the shadow up to the stack's top and
-// a sigaltstack system call, 40% of the time). These jumps leave none: each goes from the deepest
-// frame of one stack (yield, resume) to an intact frame of another. sim_asan_check.cpp checks that
-// overflows are still reported.
-typedef void (*LongjmpFn)(jmp_buf, int);
-static LongjmpFn libc_longjmp(void) {
-    static LongjmpFn fn = NULL;
-    if (fn == NULL) {
-        void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
-        fn = libc ? (LongjmpFn)dlsym(libc, "_longjmp") : NULL;
-        if (fn == NULL) { fn = _longjmp; }  // the wrapper: slower, as correct
-    }
-    return fn;
-}
-#define SIM_LONGJMP(buf) libc_longjmp()(buf, 1)
 #else
 #define SIM_SWITCH_BEGIN(fake_save, bottom, size) ((void)0)
 #define SIM_SWITCH_END(fake, old_bottom, old_size) ((void)0)
-#define SIM_LONGJMP(buf) _longjmp(buf, 1)
+#endif
+
+#if defined(__x86_64__)
+// sim_context_switch(&from->sp, to->sp): pushes the System V ABI's callee-saved registers on the
+// running stack, saves its pointer, loads to's and pops to's registers; the ret continues to.
+// Weak: each simulator program is one translation unit, but two would not clash.
+extern "C" void sim_context_switch(void **save_sp, void *load_sp);
+asm(R"(
+    .text
+    .weak sim_context_switch
+    .type sim_context_switch, @function
+sim_context_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size sim_context_switch, .-sim_context_switch
+)");
+// a context that starts entry() on the stack [stack, stack + bytes): six zero registers for the
+// pops, entry as the return address, and below the top a zero word as entry's own return address
+// (entry never returns), so entry starts with the stack aligned as after a call
+static inline void context_start(Context *c, char *stack, size_t bytes, void (*entry)(void)) {
+#if SIM_ASAN
+    ASAN_UNPOISON_MEMORY_REGION(stack, bytes);  // the redzones of the frames a restarted slot leaves
+#endif
+    uintptr_t top = ((uintptr_t)stack + bytes) & ~(uintptr_t)15;
+    void **sp = (void **)top;
+    *--sp = NULL;              // entry's return address: none
+    *--sp = (void *)entry;     // where the ret of the first switch goes
+    for (int i = 0; i < 6; i++) { *--sp = NULL; }  // rbp rbx r12-r15
+    c->sp = sp;
+}
+static inline void context_switch(Context *from, Context *to) { sim_context_switch(&from->sp, to->sp); }
+#else
+static inline void context_start(Context *c, char *stack, size_t bytes, void (*entry)(void)) {
+    getcontext(&c->uc);
+    c->uc.uc_stack.ss_sp = stack;
+    c->uc.uc_stack.ss_size = bytes;
+    c->uc.uc_link = NULL;  // entry never returns
+    makecontext(&c->uc, entry, 0);
+}
+static inline void context_switch(Context *from, Context *to) { swapcontext(&from->uc, &to->uc); }
 #endif
 
 // fiber side: give control back to the scheduler; continues when resume() comes back to it
 static inline void yield(void) {
     SIM_SWITCH_BEGIN(&cur->fake_stack, sched_stack_bottom, sched_stack_size);
-    if (_setjmp(cur->jmp) == 0) { SIM_LONGJMP(sched_jmp); }
+    context_switch(&cur->ctx, &sched_ctx);
     SIM_SWITCH_END(cur->fake_stack, NULL, NULL);
 }
 
@@ -238,11 +280,7 @@ static inline void resume(Fiber *f) {
     cur = f;
     set_thread_index(f->tid);
     SIM_SWITCH_BEGIN(&sched_fake_stack, stacks[f->tid], STACK_BYTES);
-    if (_setjmp(sched_jmp) == 0) {
-        if (f->started) { SIM_LONGJMP(f->jmp); }
-        f->started = true;
-        swapcontext(&sched_ctx, &f->ctx);  // returns only by the _longjmp to sched_jmp
-    }
+    context_switch(&sched_ctx, &f->ctx);
     SIM_SWITCH_END(sched_fake_stack, NULL, NULL);
     cur = NULL;
 }
@@ -332,13 +370,8 @@ static inline void run_block(void) {
         f.tid = t;
         f.state = RUNNABLE;
         if (f.parked) { continue; }  // started: resume() continues it at its park
-        f.started = false;
         f.fake_stack = NULL;
-        getcontext(&f.ctx);
-        f.ctx.uc_stack.ss_sp = stacks[t];
-        f.ctx.uc_stack.ss_size = STACK_BYTES;
-        f.ctx.uc_link = &sched_ctx;
-        makecontext(&f.ctx, fiber_entry, 0);
+        context_start(&f.ctx, stacks[t], STACK_BYTES, fiber_entry);
     }
     if (dynamic_smem_bytes > 0) { memset(dynamic_smem, 0xff, dynamic_smem_bytes); }  // NaN in bf16 and fp32
     block_serial++;
