@@ -3,7 +3,7 @@
 # each `make <target>` into build/test-logs/<target>.log, one line per test as it ends, and at the
 # end the logs of those that failed. Two at a time because most tests are one process on one core
 # or wait (timeouts, SLURM, the multi-host namespaces): on a 2-core machine like CI's the whole
-# `make test` took 1147 s so, 2040 s one test after another (2026-11-28). What the tests build is
+# `make test` took 937 s so, 2040 s one test after another (2026-11-28). What the tests build is
 # built before, in one `make -j` (two makes building the same file at once would clash).
 #
 #   dev/test/run_suite.sh <test targets>    (dev/test/tests.mk's `test`; make test-prerequisites
