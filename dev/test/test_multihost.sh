@@ -237,6 +237,8 @@ LOST=("${RUN[@]}" -x 400 -e L2:C128:H4:T64:V512)
 # at_step8 OUT: 0 once OUT has the step line of step 8 (within 120 s: make test runs another test
 # beside this one), else 1
 at_step8() { for _ in $(seq 2400); do grep -q "^step 8/400 " "$1" 2> /dev/null && return 0; sleep 0.05; done; return 1; }
+# a failed run's output but its step lines (a crash's stack under mpirun or srun is long)
+show_output() { grep -v '^step ' "$1" | tail -40; }
 "$TRAINER" "${LOST[@]}" -o "$TMP/ref400" > ref400.out 2>&1 || bad "the 400-step reference failed"
 # node1's trainer processes
 node1_ranks() { for p in $(ip netns pids "${NS[0]}"); do [ "$(readlink "/proc/$p/exe")" = "$TRAINER" ] && echo "$p"; done; }
@@ -287,7 +289,7 @@ lose() {
         if [ -n "$pid" ] && grep -A2 "^  Local PID: *$pid\$" "$dir.out" | grep -q "^  Peer host: *node2\$"; then
             theirs="$theirs; rank $r ended by OpenMPI on a reset connection to node2 (its message names PID $pid)"
         else
-            bad "$what: rank $r printed no line naming the step and the ranks it waited for"; grep -v '^step ' "$dir.out" | tail -8
+            bad "$what: rank $r printed no line naming the step and the ranks it waited for"; show_output "$dir.out"
         fi
     done
     [ $ours -ge 1 ] || bad "$what: no rank printed a line naming the step"
@@ -320,8 +322,7 @@ near_time_limit() {
     on 1 env TRAINER="$TRAINER" "$@" timeout -s KILL 180 "${SB[@]}" -o "$TMP/$dir.out" "$ROOT/scripts/multi_node/slurm.sbatch" \
         "${LOST[@]}" -o "$TMP/$dir" > "sbatch_$dir.out" 2>&1 &
     job=$!
-    # (its output whole but the step lines where it does not: a crash's stack under mpirun is long)
-    at_step8 "$dir.out" || { bad "$dir: the job did not reach step 8"; grep -v '^step ' "$TMP/$dir.out" | tail -40; }
+    at_step8 "$dir.out" || { bad "$dir: the job did not reach step 8"; show_output "$dir.out"; }
     jobid=$(grep -o 'Submitted batch job [0-9]*' "sbatch_$dir.out" | grep -o '[0-9]*$')
     what="USR1 to the batch script of job $jobid at step $(grep -o '^step [0-9]*' "$dir.out" | sed -n '$p' | cut -d' ' -f2)"
     on 1 scancel --signal=USR1 --batch "$jobid" || bad "scancel --signal=USR1 --batch $jobid failed"
@@ -335,7 +336,7 @@ if [ $SRUN_PMIX = 1 ]; then
     [ $rc = 0 ] && grep -q "^slurm.sbatch: requeueing job $jobid (start 2)" requeue.out && [ -n "$first" ] \
         && grep -q "^step 400/400 " requeue.out && [ -f requeue/model_00000400.bin ] && [ "$(grep -c '^trainer ' requeue.out)" = 2 ] \
         && ok "$what: requeued, the second start $first and finished (both starts' output in one file), $((SECONDS - t0)) s in all" \
-        || { bad "$what: not checkpointed, requeued, resumed and finished (sbatch exit $rc)"; grep -v '^step ' requeue.out | tail -40; }
+        || { bad "$what: not checkpointed, requeued, resumed and finished (sbatch exit $rc)"; show_output requeue.out; }
     for d in ref400 requeue; do awk -F'[: ]' '$2 <= 40' $d/main.log > $d.first40.log; done
     compare_logs ref400.first40.log requeue.first40.log trl=1e-5 tel=1e-5 > cmp.out \
         && ok "$what: the requeued job's losses are an uninterrupted run's ($(head -1 cmp.out | sed 's/^ *//'))" \
@@ -345,7 +346,7 @@ if [ $SRUN_PMIX = 1 ]; then
     [ $rc = 0 ] && ! grep -q "requeueing" norequeue.out && ! grep -q "^step 400/400 " norequeue.out \
         && ls norequeue/DONE_* > /dev/null 2>&1 && [ "$(grep -c '^trainer ' norequeue.out)" = 1 ] \
         && ok "REQUEUE=0, $what: the run checkpointed at $(ls norequeue | grep -o 'DONE_[0-9]*' | tail -1) and the job ended (no restart)" \
-        || { bad "REQUEUE=0, $what: the job did not just checkpoint and end (sbatch exit $rc)"; grep -v '^step ' norequeue.out | tail -40; }
+        || { bad "REQUEUE=0, $what: the job did not just checkpoint and end (sbatch exit $rc)"; show_output norequeue.out; }
 fi
 
 # 4c. a crash under SLURM: slurm.sbatch relaunches the trainer within the allocation by
