@@ -19,7 +19,8 @@
 #     and continues with an uninterrupted run's losses. Under SLURM, the time limit's SIGUSR1 to
 #     slurm.sbatch: the run checkpoints, the job requeues itself, its second start resumes with an
 #     uninterrupted run's losses; with REQUEUE=0 the job ends instead. A crash under SLURM is
-#     relaunched within the job, an error that repeats is not (a stand-in trainer).
+#     relaunched within the job, an error that repeats is not (a stand-in trainer); a crash as the
+#     time limit nears requeues the job where that start wrote a checkpoint, else ends it.
 #  5. Bad input: a hostfile naming an unknown host, a MASTER_ADDR that does not resolve, a port in
 #     use, SLURM variables that disagree: one error line each, no hang.
 # Needs root (namespaces) and Debian's slurmctld, slurmd and munge; SKIPPED without them (a
@@ -357,9 +358,9 @@ stub_job() {
     local name=$1
     shift
     printf '%s\n' "$@" > "$name.plan"
-    on 1 env TRAINER="$ROOT/dev/test/relaunch_stub.sh" SRUN_MPI=none RETRIES=5 RETRY_WAIT=0 STUB_PLAN="$TMP/$name.plan" \
-        STUB_CALLS="$TMP/$name.calls" timeout -s KILL 60 sbatch --wait --nodes=1 --ntasks-per-node=1 --cpus-per-task=1 \
-        --gpus-per-node=0 -o "$TMP/$name.out" "$ROOT/scripts/multi_node/slurm.sbatch" -o "$TMP/$name" > /dev/null 2>&1 && rc=0 || rc=$?
+    on 1 env TRAINER="$ROOT/dev/test/relaunch_stub.sh" SRUN_MPI=none RETRIES=5 RETRY_WAIT=${RETRY_WAIT:-0} STUB_PLAN="$TMP/$name.plan" \
+        STUB_CALLS="$TMP/$name.calls" timeout -s KILL 90 sbatch --wait --nodes=1 --ntasks-per-node=1 --cpus-per-task=1 \
+        --gpus-per-node=0 -o "$TMP/$name.out" "$ROOT/scripts/multi_node/slurm.sbatch" -o "$TMP/$name" > "sbatch_$name.out" 2>&1 && rc=0 || rc=$?
 }
 stub_job crash "1000 1" "2000 0"
 [ $rc = 0 ] && [ "$(cat crash.calls)" = 2 ] && grep -q "^slurm.sbatch: the trainer exited with 1 (attempt 1 of 5); relaunching in 0 s" crash.out \
@@ -369,6 +370,29 @@ stub_job crashes "1000 1" "- 1" "- 1" "- 0"
 line=$(grep -m1 "twice in a row" crashes.out)
 [ $rc != 0 ] && [ "$(cat crashes.calls)" = 3 ] && grep -q "without a new checkpoint (newest: checkpoint 1000; attempt 3)" <<< "$line" \
     && ok "slurm.sbatch: an error that repeats ends the job: ${line:0:120}" || { bad "slurm.sbatch: an error that repeats (sbatch exit $rc)"; cat crashes.out; }
+# a crash as the time limit nears: USR1 to the batch script while it waits to relaunch; requeued
+# where this start wrote a checkpoint (the second start finishes), not where it wrote none
+# crash_at_limit NAME PLAN...: the job in the background, USR1 once it waits; sets rc
+crash_at_limit() {
+    local name=$1 job jobid
+    ( RETRY_WAIT=10 stub_job "$@"; exit $rc ) &
+    job=$!
+    for _ in $(seq 600); do grep -q "relaunching in 10 s" "$name.out" 2> /dev/null && break; sleep 0.1; done
+    jobid=$(grep -o 'Submitted batch job [0-9]*' "sbatch_$name.out" | grep -o '[0-9]*$')
+    on 1 scancel --signal=USR1 --batch "$jobid" || bad "scancel --signal=USR1 --batch '$jobid' failed"
+    wait $job && rc=0 || rc=$?
+}
+crash_at_limit limitcrash "1000 1" "2000 0"
+line=$(grep -m1 "as the time limit neared" limitcrash.out)
+[ $rc = 0 ] && [ "$(cat limitcrash.calls)" = 2 ] && grep -q "^slurm.sbatch: requeueing job" limitcrash.out \
+    && grep -q "is requeued instead of relaunched" <<< "$line" \
+    && ok "slurm.sbatch: a crash as the time limit nears, after checkpoint 1000: requeued, the second start finishes (${line:14:100})" \
+    || { bad "slurm.sbatch: a crash as the time limit nears was not requeued (sbatch exit $rc)"; cat limitcrash.out; }
+crash_at_limit limitstall "- 1" "- 0"
+line=$(grep -m1 "as the time limit neared" limitstall.out)
+[ $rc != 0 ] && [ "$(cat limitstall.calls)" = 1 ] && ! grep -q "requeueing" limitstall.out && grep -q "wrote no checkpoint" <<< "$line" \
+    && ok "slurm.sbatch: a crash as the time limit nears, no checkpoint in this start: the job ends (${line:14:100})" \
+    || { bad "slurm.sbatch: a crash at the time limit without a checkpoint (sbatch exit $rc)"; cat limitstall.out; }
 
 # ---- 5. bad input: one line each
 printf 'node1 slots=2\nnode3 slots=2\n' > badhosts
