@@ -323,20 +323,21 @@ def write_model(model, path, dtype):
     print(f"wrote {path} (version {version}, {sum(p.numel() for p in model.file_tensors()):,} parameters)")
 
 
-def probe_model_file(path):
-    """(config, version, error): the header and size of a model file checked, error None if fine"""
-    hint = "make one with: python train_gpt2.py --model d12 --write-model out.bin (or train_gpt2 -n)"
+def probe_model_file(path, in_checkpoint=False):
+    """(config, version, error): the header and size of a model file checked, error None if fine; a
+    checkpoint's gets no hint on making one (-y 1 takes the checkpoint before), as llmc/model_io.h"""
+    hint = "" if in_checkpoint else "; make one with: python train_gpt2.py --model d12 --write-model out.bin (or train_gpt2 -n)"
     why = not_a_file(path)
     if why:
-        return None, 0, f"model file '{path}' {why} (-e takes a .bin file or a descriptor such as d12 or L2:C64:H4)"
+        return None, 0, f"model file '{path}' {why}" + ("" if in_checkpoint else " (-e takes a .bin file or a descriptor such as d12 or L2:C64:H4)")
     size = os.path.getsize(path)
     if size < 1024:
         return None, 0, f"model file '{path}' is {size} bytes, smaller than its 1024-byte header (truncated?)"
     h = np.fromfile(path, dtype="<i4", count=256)
     if h[0] != MODEL_MAGIC:
-        return None, 0, f"'{path}' is not a GPT-2 model file (magic {h[0]}, expected {MODEL_MAGIC}); {hint}"
+        return None, 0, f"'{path}' is not a GPT-2 model file (magic {h[0]}, expected {MODEL_MAGIC}){hint}"
     if h[1] not in (3, 5):
-        return None, 0, f"model file '{path}' has version {h[1]}; this trainer reads version 3 (fp32) and 5 (bf16); {hint}"
+        return None, 0, f"model file '{path}' has version {h[1]}; this trainer reads version 3 (fp32) and 5 (bf16){hint}"
     maxT, V, L, NH, C, Vp = (int(x) for x in h[2:8])
     cfg = Config(L, C, NH, maxT, V)
     problem = cfg.problem() or (None if Vp == cfg.padded_vocab_size else "padded vocab size is not V rounded up to 128")
@@ -345,13 +346,13 @@ def probe_model_file(path):
     expected = 1024 + num_params(cfg) * (4 if h[1] == 3 else 2)
     if size != expected:
         return None, 0, (f"model file '{path}' is {size} bytes but its header ({cfg.describe()}, version {h[1]}) "
-                         f"implies {expected} bytes (truncated or corrupt); {hint}")
+                         f"implies {expected} bytes (truncated or corrupt){hint}")
     return cfg, int(h[1]), None
 
 
-def read_model_flat(path):
+def read_model_flat(path, in_checkpoint=False):
     """(config, flat float32 parameters in file order, error): the whole file, its CRC verified"""
-    cfg, version, err = probe_model_file(path)
+    cfg, version, err = probe_model_file(path, in_checkpoint)
     if err:
         return None, None, err
     with open(path, "rb") as f:
@@ -1087,8 +1088,8 @@ def checkpoint_save(a, d, dist, st, cfg, flat_params, m, v):
     dist.barrier()  # every file of this checkpoint is on disk
     if r == 0:
         atomic_write(ckpt_path(d, "DONE", st.step), [f"step {st.step}\nworld_size {W}\n".encode()])
-        if a.checkpoint_keep > 0:
-            for old in checkpoint_list(d)[max(a.checkpoint_keep, 1):]:
+        if a.checkpoint_keep > 0:  # as llmc/checkpoint.h: those past this one (an earlier run's) neither count nor go
+            for old in [s for s in checkpoint_list(d) if s <= st.step][max(a.checkpoint_keep, 1):]:
                 if a.checkpoint_major <= 0 or old % a.checkpoint_major != 0:
                     checkpoint_delete(d, old)
 
@@ -1255,7 +1256,7 @@ def checkpoint_read(a, d, step, cfg):
     if w <= 0:
         return None, f"marker DONE_{step:08d} in '{d}' is unreadable"
     path = ckpt_path(d, "model", step)
-    mcfg, flat, err = read_model_flat(path)
+    mcfg, flat, err = read_model_flat(path, in_checkpoint=True)
     if err:
         return None, err
     if mcfg.key() != cfg.key():
@@ -1345,8 +1346,10 @@ def rollback(a, dist, cfg, st, model, opt, muon, reason):
 
 
 def checkpoint_resume(a, dist, cfg, st):
-    """the newest complete, intact checkpoint in -o (all ranks agree), or None"""
-    for step in checkpoint_list(a.output_dir):
+    """the newest complete, intact checkpoint in -o (all ranks agree), or None where there is none
+    (where there are some and none loads, the run stops, as llmc/checkpoint.h's)"""
+    steps = checkpoint_list(a.output_dir)
+    for step in steps:
         ck, err = checkpoint_read(a, a.output_dir, step, cfg)
         if err:
             warn(f"skipping checkpoint {step}: {err}")
@@ -1358,6 +1361,11 @@ def checkpoint_resume(a, dist, cfg, st):
             g.count, g.head, g.consecutive, g.total_skipped = int(h[22]), int(h[23]), int(h[24]), get64(h, 25)
             g.loss_hist[:], g.norm_hist[:] = ck["guard"][:GUARD_WINDOW], ck["guard"][GUARD_WINDOW:]
             return ck
+    if steps:
+        d = a.output_dir
+        die(f"-y 1: none of the {len(steps)} complete checkpoint(s) in {d} loads (the warnings above say why); a fresh start "
+            f"would write among them: repair or move them, choose another -o, or pass --start-over 1 (without -y 1) "
+            f"to move them into {d}/old_run_<N>/ and start anew")
     return None
 
 

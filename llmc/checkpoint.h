@@ -304,14 +304,19 @@ static inline void checkpoint_delete(const char *dir, int step) {
 }
 
 /*
- * -nk keep, -nm major: keep the newest `keep` complete checkpoints (the newest one is never
- * deleted) and, with major > 0, every one whose step is a multiple of major (llm.c's major
- * checkpoints: a long run's milestones survive the rotation).
+ * -nk keep, -nm major, after checkpoint `newest` completed: keep the newest `keep` complete
+ * checkpoints up to it (it is never deleted) and, with major > 0, every one whose step is a
+ * multiple of major (llm.c's major checkpoints: a long run's milestones survive the rotation).
+ * Checkpoints past `newest` are an earlier run's that -y 1 skipped (damaged) or did not reach:
+ * neither counted nor deleted, so a damaged newer one cannot push this run's own out.
  */
-static inline void checkpoint_prune(const char *dir, int keep, int major) {
+static inline void checkpoint_prune(const char *dir, int keep, int major, int newest) {
     int *steps;
     int n = checkpoint_list(dir, &steps);
-    for (int i = (keep > 1 ? keep : 1); i < n; i++) {
+    int kept = 0;
+    for (int i = 0; i < n; i++) {  // newest first
+        if (steps[i] > newest) { continue; }
+        if (kept++ < (keep > 1 ? keep : 1)) { continue; }
         if (major <= 0 || steps[i] % major != 0) { checkpoint_delete(dir, steps[i]); }
     }
     free(steps);
@@ -701,7 +706,7 @@ static inline void checkpoint_complete(CkptWriter *w, Comm *c, int any_failed) {
         if (ckpt_write_done(w) != 0) {
             w->failed = 1;  // only rank 0 knows; it deletes the whole checkpoint below
         } else {
-            if (w->keep > 0) { checkpoint_prune(w->dir, w->keep, w->keep_major); }
+            if (w->keep > 0) { checkpoint_prune(w->dir, w->keep, w->keep_major, step); }
             if (w->background) {
                 printf("checkpoint %d written to %s (snapshot %.2f s, then %.2f s while training went on)\n", step, w->dir,
                        w->snapshot_s, w->write_s);
@@ -868,7 +873,7 @@ static inline int checkpoint_verify(const char *dir, int step, Backend *b, const
     if (w <= 0) { snprintf(err, errlen, "marker DONE_%08d in '%s' is unreadable", step, dir); return 1; }
     ckpt_path(path, sizeof(path), dir, "model", step, -1);
     ModelFileInfo info;
-    if (model_file_probe(path, &info, err, errlen)) { return 1; }
+    if (model_file_probe_in(path, &info, err, errlen, 1)) { return 1; }
     model_file_require_config(path, &info, &b->config, "resume with the -e of the run that wrote it, or use another -o");
     if (model_file_verify(path, &info)) { snprintf(err, errlen, "model file '%s' fails its checksum", path); return 1; }
     size_t lo = b->opt_offset, hi = b->opt_offset + b->opt_count;
@@ -980,7 +985,8 @@ static inline void checkpoint_load(const char *dir, int step, Backend *b, TrainS
 /*
  * Resume (-y 1): find the newest complete, intact checkpoint in dir and load it. A torn or
  * corrupt one is skipped with a warning naming the file. All ranks agree on the choice.
- * Returns 1 if a checkpoint was loaded, 0 if there was none (the run starts fresh).
+ * Returns 1 if a checkpoint was loaded, 0 if there was none (the run starts fresh). Where there
+ * were some and none loads, the run stops: a fresh start would write its checkpoints among them.
  */
 static inline int checkpoint_resume(const char *dir, Backend *b, Comm *c, TrainState *st) {
     int *steps = NULL;
@@ -1002,6 +1008,11 @@ static inline int checkpoint_resume(const char *dir, Backend *b, Comm *c, TrainS
         loaded = 1;
     }
     free(steps);
+    if (count > 0 && !loaded) {
+        llmc_die("-y 1: none of the %d complete checkpoint(s) in %s loads (the warnings above say why); a fresh start "
+                 "would write among them: repair or move them, choose another -o, or pass --start-over 1 (without -y 1) "
+                 "to move them into %s/old_run_<N>/ and start anew", count, dir, dir);
+    }
     return loaded;
 }
 

@@ -259,15 +259,18 @@ typedef struct {
 
 #define MODEL_FILE_HINT "make one with: python train_gpt2.py --model d12 --write-model out.bin (or train_gpt2 -n)"
 
-// read and validate the header and the file size; returns 0, or 1 with the problem in err
-static inline int model_file_probe(const char *path, ModelFileInfo *info, char *err, size_t errlen) {
+// read and validate the header and the file size; returns 0, or 1 with the problem in err. A
+// checkpoint's model file (in_checkpoint) gets no hint on making one: -y 1 skips it and takes the
+// checkpoint before, and a new model file in its place is not what a user should make.
+static inline int model_file_probe_in(const char *path, ModelFileInfo *info, char *err, size_t errlen, int in_checkpoint) {
+    const char *hint = in_checkpoint ? "" : "; " MODEL_FILE_HINT;
     FILE *fp;
     long long size;
     char why[512];
     int e = open_regular(path, &fp, &size, why, sizeof(why));
     if (e != 0) {
         snprintf(err, errlen, "model file '%s' %s%s", path, e == ENOENT ? "not found" : why,
-                 e == ENOENT ? " (-e takes a .bin file or a descriptor such as d12 or L2:C64:H4)" : "");
+                 e == ENOENT && !in_checkpoint ? " (-e takes a .bin file or a descriptor such as d12 or L2:C64:H4)" : "");
         return 1;
     }
     int header[HEADER_INTS];
@@ -278,16 +281,16 @@ static inline int model_file_probe(const char *path, ModelFileInfo *info, char *
         return 1;
     }
     if (header[0] != MODEL_MAGIC) {
-        snprintf(err, errlen, "'%s' is not a GPT-2 model file (magic %d, expected %d); %s", path, header[0], MODEL_MAGIC, MODEL_FILE_HINT);
+        snprintf(err, errlen, "'%s' is not a GPT-2 model file (magic %d, expected %d)%s", path, header[0], MODEL_MAGIC, hint);
         return 1;
     }
     if (header[1] != MODEL_VERSION_FP32 && header[1] != MODEL_VERSION_BF16) {
-        snprintf(err, errlen, "model file '%s' has version %d; this trainer reads version 3 (fp32) and 5 (bf16); %s",
-                 path, header[1], MODEL_FILE_HINT);
+        snprintf(err, errlen, "model file '%s' has version %d; this trainer reads version 3 (fp32) and 5 (bf16)%s",
+                 path, header[1], hint);
         return 1;
     }
     if (header[252] == CRC_TAG && (uint32_t)header[254] != header_crc(header, HEADER_INTS, 254)) {
-        snprintf(err, errlen, "model file '%s' has a corrupt header (it fails its checksum); %s", path, MODEL_FILE_HINT);
+        snprintf(err, errlen, "model file '%s' has a corrupt header (it fails its checksum)%s", path, hint);
         return 1;
     }
     info->version = header[1];
@@ -306,14 +309,17 @@ static inline int model_file_probe(const char *path, ModelFileInfo *info, char *
     long long expected = HEADER_BYTES + (long long)info->num_params * (info->version == MODEL_VERSION_FP32 ? 4 : 2);
     if (size != expected) {
         snprintf(err, errlen, "model file '%s' is %lld bytes but its header (L=%d C=%d NH=%d Vp=%d maxT=%d, version %d) "
-                 "implies %lld bytes (truncated or corrupt); %s",
+                 "implies %lld bytes (truncated or corrupt)%s",
                  path, size, info->config.num_layers, info->config.channels, info->config.num_heads,
-                 info->config.padded_vocab_size, info->config.max_seq_len, info->version, expected, MODEL_FILE_HINT);
+                 info->config.padded_vocab_size, info->config.max_seq_len, info->version, expected, hint);
         return 1;
     }
     info->has_crc = header[252] == CRC_TAG || header[252] == CRC_TAG_V1;
     info->crc = (uint32_t)header[253];
     return 0;
+}
+static inline int model_file_probe(const char *path, ModelFileInfo *info, char *err, size_t errlen) {
+    return model_file_probe_in(path, info, err, errlen, 0);
 }
 
 static inline void model_file_info(const char *path, ModelFileInfo *info) {

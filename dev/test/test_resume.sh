@@ -8,7 +8,9 @@
 #    ended by the same Ctrl-C), SIGHUP (which stays ignored under nohup), SIGUSR1 and SIGUSR2;
 #  - a second run into the -o of a running one (train_gpt2 or train_gpt2.py) is refused, naming
 #    it, and touches none of its files; a filesystem without locks gets one warning;
-#  - -nk keeps the newest K complete checkpoints, and -nm M also those at multiples of M;
+#  - -nk keeps the newest K complete checkpoints, and -nm M also those at multiples of M; a damaged
+#    newer checkpoint that -y 1 skipped does not count (train_gpt2 and train_gpt2.py);
+#  - -y 1 where every checkpoint is damaged stops with one line and touches nothing (both);
 #  - numeric guards: NaN steps are skipped and the run stops after -sm of them; an outlier loss is
 #    skipped without touching parameters or optimizer state;
 #  - resuming with another model size is an error naming the file;
@@ -242,6 +244,32 @@ want="DONE_00000012 DONE_00000024 DONE_00000036 DONE_00000040 "
     && [ "$(ls major | grep '^DONE' | tr '\n' ' ')" = "DONE_00000012 DONE_00000024 DONE_00000036 DONE_00000040 DONE_00000044 " ] \
     && echo "ok   resumed from 40 to 44: 36 kept as a major checkpoint, 40 as one of the newest 2" \
     || { bad "-nm 12 resume: $(ls major | grep '^DONE' | tr '\n' ' ')"; tail -n 3 major2.out; }
+
+# a damaged newer checkpoint (an earlier run's, skipped by -y 1) is neither counted nor deleted by
+# -nk: the resumed run's own newest stays (before: -nk 1 kept the damaged 40 and deleted 38 and 36)
+flip() { $PY -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[len(b)//2]^=0x40; open(p,'wb').write(b)" "$1"; }
+for tr in c py; do
+    d=prunebad_$tr; cp -r prune $d; flip $d/state_00000040_00000.bin
+    run=("$TRAINER"); [ $tr = py ] && run=($PY "$ROOT/train_gpt2.py")
+    "${run[@]}" "${ARGS[@]}" -o $d -n 2 -nk 1 -x 38 -y 1 > $d.out 2>&1 || bad "$tr: resume with -nk 1 and a damaged checkpoint 40 failed"
+    got=$(ls $d | grep '^DONE' | tr '\n' ' ')
+    [ "$got" = "DONE_00000038 DONE_00000040 " ] && grep -q "resumed from checkpoint 36" $d.out \
+        && ok "$tr: -nk 1 after -y 1 skipped a damaged checkpoint 40: the run's own 38 kept, 40 left alone, 36 pruned" \
+        || { bad "$tr: -nk 1 with a damaged newer checkpoint left: $got"; grep -i "skip\|resumed\|error" $d.out | head -3; }
+done
+# every checkpoint damaged: -y 1 stops with one line, touching nothing (before: a fresh start wrote among them)
+ckpt_files() { ls -l --time-style=+%s.%N "$1" | grep ' \(DONE\|model\|state\)_' | md5sum; }
+for tr in c py; do
+    d=allbad_$tr; cp -r prune $d; flip $d/state_00000040_00000.bin; flip $d/model_00000036.bin
+    before=$(ckpt_files $d)
+    run=("$TRAINER"); [ $tr = py ] && run=($PY "$ROOT/train_gpt2.py")
+    "${run[@]}" "${ARGS[@]}" -o $d -n 4 -y 1 > $d.out 2>&1; rc=$?
+    line=$(grep -m1 '^error:' $d.out)
+    [ $rc = 1 ] && grep -q "none of the 2 complete checkpoint(s) in $d loads.*--start-over 1" <<< "$line" \
+        && [ "$(grep -c '^step ' $d.out)" = 0 ] && [ "$(ckpt_files $d)" = "$before" ] \
+        && ok "$tr: -y 1 with every checkpoint damaged: ${line:0:110}..." \
+        || { bad "$tr: -y 1 with every checkpoint damaged: exit $rc"; tail -n 3 $d.out; }
+done
 
 # ---- another model size in the checkpoint dir
 "$TRAINER" "${ARGS[@]}" -e L2:C32:H4:T64:V512 -o ref1 -y 1 > size.out 2>&1; rc=$?
