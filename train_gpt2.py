@@ -760,6 +760,17 @@ def lr_at(a, step, max_steps, peak=None):
     return float(np.float32(min_lr + coeff * (float(peak) - min_lr)))
 
 
+def warn_schedule_change(a, steps, old_steps, start):
+    """llmc/train_loop.h's: a resumed run with another -x than its checkpoint's follows another LR
+    schedule from the first remaining step whose learning rate differs"""
+    for s in range(start, steps):
+        was, now = lr_at(a, s, old_steps), lr_at(a, s, steps)
+        if was != now:
+            warn(f"-x {steps} differs from the -x {old_steps} of the run that wrote checkpoint {start} in {a.output_dir}: "
+                 f"the LR schedule depends on -x, so it changes from here on (step {s + 1}: lr {now:.2e} instead of {was:.2e})")
+            return
+
+
 # ---------------------------------------------------------------------------------------------
 # random streams of llmc/utils.h: splitmix64, for the init and the shuffle
 
@@ -1356,7 +1367,7 @@ def checkpoint_resume(a, dist, cfg, st):
         if dist.allreduce([1.0 if err else 0.0], "max")[0] == 0.0:
             h = ck["header"]
             st.step, st.opt_steps, st.sample_rng = int(h[10]), int(h[11]), get64(h, 20) & U64
-            st.data_skip, st.rollbacks = int(h[36]), int(h[37])
+            st.data_skip, st.rollbacks, st.max_steps = int(h[36]), int(h[37]), int(h[27])
             g = st.guard
             g.count, g.head, g.consecutive, g.total_skipped = int(h[22]), int(h[23]), int(h[24]), get64(h, 25)
             g.loss_hist[:], g.norm_hist[:] = ck["guard"][:GUARD_WINDOW], ck["guard"][GUARD_WINDOW:]
@@ -1627,7 +1638,7 @@ def gpu_peak_flops(device):
 def resolve_model(a, device):
     """the model that -e names: a descriptor (the C trainers' init from -rs) or a model file"""
     desc = a.model
-    if re.fullmatch(r"d\d+", desc) or re.match(r"L\d", desc):
+    if re.fullmatch(r"(?:gpt2:)?d\d+|gpt3:c\d+", desc) or re.match(r"L\d", desc):  # as gpt2_parse_descriptor
         cfg = Config.from_descriptor(desc, "-e")
         flat = c_init_params(cfg, a.seed)  # the same seed on every rank: the same model
     else:
@@ -1861,6 +1872,8 @@ def train_main(argv):
                   f"no complete checkpoint in {a.output_dir}: starting from scratch", flush=True)
     if st.step > M:
         die(f"checkpoint {st.step} in {a.output_dir} is past the end of this run (-x {M}); raise -x to continue")
+    if resumed and rank == 0 and 0 < st.max_steps != M:
+        warn_schedule_change(a, M, st.max_steps, st.step)
     st.max_steps = M
 
     # ---- the fast paths, each where the installed torch and the device have it

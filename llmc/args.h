@@ -278,7 +278,10 @@ static inline long long args_parse_int(const char *flag, const char *s, double l
     errno = 0;
     long long v = strtoll(s, &end, 10);
     if (errno != 0 || end == s || *end != '\0') { args_fail("%s %s: expected an integer%s", flag, s, also); }
-    if ((double)v < lo || (double)v > hi) { args_fail("%s %s: must be in %.0f..%.0f%s", flag, s, lo, hi, also); }
+    // the bounds as integers: LLONG_MAX is 2^63 as a double, one past the largest value taken
+    const long long lo_i = lo <= (double)LLONG_MIN ? LLONG_MIN : (long long)lo;
+    const long long hi_i = hi >= (double)LLONG_MAX ? LLONG_MAX : (long long)hi;
+    if (v < lo_i || v > hi_i) { args_fail("%s %s: must be in %lld..%lld%s", flag, s, lo_i, hi_i, also); }
     return v;
 }
 

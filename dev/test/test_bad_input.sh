@@ -89,6 +89,7 @@ expect "bad number"            "expected an integer" -- -i "$TMP/good.bin" "${BA
 expect "bad -b (auto offered)" "-b two: expected an integer or auto" -- -i "$TMP/good.bin" "${BASE[@]}" -b two
 expect "bad -r word"           "-r autox: expected an integer or auto" -- -i "$TMP/good.bin" "${BASE[@]}" -r autox
 expect "-r out of range"       "-r 3: must be in 0..2 or auto" -- -i "$TMP/good.bin" "${BASE[@]}" -r 3
+expect "-rs below 0 (its bound exactly)" "-rs -1: must be in 0..9223372036854775807 (see" -- -i "$TMP/good.bin" "${BASE[@]}" -rs -1
 expect "bad descriptor"        "descriptor"         -- -i "$TMP/good.bin" -e L2:C64 -b 2 -t 32
 expect "bad schedule"          "expected one of cosine|linear|constant|wsd" -- -i "$TMP/good.bin" "${BASE[@]}" -k triangle
 expect "bad attention"         "-at flash: expected one of auto|own|cudnn" -- -i "$TMP/good.bin" "${BASE[@]}" -at flash

@@ -153,6 +153,20 @@ if timeout -k 10 60 $PY "$TORCH_TRAINER" "${ARGS[@]}" -x 7 -o fifo_done -y 1 > f
 else
     bad "train_gpt2.py -y 1 with a FIFO marker"; tail -n 3 fifo_done.out
 fi
+# that resume ran with -x 7 where the checkpoint's run had -x 12: both trainers name the schedule change alike
+cp -r c1 xchange && rm xchange/DONE_00000012 && rm -f fifo_done/DONE_00000012
+timeout -k 10 60 "$TRAINER" "${ARGS[@]}" -x 7 -o xchange -y 1 > xchange.out 2>&1
+want=$(grep -m1 '^warning: -x 7 differs' xchange.out | sed 's/ in xchange:/ in DIR:/'); got=$(grep -m1 '^warning: -x 7 differs' fifo_done.out | sed 's/ in fifo_done:/ in DIR:/')
+[ -n "$want" ] && [ "$got" = "$want" ] && ok "a resume with another -x: both trainers warn alike (${want:9:120})" \
+    || { bad "a resume with another -x: train_gpt2.py's warning differs"; printf '  train_gpt2:    %s\n  train_gpt2.py: %s\n' "$want" "$got"; }
+# llm.c's descriptors gpt2:dN and gpt3:cN: the same model and first loss
+for e in gpt2:d2 gpt3:c384; do
+    "$TRAINER" "${ARGS[@]}" -e $e -b 1 -x 1 -v 0 -s 0 -n 0 -h 0 > desc_c.out 2>&1
+    $PY "$TORCH_TRAINER" "${ARGS[@]}" -e $e -b 1 -x 1 -v 0 -s 0 -n 0 -h 0 > desc_py.out 2>&1
+    c=$(grep -o '^step 1/1 | loss [0-9.]*' desc_c.out | grep -o '[0-9.]*$'); p=$(grep -o '^step 1/1 | loss [0-9.]*' desc_py.out | grep -o '[0-9.]*$')
+    [ -n "$c" ] && [ -n "$p" ] && $PY -c "import sys; sys.exit(abs($c - $p) > 1e-4 * $c)" \
+        && ok "-e $e: both trainers build it alike (step 1 loss $c and $p)" || { bad "-e $e: train_gpt2 '$c', train_gpt2.py '$p'"; tail -n 2 desc_py.out; }
+done
 
 # ---- 4. bad input: one line naming the flag or file
 torch_error() {  # torch_error <name> <words> <flags...>: train_gpt2.py rejects them (expect_error, lib.sh)
