@@ -34,6 +34,7 @@ import datetime
 import fcntl
 import glob
 import inspect
+import json
 import math
 import os
 import re
@@ -1895,18 +1896,35 @@ def train_main(argv):
         from torch.nn.parallel import DistributedDataParallel as DDP
         train_model = DDP(train_model, device_ids=[device.index] if cuda else None, broadcast_buffers=False)
 
-    log = None
+    log = metrics = None  # main.log and metrics.jsonl (llmc/logger.h; no phase times or GPU readings here)
     if a.output_dir and rank == 0:
-        path = os.path.join(a.output_dir, "main.log")
-        try:
-            log = open(path, "a" if resumed else "w")
-        except OSError as e:
-            die(f"-o: cannot write the log '{path}': {e.strerror}; remove what is there or choose another -o")
+        for name in ("main.log", "metrics.jsonl"):
+            path = os.path.join(a.output_dir, name)
+            try:
+                f = open(path, "a" if resumed else "w")
+            except OSError as e:
+                die(f"-o: cannot write the log '{path}': {e.strerror}; remove what is there or choose another -o")
+            log, metrics = (f, metrics) if name == "main.log" else (log, f)
 
     def log_line(text):
         if log:
             log.write(text + "\n")
             log.flush()
+
+    def log_metrics(event, step, **fields):
+        """one metrics.jsonl object: fields are (printf format, value) pairs, a non-finite number null,
+        or strings; the C logger's keys, order and digits"""
+        if metrics:
+            parts = [f'"event":"{event}"', f'"step":{step}']
+            for key, v in fields.items():
+                if isinstance(v, str):
+                    parts.append(f'"{key}":' + json.dumps(v, ensure_ascii=False))
+                elif isinstance(v, tuple):
+                    parts.append(f'"{key}":' + (format(v[1], v[0]) if math.isfinite(v[1]) else "null"))
+                else:
+                    parts.append(f'"{key}":{v}')
+            metrics.write("{" + ",".join(parts) + "}\n")
+            metrics.flush()
     tokenizer = load_tokenizer(a.tokenizer) if rank == 0 and a.sample_every > 0 else None
     P = num_params(cfg)
     flops_per_token = 6.0 * P + 6.0 * cfg.n_layer * T * cfg.n_embd  # gpt2_flops_per_token (model_io.h): llm.c's count
@@ -1939,13 +1957,16 @@ def train_main(argv):
             if rank == 0:
                 print(f"val loss {vl:.6f} ({time.time() - t0:.2f} s)", flush=True)
             log_line(f"s:{s} tel:{vl:.9g}")
+            hsw = {}
             if examples:
-                t0 = time.time()
+                t1 = time.time()
                 correct, evaluated = hellaswag(a, dist, model, examples, autocast)
                 acc = float(np.float32(correct / evaluated)) if evaluated else math.nan  # -hm 0
                 if rank == 0:
-                    print(f"HellaSwag: {int(correct)}/{int(evaluated)} = {acc:.4f} ({time.time() - t0:.2f} s)", flush=True)
+                    print(f"HellaSwag: {int(correct)}/{int(evaluated)} = {acc:.4f} ({time.time() - t1:.2f} s)", flush=True)
                 log_line(f"s:{s} hsw:{acc:.6f}")
+                hsw = {"hellaswag": (".6f", acc)}
+            log_metrics("eval", s, tokens=s * a.total_batch, val_loss=(".9g", vl), **hsw, ms=(".3f", (time.time() - t0) * 1000))
         if rank == 0 and a.sample_every > 0 and ((s > 0 and s % a.sample_every == 0) or last):
             sample(a, model, tokenizer, st, device, autocast)
         if last:
@@ -1998,6 +2019,9 @@ def train_main(argv):
             eta = format_duration(timed / timed_steps * (M - st.step)) if timed_steps else "-"
             print(f"{line} | eta {eta}{' | SKIPPED' if reason else ''}", flush=True)
         log_line(f"s:{s} trl:{loss:.9g} lr:{lr:.6g} norm:{norm:.6g} tok:{st.step * a.total_batch}")
+        mfu = {"mfu_pct": (".2f", 100.0 * flops_per_token * a.total_batch / dt / W / peak)} if peak > 0 else {}
+        log_metrics("step", s, tokens=st.step * a.total_batch, loss=(".9g", loss), lr=(".6g", lr), norm=(".6g", norm),
+                    ms=(".3f", dt * 1000), tok_per_s=(".1f", a.total_batch / dt), **mfu, **({"skipped": reason} if reason else {}))
         if reason:
             if rank == 0:
                 warn(f"step {st.step} skipped: {reason}")
@@ -2006,6 +2030,7 @@ def train_main(argv):
                 frm = st.step
                 rollback(a, dist, cfg, st, model, opt, muon, reason)
                 log_line(f"s:{frm} rollback:{st.step} data_skipped:{frm - st.step}")
+                log_metrics("rollback", frm, to=st.step, data_skipped=frm - st.step)
                 s = st.step
                 continue
             if st.guard.consecutive >= st.guard.max_consecutive:

@@ -9,7 +9,8 @@
 #     rates are the same strings.
 #     torch.compile (LLMC_TEST_COMPILE's stand-in: torch 1.13 has none) on 2 ranks: bitwise the eager
 #     run; failing on rank 1, both train the eager model and say so, bitwise the same.
-#  2. only rank 0 prints step lines and writes main.log; a state file per rank, whose header
+#  2. only rank 0 prints step lines and writes main.log and metrics.jsonl (the C trainer's events,
+#     keys and values but its phase times); a state file per rank, whose header
 #     (data position, AdamW count, sampling RNG after a sample, guard counters, model) equals the
 #     C trainer's.
 #  3. checkpoints cross over: ./train_gpt2 -np 2 step 6 resumes in train_gpt2.py (1 process), and
@@ -69,6 +70,25 @@ sys.exit(0 if d <= tol else 1)
 EOF
 }
 
+# compare_metrics <train_gpt2.py's metrics.jsonl> <train_gpt2's>: the same events with the same keys
+# (but the C trainer's phase times, *_ms), losses within 1e-4 relative, the rest as main.log's
+compare_metrics() {
+    $PY - "$@" <<'EOF'
+import json, sys
+p, c = ([json.loads(line) for line in open(f)] for f in sys.argv[1:])
+c = [{k: v for k, v in e.items() if not k.endswith("_ms")} for e in c]
+bad = [] if len(p) == len(c) else [f"{len(p)} events against {len(c)}"]
+for a, b in zip(p, c):
+    if list(a) != list(b) or any(a[k] != b[k] for k in ("event", "step", "tokens", "lr") if k in a):
+        bad.append(f"{a} against {b}")
+    bad += [f"{k} {a[k]} against {b[k]} at step {a['step']}" for k in ("loss", "val_loss", "hellaswag", "norm")
+            if k in a and k in b and abs(a[k] - b[k]) > 1e-4 * abs(b[k])]
+print(f"  metrics.jsonl: {len(p)} events ({', '.join(sorted({e['event'] for e in p}))}), "
+      f"{'the same keys and values' if not bad else 'differ: ' + '; '.join(bad[:3])}")
+sys.exit(1 if bad else 0)
+EOF
+}
+
 # ---- 1, 2: the same run by both trainers on 1 and 2 processes
 for np in 1 2; do
     "${MPIRUN[@]}" -np $np "$TRAINER" "${ARGS[@]}" -b ${B_FOR[$np]} -o c$np > c$np.out 2>&1 \
@@ -77,6 +97,7 @@ for np in 1 2; do
     # train loss, gradient norm, val loss, HellaSwag accuracy (a count: equal)
     echo "np=$np, train_gpt2.py vs train_gpt2:"
     compare_logs p$np/main.log c$np/main.log trl=1e-4 norm=1e-4 tel=1e-4 hsw=0 || bad "np=$np: the logs differ"
+    compare_metrics p$np/metrics.jsonl c$np/metrics.jsonl || bad "np=$np: metrics.jsonl differs"
     n=$(grep -c '^s:[0-9]* trl:' p$np/main.log)
     [ "$n" -eq 12 ] || bad "train_gpt2.py np=$np logged $n steps, expected 12"
     echo "np=$np final parameters:"
@@ -102,7 +123,7 @@ torch_ranks 1 pwsd "${WSD_LONG[@]}" --out pwsd || { bad "train_gpt2.py -k wsd (l
 echo "-k wsd, train_gpt2.py (${WSD_LONG[*]:0:5} ...) vs train_gpt2:"
 compare_logs pwsd/main.log cwsd/main.log lr=0 trl=1e-4 || bad "-k wsd: the logs differ"
 # and -nk 1 -nm 4 keep the same checkpoints: the newest and the multiples of 4
-[ "$(ls pwsd | grep '^DONE' | tr '\n' ' ')" = "DONE_00000004 DONE_00000008 DONE_00000010 " ] && [ "$(ls pwsd | grep -v '^main.log$' | tr '\n' ' ')" = "$(ls cwsd | grep -v '^main.log$\|^metrics.jsonl$' | tr '\n' ' ')" ] \
+[ "$(ls pwsd | grep '^DONE' | tr '\n' ' ')" = "DONE_00000004 DONE_00000008 DONE_00000010 " ] && [ "$(ls pwsd | tr '\n' ' ')" = "$(ls cwsd | tr '\n' ' ')" ] \
     && echo "ok   -nk 1 -nm 4: both kept checkpoints 4, 8 and 10" || bad "-nk 1 -nm 4: train_gpt2.py kept $(ls pwsd | tr '\n' ' '), train_gpt2 $(ls cwsd | tr '\n' ' ')"
 # torch.compile (GPUs only; here LLMC_TEST_COMPILE's stand-in: torch 1.13 has none), tried once before
 # the first step: where it compiles, DDP trains the compiled module; where it fails on any rank,
@@ -242,7 +263,7 @@ cp -r c1 over
 torch_error "--start-over with -y 1" "--start-over 1 starts a new run in -o <dir>" "${ARGS[@]}" -b 4 -o over -y 1 --start-over 1
 timeout -k 10 300 $PY "$TORCH_TRAINER" "${ARGS[@]}" -b 4 -x 2 -n 0 -s 0 -o over --start-over 1 > over.out 2>&1 || { bad "--start-over 1 failed"; tail -n 3 over.out; }
 [ "$(ls over/old_run_1)" = "$(ls c1 | grep -v '^old_run_\|^llmc_run.lock$')" ] && [ "$(grep -c '^s:[0-9]* trl:' over/main.log)" = 2 ] \
-    && [ "$(ls over)" = "$(printf 'llmc_run.lock\nmain.log\nold_run_1')" ] \
+    && [ "$(ls over)" = "$(printf 'llmc_run.lock\nmain.log\nmetrics.jsonl\nold_run_1')" ] \
     && grep -q "^--start-over: the earlier run in over (.* checkpoint file(s), its logs) moved to over/old_run_1$" over.out \
     && ok "train_gpt2.py --start-over 1: the old run in over/old_run_1 (as train_gpt2 moves it), the new one in its place" \
     || { bad "train_gpt2.py --start-over 1: over holds $(ls over | tr '\n' ' '), old_run_1 $(ls over/old_run_1 2>&1 | tr '\n' ' ')"; tail -n 2 over.out; }
