@@ -1076,6 +1076,9 @@ def get64(h, i):
 def checkpoint_save(a, d, dist, st, cfg, flat_params, m, v):
     """model (rank 0), this rank's state file (the even split of [0, P)), then DONE (rank 0)"""
     P, r, W = len(flat_params), dist.rank, dist.world
+    if r == 0 and os.path.lexists(ckpt_path(d, "DONE", st.step)):
+        os.remove(ckpt_path(d, "DONE", st.step))  # an earlier run's of this step: incomplete while its files are replaced
+    dist.barrier()
     if r == 0:
         atomic_write(ckpt_path(d, "model", st.step), [model_file_bytes(cfg, flat_params.astype("<f4").tobytes(), 3)])
     lo, hi = P * r // W, P * (r + 1) // W
@@ -1150,7 +1153,7 @@ def lock_output_dir(d):
 def ckpt_file_kind(name):
     """1: a checkpoint's file (DONE_, model_, state_ names of ckpt_path); 2: a killed writer's temporary of one; 0"""
     base, tmp, _ = name.partition(".tmp.")
-    if not re.fullmatch(r"DONE_\d{8}|model_\d{8}\.bin|state_\d{8}_\d{5}\.bin", base):
+    if not re.fullmatch(r"DONE_\d{8}|DONE_\d{8}\.skipped|model_\d{8}\.bin|state_\d{8}_\d{5}\.bin", base):
         return 0
     return 2 if tmp else 1
 
@@ -1361,11 +1364,20 @@ def checkpoint_resume(a, dist, cfg, st):
     """the newest complete, intact checkpoint in -o (all ranks agree), or None where there is none
     (where there are some and none loads, the run stops, as llmc/checkpoint.h's)"""
     steps = checkpoint_list(a.output_dir)
-    for step in steps:
+    for i, step in enumerate(steps):
         ck, err = checkpoint_read(a, a.output_dir, step, cfg)
         if err:
             warn(f"skipping checkpoint {step}: {err}")
         if dist.allreduce([1.0 if err else 0.0], "max")[0] == 0.0:
+            if dist.rank == 0:  # the skipped newer ones: llmc/checkpoint.h's ckpt_retire_skipped
+                for old in steps[:i]:
+                    done = ckpt_path(a.output_dir, "DONE", old)
+                    try:
+                        os.rename(done, done + ".skipped")
+                        warn(f"checkpoint {old} stays in {a.output_dir} as it is, its marker renamed DONE_{old:08d}.skipped "
+                             "(rename it back to resume from it)")
+                    except OSError:
+                        pass
             h = ck["header"]
             st.step, st.opt_steps, st.sample_rng = int(h[10]), int(h[11]), get64(h, 20) & U64
             st.data_skip, st.rollbacks, st.max_steps = int(h[36]), int(h[37]), int(h[27])

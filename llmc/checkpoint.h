@@ -648,7 +648,13 @@ static inline void ckpt_remove_files(const CkptWriter *w, int step, int first, i
 static inline void ckpt_remove_incomplete(const CkptWriter *w, int step) {
     char path[4096];
     ckpt_path(path, sizeof(path), w->dir, "DONE", step, -1);
-    if (access(path, F_OK) == 0) { return; }
+    if (access(path, F_OK) == 0) {
+        // an earlier run's complete checkpoint of this step (its files are replaced one by one):
+        // incomplete from here on, so that a crash midway cannot leave its marker over a mix of
+        // old and new files that all pass their checksums
+        if (w->rank == 0) { remove(path); }
+        return;
+    }
     ckpt_remove_files(w, step, w->rank, w->rank);
 }
 
@@ -656,6 +662,7 @@ static inline void ckpt_remove_incomplete(const CkptWriter *w, int step) {
 static inline void checkpoint_begin(CkptWriter *w, Comm *c, const TrainState *st) {
     if (w->in_flight) { checkpoint_settle(w, c); }
     ckpt_remove_incomplete(w, st->step);
+    c->barrier(c);  // a stale marker of this step (rank 0 removes it) is gone before any rank's new file
     w->st = *st;
     w->last_begun = st->step;
     w->in_flight = 1;
@@ -983,6 +990,24 @@ static inline void checkpoint_load(const char *dir, int step, Backend *b, TrainS
 }
 
 /*
+ * The checkpoints newer than the one a resume loaded (steps[0..n), each skipped with a warning)
+ * belong to the interrupted run's past: their markers become DONE_<step>.skipped, so that -nk
+ * neither counts them nor deletes them and the resumed run never mixes its files with theirs;
+ * their files stay for a look (rename the marker back to use one again).
+ */
+static inline void ckpt_retire_skipped(const char *dir, const int *steps, int n) {
+    char from[4096], to[4200];
+    for (int i = 0; i < n; i++) {
+        ckpt_path(from, sizeof(from), dir, "DONE", steps[i], -1);
+        snprintf(to, sizeof(to), "%s.skipped", from);
+        if (rename(from, to) == 0) {
+            llmc_warn("checkpoint %d stays in %s as it is, its marker renamed DONE_%08d.skipped (rename it back to resume from it)",
+                      steps[i], dir, steps[i]);
+        }
+    }
+}
+
+/*
  * Resume (-y 1): find the newest complete, intact checkpoint in dir and load it. A torn or
  * corrupt one is skipped with a warning naming the file. All ranks agree on the choice.
  * Returns 1 if a checkpoint was loaded, 0 if there was none (the run starts fresh). Where there
@@ -1006,6 +1031,7 @@ static inline int checkpoint_resume(const char *dir, Backend *b, Comm *c, TrainS
         if (any_bad) { continue; }
         checkpoint_load(dir, steps[i], b, st);
         loaded = 1;
+        if (c->rank == 0) { ckpt_retire_skipped(dir, steps, i); }
     }
     free(steps);
     if (count > 0 && !loaded) {
@@ -1036,12 +1062,14 @@ static inline void checkpoint_plan_resume(PlanResume *out, const TrainArgs *a, i
     free(steps);
 }
 
-// 1 if `name` is a checkpoint's file (DONE_%08d, model_%08d.bin, state_%08d_%05d.bin), 2 if it is
-// a temporary file a killed writer left of one (<name>.tmp.<pid>: never read), else 0
+// 1 if `name` is a checkpoint's file (DONE_%08d, model_%08d.bin, state_%08d_%05d.bin, and a
+// skipped one's DONE_%08d.skipped), 2 if it is a temporary file a killed writer left of one
+// (<name>.tmp.<pid>: never read), else 0
 static inline int ckpt_file_kind(const char *name) {
     size_t n = strlen(name);
     const char *tmp = strstr(name, ".tmp.");
     if (tmp) { n = (size_t)(tmp - name); }
+    else if (n == 21 && !strcmp(name + 13, ".skipped")) { n = 13; }
     int is = (n == 13 && !strncmp(name, "DONE_", 5) && ckpt_digits(name + 5, name + 13) >= 0) ||
              (n == 18 && !strncmp(name, "model_", 6) && !strncmp(name + 14, ".bin", 4) && ckpt_digits(name + 6, name + 14) >= 0) ||
              (n == 24 && !strncmp(name, "state_", 6) && name[14] == '_' && !strncmp(name + 20, ".bin", 4) &&

@@ -2,7 +2,8 @@
 # A run is never lost (issue: robust runs), on CPU ranks:
 #  - SIGKILL at several points, and in the middle of a checkpoint write (LLMC_FAULT), then -y 1:
 #    the per-step losses and the text samples equal the uninterrupted run bit for bit;
-#  - a corrupt newest checkpoint (model or state file) is skipped with a warning naming the file;
+#  - a corrupt newest checkpoint (model or state file) is skipped with a warning naming the file,
+#    and its marker retired (DONE_N.skipped): a rewrite of its step killed midway is not resumed;
 #  - SIGTERM / SIGINT on any rank: every rank finishes the step, a checkpoint is written, exit 0;
 #    a second signal exits at once; the same for SIGPIPE (stdout's reader gone: `| tee` killed, or
 #    ended by the same Ctrl-C), SIGHUP (which stays ignored under nohup), SIGUSR1 and SIGUSR2;
@@ -94,6 +95,27 @@ for f in state_00000036_00000.bin model_00000036.bin; do
     final_losses $d > $d.loss
     same "corrupt $f skipped: losses bitwise equal" $d.loss ref1.loss
 done
+
+# a skipped checkpoint's step written again, killed midway: its old marker must not stand over a mix
+# of old and new files (before: the old DONE_36 stayed, the new model beside the old state file, and
+# the next -y 1 resumed that mix without a warning). -y 1 retires the skipped marker
+# (DONE_00000036.skipped), the rewrite is incomplete, the next -y 1 falls back to 32: bitwise the reference
+flip() { $PY -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[len(b)//2]^=0x40; open(p,'wb').write(b)" "$1"; }
+d=rewrite; cp -r ref1 $d; rm $d/DONE_00000040; flip $d/model_00000036.bin
+LLMC_FAULT=state:36 "$TRAINER" "${ARGS[@]}" -o $d -n 4 -y 1 > $d.out1 2>&1
+"$TRAINER" "${ARGS[@]}" -o $d -n 4 -y 1 > $d.out2 2>&1 || bad "the resume after a killed rewrite of checkpoint 36 failed"
+final_losses $d > $d.loss
+grep -q "checkpoint 36 stays in $d as it is, its marker renamed DONE_00000036.skipped" $d.out1 && [ -f $d/DONE_00000036.skipped ] \
+    && grep -q "resumed from checkpoint 32" $d.out2 && cmp -s $d.loss ref1.loss \
+    && ok "a skipped checkpoint 36 rewritten and killed midway: its marker retired, the next -y 1 from 32, losses bitwise equal" \
+    || { bad "a killed rewrite of a skipped checkpoint"; grep -h "resumed\|skipp\|stays" $d.out1 $d.out2 | head -4; }
+# train_gpt2.py retires a skipped marker alike
+d=rewrite_py; cp -r ref1 $d; rm $d/DONE_00000040; flip $d/model_00000036.bin
+$PY "$ROOT/train_gpt2.py" "${ARGS[@]}" -o $d -n 4 -y 1 -x 34 > $d.out 2>&1
+grep -q "checkpoint 36 stays in $d as it is, its marker renamed DONE_00000036.skipped" $d.out && [ -f $d/DONE_00000036.skipped ] \
+    && grep -q "resumed from checkpoint 32" $d.out && [ -f $d/DONE_00000034 ] \
+    && ok "train_gpt2.py: a skipped checkpoint's marker retired as DONE_00000036.skipped" \
+    || { bad "train_gpt2.py: a skipped checkpoint's marker"; grep -h "resumed\|skipp\|stays\|error" $d.out | head -4; }
 
 # ---- preemption: SIGTERM to one rank of two; every rank checkpoints and exits 0
 "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -o term > term.out1 2>&1 &
@@ -245,16 +267,15 @@ want="DONE_00000012 DONE_00000024 DONE_00000036 DONE_00000040 "
     && echo "ok   resumed from 40 to 44: 36 kept as a major checkpoint, 40 as one of the newest 2" \
     || { bad "-nm 12 resume: $(ls major | grep '^DONE' | tr '\n' ' ')"; tail -n 3 major2.out; }
 
-# a damaged newer checkpoint (an earlier run's, skipped by -y 1) is neither counted nor deleted by
-# -nk: the resumed run's own newest stays (before: -nk 1 kept the damaged 40 and deleted 38 and 36)
-flip() { $PY -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[len(b)//2]^=0x40; open(p,'wb').write(b)" "$1"; }
+# a damaged newer checkpoint (an earlier run's, skipped and retired by -y 1) is neither counted nor
+# deleted by -nk: the resumed run's own newest stays (before: -nk 1 kept the damaged 40 and deleted 38 and 36)
 for tr in c py; do
     d=prunebad_$tr; cp -r prune $d; flip $d/state_00000040_00000.bin
     run=("$TRAINER"); [ $tr = py ] && run=($PY "$ROOT/train_gpt2.py")
     "${run[@]}" "${ARGS[@]}" -o $d -n 2 -nk 1 -x 38 -y 1 > $d.out 2>&1 || bad "$tr: resume with -nk 1 and a damaged checkpoint 40 failed"
     got=$(ls $d | grep '^DONE' | tr '\n' ' ')
-    [ "$got" = "DONE_00000038 DONE_00000040 " ] && grep -q "resumed from checkpoint 36" $d.out \
-        && ok "$tr: -nk 1 after -y 1 skipped a damaged checkpoint 40: the run's own 38 kept, 40 left alone, 36 pruned" \
+    [ "$got" = "DONE_00000038 DONE_00000040.skipped " ] && [ -f $d/state_00000040_00000.bin ] && grep -q "resumed from checkpoint 36" $d.out \
+        && ok "$tr: -nk 1 after -y 1 skipped a damaged checkpoint 40: the run's own 38 kept, 40 left alone (retired), 36 pruned" \
         || { bad "$tr: -nk 1 with a damaged newer checkpoint left: $got"; grep -i "skip\|resumed\|error" $d.out | head -3; }
 done
 # every checkpoint damaged: -y 1 stops with one line, touching nothing (before: a fresh start wrote among them)
