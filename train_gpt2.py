@@ -1302,7 +1302,9 @@ def checkpoint_read(a, d, step, cfg):
         if h[7] != a.T or get64(h, 8) != a.total_batch or h[5] != a.shuffle or get64(h, 18) & U64 != a.seed:
             die(f"checkpoint '{path}' was written with -t {h[7]} -d {get64(h, 8)} -sh {h[5]} -rs {get64(h, 18) & U64}; "
                 f"this run has -t {a.T} -d {a.total_batch} -sh {a.shuffle} -rs {a.seed}; the data position of a "
-                "resumed run depends on these, so resume with the same values")
+                "resumed run depends on these, so resume with the same values"
+                + (f" (to resume with another -b or number of processes, pass -d {get64(h, 8)}: without -d, -d is "
+                   "B x T x processes)" if get64(h, 8) != a.total_batch else ""))
         if h[28] not in (0, 1):
             return None, f"state file '{path}' has a corrupt header: optimizer [28] is out of range"
         if h[28] != (a.optimizer == "muon"):

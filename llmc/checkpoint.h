@@ -899,10 +899,15 @@ static inline int checkpoint_verify(const char *dir, int step, Backend *b, const
         }
         if (h[7] != cur->T || hdr_get64(h, 8) != cur->total_batch || h[5] != cur->shuffle ||
             (unsigned long long)hdr_get64(h, 18) != cur->seed) {
+            char hint[160] = "";
+            if (hdr_get64(h, 8) != cur->total_batch) {  // -d's default follows -b and the process count
+                snprintf(hint, sizeof(hint), " (to resume with another -b or number of processes, pass -d %lld: without "
+                         "-d, -d is B x T x processes)", hdr_get64(h, 8));
+            }
             llmc_die("checkpoint '%s' was written with -t %d -d %lld -sh %d -rs %llu; this run has -t %d -d %lld -sh %d "
-                     "-rs %llu; the data position of a resumed run depends on these, so resume with the same values",
+                     "-rs %llu; the data position of a resumed run depends on these, so resume with the same values%s",
                      path, h[7], hdr_get64(h, 8), h[5], (unsigned long long)hdr_get64(h, 18), cur->T, cur->total_batch,
-                     cur->shuffle, cur->seed);
+                     cur->shuffle, cur->seed, hint);
         }
         if (h[28] != cur->optimizer) {
             static const char *const names[2] = {"adamw", "muon"};

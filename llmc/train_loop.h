@@ -396,7 +396,7 @@ static inline int train_restore(TrainRun *r) {
         if (stat(a->output_dir, &out_st) == 0 && !S_ISDIR(out_st.st_mode)) {
             llmc_die("-o %s exists and is not a folder; choose another -o", a->output_dir);
         }
-        make_dirs(a->output_dir);
+        make_dirs_for(a->output_dir, "-o");
         checkpoint_lock_dir(a->output_dir);
         if (a->resume) { checkpoint_clean_tmp(a->output_dir); } else { checkpoint_claim_dir(a->output_dir, a->start_over); }
     }

@@ -293,8 +293,8 @@ static inline long long file_size_bytes(const char *path) {
     return (long long)st.st_size;
 }
 
-// mkdir -p; dies with the path on failure
-static inline void make_dirs(const char *path) {
+// mkdir -p; dies with the path on failure, naming the flag that gave it (NULL: none)
+static inline void make_dirs_for(const char *path, const char *flag) {
     char buf[4096];
     size_t n = strlen(path);
     if (n == 0) { return; }
@@ -305,6 +305,7 @@ static inline void make_dirs(const char *path) {
             char saved = buf[i];
             buf[i] = '\0';
             if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+                if (flag) { llmc_die("%s %s: cannot create directory '%s': %s; choose another %s", flag, path, buf, strerror(errno), flag); }
                 llmc_die("cannot create directory '%s': %s", buf, strerror(errno));
             }
             buf[i] = saved;
@@ -312,6 +313,7 @@ static inline void make_dirs(const char *path) {
     }
     if (!dir_exists(path)) { llmc_die("'%s' exists and is not a directory", path); }
 }
+static inline void make_dirs(const char *path) { make_dirs_for(path, NULL); }
 
 // ----------------------------------------------------------------------------
 // CRC-32 (the zlib / PNG polynomial, so Python's zlib.crc32 gives the same value), slicing-by-8

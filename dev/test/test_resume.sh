@@ -292,6 +292,21 @@ for tr in c py; do
         || { bad "$tr: -y 1 with every checkpoint damaged: exit $rc"; tail -n 3 $d.out; }
 done
 
+# a resume with another -d (here: another -b without -d, whose default -d follows it) is refused,
+# naming the -d that resumes with the new -b; the same line from both trainers
+for tr in c py; do
+    run=("$TRAINER"); [ $tr = py ] && run=($PY "$ROOT/train_gpt2.py")
+    cp -r prune newb_$tr
+    "${run[@]}" "${ARGS[@]/#512/-1}" -b 4 -o newb_$tr -y 1 > newb_$tr.out 2>&1; rc=$?
+    line=$(grep -m1 '^error:' newb_$tr.out | sed "s/newb_$tr/DIR/")
+    [ $rc = 1 ] && grep -q "this run has -t 32 -d 128 .*so resume with the same values (to resume with another -b or number of processes, pass -d 512: without -d, -d is B x T x processes)$" <<< "$line" \
+        && ok "$tr: a resume with another -b and the default -d: ${line:0:60}...${line: -90}" || { bad "$tr: a resume with another -b: exit $rc"; tail -n 2 newb_$tr.out; }
+    eval "lines_$tr=\$line"
+done
+[ "$lines_c" = "$lines_py" ] || bad "the -d refusal differs: train_gpt2 '$lines_c', train_gpt2.py '$lines_py'"
+expect_error "-o where no folder can be made" "-o /proc/llmc_test/out: cannot create directory '/proc/llmc_test': " \
+    "$TRAINER" "${ARGS[@]}" -o /proc/llmc_test/out
+
 # ---- another model size in the checkpoint dir
 "$TRAINER" "${ARGS[@]}" -e L2:C32:H4:T64:V512 -o ref1 -y 1 > size.out 2>&1; rc=$?
 [ $rc -eq 1 ] && grep -q "error: model file 'ref1/model_00000040.bin' is L=2 C=64.*resume with the -e of the run that wrote it" size.out && echo "ok   other model size: $(grep error: size.out)" || { bad "other model size: exit $rc"; tail -2 size.out; }
