@@ -1349,9 +1349,10 @@ def rollback(a, dist, cfg, st, model, opt, muon, reason):
             f"{st.rollbacks} rollbacks (-rb); the run is diverging: lower -l, raise -u, or resume from an earlier checkpoint")
     frm, skip, n = st.step, st.data_skip, st.rollbacks
     ck = checkpoint_resume(a, dist, cfg, st)
-    if ck is None:
+    if not isinstance(ck, dict):
         die(f"{st.guard.consecutive} consecutive steps skipped by the numeric guards (last: {reason}) and -rb found no "
-            f"complete checkpoint in {a.output_dir} to roll back to; lower -l or raise -u, and checkpoint more often (-n)")
+            f"complete checkpoint that loads in {a.output_dir} to roll back to; lower -l or raise -u, and checkpoint more "
+            "often (-n)")
     model.load_flat(ck["params"])
     load_opt_state(opt, model, ck["m"], ck["v"], st.opt_steps, muon)
     st.guard.consecutive = 0
@@ -1363,8 +1364,8 @@ def rollback(a, dist, cfg, st, model, opt, muon, reason):
 
 
 def checkpoint_resume(a, dist, cfg, st):
-    """the newest complete, intact checkpoint in -o (all ranks agree), or None where there is none
-    (where there are some and none loads, the run stops, as llmc/checkpoint.h's)"""
+    """the newest complete, intact checkpoint in -o (all ranks agree), None where there is none, or
+    "none loads" where there are some and none loads (llmc/checkpoint.h's 1, 0, -1)"""
     steps = checkpoint_list(a.output_dir)
     for i, step in enumerate(steps):
         ck, err = checkpoint_read(a, a.output_dir, step, cfg)
@@ -1387,12 +1388,7 @@ def checkpoint_resume(a, dist, cfg, st):
             g.count, g.head, g.consecutive, g.total_skipped = int(h[22]), int(h[23]), int(h[24]), get64(h, 25)
             g.loss_hist[:], g.norm_hist[:] = ck["guard"][:GUARD_WINDOW], ck["guard"][GUARD_WINDOW:]
             return ck
-    if steps:
-        d = a.output_dir
-        die(f"-y 1: none of the {len(steps)} complete checkpoint(s) in {d} loads (the warnings above say why); a fresh start "
-            f"would write among them: repair or move them, choose another -o, or pass --start-over 1 (without -y 1) "
-            f"to move them into {d}/old_run_<N>/ and start anew")
-    return None
+    return "none loads" if steps else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1877,6 +1873,11 @@ def train_main(argv):
     resumed = False
     if a.resume:
         ck = checkpoint_resume(a, dist, cfg, st)
+        if isinstance(ck, str):
+            d = a.output_dir
+            die(f"-y 1: none of the complete checkpoints in {d} loads (the warnings above say why); a fresh start would "
+                f"write among them: repair or move them, choose another -o, or pass --start-over 1 (without -y 1) to "
+                f"move them into {d}/old_run_<N>/ and start anew")
         resumed = ck is not None
         if resumed:
             model.load_flat(ck["params"])

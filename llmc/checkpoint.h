@@ -307,8 +307,8 @@ static inline void checkpoint_delete(const char *dir, int step) {
  * -nk keep, -nm major, after checkpoint `newest` completed: keep the newest `keep` complete
  * checkpoints up to it (it is never deleted) and, with major > 0, every one whose step is a
  * multiple of major (llm.c's major checkpoints: a long run's milestones survive the rotation).
- * Checkpoints past `newest` are an earlier run's that -y 1 skipped (damaged) or did not reach:
- * neither counted nor deleted, so a damaged newer one cannot push this run's own out.
+ * Checkpoints past `newest` (an earlier run's, normally retired by -y 1: ckpt_retire_skipped) are
+ * neither counted nor deleted, so that they can never push this run's own out.
  */
 static inline void checkpoint_prune(const char *dir, int keep, int major, int newest) {
     int *steps;
@@ -1015,8 +1015,8 @@ static inline void ckpt_retire_skipped(const char *dir, const int *steps, int n)
 /*
  * Resume (-y 1): find the newest complete, intact checkpoint in dir and load it. A torn or
  * corrupt one is skipped with a warning naming the file. All ranks agree on the choice.
- * Returns 1 if a checkpoint was loaded, 0 if there was none (the run starts fresh). Where there
- * were some and none loads, the run stops: a fresh start would write its checkpoints among them.
+ * Returns 1 if a checkpoint was loaded, 0 if there was none, -1 if there were some and none
+ * loaded (then -y 1 stops: a fresh start would write its checkpoints among them).
  */
 static inline int checkpoint_resume(const char *dir, Backend *b, Comm *c, TrainState *st) {
     int *steps = NULL;
@@ -1039,12 +1039,7 @@ static inline int checkpoint_resume(const char *dir, Backend *b, Comm *c, TrainS
         if (c->rank == 0) { ckpt_retire_skipped(dir, steps, i); }
     }
     free(steps);
-    if (count > 0 && !loaded) {
-        llmc_die("-y 1: none of the %d complete checkpoint(s) in %s loads (the warnings above say why); a fresh start "
-                 "would write among them: repair or move them, choose another -o, or pass --start-over 1 (without -y 1) "
-                 "to move them into %s/old_run_<N>/ and start anew", count, dir, dir);
-    }
-    return loaded;
+    return count > 0 && !loaded ? -1 : loaded;
 }
 
 /*

@@ -263,10 +263,10 @@ static inline void train_rollback(const TrainArgs *a, Comm *c, Backend *b, CkptW
     const int from = st->step;
     TrainState loaded = *st;  // the data settings, which the checkpoint must match
     flight_where(from, 0, "the rollback");
-    if (!checkpoint_resume(a->output_dir, b, c, &loaded)) {
+    if (checkpoint_resume(a->output_dir, b, c, &loaded) <= 0) {
         llmc_die("%d consecutive steps skipped by the numeric guards (last: %s) and -rb found no complete checkpoint "
-                 "in %s to roll back to; lower -l or raise -u, and checkpoint more often (-n)", st->guard.consecutive,
-                 reason, a->output_dir);
+                 "that loads in %s to roll back to; lower -l or raise -u, and checkpoint more often (-n)",
+                 st->guard.consecutive, reason, a->output_dir);
     }
     loaded.guard.z_loss = st->guard.z_loss;
     loaded.guard.z_norm = st->guard.z_norm;
@@ -412,6 +412,11 @@ static inline int train_restore(TrainRun *r) {
     if (a->resume) {
         flight_where(0, 0, "resume");
         r->resumed = checkpoint_resume(a->output_dir, b, c, st);
+        if (r->resumed < 0) {
+            llmc_die("-y 1: none of the complete checkpoints in %s loads (the warnings above say why); a fresh start would "
+                     "write among them: repair or move them, choose another -o, or pass --start-over 1 (without -y 1) to "
+                     "move them into %s/old_run_<N>/ and start anew", a->output_dir, a->output_dir);
+        }
         if (r->rank == 0) {
             if (r->resumed) { printf("resumed from checkpoint %d in %s\n", st->step, a->output_dir); }
             else { printf("no complete checkpoint in %s: starting from scratch\n", a->output_dir); }
