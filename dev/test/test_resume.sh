@@ -84,11 +84,14 @@ final_losses faultB > faultB.loss
 same "np=2, killed before DONE_16: losses bitwise equal" faultB.loss ref2.loss
 
 # ---- a corrupt newest checkpoint is skipped with a warning naming the file
+flip() { $PY -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[len(b)//2]^=0x40; open(p,'wb').write(b)" "$1"; }  # a bit in the middle
+# trainer_of c|py: the command of ./train_gpt2 or of its PyTorch twin, in the array run
+trainer_of() { if [ "$1" = py ]; then run=($PY "$ROOT/train_gpt2.py"); else run=("$TRAINER"); fi; }
 for f in state_00000036_00000.bin model_00000036.bin; do
     d=corrupt_${f%%_*}
     cp -r ref1 $d
     rm $d/DONE_00000040
-    $PY -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[len(b)//2]^=0x40; open(p,'wb').write(b)" $d/$f
+    flip $d/$f
     "$TRAINER" "${ARGS[@]}" -o $d -n 4 -y 1 > $d.out 2>&1 || bad "resume with a corrupt $f failed"
     grep -q "skipping checkpoint 36: .*$f.* fails its checksum" $d.out || { bad "no warning naming the corrupt $f"; grep -i "skip\|error" $d.out | head -3; }
     grep -q "resumed from checkpoint 32" $d.out || bad "did not fall back to checkpoint 32 after a corrupt $f"
@@ -100,7 +103,6 @@ done
 # of old and new files (before: the old DONE_36 stayed, the new model beside the old state file, and
 # the next -y 1 resumed that mix without a warning). -y 1 retires the skipped marker
 # (DONE_00000036.skipped), the rewrite is incomplete, the next -y 1 falls back to 32: bitwise the reference
-flip() { $PY -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[len(b)//2]^=0x40; open(p,'wb').write(b)" "$1"; }
 d=rewrite; cp -r ref1 $d; rm $d/DONE_00000040; flip $d/model_00000036.bin
 LLMC_FAULT=state:36 "$TRAINER" "${ARGS[@]}" -o $d -n 4 -y 1 > $d.out1 2>&1
 "$TRAINER" "${ARGS[@]}" -o $d -n 4 -y 1 > $d.out2 2>&1 || bad "the resume after a killed rewrite of checkpoint 36 failed"
@@ -271,7 +273,7 @@ want="DONE_00000012 DONE_00000024 DONE_00000036 DONE_00000040 "
 # deleted by -nk: the resumed run's own newest stays (before: -nk 1 kept the damaged 40 and deleted 38 and 36)
 for tr in c py; do
     d=prunebad_$tr; cp -r prune $d; flip $d/state_00000040_00000.bin
-    run=("$TRAINER"); [ $tr = py ] && run=($PY "$ROOT/train_gpt2.py")
+    trainer_of $tr
     "${run[@]}" "${ARGS[@]}" -o $d -n 2 -nk 1 -x 38 -y 1 > $d.out 2>&1 || bad "$tr: resume with -nk 1 and a damaged checkpoint 40 failed"
     got=$(ls $d | grep '^DONE' | tr '\n' ' ')
     [ "$got" = "DONE_00000038 DONE_00000040.skipped " ] && [ -f $d/state_00000040_00000.bin ] && grep -q "resumed from checkpoint 36" $d.out \
@@ -283,7 +285,7 @@ ckpt_files() { ls -l --time-style=+%s.%N "$1" | grep ' \(DONE\|model\|state\)_' 
 for tr in c py; do
     d=allbad_$tr; cp -r prune $d; flip $d/state_00000040_00000.bin; flip $d/model_00000036.bin
     before=$(ckpt_files $d)
-    run=("$TRAINER"); [ $tr = py ] && run=($PY "$ROOT/train_gpt2.py")
+    trainer_of $tr
     "${run[@]}" "${ARGS[@]}" -o $d -n 4 -y 1 > $d.out 2>&1; rc=$?
     line=$(grep -m1 '^error:' $d.out)
     [ $rc = 1 ] && grep -q "none of the complete checkpoints in $d loads.*--start-over 1" <<< "$line" \
@@ -295,7 +297,7 @@ done
 # a resume with another -d (here: another -b without -d, whose default -d follows it) is refused,
 # naming the -d that resumes with the new -b; the same line from both trainers
 for tr in c py; do
-    run=("$TRAINER"); [ $tr = py ] && run=($PY "$ROOT/train_gpt2.py")
+    trainer_of $tr
     cp -r prune newb_$tr
     "${run[@]}" "${ARGS[@]/#512/-1}" -b 4 -o newb_$tr -y 1 > newb_$tr.out 2>&1; rc=$?
     line=$(grep -m1 '^error:' newb_$tr.out | sed "s/newb_$tr/DIR/")
