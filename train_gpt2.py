@@ -29,8 +29,10 @@ Examples:
 """
 import argparse
 import bisect
+import collections
 import contextlib
 import datetime
+import errno
 import fcntl
 import glob
 import inspect
@@ -62,6 +64,7 @@ DECAYED = (0, 1, 4, 6, 10, 12)  # the 2-D tensors: embeddings and matmul weights
 MUON_TENSORS = (4, 6, 10, 12)  # the blocks' matrices that -opt muon updates: qkvw attprojw fcw fcprojw (llmc/muon.h)
 MUON_NS = (3.4445, -4.7750, 2.0315)  # the quintic Newton-Schulz coefficients (llmc/muon.h)
 EOT = 50256
+CKPT_MAX_FAILURES = 3  # failed checkpoints in a row that stop a run (llmc/checkpoint.h)
 U64 = (1 << 64) - 1
 
 
@@ -842,17 +845,26 @@ def check_header(path, magic, version, kind, hint, prefix=""):
 
 
 class Shard:
-    """A token shard's header and size, checked, and its file held open for the run, as the C trainers' mapping
-    holds it (a shard replaced on disk meanwhile is read as it was opened). Tokens are read with pread: a shard
-    cut short on disk during the run (rewritten in place) is an error, where a mapping's lost pages would be a
-    SIGBUS."""
+    """A token shard's header and size, checked. Tokens are read with pread: a shard cut short on disk during the
+    run (rewritten in place) is an error, where a mapping's lost pages would be a SIGBUS. At most OPEN_MAX shards
+    are held open (the least recently read closes first), so that thousands of shards fit `ulimit -n`, which the
+    C trainers' mappings do not count against; a shard opened again must be the same file (a shard replaced on
+    disk meanwhile is an error, where the C trainers go on reading the one they mapped)."""
+    OPEN_MAX = 64
+    held = collections.OrderedDict()  # the shards with an open file, least recently read first
 
     def __init__(self, path, flag):
         why = not_a_file(path)
         if why:
             die(f"{flag}: shard '{path}' {why}; {SHARD_HINT}")
-        self.path, self.fd = path, os.open(path, os.O_RDONLY)
-        self.size = os.fstat(self.fd).st_size
+        self.path, self.fd = path, None
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as e:
+            die(f"{flag}: shard '{path}' cannot be opened: {e.strerror}; {SHARD_HINT}")
+        info = os.fstat(fd)
+        self.size, self.identity = info.st_size, (info.st_dev, info.st_ino)
+        self.hold(fd)
         if self.size < 1024:
             die(f"{flag}: shard '{path}' is {self.size} bytes, smaller than its 1024-byte header (truncated?); {SHARD_HINT}")
         h = check_header(path, SHARD_MAGIC, 1, "a token shard", SHARD_HINT, f"{flag}: ")
@@ -861,8 +873,32 @@ class Shard:
             die(f"{flag}: shard '{path}' is {self.size} bytes but its header says {self.n} tokens ({1024 + 2 * self.n} "
                 f"bytes): {'truncated' if self.size < 1024 + 2 * self.n else 'trailing bytes'}; {SHARD_HINT}")
 
+    def hold(self, fd):
+        self.fd = fd
+        Shard.held[self] = None
+        while len(Shard.held) > Shard.OPEN_MAX:
+            oldest, _ = Shard.held.popitem(last=False)
+            os.close(oldest.fd)
+            oldest.fd = None
+
+    def reopen(self):
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError as e:
+            die(f"shard '{self.path}' cannot be opened again during the run: {e.strerror}; restore it, then resume with -y 1")
+        info = os.fstat(fd)
+        if (info.st_dev, info.st_ino) != self.identity:
+            os.close(fd)
+            die(f"shard '{self.path}' was replaced on disk while this run read it (another program wrote a new file "
+                "there?); restore it, then resume with -y 1")
+        self.hold(fd)
+
     def read(self, start, count):
         """tokens start .. start+count-1 (uint16)"""
+        if self.fd is None:
+            self.reopen()
+        else:
+            Shard.held.move_to_end(self)
         b = os.pread(self.fd, 2 * count, 1024 + 2 * start)
         if len(b) != 2 * count:
             die(f"shard '{self.path}' became shorter on disk than its {self.size} bytes while this run read it "
@@ -1051,15 +1087,29 @@ def ckpt_path(d, kind, step, rank=None):
     return os.path.join(d, f"DONE_{step:08d}" if kind == "DONE" else f"{kind}_{step:08d}.bin")
 
 
+class CheckpointWriteError(Exception):
+    """a checkpoint file that could not be written, in llmc/utils.h's words (-o: writing '<file>' failed: ...)"""
+
+
 def atomic_write(path, parts):
-    """write under a temporary name, fsync, rename, fsync the directory: a crash leaves old or new"""
+    """write under a temporary name, fsync, rename, fsync the directory: a crash leaves old or new; a failure
+    removes the temporary and raises CheckpointWriteError"""
     tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "wb") as f:
-        for p in parts:
-            f.write(p)
-        f.flush()
-        os.fsync(f.fileno())
-    os.rename(tmp, path)
+    what = "creating"
+    try:
+        with open(tmp, "wb") as f:
+            what = "writing"
+            for p in parts:
+                f.write(p)
+            f.flush()
+            os.fsync(f.fileno())
+        what = "renaming the temporary to"
+        os.rename(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        full = " (the disk is full)" if e.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+        raise CheckpointWriteError(f"-o: {what} '{path}' failed: {e.strerror or e}{full}") from None
     fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
     os.fsync(fd)
     os.close(fd)
@@ -1073,14 +1123,9 @@ def get64(h, i):
     return int(h[i: i + 2].view("<i8")[0])
 
 
-def checkpoint_save(a, d, dist, st, cfg, flat_params, m, v):
-    """model (rank 0), this rank's state file (the even split of [0, P)), then DONE (rank 0)"""
-    P, r, W = len(flat_params), dist.rank, dist.world
-    if r == 0 and os.path.lexists(ckpt_path(d, "DONE", st.step)):
-        os.remove(ckpt_path(d, "DONE", st.step))  # an earlier run's of this step: incomplete while its files are replaced
-    dist.barrier()
-    if r == 0:
-        atomic_write(ckpt_path(d, "model", st.step), [model_file_bytes(cfg, flat_params.astype("<f4").tobytes(), 3)])
+def state_file_parts(a, st, cfg, P, r, W, m, v):
+    """rank r's state file: the 256-int header (llmc/checkpoint.h's layout), its slice of AdamW's m and v (the
+    even split of [0, P)), the guard's histories"""
     lo, hi = P * r // W, P * (r + 1) // W
     sections = [m[lo:hi].astype("<f4").tobytes(), v[lo:hi].astype("<f4").tobytes()]
     guard = st.guard.loss_hist.astype("<f4").tobytes() + st.guard.norm_hist.astype("<f4").tobytes()
@@ -1099,14 +1144,79 @@ def checkpoint_save(a, d, dist, st, cfg, flat_params, m, v):
     h[252] = CRC_TAG
     h[253], h[254] = crc_int32(zlib.crc32(sections[0])), crc_int32(zlib.crc32(sections[1]))  # h[255]: no master
     h[250] = header_crc(h, 250)
-    atomic_write(ckpt_path(d, "state", st.step, r), [h.astype("<i4").tobytes()] + sections + [guard])
-    dist.barrier()  # every file of this checkpoint is on disk
-    if r == 0:
-        atomic_write(ckpt_path(d, "DONE", st.step), [f"step {st.step}\nworld_size {W}\n".encode()])
-        if a.checkpoint_keep > 0:  # as llmc/checkpoint.h: those past this one (an earlier run's) neither count nor go
-            for old in [s for s in checkpoint_list(d) if s <= st.step][max(a.checkpoint_keep, 1):]:
-                if a.checkpoint_major <= 0 or old % a.checkpoint_major != 0:
-                    checkpoint_delete(d, old)
+    return [h.astype("<i4").tobytes()] + sections + [guard]
+
+
+def checkpoint_save(a, d, dist, st, cfg, flat_params, m, v):
+    """model (rank 0), this rank's state file, then DONE (rank 0). Returns whether every rank's files were
+    written, and why this rank's were not (None where they were): a failed checkpoint's files are removed
+    and the older checkpoints stay, as in llmc/checkpoint.h"""
+    P, r, W = len(flat_params), dist.rank, dist.world
+    if r == 0 and os.path.lexists(ckpt_path(d, "DONE", st.step)):
+        os.remove(ckpt_path(d, "DONE", st.step))  # an earlier run's of this step: incomplete while its files are replaced
+    dist.barrier()
+    err = None
+    try:
+        if r == 0:
+            atomic_write(ckpt_path(d, "model", st.step), [model_file_bytes(cfg, flat_params.astype("<f4").tobytes(), 3)])
+        atomic_write(ckpt_path(d, "state", st.step, r), state_file_parts(a, st, cfg, P, r, W, m, v))
+    except CheckpointWriteError as e:
+        err = str(e)
+    written = dist.allreduce([1.0 if err else 0.0], "max")[0] == 0.0  # every file of this checkpoint is on disk
+    if written and r == 0:
+        try:
+            atomic_write(ckpt_path(d, "DONE", st.step), [f"step {st.step}\nworld_size {W}\n".encode()])
+        except CheckpointWriteError as e:
+            err = str(e)
+    if written and W > 1:
+        written = dist.allreduce([1.0 if err else 0.0], "max")[0] == 0.0  # rank 0's marker
+    if not written or err:
+        for path in ([ckpt_path(d, "model", st.step)] if r == 0 else []) + [ckpt_path(d, "state", st.step, r)]:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+        return False, err
+    if r == 0 and a.checkpoint_keep > 0:  # as llmc/checkpoint.h: those past this one (an earlier run's) neither count nor go
+        for old in [s for s in checkpoint_list(d) if s <= st.step][max(a.checkpoint_keep, 1):]:
+            if a.checkpoint_major <= 0 or old % a.checkpoint_major != 0:
+                checkpoint_delete(d, old)
+    return True, None
+
+
+class CheckpointRecord:
+    """llmc/checkpoint.h's rules for checkpoints that fail: a warning from each rank whose files failed, and
+    training goes on; CKPT_MAX_FAILURES in a row, or the run's last one failing, stop it (rank 0 says why)"""
+
+    def __init__(self, d, rank, newest):
+        self.d, self.rank, self.newest, self.failures, self.last_failed = d, rank, newest, 0, None
+
+    def newest_text(self, yet=" yet"):
+        return (f"checkpoint {self.newest} is the newest complete one" if self.newest is not None
+                else f"no complete checkpoint exists{yet}")
+
+    def took(self, step, written, err):
+        if written:
+            self.newest, self.failures, self.last_failed = step, 0, None
+            return
+        self.failures += 1
+        self.last_failed = (step, err)
+        if err:
+            warn(f"checkpoint {step} not written: {err}; {self.newest_text()}; training goes on ({self.failures} "
+                 f"failed in a row; the run stops at {CKPT_MAX_FAILURES})")
+        if self.failures >= CKPT_MAX_FAILURES:
+            self.stop(f"{self.failures} checkpoints in a row could not be written to {self.d} (each rank's warning above "
+                      f"says why); free space there or choose another -o, then run again with -y 1 ({self.newest_text()})")
+
+    def require_last(self, step):
+        """at the end (or a stop): this run's last checkpoint failed, which no later one makes up for"""
+        if self.last_failed is not None and self.last_failed[0] == step:
+            err = self.last_failed[1] or "another rank's file failed (its warning says how)"
+            self.stop(f"checkpoint {step}, this run's last, could not be written: {err}; {self.newest_text('')}; free "
+                      "space there or choose another -o, and run again with -y 1")
+
+    def stop(self, msg):
+        if self.rank == 0:
+            die(msg)
+        leave(1)  # every rank knows: rank 0 says it
 
 
 def make_output_dir(d):
@@ -1389,6 +1499,40 @@ def checkpoint_resume(a, dist, cfg, st):
             g.loss_hist[:], g.norm_hist[:] = ck["guard"][:GUARD_WINDOW], ck["guard"][GUARD_WINDOW:]
             return ck
     return "none loads" if steps else None
+
+
+class LogFile:
+    """main.log or metrics.jsonl (rank 0), as llmc/logger.h keeps them: a write that fails (a full disk) warns
+    once and ends that file, training goes on, and the end of the run names the file again"""
+
+    def __init__(self, path, append):
+        self.path, self.lost = path, None  # lost: (the step from which events are missing, why)
+        try:
+            self.f = open(path, "a" if append else "w")
+        except OSError as e:
+            die(f"-o: cannot write the log '{path}': {e.strerror}; remove what is there or choose another -o")
+
+    def write(self, step, text):
+        if self.f is None:
+            return
+        try:
+            self.f.write(text)
+            self.f.flush()
+        except OSError as e:
+            self.lost = (step, e.strerror or str(e))
+            warn(f"writing '{self.path}' failed at step {step} ({self.lost[1]}): it gets no more events; training goes "
+                 "on (free space on the disk of -o to keep logs)")
+            with contextlib.suppress(OSError):
+                self.f.close()
+            self.f = None
+
+    def close(self):
+        if self.f is not None:
+            with contextlib.suppress(OSError):
+                self.f.close()
+            self.f = None
+        if self.lost:
+            warn(f"'{self.path}' is incomplete: the events from step {self.lost[0]} on were not written ({self.lost[1]})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1888,6 +2032,11 @@ def train_main(argv):
                   f"no complete checkpoint in {a.output_dir}: starting from scratch", flush=True)
     if st.step > M:
         die(f"checkpoint {st.step} in {a.output_dir} is past the end of this run (-x {M}); raise -x to continue")
+    if resumed and st.step == M:  # finished: its final evaluation and sample followed this checkpoint
+        if rank == 0:
+            print(f"run complete: checkpoint {st.step} in {a.output_dir} is the last step (-x {M}); nothing to do "
+                  "(raise -x to train further)", flush=True)
+        leave(0)
     if resumed and rank == 0 and 0 < st.max_steps != M:
         warn_schedule_change(a, M, st.max_steps, st.step)
     st.max_steps = M
@@ -1913,18 +2062,11 @@ def train_main(argv):
 
     log = metrics = None  # main.log and metrics.jsonl (llmc/logger.h; no phase times or GPU readings here)
     if a.output_dir and rank == 0:
-        for name in ("main.log", "metrics.jsonl"):
-            path = os.path.join(a.output_dir, name)
-            try:
-                f = open(path, "a" if resumed else "w")
-            except OSError as e:
-                die(f"-o: cannot write the log '{path}': {e.strerror}; remove what is there or choose another -o")
-            log, metrics = (f, metrics) if name == "main.log" else (log, f)
+        log, metrics = (LogFile(os.path.join(a.output_dir, name), resumed) for name in ("main.log", "metrics.jsonl"))
 
-    def log_line(text):
+    def log_line(step, text):
         if log:
-            log.write(text + "\n")
-            log.flush()
+            log.write(step, f"s:{step} {text}\n")
 
     def log_metrics(event, step, **fields):
         """one metrics.jsonl object: fields are (printf format, value) pairs, a non-finite number null,
@@ -1938,8 +2080,7 @@ def train_main(argv):
                     parts.append(f'"{key}":' + (format(v[1], v[0]) if math.isfinite(v[1]) else "null"))
                 else:
                     parts.append(f'"{key}":{v}')
-            metrics.write("{" + ",".join(parts) + "}\n")
-            metrics.flush()
+            metrics.write(step, "{" + ",".join(parts) + "}\n")
     tokenizer = load_tokenizer(a.tokenizer) if rank == 0 and a.sample_every > 0 else None
     P = num_params(cfg)
     flops_per_token = 6.0 * P + 6.0 * cfg.n_layer * T * cfg.n_embd  # gpt2_flops_per_token (model_io.h): llm.c's count
@@ -1962,6 +2103,7 @@ def train_main(argv):
         print(f"steps: {M} (starting at {st.step})", flush=True)
 
     params = list(model.parameters())
+    ckpts = CheckpointRecord(a.output_dir, rank, st.step if resumed else None)
     timed, timed_steps, first_step = 0.0, 0, st.step
     s = st.step
     while True:
@@ -1971,7 +2113,7 @@ def train_main(argv):
             vl = val_loss(a, dist, model, val, autocast)
             if rank == 0:
                 print(f"val loss {vl:.6f} ({time.time() - t0:.2f} s)", flush=True)
-            log_line(f"s:{s} tel:{vl:.9g}")
+            log_line(s, f"tel:{vl:.9g}")
             hsw = {}
             if examples:
                 t1 = time.time()
@@ -1979,7 +2121,7 @@ def train_main(argv):
                 acc = float(np.float32(correct / evaluated)) if evaluated else math.nan  # -hm 0
                 if rank == 0:
                     print(f"HellaSwag: {int(correct)}/{int(evaluated)} = {acc:.4f} ({time.time() - t1:.2f} s)", flush=True)
-                log_line(f"s:{s} hsw:{acc:.6f}")
+                log_line(s, f"hsw:{acc:.6f}")
                 hsw = {"hellaswag": (".6f", acc)}
             log_metrics("eval", s, tokens=s * a.total_batch, val_loss=(".9g", vl), **hsw, ms=(".3f", (time.time() - t0) * 1000))
         if rank == 0 and a.sample_every > 0 and ((s > 0 and s % a.sample_every == 0) or last):
@@ -2033,18 +2175,18 @@ def train_main(argv):
                 line += " | MFU n/a"
             eta = format_duration(timed / timed_steps * (M - st.step)) if timed_steps else "-"
             print(f"{line} | eta {eta}{' | SKIPPED' if reason else ''}", flush=True)
-        log_line(f"s:{s} trl:{loss:.9g} lr:{lr:.6g} norm:{norm:.6g} tok:{st.step * a.total_batch}")
+        log_line(s, f"trl:{loss:.9g} lr:{lr:.6g} norm:{norm:.6g} tok:{st.step * a.total_batch}")
         mfu = {"mfu_pct": (".2f", 100.0 * flops_per_token * a.total_batch / dt / W / peak)} if peak > 0 else {}
         log_metrics("step", s, tokens=st.step * a.total_batch, loss=(".9g", loss), lr=(".6g", lr), norm=(".6g", norm),
                     ms=(".3f", dt * 1000), tok_per_s=(".1f", a.total_batch / dt), **mfu, **({"skipped": reason} if reason else {}))
         if reason:
             if rank == 0:
                 warn(f"step {st.step} skipped: {reason}")
-            log_line(f"s:{s} skip:{reason}")
+            log_line(s, f"skip:{reason}")
             if a.rollback_after > 0 and st.guard.consecutive >= a.rollback_after:
                 frm = st.step
                 rollback(a, dist, cfg, st, model, opt, muon, reason)
-                log_line(f"s:{frm} rollback:{st.step} data_skipped:{frm - st.step}")
+                log_line(frm, f"rollback:{st.step} data_skipped:{frm - st.step}")
                 log_metrics("rollback", frm, to=st.step, data_skipped=frm - st.step)
                 s = st.step
                 continue
@@ -2057,12 +2199,13 @@ def train_main(argv):
         if a.output_dir and ((a.checkpoint_every > 0 and (st.step % a.checkpoint_every == 0 or st.step == M)) or stopping):
             tc = time.time()
             flat = torch.cat([p.detach().reshape(-1) for p in model.file_params()]).cpu().numpy()
-            checkpoint_save(a, a.output_dir, dist, st, cfg, flat, opt_state_flat(opt, model, "exp_avg", muon),
-                            opt_state_flat(opt, model, "exp_avg_sq", muon))
-            if rank == 0:
+            written, err = checkpoint_save(a, a.output_dir, dist, st, cfg, flat, opt_state_flat(opt, model, "exp_avg", muon),
+                                           opt_state_flat(opt, model, "exp_avg_sq", muon))
+            if written and rank == 0:
                 print(f"checkpoint {st.step} written to {a.output_dir} ({time.time() - tc:.2f} s)", flush=True)
+            ckpts.took(st.step, written, err)
         if stopping:
-            if rank == 0:
+            if rank == 0 and (ckpts.newest == st.step or not a.output_dir):
                 line = f"stopped by a signal after step {st.step}; " + (
                     f"checkpoint {st.step} is in {a.output_dir}; to resume, run the same command with -y 1"
                     if a.output_dir else "nothing was saved (no -o); next time pass -o <dir> to be able to resume")
@@ -2070,10 +2213,12 @@ def train_main(argv):
                 print(line, file=sys.stderr if sys.stdout.broken else sys.stdout, flush=True)
             break
         s += 1
+    ckpts.require_last(st.step)
     if rank == 0 and timed_steps:
         print(f"total average iteration time: {timed / timed_steps * 1000:.3f} ms", flush=True)
-    if log:
-        log.close()
+    for f in (log, metrics):
+        if f:
+            f.close()
     leave(0)
 
 

@@ -9,7 +9,8 @@
 #    warning naming the file and the error, checkpoint 10 leaves no file behind, checkpoint 5
 #    stays, training goes on and checkpoint 15 is written; checkpoint 5 resumes bit for bit;
 #  - a disk that stays full: 3 failed checkpoints in a row stop the run with an error, the older
-#    complete checkpoints intact, and the newest of them resumes bit for bit;
+#    complete checkpoints intact, and the newest of them resumes bit for bit; train_gpt2.py by the
+#    same rules and words (and a failed last checkpoint, unwritable logs, 2 ranks);
 #  - -rb 3 on injected loss spikes rolls back and then equals a resume on a shard without that data,
 #    with AdamW and with Muon; train_gpt2.py rolls back alike (1e-4);
 #  - a fatal error (a token out of the vocabulary) while a checkpoint is written in the background:
@@ -258,5 +259,48 @@ if have_mpi; then
         && grep -q "^\[rank 0\] error: 3 checkpoints in a row could not be written to disk/full2" full2.out \
         && ok "2 ranks on a full disk: trained, 3 checkpoints failed on each rank, then the error" \
         || { bad "2 ranks on a full disk"; grep -m3 'error\|warning' full2.out; }
+fi
+# the PyTorch twin on the same disks, by the same rules and in the same words: training goes on past
+# a failed checkpoint, 3 in a row stop it, a failed last one ends it non-zero, the logs that cannot
+# be written are warned about, and on 2 ranks each rank warns of its own file
+if "$PY" -c "import torch" 2> /dev/null; then
+    umount disk && mount -t tmpfs -o size=4m tmpfs disk || bad "cannot remount the tmpfs"
+    "$PY" "$ROOT/train_gpt2.py" "${ARGS[@]}" -o disk/pystays > pystays.out 2>&1
+    rc=$?
+    line=$(grep -m1 '^error:' pystays.out)
+    [ $rc -eq 1 ] && [ "$(grep -c '^warning: checkpoint .* not written' pystays.out)" -eq 3 ] \
+        && grep -q "^error: 3 checkpoints in a row could not be written to disk/pystays .*checkpoint 10 is the newest complete one" <<< "$line" \
+        && grep -q "^step 25/30" pystays.out && ! grep -q "^step 26/30" pystays.out && ! grep -q Traceback pystays.out \
+        && ok "train_gpt2.py, a disk that stays full: $line" || { bad "train_gpt2.py, a disk that stays full: exit $rc"; tail -4 pystays.out; }
+    [ "$(ls disk/pystays | grep -c '^\(model\|state\|DONE\)_')" -eq 6 ] && [ -z "$(ls disk/pystays | grep tmp)" ] \
+        || bad "train_gpt2.py, a disk that stays full: expected the 6 files of checkpoints 5 and 10: $(ls disk/pystays)"
+    grep -v '^s:\(2[5-9]\|30\) ' ref/main.log > ref25.log  # the 25 steps it trained
+    compare_logs ref25.log disk/pystays/main.log trl=1e-4 norm=1e-4 > cmp.out \
+        && ok "train_gpt2.py, a disk that stays full: trained on as $TRAINER does ($(head -1 cmp.out | sed 's/^ *//'))" \
+        || { bad "train_gpt2.py, a disk that stays full: the losses differ from $TRAINER's"; cat cmp.out; }
+    "$TRAINER" "${ARGS[@]}" -o disk/pystays -y 1 -x 12 -n 0 > pyresume.out 2>&1 && grep -q "^resumed from checkpoint 10 in" pyresume.out \
+        && ok "train_gpt2.py, a disk that stays full: $TRAINER resumes its checkpoint 10" || { bad "train_gpt2.py's checkpoint 10 does not resume"; tail -2 pyresume.out; }
+    # a full disk from the start: the logs and the run's last checkpoint (-x 10 -n 10) fail
+    umount disk && mount -t tmpfs -o size=1m tmpfs disk || bad "cannot remount the tmpfs"
+    dd if=/dev/zero of=disk/fill bs=64k > /dev/null 2>&1
+    mkdir disk/pylast disk/py2
+    "$PY" "$ROOT/train_gpt2.py" "${ARGS[@]}" -x 10 -n 10 -o disk/pylast > pylast.out 2>&1
+    rc=$?
+    want="error: checkpoint 10, this run's last, could not be written: -o: writing 'disk/pylast/model_00000010.bin' failed: No space left on device (the disk is full); no complete checkpoint exists"
+    [ $rc -eq 1 ] && grep -qF "$want" pylast.out && grep -q "^warning: writing 'disk/pylast/main.log' failed at step 0 (No space left on device)" pylast.out \
+        && ! grep -q Traceback pylast.out && ok "train_gpt2.py, a failed last checkpoint: ${want:0:120}" \
+        || { bad "train_gpt2.py, a failed last checkpoint: exit $rc"; tail -3 pylast.out; }
+    port=$(free_port)
+    for r in 0 1; do
+        RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout -k 10 120 \
+            "$PY" "$ROOT/train_gpt2.py" "${ARGS[@]}" -b 2 -x 10 -n 1 -o disk/py2 > py2.$r.out 2>&1 &
+        pids[r]=$!
+    done
+    wait ${pids[0]}; rc0=$?; wait ${pids[1]}; rc1=$?
+    [ $rc0 = 1 ] && [ $rc1 = 1 ] && grep -q "^\[rank 0\] warning: checkpoint 3 not written: -o: writing 'disk/py2/model_00000003.bin'" py2.0.out \
+        && grep -q "^\[rank 1\] warning: checkpoint 3 not written: -o: writing 'disk/py2/state_00000003_00001.bin'" py2.1.out \
+        && grep -q "^\[rank 0\] error: 3 checkpoints in a row could not be written to disk/py2" py2.0.out \
+        && ! grep -q Traceback py2.0.out py2.1.out && ok "train_gpt2.py, 2 ranks on a full disk: each rank warned of its file, then the error" \
+        || { bad "train_gpt2.py, 2 ranks on a full disk"; tail -n 2 py2.0.out py2.1.out; }
 fi
 finish

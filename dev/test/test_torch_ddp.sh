@@ -16,7 +16,8 @@
 #  3. checkpoints cross over: ./train_gpt2 -np 2 step 6 resumes in train_gpt2.py (1 process), and
 #     train_gpt2.py 2 processes step 6 resumes in ./train_gpt2 (1 process); the continuing losses
 #     equal the uninterrupted runs' within 1e-4.
-#  4. bad flags and files end with a one-line error (a shard cut short on disk mid-run too); every flag of ./train_gpt2 --help, short and
+#  4. bad flags and files end with a one-line error (a shard cut short on disk mid-run, or replaced,
+#     too; 300 shards fit ulimit -n 128 and train alike); every flag of ./train_gpt2 --help, short and
 #     long, is train_gpt2.py's too (or refused with a reason, as -pn: torchrun launches it). stdout's
 #     reader killed and SIGHUP stop it with a checkpoint, as they stop ./train_gpt2.
 #  5. the samples' token choice (temperature, top-k) is llmc/generate.h's on random distributions.
@@ -107,6 +108,13 @@ for np in 1 2; do
     [ "$(ls p$np | grep -c '^main.log$')" -eq 1 ] && [ "$(ls p$np | grep -c '^state_00000012_')" -eq $np ] \
         || bad "np=$np: expected one main.log and $np state files for step 12: $(ls p$np | tr '\n' ' ')"
 done
+# the finished run started again with -y 1: nothing to do, as ./train_gpt2 says; its logs untouched
+before=$(cat p2/main.log p2/metrics.jsonl | md5sum)
+torch_ranks 2 again "${ARGS[@]}" -b 2 -o p2 -y 1 \
+    && grep -qx "run complete: checkpoint 12 in p2 is the last step (-x 12); nothing to do (raise -x to train further)" again.0.out \
+    && ! grep -q "^val loss\|^HellaSwag" again.0.out && [ ! -s again.1.out ] && [ "$(cat p2/main.log p2/metrics.jsonl | md5sum)" = "$before" ] \
+    && ok "train_gpt2.py -y 1 on a finished run: $(tail -n 1 again.0.out)" \
+    || { bad "train_gpt2.py -y 1 on a finished run"; tail -n 3 again.0.out again.0.err; }
 # -k wsd (warmup-stable-decay), 1 process: the same learning rate strings and losses
 # (train_gpt2.py given the long names that ./train_gpt2 --help pairs with the short ones, as
 # "--name value" and "--name=value" in turn)
@@ -251,6 +259,35 @@ wait $pid; rc=$?
 line=$(grep -m1 'error:' shrink.out)
 [ $rc -eq 1 ] && grep -q "^error: shard 'shrinks.bin' became shorter on disk than its 801024 bytes while this run read it" <<< "$line" && [ -e shrink/DONE_00000002 ] \
     && ok "a shard cut short mid-run: ${line:0:120}" || { bad "a shard cut short mid-run: exit status $rc (want 1, the error line)"; tail -n 3 shrink.out; }
+# 300 shards under `ulimit -n 128`: train_gpt2.py holds at most 64 open (the C trainers map them),
+# and trains as ./train_gpt2 does on them; a shard it closed and must open again that was replaced
+# on disk meanwhile is an error, not another file's tokens
+$PY - <<'EOF'
+import numpy as np, os
+os.mkdir("many")
+rng = np.random.default_rng(5)
+for i in range(300):
+    h = np.zeros(256, "<i4"); h[:3] = [20240520, 1, 100]
+    open(f"many/s_{i:03d}.bin", "wb").write(h.tobytes() + rng.integers(0, 512, 100).astype("<u2").tobytes())
+EOF
+MANY=(-i 'many/s_*.bin' -e L1:C32:H2:T64:V512 -b 4 -t 32 -x 80 -v 0 -s 0 -n 0 -tk none.bin)  # 225 steps an epoch
+( ulimit -n 128 && $PY "$TORCH_TRAINER" "${MANY[@]}" -o manyp > manyp.out 2>&1 && "$TRAINER" "${MANY[@]}" -o manyc > manyc.out 2>&1 ) \
+    && compare_logs manyc/main.log manyp/main.log trl=1e-4 > cmp.out \
+    && ok "300 shards under ulimit -n 128: $(head -1 cmp.out | sed 's/^ *//')" || { bad "300 shards under ulimit -n 128"; tail -n 2 manyp.out manyc.out cmp.out; }
+$PY - "$ROOT" <<'EOF' && ok "a shard replaced on disk before it is opened again: an error naming it" || bad "a replaced shard was read"
+import contextlib, io, os, shutil, sys
+sys.path.insert(0, sys.argv[1])
+import train_gpt2 as twin
+twin.Shard.OPEN_MAX = 2
+shards = [twin.Shard(f"many/s_{i:03d}.bin", "-i") for i in range(4)]  # 0 and 1 closed again
+shutil.copy("many/s_001.bin", "new.bin"); os.replace("new.bin", "many/s_001.bin")
+shards[0].read(0, 4)  # the same file: opened again and read
+err = io.StringIO()
+with contextlib.redirect_stderr(err), contextlib.suppress(SystemExit):
+    shards[1].read(0, 4)
+    sys.exit("read")
+assert "shard 'many/s_001.bin' was replaced on disk while this run read it" in err.getvalue(), err.getvalue()
+EOF
 touch afile
 torch_error "-o a file" "-o afile exists and is not a folder" "${ARGS[@]}" -b 4 -o afile
 torch_error "-o under a file" "cannot create directory 'afile/sub': Not a directory" "${ARGS[@]}" -b 4 -o afile/sub
