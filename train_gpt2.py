@@ -90,6 +90,16 @@ def not_a_file(path):
             else "is not a regular file")
 
 
+def one_line(e):
+    """an exception's first line, for an error line"""
+    text = str(e).strip().splitlines()
+    return text[0].rstrip(".") if text else type(e).__name__
+
+
+PEER_LOST = re.compile(r"Connection (reset|closed) by peer|Broken pipe|[Tt]imed? ?out|Socket Timeout|NCCL error|"
+                       r"ProcessGroup\w* .*(abort|terminat)", re.S)  # gloo's and NCCL's words for a rank gone
+
+
 def warn(msg):
     print(f"{RANK_PREFIX}warning: {msg}", file=sys.stderr, flush=True)
 
@@ -108,8 +118,8 @@ class Config:
         """d12/d24/d36/d48 (GPT-2 sizes), d60/d72/d84 (llm.c's), dN (C=64N, NH=N), gpt2:dN, gpt3:cN
         (llm.c's GPT-3 shapes, maxT 2048), or L2:C64:H4[:T256][:V512], checked as gpt2_parse_descriptor
         (model_io.h) checks it; a bad one ends the run with an error naming flag."""
-        m = re.fullmatch(r"(?:gpt2:)?d(\d+)", desc)
-        g = re.fullmatch(r"gpt3:c(\d+)", desc)
+        m = re.fullmatch(r"(?:gpt2:)?d([0-9]+)", desc)
+        g = re.fullmatch(r"gpt3:c([0-9]+)", desc)
         if m:
             depth = int(m.group(1)) if len(m.group(1)) <= 7 else 0
             if not 1 <= depth <= 1000:
@@ -126,12 +136,21 @@ class Config:
                 die(f"{flag} {desc}: GPT-3 shapes are gpt3:c384, c768, c1024, c1536, c2048, c2560, c4096 and c12288 "
                     f"(the channels); for another shape use L<layers>:C<channels>:H<heads>:T2048")
             cfg = Config(shapes[c][0], c, c // shapes[c][1], block_size=2048)
-        else:
-            if not re.fullmatch(r"[LCHTV][1-9]\d*(?::[LCHTV][1-9]\d*)*", desc):
-                die(f"{flag} {desc}: bad descriptor; expected e.g. d12, L2:C64:H4 or L2:C64:H4:T256:V512")
-            fields = dict(L=None, C=None, H=None, T=1024, V=50257)
-            for part in desc.split(":"):
-                fields[part[0]] = int(part[1:])
+        else:  # L<n>:C<n>:H<n>[:T<n>][:V<n>], read as gpt2_parse_descriptor reads it
+            fields, p = dict(L=None, C=None, H=None, T=1024, V=50257), 0
+            while p < len(desc):
+                key, p = desc[p], p + 1
+                digits = re.match(r"[0-9]*", desc[p:]).group()
+                p += len(digits)
+                if not 1 <= len(digits) <= 7 or int(digits) == 0 or desc[p:] == ":":
+                    die(f"{flag} {desc}: bad descriptor; expected e.g. L2:C64:H4 or L2:C64:H4:T256:V512")
+                if key not in fields:
+                    die(f"{flag} {desc}: unknown descriptor field '{key}' (fields: L C H T V)")
+                fields[key] = int(digits)
+                if desc[p:p + 1] == ":":
+                    p += 1
+                elif p < len(desc):
+                    die(f"{flag} {desc}: bad descriptor; fields are separated by ':' as in L2:C64:H4")
             if None in (fields["L"], fields["C"], fields["H"]):
                 die(f"{flag} {desc}: a descriptor needs L, C and H, e.g. L2:C64:H4")
             cfg = Config(fields["L"], fields["C"], fields["H"], fields["T"], fields["V"])
@@ -342,6 +361,8 @@ def probe_model_file(path, in_checkpoint=False):
         return None, 0, f"'{path}' is not a GPT-2 model file (magic {h[0]}, expected {MODEL_MAGIC}){hint}"
     if h[1] not in (3, 5):
         return None, 0, f"model file '{path}' has version {h[1]}; this trainer reads version 3 (fp32) and 5 (bf16){hint}"
+    if h[252] == CRC_TAG and header_crc(h, 254) != h[254]:
+        return None, 0, f"model file '{path}' has a corrupt header (it fails its checksum){hint}"
     maxT, V, L, NH, C, Vp = (int(x) for x in h[2:8])
     cfg = Config(L, C, NH, maxT, V)
     problem = cfg.problem() or (None if Vp == cfg.padded_vocab_size else "padded vocab size is not V rounded up to 128")
@@ -349,8 +370,8 @@ def probe_model_file(path, in_checkpoint=False):
         return None, 0, f"model file '{path}' has a bad header: {problem}"
     expected = 1024 + num_params(cfg) * (4 if h[1] == 3 else 2)
     if size != expected:
-        return None, 0, (f"model file '{path}' is {size} bytes but its header ({cfg.describe()}, version {h[1]}) "
-                         f"implies {expected} bytes (truncated or corrupt){hint}")
+        return None, 0, (f"model file '{path}' is {size} bytes but its header (L={L} C={C} NH={NH} Vp={Vp} maxT={maxT}, "
+                         f"version {h[1]}) implies {expected} bytes (truncated or corrupt){hint}")
     return cfg, int(h[1]), None
 
 
@@ -362,9 +383,11 @@ def read_model_flat(path, in_checkpoint=False):
     with open(path, "rb") as f:
         h = np.frombuffer(f.read(1024), dtype="<i4")
         payload = f.read()
-    if (h[252] in (CRC_TAG, CRC_TAG_V1) and crc_int32(zlib.crc32(payload)) != h[253]) \
-            or (h[252] == CRC_TAG and header_crc(h, 254) != h[254]):
-        return None, None, f"model file '{path}' fails its checksum (corrupt); use another checkpoint"
+    crc = crc_int32(zlib.crc32(payload))
+    if h[252] in (CRC_TAG, CRC_TAG_V1) and crc != h[253]:  # llmc/checkpoint.h's words, or model_io.h's for -e
+        return None, None, (f"model file '{path}' fails its checksum" if in_checkpoint else
+                            f"model file '{path}' is corrupt: checksum {crc & 0xFFFFFFFF:08x}, header says "
+                            f"{int(h[253]) & 0xFFFFFFFF:08x}; restore it from a copy or give -e another model")
     if version == 3:
         flat = np.frombuffer(payload, dtype="<f4").copy()
     else:  # bf16: the upper 16 bits of a float32
@@ -680,6 +703,34 @@ def did_you_mean(flag):
     return hint
 
 
+C_SPACE = " \t\n\v\f\r"
+C_INT = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-9]+")
+C_FLOAT = re.compile(r"[ \t\n\v\f\r]*[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?|inf(?:inity)?|"
+                     r"0x(?:[0-9a-f]+\.?[0-9a-f]*|\.[0-9a-f]+)(?:p[+-]?[0-9]+)?)", re.I)
+
+
+def c_number(text, kind):
+    """the value of a flag as llmc/args.h reads it (strtoll base 10, strtod: decimal or hex, inf), or None where
+    that refuses it: trailing text, '_', NaN, a value out of the type's range (ERANGE: 1e999, 1e-400, subnormals)"""
+    if kind is int:
+        v = int(text) if C_INT.fullmatch(text) else None
+        return v if v is not None and -(1 << 63) <= v < 1 << 63 else None
+    if not C_FLOAT.fullmatch(text):
+        return None
+    body = text.lstrip(C_SPACE)
+    hexa = "x" in body.lower()
+    try:
+        v = float.fromhex(body) if hexa else float(body)
+    except OverflowError:  # fromhex's
+        return None
+    mantissa = re.split("p" if hexa else "e", body.lstrip("+-").lower()[2 if hexa else 0:])[0]
+    if math.isinf(v) and "inf" not in body.lower():
+        return None  # overflow
+    if abs(v) < sys.float_info.min and re.search("[1-9a-f]" if hexa else "[1-9]", mantissa):
+        return None  # underflow to a subnormal or zero
+    return v
+
+
 def parse_train_args(argv):
     """the flags of llmc/args.h (-b 16, --batch 16, --batch=16); a bad one is one line, as the C trainers say it"""
     a = Args()
@@ -714,14 +765,16 @@ def parse_train_args(argv):
         if attr in CHOICES and v not in CHOICES[attr].split("|"):
             fail(f"{f} {v}: expected one of {CHOICES[attr]}")
         if kind is not str:
-            try:
-                x = int(v) if kind is int else float(v)
-            except ValueError:
+            x = c_number(v, kind)
+            if x is None:
                 fail(f"{f} {v}: expected {'an integer' if kind is int else 'a number'}")
-            if x != x or not lo <= x <= hi:
+            if not lo <= x <= hi:
                 fail(f"{f} {v}: must be in {lo}..{hi}" if kind is int else f"{f} {v}: must be in {lo:g}..{hi:g}")
             v = x
         setattr(a, attr, v)
+    if len(a.output_dir.encode()) > 4000:  # the longest name written under it must fit a path's 4095 bytes
+        fail(f"-o: the directory's path is {len(a.output_dir.encode())} characters; the files under it would pass the "
+             "4095 a path may have: use one of at most 4000")
     if a.checkpoint_every > 0 and not a.output_dir:
         fail(f"-n {a.checkpoint_every} needs an output directory: add -o <dir>")
     if a.checkpoint_major > 0 and (a.checkpoint_every <= 0 or a.checkpoint_major % a.checkpoint_every != 0):
@@ -729,6 +782,8 @@ def parse_train_args(argv):
              f"multiple of -n (now {a.checkpoint_every}), which writes them")
     if a.resume and not a.output_dir:
         fail("-y 1 resumes from the checkpoints in -o <dir>; no -o was given")
+    if a.tensorboard and not a.output_dir:  # ignored here, but the same command lines as the C trainers
+        fail("-tb 1 writes the TensorBoard events into the output directory: add -o <dir>")
     if a.start_over and (a.resume or not a.output_dir):
         fail("--start-over 1 starts a new run in -o <dir> in place of the one there; it needs -o and excludes -y 1")
     # values whose result would mean nothing (a loss or an accuracy over no data), as llmc/args.h
@@ -1043,8 +1098,16 @@ class Dist:
                     die(f"{v} is not set: launch with torchrun, or set MASTER_ADDR and MASTER_PORT for every rank")
             import torch.distributed as dist
             self.dist = dist
-            dist.init_process_group("nccl" if self.cuda else "gloo", rank=self.rank, world_size=self.world,
-                                    timeout=datetime.timedelta(seconds=timeout_s))
+            where = f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}"
+            try:
+                dist.init_process_group("nccl" if self.cuda else "gloo", rank=self.rank, world_size=self.world,
+                                        timeout=datetime.timedelta(seconds=timeout_s))
+            except (RuntimeError, OSError) as e:  # TimeoutError is an OSError
+                if self.rank == 0:
+                    die(f"not all {self.world} ranks joined at {where} within -pt {timeout_s} s ({one_line(e)}); start "
+                        f"every rank (WORLD_SIZE={self.world}) with the same MASTER_ADDR and MASTER_PORT")
+                die(f"rank 0 did not answer at {where} within -pt {timeout_s} s ({one_line(e)}): it ended (its error "
+                    "says why) or was not started; start every rank with the same MASTER_ADDR and MASTER_PORT")
 
     def allreduce(self, values, op="sum"):
         """sum (or max) of a list of numbers over the ranks, in float64"""
@@ -1631,25 +1694,44 @@ def xorshift_f32(state):
     return state, np.float32(((state * 0x2545F4914F6CDD1D) & U64) >> 40) / np.float32(16777216.0)
 
 
+TOKENIZER_HOWTO = "./gpt2_tokenize -e encoder.json -m vocab.bpe -w gpt2_tokenizer.bin (or run any dev/data recipe)"
+
+
 def load_tokenizer(path):
-    """token id -> bytes from a decode table, or None (samples then print ids)"""
-    howto = "./gpt2_tokenize -e encoder.json -m vocab.bpe -w gpt2_tokenizer.bin (or run any dev/data recipe)"
+    """token id -> bytes from a decode table, or None (samples then print ids); llmc/tokenizer.h's checks and
+    words: a file that is not a whole table is an error"""
     why = not_a_file(path)
     if why == "not found":
-        warn(f"tokenizer file -tk '{path}' not found; samples print token ids. Make it with: {howto}")
+        warn(f"tokenizer file -tk '{path}' not found; samples print token ids. Make it with: {TOKENIZER_HOWTO}")
         return None
     if why:  # a path that names something else is a mistake, as in llmc/tokenizer.h
-        die(f"tokenizer file -tk '{path}' {why}; give the path of a decode table, made by: {howto}")
+        die(f"tokenizer file -tk '{path}' {why}; give the path of a decode table, made by: {TOKENIZER_HOWTO}")
     raw = open(path, "rb").read()
-    h = np.frombuffer(raw[:1024], dtype="<u4") if len(raw) >= 1024 else None
-    if h is None or h[0] != TOKENIZER_MAGIC or h[1] not in (1, 2):
-        die(f"'{path}' is not a version 1/2 tokenizer file; remake it with ./gpt2_tokenize -w")
+    remake = f"remake it with: {TOKENIZER_HOWTO}"
+    if len(raw) < 1024:
+        die(f"tokenizer file '{path}' is truncated (no complete 1024-byte header); {remake}")
+    h = np.frombuffer(raw[:1024], dtype="<u4")
+    if h[0] != TOKENIZER_MAGIC:
+        die(f"'{path}' is not a tokenizer file (magic {h[0]}, expected {TOKENIZER_MAGIC}); {remake}")
+    if h[1] not in (1, 2):
+        die(f"tokenizer file '{path}' has version {h[1]}; this build reads versions 1 and 2; {remake}")
+    V = int(h[2])
+    if V == 0 or V > 1 << 24 or V > (len(raw) - 1024) // 2:  # every token takes 2 bytes at least
+        die(f"tokenizer file '{path}' claims {V} tokens, which its {len(raw)} bytes cannot hold; {remake}")
+    eot = EOT if h[1] == 1 else int(h[3])  # version 1 predates the field: llm.c's GPT-2 files
+    if eot >= V:
+        die(f"tokenizer file '{path}': EOT id {eot} is not below its vocab size {V}; {remake}")
     table, p = [], 1024
-    for _ in range(int(h[2])):
-        if p >= len(raw) or p + 1 + raw[p] > len(raw):
-            die(f"tokenizer file '{path}' is truncated; remake it with ./gpt2_tokenize -w")
-        table.append(raw[p + 1: p + 1 + raw[p]])
-        p += 1 + raw[p]
+    for i in range(V):
+        n = raw[p] if p < len(raw) else None
+        if n == 0:
+            die(f"tokenizer file '{path}' is corrupt (token {i} has length 0); {remake}")
+        if n is None or p + 1 + n > len(raw):
+            die(f"tokenizer file '{path}' is truncated at token {i} of {V}; {remake}")
+        table.append(raw[p + 1: p + 1 + n])
+        p += 1 + n
+    if p != len(raw):
+        die(f"tokenizer file '{path}' has data after its {V} tokens (corrupt?); {remake}")
     return table
 
 
@@ -1793,10 +1875,13 @@ def gpu_peak_flops(device):
 def resolve_model(a, device):
     """the model that -e names: a descriptor (the C trainers' init from -rs) or a model file"""
     desc = a.model
-    if re.fullmatch(r"(?:gpt2:)?d\d+|gpt3:c\d+", desc) or re.match(r"L\d", desc):  # as gpt2_parse_descriptor
+    if re.fullmatch(r"(?:gpt2:)?d[0-9]+|gpt3:c[0-9]+", desc) or re.match(r"L[0-9]", desc):  # as gpt2_parse_descriptor
         cfg = Config.from_descriptor(desc, "-e")
         flat = c_init_params(cfg, a.seed)  # the same seed on every rank: the same model
     else:
+        err = probe_model_file(desc)[2]
+        if err:
+            die(f"-e: {err}")  # llmc/train_loop.h's words
         cfg, flat, err = read_model_flat(desc)
         if err:
             die(err)
@@ -2082,6 +2167,9 @@ def train_main(argv):
                     parts.append(f'"{key}":{v}')
             metrics.write(step, "{" + ",".join(parts) + "}\n")
     tokenizer = load_tokenizer(a.tokenizer) if rank == 0 and a.sample_every > 0 else None
+    if tokenizer is not None and len(tokenizer) < V:  # samples would hold ids it cannot decode
+        die(f"-tk {a.tokenizer} has {len(tokenizer)} tokens, fewer than the model's {V} (-e {a.model}): it is another "
+            "tokenizer's decode table; give this model's, or -s 0 for no samples")
     P = num_params(cfg)
     flops_per_token = 6.0 * P + 6.0 * cfg.n_layer * T * cfg.n_embd  # gpt2_flops_per_token (model_io.h): llm.c's count
     peak = gpu_peak_flops(device)
@@ -2237,8 +2325,13 @@ def main():
             train_main(argv)
         except SystemExit as e:  # die() has printed its line; the traceback keeps DDP alive for leave()
             leave(e.code if isinstance(e.code, int) else 1)
-        except BaseException:  # e.g. a collective that failed because another rank died
-            traceback.print_exc()
+        except BaseException as e:
+            if RANK_PREFIX and isinstance(e, RuntimeError) and PEER_LOST.search(str(e)):
+                # a collective (ours or DDP's) failed because another rank ended or hung: that rank says why
+                print(f"{RANK_PREFIX}error: a collective with the other ranks failed ({one_line(e)}): another rank "
+                      "stopped (its error says why), hung past -pt, or cannot be reached", file=sys.stderr, flush=True)
+            else:
+                traceback.print_exc()
             leave(1)
     return fixture_main(argv)
 

@@ -193,10 +193,13 @@ static inline int gpt2_parse_descriptor(const char *desc, GPT2Config *c) {
         c->num_layers = 0;
         const char *p = desc;
         while (*p) {
-            char key = *p++;
-            char *end;
-            long v = strtol(p, &end, 10);
-            if (end == p || v <= 0 || v > 1000000) {
+            const char key = *p++;
+            const char *digits = p;
+            while (isdigit((unsigned char)*p)) { p++; }
+            // 1 to 7 digits, nothing else (no sign, no blank, no ':' at the end); gpt2_config_problem
+            // checks each field's range below
+            const long v = p - digits >= 1 && p - digits <= 7 ? strtol(digits, NULL, 10) : 0;
+            if (v <= 0 || (*p == ':' && p[1] == '\0')) {
                 llmc_die("-e %s: bad descriptor; expected e.g. L2:C64:H4 or L2:C64:H4:T256:V512", desc);
             }
             switch (key) {
@@ -207,7 +210,6 @@ static inline int gpt2_parse_descriptor(const char *desc, GPT2Config *c) {
                 case 'V': c->vocab_size = (int)v; break;
                 default: llmc_die("-e %s: unknown descriptor field '%c' (fields: L C H T V)", desc, key);
             }
-            p = end;
             if (*p == ':') { p++; } else if (*p != '\0') {
                 llmc_die("-e %s: bad descriptor; fields are separated by ':' as in L2:C64:H4", desc);
             }
@@ -390,7 +392,7 @@ static inline void model_file_load(const char *path, const ModelFileInfo *info, 
     free(buf);
     fcloseCheck(fp);
     if (info->has_crc && crc != info->crc) {
-        llmc_die("model file '%s' is corrupt: checksum %08x, header says %08x; use another checkpoint", path,
+        llmc_die("model file '%s' is corrupt: checksum %08x, header says %08x; restore it from a copy or give -e another model", path,
                  crc, info->crc);
     }
 }

@@ -16,7 +16,8 @@
 #  3. checkpoints cross over: ./train_gpt2 -np 2 step 6 resumes in train_gpt2.py (1 process), and
 #     train_gpt2.py 2 processes step 6 resumes in ./train_gpt2 (1 process); the continuing losses
 #     equal the uninterrupted runs' within 1e-4.
-#  4. bad flags and files end with a one-line error (a shard cut short on disk mid-run, or replaced,
+#  4. bad flags and files end with a one-line error (bad -tk tables, flag values that strtoll/strtod
+#     refuse, -e descriptors and model files: the C trainers' line; a shard cut short on disk mid-run, or replaced,
 #     too; 300 shards fit ulimit -n 128 and train alike); every flag of ./train_gpt2 --help, short and
 #     long, is train_gpt2.py's too (or refused with a reason, as -pn: torchrun launches it). stdout's
 #     reader killed and SIGHUP stop it with a checkpoint, as they stop ./train_gpt2.
@@ -238,6 +239,48 @@ for names in re.findall(r"^  (-[a-z]+, --[a-z-]+|--[a-z-]+) ", open(sys.argv[2])
 print(f"  {n} flags in ./train_gpt2 --help; not train_gpt2.py's: {missing or 'none'}")
 sys.exit(1 if missing or n < 50 else 0)
 EOF
+# values as llmc/args.h and model_io.h read them (strtoll, strtod, the descriptor grammar) and the
+# model file checks: each accepted by both trainers, or refused by both with the same line
+$PY "$TORCH_TRAINER" --model L2:C64:H4:T64:V512 --write-model m.bin > /dev/null
+$PY - "$ROOT" "$TRAINER" <<'EOF' && ok "flag values and -e read alike: $(tail -n 1 values.txt)" || { bad "train_gpt2.py reads flag values or -e unlike ./train_gpt2"; cat values.txt; }
+import contextlib, io, subprocess, sys
+sys.path.insert(0, sys.argv[1])
+import torch
+import train_gpt2 as twin
+good = open("m.bin", "rb").read()
+for name, at in (("m_flip.bin", 5000), ("m_hdr.bin", 8)):  # a payload bit, a header bit
+    b = bytearray(good); b[at] ^= 1; open(name, "wb").write(b)
+open("m_cut.bin", "wb").write(good[:-10])
+open("m_magic.bin", "wb").write(b"\1" + good[1:])
+cases = [("-l", v) for v in ("1_0e-4", " 1e-4", "1e-4 ", "0x1p-10", "0X1.8P-3", "-0x1p-2000", "0x1p99999", "0x", "inf", "nan",
+                             "1e-400", "1e-310", "0e-400", "1e999", ".", "1.", "+.5e1", "1e")]
+cases += [("-rs", v) for v in ("1_000", " 5", "+5", "5 ", "0x10", "99999999999999999999", "9223372036854775807", "1e3", "--1")]
+cases += [("-e", v) for v in ("L2:C64:H4:", "L2:C64:H4::", "d2:", "C64:L2:H4", "L2:C064:H4:T64:V512", "L2:C+64:H4", "L2:X4:C64:H4",
+                              "L0:C64:H4", "L2:C64:H4:T99999999", "L2:C64:H4:T9999999", "L2 :C64:H4", "L2:C64;H4", "d0", "gpt3:c100",
+                              "m.bin", "m_flip.bin", "m_hdr.bin", "m_cut.bin", "m_magic.bin", "nope.bin")]
+cases += [("-tb", "1"), ("-o", "/tmp/" + "d" * 3996)]  # TensorBoard without -o (ignored by the twin, refused alike)
+base = ["-i", "train_*.bin", "-e", "L1:C32:H2:T64:V512", "-t", "32", "-b", "1", "-x", "0", "-v", "0", "-s", "0", "-tk", "none.bin"]
+differ, report, outcomes = 0, [], []
+for flag, value in cases:
+    run = subprocess.run([sys.argv[2], *base, flag, value], capture_output=True, text=True)
+    c = next((line for line in run.stderr.splitlines() if line.startswith("error:")), "accepted")
+    outcomes.append(c)
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            args = twin.parse_train_args(base + [flag, value])
+            twin.resolve_model(args, torch.device("cpu"))
+        py = "accepted"
+    except SystemExit:
+        py = next((line for line in err.getvalue().splitlines() if line.startswith("error:")), "no error line")
+    if c != py:
+        differ += 1
+        report.append(f"  {flag} '{value}': train_gpt2: {c}\n  {' ' * len(flag)}  train_gpt2.py: {py}")
+report.append(f"{len(cases)} values of -l, -rs, -e, -tb and -o (strtod and strtoll edge cases, descriptors, damaged model files), "
+              f"{sum(c == 'accepted' for c in outcomes)} accepted: {differ} read differently")
+open("values.txt", "w").write("\n".join(report) + "\n")
+sys.exit(1 if differ else 0)
+EOF
 # a folder or a FIFO where a file is read: named, never read (a FIFO would block the open)
 mkdir -p adir && rm -f fifo.bin && mkfifo fifo.bin
 for f in adir fifo.bin; do
@@ -246,6 +289,29 @@ for f in adir fifo.bin; do
     torch_error "-e $f" "model file '$f' $what" "${ARGS[@]}" -b 4 -e $f -o bad
     torch_error "-hf $f" "HellaSwag file '$f' $what" "${ARGS[@]}" -b 4 -hf $f -o bad
     torch_error "-tk $f" "tokenizer file -tk '$f' $what" "${ARGS[@]}" -b 4 -tk $f -o bad
+done
+# bad decode tables (-tk): the C trainers' error line, word for word (the twin had taken a table too
+# small for the model, an empty token, an EOT past the table and bytes after it)
+$PY - <<'EOF'
+import numpy as np
+def table(name, tokens, V=None, version=2, eot=None, tail=b""):
+    h = np.zeros(256, "<u4")
+    h[:4] = [20240328, version, len(tokens) if V is None else V, len(tokens) - 1 if eot is None else eot]
+    open(name, "wb").write(h.tobytes() + b"".join(bytes([len(t)]) + t for t in tokens) + tail)
+toks = [bytes([65 + i % 26]) * (1 + i % 3) for i in range(512)]
+table("tk_small.bin", toks[:10])
+table("tk_tail.bin", toks, tail=b"x")
+table("tk_eot.bin", toks, eot=512)
+table("tk_empty.bin", toks[:5] + [b""] + toks[6:])
+table("tk_cut.bin", toks[:-1], V=512)
+table("tk_count.bin", toks[:3], V=1 << 20)
+table("tk_v3.bin", toks, version=3)
+open("tk_short.bin", "wb").write(b"\0" * 100)
+EOF
+for f in tk_small tk_tail tk_eot tk_empty tk_cut tk_count tk_v3 tk_short; do
+    c=$("$TRAINER" "${ARGS[@]}" -b 4 -n 0 -tk $f.bin 2>&1 | grep -m1 '^error:')
+    p=$(timeout -k 10 120 $PY "$TORCH_TRAINER" "${ARGS[@]}" -b 4 -n 0 -tk $f.bin 2>&1 | grep -m1 '^error:')
+    [ -n "$c" ] && [ "$c" = "$p" ] && ok "-tk $f.bin, both trainers: ${c:0:110}" || bad "-tk $f.bin: train_gpt2: '$c'; train_gpt2.py: '$p'"
 done
 # a shard cut short on disk mid-run (rewritten in place): the C trainers' error, not a SIGBUS; the
 # run is stopped from outside once it trains (it has no LLMC_FAULT), any position past the new end
@@ -296,6 +362,17 @@ ls c1 > c1.before
 torch_error "a new run in another run's -o" "-o c1 holds the checkpoints of another run (.*the newest complete one of step 12)" \
     "${ARGS[@]}" -b 4 -o c1
 ls c1 | cmp -s - c1.before || bad "the refused run changed c1: $(ls c1 | tr '\n' ' ')"
+# the same on 2 ranks (only rank 0 checks -o): rank 1's collective breaks, and it says so in one line
+torch_ranks 2 other "${ARGS[@]}" -b 2 -o c1
+grep -q "^\[rank 0\] error: -o c1 holds the checkpoints of another run" other.0.err \
+    && grep -q "^\[rank 1\] error: a collective with the other ranks failed (.*): another rank stopped (its error says why)" other.1.err \
+    && ! grep -q Traceback other.0.err other.1.err && ok "2 ranks, rank 0's error at start-up: rank 1 $(grep -o 'a collective.*failed' other.1.err)" \
+    || { bad "2 ranks, rank 0's error at start-up: rank 1 said"; tail -n 3 other.1.err; }
+# a rank alone (rank 0 never started): one line once -pt has passed, not a traceback
+RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) timeout -k 10 120 $PY "$TORCH_TRAINER" "${ARGS[@]}" -b 2 -n 0 -pt 2 > alone.out 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "^\[rank 1\] error: rank 0 did not answer at 127.0.0.1:[0-9]* within -pt 2 s (.*): it ended (its error says why) or was not started" alone.out \
+    && ! grep -q Traceback alone.out && ok "rank 1 without rank 0: $(grep -o 'rank 0 did not answer.*-pt 2 s' alone.out)" || { bad "rank 1 without rank 0: exit $rc"; tail -n 3 alone.out; }
 cp -r c1 over
 torch_error "--start-over with -y 1" "--start-over 1 starts a new run in -o <dir>" "${ARGS[@]}" -b 4 -o over -y 1 --start-over 1
 timeout -k 10 300 $PY "$TORCH_TRAINER" "${ARGS[@]}" -b 4 -x 2 -n 0 -s 0 -o over --start-over 1 > over.out 2>&1 || { bad "--start-over 1 failed"; tail -n 3 over.out; }
