@@ -352,7 +352,7 @@ def probe_model_file(path, in_checkpoint=False):
     hint = "" if in_checkpoint else "; make one with: python train_gpt2.py --model d12 --write-model out.bin (or train_gpt2 -n)"
     why = not_a_file(path)
     if why:
-        return None, 0, f"model file '{path}' {why}" + ("" if in_checkpoint else " (-e takes a .bin file or a descriptor such as d12 or L2:C64:H4)")
+        return None, 0, f"model file '{path}' {why}"
     size = os.path.getsize(path)
     if size < 1024:
         return None, 0, f"model file '{path}' is {size} bytes, smaller than its 1024-byte header (truncated?)"
@@ -1880,8 +1880,8 @@ def resolve_model(a, device):
         flat = c_init_params(cfg, a.seed)  # the same seed on every rank: the same model
     else:
         err = probe_model_file(desc)[2]
-        if err:
-            die(f"-e: {err}")  # llmc/train_loop.h's words
+        if err:  # llmc/train_loop.h's words
+            die(f"-e: {err}" + ("" if os.path.exists(desc) else " (-e takes a .bin file or a descriptor such as d12 or L2:C64:H4)"))
         cfg, flat, err = read_model_flat(desc)
         if err:
             die(err)

@@ -298,11 +298,18 @@ def plot(runs, args):
         sys.exit(f"error: plotting needs matplotlib: {sys.executable} -m pip install matplotlib "
                  "(or apt-get install python3-matplotlib); --dump works without it")
     import matplotlib.pyplot as plt
+    from matplotlib.backend_bases import FigureCanvasBase
+    # the format that -o's extension names (no extension: PNG), as savefig would pick it for the name
+    fmt = os.path.splitext(args.output)[1][1:].lower() or "png"
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    if fmt not in kinds:
+        sys.exit(f"error: -o {args.output}: '.{fmt}' is not a format matplotlib writes; end -o in one of "
+                 f"{', '.join('.' + k for k in sorted(kinds))}")
     fig = make_figure(runs, args)
-    # written under a temporary name and renamed, so a reader never sees half a PNG
-    tmp = f"{args.output}.tmp.{os.getpid()}.png"
+    # written under a temporary name and renamed, so a reader never sees half a file
+    tmp = f"{args.output}.tmp.{os.getpid()}"
     try:
-        fig.savefig(tmp, dpi=args.dpi)
+        fig.savefig(tmp, dpi=args.dpi, format=fmt)
         os.replace(tmp, args.output)
     except OSError as e:
         with contextlib.suppress(OSError):
@@ -315,7 +322,7 @@ def plot(runs, args):
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("logs", nargs="+", help="main.log files")
-    ap.add_argument("-o", "--output", default="curves.png", help="PNG to write (default curves.png)")
+    ap.add_argument("-o", "--output", default="curves.png", help="the plot to write, in the format its extension names: .png (default curves.png), .pdf, .svg, ...")
     ap.add_argument("--label", action="append",
                     help="name of the run of each log, once per log in order (default: the log's path); "
                          "logs with the same label are one run")

@@ -271,8 +271,7 @@ static inline int model_file_probe_in(const char *path, ModelFileInfo *info, cha
     char why[512];
     int e = open_regular(path, &fp, &size, why, sizeof(why));
     if (e != 0) {
-        snprintf(err, errlen, "model file '%s' %s%s", path, e == ENOENT ? "not found" : why,
-                 e == ENOENT && !in_checkpoint ? " (-e takes a .bin file or a descriptor such as d12 or L2:C64:H4)" : "");
+        snprintf(err, errlen, "model file '%s' %s", path, e == ENOENT ? "not found" : why);
         return 1;
     }
     int header[HEADER_INTS];

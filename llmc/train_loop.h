@@ -56,7 +56,9 @@ static inline int train_resolve_model(TrainArgs *a, GPT2Config *config) {
     if (!gpt2_parse_descriptor(a->model, config)) {
         ModelFileInfo info;
         char err[2048];
-        if (model_file_probe(a->model, &info, err, sizeof(err))) { llmc_die("-e: %s", err); }
+        if (model_file_probe(a->model, &info, err, sizeof(err))) {
+            llmc_die("-e: %s%s", err, access(a->model, F_OK) != 0 ? " (-e takes a .bin file or a descriptor such as d12 or L2:C64:H4)" : "");
+        }
         *config = info.config;
         from_file = 1;
     }

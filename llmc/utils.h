@@ -456,7 +456,8 @@ static void atomic_fail(AtomicFile *af, const char *what) {
     snprintf(msg, sizeof(msg), "%s%s%s '%s' failed: %s%s", af->flag ? af->flag : "", af->flag ? ": " : "", what,
              af->final_path, strerror(e), e == ENOSPC || e == EDQUOT ? " (the disk is full)" : "");
     if (af->err == NULL) {
-        llmc_die("%s; free space there or choose another %s", msg, af->flag ? af->flag : "output");
+        llmc_die("%s; %schoose another %s", msg, e == ENOSPC || e == EDQUOT ? "free space there or " : "",
+                 af->flag ? af->flag : "output");
     }
     if (!af->failed) { snprintf(af->err, af->errlen, "%s", msg); }
     af->failed = 1;

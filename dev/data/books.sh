@@ -35,7 +35,9 @@ tokenize_split() {
     rm -f "$OUT/${name}"_[0-9]*.bin
     if [[ "$file" == *.xz ]]; then
         command -v xz >/dev/null || die "xz is needed for $file (apt-get install xz-utils)"
-        xz -dc "$file" | "$TOKENIZE" -e "$ENC" -m "$BPE" -x sep -S "$SHARD_TOKENS" -p "$OUT/$name" -
+        # a corrupt .xz ends the text early: the shards of that text would pass for the whole split
+        xz -dc "$file" | "$TOKENIZE" -e "$ENC" -m "$BPE" -x sep -S "$SHARD_TOKENS" -p "$OUT/$name" - \
+            || { rm -f "$OUT/${name}"_[0-9]*.bin; die "$file: decompressing or tokenizing it failed (see above); no $name shards kept"; }
     else
         "$TOKENIZE" -e "$ENC" -m "$BPE" -x sep -S "$SHARD_TOKENS" -p "$OUT/$name" "$file"
     fi

@@ -44,10 +44,12 @@ mkdir -p "$OUT"
 need_tokenizer
 rm -f "$OUT/${name}"_val_[0-9]*.bin "$OUT/${name}"_train_[0-9]*.bin
 tok=("$TOKENIZE" -e "$ENC" -m "$BPE" -x jsonl -V 1 -S "$SHARD_TOKENS" -p "$OUT/$name")
+# a download or a parquet reader that fails ends the text early: its shards would pass for the whole set
+failed() { rm -f "$OUT/${name}"_val_[0-9]*.bin "$OUT/${name}"_train_[0-9]*.bin; die "$1 failed (see above); no $name shards kept"; }
 if [ $# -eq 0 ]; then
-    "$PYTHON" "$HERE/fineweb_download.py" -t "$type" -v "$version" | "${tok[@]}" -
+    "$PYTHON" "$HERE/fineweb_download.py" -t "$type" -v "$version" | "${tok[@]}" - || failed "the download"
 elif [ "$nparquet" -gt 0 ]; then
-    "$PYTHON" "$HERE/fineweb_download.py" --parquet "$@" | "${tok[@]}" -
+    "$PYTHON" "$HERE/fineweb_download.py" --parquet "$@" | "${tok[@]}" - || failed "reading the parquet files"
 else
     "${tok[@]}" "$@"
 fi

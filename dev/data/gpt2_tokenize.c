@@ -19,6 +19,7 @@
  *
  * Token shard: 256 int32 header (magic 20240520, version 1, token count), then uint16 tokens.
  */
+#include <dirent.h>
 #include <getopt.h>
 #include <stdint.h>
 #ifdef _OPENMP
@@ -127,6 +128,11 @@ static void bad_flag(const char *fmt, ...) {
 static AtomicFile *open_outputs[MAX_OPEN_OUTPUTS];
 static void (*next_abort_hook)(void);  // the hook main found set (a fuzz harness's), run after ours
 
+// the outputs this run completed: a run that fails removes them too, so that it leaves nothing (a
+// prepare run's first shards would otherwise look like a whole dataset to the trainer's glob)
+static char **done_outputs;
+static int num_done_outputs;
+
 static void remove_partial_outputs(void) {
     for (int i = 0; i < MAX_OPEN_OUTPUTS; i++) {
         if (open_outputs[i] && open_outputs[i]->fp) {
@@ -136,6 +142,7 @@ static void remove_partial_outputs(void) {
         }
         open_outputs[i] = NULL;
     }
+    for (int i = 0; i < num_done_outputs; i++) { unlink(done_outputs[i]); }
     if (next_abort_hook) { next_abort_hook(); }
 }
 
@@ -152,6 +159,41 @@ static void output_commit(AtomicFile *af) {
     atomic_commit(af);
     for (int i = 0; i < MAX_OPEN_OUTPUTS; i++) {
         if (open_outputs[i] == af) { open_outputs[i] = NULL; }
+    }
+    if ((num_done_outputs & (num_done_outputs - 1)) == 0) {  // 0, 1, 2, 4, ...: room for twice as many
+        char **grown = (char **)mallocCheck((size_t)(2 * num_done_outputs + 1) * sizeof(char *));
+        if (num_done_outputs > 0) { memcpy(grown, done_outputs, (size_t)num_done_outputs * sizeof(char *)); }
+        free(done_outputs);
+        done_outputs = grown;
+    }
+    const size_t len = strlen(af->final_path) + 1;
+    done_outputs[num_done_outputs] = (char *)mallocCheck(len);
+    memcpy(done_outputs[num_done_outputs++], af->final_path, len);
+}
+
+// whether paths a and b name the same file: the same inode where both exist, else the same name in
+// the same folder (an output not yet written)
+static int same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) { return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino; }
+    const char *na = strrchr(a, '/'), *nb = strrchr(b, '/');
+    na = na ? na + 1 : a;
+    nb = nb ? nb + 1 : b;
+    if (strcmp(na, nb) != 0) { return 0; }
+    char da[4096], db[4096];
+    snprintf(da, sizeof(da), "%.*s", na == a ? 1 : (int)(na - a), na == a ? "." : a);
+    snprintf(db, sizeof(db), "%.*s", nb == b ? 1 : (int)(nb - b), nb == b ? "." : b);
+    return stat(da, &sa) == 0 && stat(db, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+// an output (out, named by out_flag) must be none of the files the run reads or writes besides it:
+// others[] alternates path and flag, a NULL path skipped
+static void check_distinct(const char *out, const char *out_flag, const char *const *others, int n) {
+    for (int i = 0; i < n; i += 2) {
+        if (others[i] != NULL && strcmp(others[i], "-") != 0 && same_file(out, others[i])) {
+            llmc_die("%s %s is the same file as %s %s: writing it would destroy that; choose another %s", out_flag, out,
+                     others[i + 1], others[i], out_flag);
+        }
     }
 }
 
@@ -779,6 +821,9 @@ static void mode_encode(const Args *a) {
     if ((a->split > 0) != (a->val_output != NULL)) { llmc_die("-f FRAC and -O val.bin go together"); }
     check_output_dir(a->output, "-o");
     if (a->val_output) { check_output_dir(a->val_output, "-O"); }
+    const char *reads[] = {a->input, "-i", a->encoder, "-e", a->merges, "-m", a->val_output, "-O"};
+    check_distinct(a->output, "-o", reads, 8);
+    if (a->val_output) { check_distinct(a->val_output, "-O", reads, 6); }
     int is_stdin = strcmp(a->input, "-") == 0;
     if (!is_stdin) {
         long long size;
@@ -847,13 +892,50 @@ static long long parse_count(const char *s, const char *flag, const char *what, 
     return (long long)v;
 }
 
+// whether name is one of prefix base's shards: base_NNNNNN.bin, base_val_NNNNNN.bin or base_train_NNNNNN.bin
+static int is_shard_of(const char *name, const char *base) {
+    const size_t n = strlen(base);
+    if (strncmp(name, base, n) != 0 || name[n] != '_') { return 0; }
+    const char *p = name + n + 1;
+    if (!strncmp(p, "val_", 4)) { p += 4; } else if (!strncmp(p, "train_", 6)) { p += 6; }
+    for (int i = 0; i < 6; i++) { if (!isdigit((unsigned char)p[i])) { return 0; } }
+    return strcmp(p + 6, ".bin") == 0;
+}
+
+// shards of an earlier run under the same -p would mix with this run's in the trainer's glob (and
+// be replaced only in part): refused, nothing written
+static void check_no_earlier_shards(const char *prefix) {
+    const char *slash = strrchr(prefix, '/');
+    const char *base = slash ? slash + 1 : prefix;
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - prefix) + (slash == prefix) : 1, slash ? prefix : ".");
+    DIR *d = opendir(dir);
+    if (d == NULL) { return; }  // check_output_dir has said what is wrong with the folder
+    int count = 0;
+    char first[256] = "";
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (is_shard_of(e->d_name, base)) {
+            if (count++ == 0) { snprintf(first, sizeof(first), "%s", e->d_name); }
+        }
+    }
+    closedir(d);
+    if (count > 0) {
+        llmc_die("-p %s: %d shard(s) of an earlier run are there (%s%s); this run's would mix with them: remove them "
+                 "first (rm %s_*[0-9].bin) or choose another -p", prefix, count, first, count > 1 ? ", ..." : "", prefix);
+    }
+}
+
 static void mode_prepare(const Args *a, char **inputs, int ninputs) {
     if (ninputs == 0) { llmc_die("-p %s: no input files given (they follow the flags; '-' reads stdin)", a->prefix); }
     Format fmt = parse_format(a->format);
     check_output_dir(a->prefix, "-p");
+    if (a->prefix[0] == '\0' || a->prefix[strlen(a->prefix) - 1] == '/') {
+        llmc_die("-p %s: the prefix ends in a folder; give the shards' name too, as in -p %sdata", a->prefix, a->prefix);
+    }
     for (int i = 0; i < ninputs; i++) {  // every input is checked before the first shard is written
         if (strcmp(inputs[i], "-") != 0) { fclose(fopen_regular(inputs[i], "input", NULL)); }
     }
+    check_no_earlier_shards(a->prefix);  // an input among them too
     double t0 = llmc_wall_seconds();
     Pipeline p;
     pipeline_init(&p, a);
@@ -892,6 +974,8 @@ static void mode_table(const Args *a) {
     check_output_dir(a->table_out, "-w");
     BPE b;
     if (a->encoder == NULL || a->merges == NULL) { llmc_die("-w needs -e encoder.json and -m vocab.bpe"); }
+    const char *reads[] = {a->encoder, "-e", a->merges, "-m"};
+    check_distinct(a->table_out, "-w", reads, 4);
     bpe_load(&b, a->encoder, a->merges);
     const unsigned char **toks = (const unsigned char **)mallocCheck((size_t)b.vocab_size * sizeof(*toks));
     size_t len;
@@ -911,6 +995,8 @@ static void mode_table(const Args *a) {
 static void mode_decode(const Args *a) {
     if (a->input == NULL || a->output == NULL) { llmc_die("decode mode needs -i shard.bin and -o text.txt (see -h)"); }
     check_output_dir(a->output, "-o");
+    const char *reads[] = {a->input, "-i", a->table_in, "-t"};
+    check_distinct(a->output, "-o", reads, 4);
     if (access(a->table_in, F_OK) != 0) {  // decoding needs the table (tokenizer_init only warns)
         llmc_die("-t %s: tokenizer file not found; make it with: %s", a->table_in, TOKENIZER_HOWTO);
     }
@@ -1118,6 +1204,8 @@ static void hellaswag_convert(const Args *a, BPEWorker *wk) {
 static void mode_hellaswag(const Args *a) {
     if (a->output == NULL) { llmc_die("-H needs -o hellaswag_val.bin"); }
     check_output_dir(a->output, "-o");
+    const char *reads[] = {a->hellaswag, "-H", a->encoder, "-e", a->merges, "-m"};
+    check_distinct(a->output, "-o", reads, 6);
     Pipeline p;
     Args one = *a;
     one.threads = 1;

@@ -147,6 +147,11 @@ expect_fail "not found" env TINYSHAKESPEARE="$TMP/none.txt" bash dev/data/tinysh
 expect_fail "GPT2_DIR" env GPT2_DIR="$TMP" bash dev/data/tinyshakespeare.sh "$TS"
 expect_fail "BOOKS_DIR" env BOOKS_DIR="$TMP" bash dev/data/books.sh
 expect_fail "not found" bash dev/data/books.sh "$TMP/none.txt" "$TMP/none2.txt"
+# a cut .xz: the text it gives up to the cut would look like the whole split; no shard stays
+head -c 300000 "$TS" | xz -0 > "$TMP/whole.txt.xz" && head -c 30000 "$TMP/whole.txt.xz" > "$TMP/cut.txt.xz"
+DATA_DIR="$TMP/cutdata" expect_fail "cut.txt.xz: decompressing or tokenizing it failed (see above); no books_train shards kept" \
+    bash dev/data/books.sh "$TMP/cut.txt.xz" "$TS"
+[ -z "$(ls "$TMP/cutdata/books" 2>/dev/null)" ] || fail "books.sh with a cut .xz left $(ls "$TMP/cutdata/books")"
 expect_fail "not found" env HELLASWAG="$TMP/none.jsonl" bash dev/data/hellaswag.sh
 expect_fail ".jsonl or .parquet" bash dev/data/fineweb.sh "$TS"
 expect_fail "-v 1B" bash dev/data/fineweb.sh -v 1B

@@ -156,7 +156,14 @@ if "${PLOT[@]}" "$TMP/b.log" -o "$TMP/b.png" --dpi 50 > "$TMP/out.txt" 2>&1; the
 else
     bad "plotting a train-loss-only log"; sed 's/^/     /' "$TMP/out.txt"
 fi
-ls "$TMP"/*.tmp.* >/dev/null 2>&1 && bad "a temporary PNG was left behind"
+# -o's extension names the format (a .pdf had been written as PNG data under that name)
+if "${PLOT[@]}" "$TMP/b.log" -o "$TMP/b.pdf" > "$TMP/out.txt" 2>&1 && [ "$(head -c 5 "$TMP/b.pdf")" = "%PDF-" ] \
+   && "${PLOT[@]}" "$TMP/b.log" -o "$TMP/b.svg" > "$TMP/out.txt" 2>&1 && grep -q "<svg" "$TMP/b.svg"; then
+    ok "-o b.pdf writes a PDF, -o b.svg an SVG"
+else
+    bad "-o b.pdf / b.svg: $(head -c 8 "$TMP/b.pdf" | od -c | head -1)"; sed 's/^/     /' "$TMP/out.txt"
+fi
+ls "$TMP"/*.tmp.* >/dev/null 2>&1 && bad "a temporary plot was left behind"
 
 # the figure itself: panels, the data of each line, EMA, best val, the token axis
 if "$PY" - "$TMP" "$ROOT" > "$TMP/fig.txt" 2>&1 <<'EOF'
@@ -284,6 +291,8 @@ touch "$TMP/afile"
 if "$PY" -c "import matplotlib" 2> /dev/null; then
     expect_error "-o where no file can be written" "-o $TMP/afile/x.png: cannot write the plot: Not a directory" \
         "${PLOT[@]}" "$TMP/b.log" -o "$TMP/afile/x.png"
+    expect_error "-o with an extension matplotlib does not write" "-o $TMP/x.txt: '.txt' is not a format matplotlib writes" \
+        "${PLOT[@]}" "$TMP/b.log" -o "$TMP/x.txt"
 fi
 
 finish

@@ -447,7 +447,22 @@ def bad_input(ctx):
                     write(ctx, "a300.txt", "a" * 300), long_bpe, "9"], check=True, capture_output=True)
     long_args = ["-e", os.path.join(long_bpe, "encoder.json"), "-m", os.path.join(long_bpe, "vocab.bpe")]
     shard = write(ctx, "ok_shard.bin", struct.pack("<256i", 20240520, 1, 2, *([0] * 253)) + struct.pack("<2H", 31, 32))
+    # outputs that are inputs (or each other) were overwritten; shards of an earlier run under the same -p mixed
+    # with the new ones; a run that failed after writing shards left them
+    same = write(ctx, "same.txt", "keep me\n")
+    enc_copy = write(ctx, "enc_copy.json", enc_text)
+    earlier = tmp(ctx, "earlier")
+    write(ctx, "earlier_train_000003.bin", b"old")
     cases = [
+        ("-o the same file as -i", enc_args(ctx) + ["-i", same, "-o", same], "-o " + same + " is the same file as -i"),
+        ("-w the same file as -e", ["-e", enc_copy, "-m", good_bpe, "-w", enc_copy], "-w " + enc_copy + " is the same file as -e"),
+        ("-O the same file as -o", enc_args(ctx) + ["-i", text, "-o", out, "-f", "0.5", "-O", out], "is the same file as -O"),
+        ("decode: -o the same file as -t", ["-d", "-t", ctx.table, "-i", shard, "-o", ctx.table], "is the same file as -t"),
+        ("-p over an earlier run's shards", enc_args(ctx) + ["-p", earlier, text], "1 shard(s) of an earlier run are there"),
+        ("-p ending in a folder", enc_args(ctx) + ["-p", ctx.tmp + "/", text], "the prefix ends in a folder"),
+        ("-o a folder (no advice to free space)", enc_args(ctx) + ["-i", text, "-o", folder], "failed: Is a directory; choose another -o"),
+        ("-V shards written, then nothing left", enc_args(ctx) + ["-S", "1", "-V", "9", "-p", tmp(ctx, "vfail"), text],
+         "nothing is left for training"),
         ("FIFO as encoder.json", ["-e", fifo, "-m", good_bpe, "-i", text, "-o", out], "is a FIFO"),
         ("FIFO as vocab.bpe", ["-e", good_enc, "-m", fifo, "-w", out], "vocab.bpe '" + fifo + "': it is a FIFO"),
         ("FIFO as -i", enc_args(ctx) + ["-i", fifo, "-o", out], "-i input '" + fifo + "' is a FIFO"),
@@ -506,9 +521,11 @@ def bad_input(ctx):
             failures.append(f"{name}: exit {p.returncode}, expected an 'error:' line containing {needle!r}, got {err.strip()[-300:]!r}")
         else:
             print(f"    {name}: {last[-1][:150]}")
-    leftovers = [f for f in os.listdir(ctx.tmp) if ".tmp." in f]
+    leftovers = [f for f in os.listdir(ctx.tmp) if ".tmp." in f or f.startswith("vfail_")]
     if leftovers:
         failures.append(f"partial outputs left behind: {leftovers}")
+    if open(same, "rb").read() != b"keep me\n" or open(enc_copy, "rb").read() != enc_text.encode("utf-8"):
+        failures.append("an input named as an output was changed")
     if failures:
         raise AssertionError("\n".join(failures))
 
