@@ -17,6 +17,7 @@
  * - Checkpoints from the hub omit the "transformer." prefix and may hold the attention-mask buffers
  *   h.N.attn.bias / h.N.attn.masked_bias; both spellings are read.
  */
+#include <dirent.h>
 #include <math.h>
 #include "../../llmc/model_io.h"
 
@@ -530,6 +531,25 @@ static ExportTensor *export_tensors(const GPT2Config *cfg, const float *p[NUM_PA
 // the folder the files go into: out_dir itself when it exists (--force: the files are replaced one
 // by one, each atomically), else a new folder under a temporary name, renamed at the end, so that a
 // folder under the final name is always complete
+static char export_tmp_dir[4096];  // the temporary folder while it is written; an error removes it
+static void (*export_next_abort_hook)(void);
+
+static void remove_export_tmp_dir(void) {
+    DIR *d = export_tmp_dir[0] ? opendir(export_tmp_dir) : NULL;
+    if (d) {
+        char path[4400];
+        for (struct dirent *e; (e = readdir(d)) != NULL;) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) { continue; }
+            snprintf(path, sizeof(path), "%s/%s", export_tmp_dir, e->d_name);
+            unlink(path);
+        }
+        closedir(d);
+        rmdir(export_tmp_dir);
+    }
+    export_tmp_dir[0] = '\0';
+    if (export_next_abort_hook) { export_next_abort_hook(); }
+}
+
 static void export_work_dir(char *work_dir, size_t cap, const char *out_dir, int exists) {
     if (exists) {
         snprintf(work_dir, cap, "%s", out_dir);
@@ -539,6 +559,9 @@ static void export_work_dir(char *work_dir, size_t cap, const char *out_dir, int
         llmc_die("path too long: %s", out_dir);
     }
     make_dirs(work_dir);
+    snprintf(export_tmp_dir, sizeof(export_tmp_dir), "%s", work_dir);
+    if (llmc_abort_hook != remove_export_tmp_dir) { export_next_abort_hook = llmc_abort_hook; }
+    llmc_abort_hook = remove_export_tmp_dir;
 }
 
 // config.json and generation_config.json, what transformers reads besides the weights
@@ -622,6 +645,7 @@ static void export_to_hf(const char *in_path, const char *out_dir, int out_dtype
         if (rename(work_dir, out_dir) != 0) {
             llmc_die("renaming '%s' to '%s' failed: %s", work_dir, out_dir, strerror(errno));
         }
+        export_tmp_dir[0] = '\0';
         fsync_dir_of(out_dir);
     }
     printf("wrote %s (GPT2LMHeadModel, %s, L=%d C=%d NH=%d V=%d maxT=%d) from %s (version %d)\n", out_dir,
@@ -994,7 +1018,10 @@ static void hf_config_check_dims(const JsonValue *cfg, const char *cfg_path, con
     if (config_int(cfg, "n_layer", cfg_path, &x)) { config_check(cfg_path, "n_layer", x, d->L, st_path, "layers"); }
     if (config_int(cfg, "vocab_size", cfg_path, &x)) { config_check(cfg_path, "vocab_size", x, d->V, st_path, "wte rows"); }
     if (config_int(cfg, "n_positions", cfg_path, &x)) { config_check(cfg_path, "n_positions", x, d->maxT, st_path, "wpe rows"); }
-    if (config_int(cfg, "n_inner", cfg_path, &x)) { config_check(cfg_path, "n_inner", x, 4 * d->C, st_path, "4 * n_embd"); }
+    if (config_int(cfg, "n_inner", cfg_path, &x) && x != 4 * d->C) {  // a model property, not one of the file's shapes
+        llmc_die("'%s' says n_inner = %lld; these trainers build GPT-2's MLP of 4 * n_embd = %lld only, so this model "
+                 "cannot be converted", cfg_path, x, 4 * d->C);
+    }
     if (config_int(cfg, "n_head", cfg_path, &d->NH) && d->NH <= 0) {
         llmc_die("'%s' has n_head %lld; the number of heads must be positive", cfg_path, d->NH);
     }
@@ -1034,6 +1061,10 @@ static void hf_choose_heads(HfDims *d, int n_head_flag, const char *cfg_path, co
         d->NH = d->C / 64;
         llmc_warn("no config.json next to '%s'; assuming head size 64 (n_head %lld) as in GPT-2; pass --n-head to change",
                   st_path, d->NH);
+    }
+    if (d->C % d->NH != 0) {  // said by config.json or --n-head, not by the safetensors file
+        llmc_die("n_head %lld (%s) does not divide the %lld channels of '%s'; the number of heads must divide n_embd",
+                 d->NH, n_head_flag > 0 ? "--n-head" : cfg_path, d->C, st_path);
     }
 }
 
@@ -1206,6 +1237,7 @@ int main(int argc, char **argv) {
         bad_flag("unknown flag '%s'", a);
     }
     if (!in || !out) { bad_flag("%s", "both -i (input) and -o (output) are required"); }
+    if (!in[0] || !out[0]) { bad_flag("%s", "-i and -o need a path; an empty one was given"); }
     if (to_bin && tok_dir) { bad_flag("%s", "--tokenizer applies to export (.bin -> folder), not to --to-bin"); }
     if (!to_bin && n_head) { bad_flag("%s", "--n-head applies to --to-bin; a model .bin already holds the number of heads"); }
     if (to_bin) {

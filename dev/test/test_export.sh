@@ -226,7 +226,7 @@ os.system(f"cp {w}/hf32/model.safetensors {w}/bad/config/model.safetensors")
 json.dump(dict(cfg, n_embd=256), open(f"{w}/bad/config/config.json", "w"))
 # issue 35: config.json fields that were silently taken (n_head 0: "no config", head size 64 assumed)
 for name, change in [("nhead0", dict(n_head=0)), ("eps", dict(layer_norm_epsilon="1e-5")),
-                     ("scale", dict(scale_attn_weights="yes"))]:
+                     ("scale", dict(scale_attn_weights="yes")), ("ninner", dict(n_inner=256)), ("nhead3", dict(n_head=3))]:
     os.makedirs(f"{w}/bad/{name}")
     os.system(f"cp {w}/hf32/model.safetensors {w}/bad/{name}/model.safetensors")
     json.dump(dict(cfg, **change), open(f"{w}/bad/{name}/config.json", "w"))
@@ -263,7 +263,16 @@ head -c 100000 "$TMP/X.bin" > "$TMP/trunc.bin"
 expect_error "truncated model file" "$TMP/trunc.bin" "$EXPORT" -i "$TMP/trunc.bin" -o "$TMP/out_trunc"
 expect_error "missing model file" "$TMP/nope.bin" "$EXPORT" -i "$TMP/nope.bin" -o "$TMP/out_nope"
 expect_error "--tokenizer folder without encoder.json" "$TMP/bad/encoder.json" "$EXPORT" -i "$TMP/X.bin" -o "$TMP/out_tok" --tokenizer "$TMP/bad"
-ls -d "$TMP"/out_* >/dev/null 2>&1 && bad "a failed export left an output folder"
+expect_error "an empty -o" "-i and -o need a path; an empty one was given" "$EXPORT" -i "$TMP/X.bin" -o ''
+# a disk that fills up while the folder is written: the error names the file, no temporary folder stays
+if [ "$(id -u)" = 0 ] && mkdir -p "$TMP/small" && mount -t tmpfs -o size=64k tmpfs "$TMP/small" 2>/dev/null; then
+    expect_error "a full disk during the export" "model.safetensors' failed: No space left on device" "$EXPORT" -i "$TMP/X.bin" -o "$TMP/small/hf"
+    [ -z "$(ls "$TMP/small")" ] && ok "a full disk during the export: nothing left in the folder" || bad "a failed export left $(ls "$TMP/small")"
+    umount "$TMP/small"
+else
+    skip_or_fail "test-export (a full disk)" "root, to mount a small tmpfs" "sudo make test-export" || bad "no tmpfs"
+fi
+ls -d "$TMP"/out_* .tmp.* >/dev/null 2>&1 && bad "a failed export left an output folder"
 expect_error "safetensors header longer than the file" "$TMP/bad/header.safetensors" "$EXPORT" --to-bin -i "$TMP/bad/header.safetensors" -o "$TMP/o.bin"
 expect_error "safetensors shorter than 8 bytes" "$TMP/bad/short.safetensors" "$EXPORT" --to-bin -i "$TMP/bad/short.safetensors" -o "$TMP/o.bin"
 mkdir -p "$TMP/bad/trunc"
@@ -307,6 +316,10 @@ expect_error "config.json that is JSON but not an object" "array_cfg/config.json
 mkdir -p "$TMP/tokfifo"; mkfifo "$TMP/tokfifo/encoder.json"; : > "$TMP/tokfifo/vocab.bpe"
 expect_error "FIFO as --tokenizer's encoder.json" "--tokenizer: '$TMP/tokfifo/encoder.json' is a FIFO" "${T[@]}" -i "$TMP/X.bin" -o "$TMP/out_tf" --tokenizer "$TMP/tokfifo"
 expect_error "config.json with n_head 0" "$TMP/bad/nhead0/config.json' has n_head 0" "$EXPORT" --to-bin -i "$TMP/bad/nhead0" -o "$TMP/o.bin"
+expect_error "config.json with another MLP width" "n_inner = 256; these trainers build GPT-2's MLP of 4 \* n_embd = 512 only" \
+    "$EXPORT" --to-bin -i "$TMP/bad/ninner" -o "$TMP/o.bin"
+expect_error "config.json with n_head not dividing n_embd" "n_head 3 ($TMP/bad/nhead3/config.json) does not divide the 128 channels" \
+    "$EXPORT" --to-bin -i "$TMP/bad/nhead3" -o "$TMP/o.bin"
 expect_error "config.json epsilon as a string" "layer_norm_epsilon\" is not a number" "$EXPORT" --to-bin -i "$TMP/bad/eps" -o "$TMP/o.bin"
 expect_error "config.json scale_attn_weights not a bool" "scale_attn_weights to something other than true" "$EXPORT" --to-bin -i "$TMP/bad/scale" -o "$TMP/o.bin"
 expect_error "--to-bin -o a folder" "-o '$TMP/hf32' exists and is not a file" "$EXPORT" --to-bin -i "$TMP/hf32" -o "$TMP/hf32"
