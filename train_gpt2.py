@@ -948,6 +948,14 @@ class Shard:
                 "there?); restore it, then resume with -y 1")
         self.hold(fd)
 
+    def digest(self):
+        """the runs of tokens llmc/dataloader.h's dataloader_hash samples (16 of 64 spread over the shard), as
+        one CRC-32: ranks compare it, so that a node's stale copy of the same size is noticed"""
+        take, crc = min(self.n, 64), 0
+        for s in range(16 if take else 0):
+            crc = zlib.crc32(self.read((self.n - take) * s // 15, take).tobytes(), crc)
+        return crc
+
     def read(self, start, count):
         """tokens start .. start+count-1 (uint16)"""
         if self.fd is None:
@@ -1428,9 +1436,9 @@ def done_world_size(d, step):
 
 
 def checkpoint_delete(d, step):
-    """DONE first, so a crash midway leaves the checkpoint incomplete, not wrong"""
-    w = done_world_size(d, step)
-    states = [ckpt_path(d, "state", step, r) for r in range(max(w, 0))]
+    """DONE first, so a crash midway leaves the checkpoint incomplete, not wrong; every state file of the step, also
+    those of ranks past the marker's world size (a failed attempt of a larger job), as llmc/checkpoint.h"""
+    states = sorted(glob.glob(os.path.join(glob.escape(d), f"state_{step:08d}_[0-9][0-9][0-9][0-9][0-9].bin")))
     for p in [ckpt_path(d, "DONE", step), ckpt_path(d, "model", step)] + states:
         with contextlib.suppress(OSError):
             os.remove(p)
@@ -2079,8 +2087,7 @@ def train_main(argv):
         if a.val_every <= 0:
             die("-h 1 evaluates HellaSwag at every validation; set -v > 0")
         examples = load_hellaswag(a.hellaswag, V)
-    shards = [(os.path.basename(p), n) for p, n in zip(train.paths + (val.paths if val else []),
-                                                        train.num_tokens + (val.num_tokens if val else []))]
+    shards = [(os.path.basename(sh.path), sh.n, sh.digest()) for sh in train.shards + (val.shards if val else [])]
     dist.check_same((a.argv, shards), "flags or data files", "start every rank with the same command line and the same data")
 
     # ---- output dir, resume

@@ -289,18 +289,25 @@ static inline int read_done_world_size(const char *dir, int step) {
     return w >= 1 && w <= CKPT_MAX_RANKS ? (int)w : -1;
 }
 
-// delete the files of checkpoint `step` (DONE first, so a crash midway leaves it incomplete, not wrong)
+// delete the files of checkpoint `step` (DONE first, so a crash midway leaves it incomplete, not wrong):
+// every state file of that step, also those of ranks past the marker's world size (left by a failed
+// attempt of a larger job before a resume on fewer ranks wrote the step again)
 static inline void checkpoint_delete(const char *dir, int step) {
-    char path[4096];
-    int w = read_done_world_size(dir, step);
+    char path[4096], prefix[32];
     ckpt_path(path, sizeof(path), dir, "DONE", step, -1);
     remove(path);
     ckpt_path(path, sizeof(path), dir, "model", step, -1);
     remove(path);
-    for (int r = 0; r < (w > 0 ? w : 0); r++) {
-        ckpt_path(path, sizeof(path), dir, "state", step, r);
-        remove(path);
+    snprintf(prefix, sizeof(prefix), "state_%08d_", step);
+    DIR *d = opendir(dir);
+    if (d == NULL) { return; }
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 && strlen(e->d_name) == 24 && !strcmp(e->d_name + 20, ".bin")) {
+            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+            remove(path);
+        }
     }
+    closedir(d);
 }
 
 /*

@@ -331,13 +331,24 @@ static inline long long dataloader_train_window(long long step, int k, int rank,
     return step * windows_per_step + ((long long)k * world + rank) * B;
 }
 
-// a hash of the shard list (names and sizes), compared across ranks at start
+// a hash of the shard list, compared across ranks at start: each shard's name and token count, and
+// HASH_SAMPLES runs of HASH_SAMPLE_TOKENS tokens spread evenly over it (first and last included),
+// so that a node's stale, zeroed or re-tokenized copy of the same size differs too; a few pages
+// of each mapping are read
+#define HASH_SAMPLES 16
+#define HASH_SAMPLE_TOKENS 64
 static inline uint64_t dataloader_hash(const DataLoader *dl, uint64_t h) {
     for (int i = 0; i < dl->num_shards; i++) {
         const char *base = strrchr(dl->paths[i], '/');
         base = base ? base + 1 : dl->paths[i];
         h = fnv1a64(h, base, strlen(base) + 1);
-        h = fnv1a64(h, &dl->num_tokens[i], sizeof(long long));
+        const long long n = dl->num_tokens[i];
+        h = fnv1a64(h, &n, sizeof(long long));
+        const long long take = n < HASH_SAMPLE_TOKENS ? n : HASH_SAMPLE_TOKENS;
+        for (int s = 0; s < HASH_SAMPLES && take > 0; s++) {
+            const long long at = (n - take) * s / (HASH_SAMPLES - 1);
+            h = fnv1a64(h, dl->tokens[i] + at, (size_t)take * sizeof(uint16_t));
+        }
     }
     return h;
 }

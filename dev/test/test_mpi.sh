@@ -5,7 +5,8 @@
 #     checkpoint, a state file from every rank; identical initial parameters on every rank.
 #  2. resume with -y 1 on the same rank count continues bit for bit; on another rank count it
 #     continues within 1e-5.
-#  3. bad launches: ranks with different flags or data, a world size that does not divide the
+#  3. bad launches: ranks with different flags or data (a same-name, same-size shard of other
+#     tokens too), a world size that does not divide the
 #     batch, a rank that dies (the others must exit within 60 s), torchrun variables without MPI.
 source "$(dirname "$0")/lib.sh" test_mpi "${1:-./train_gpt2}"
 require_mpi test-mpi
@@ -51,6 +52,14 @@ for np in 1 4; do
     "${MPIRUN[@]}" -np $np "$TRAINER" "${ARGS[@]}" -o "resume2to$np" -n 5 -y 1 > "out_r$np.txt" 2>&1 || { bad "resume np=2 -> $np failed"; tail "out_r$np.txt"; }
     echo "resume np=2 -> np=$np:"; compare_logs "resume2to$np/main.log" run2/main.log trl=1e-5 --last 5 || bad "resume on $np ranks differs"
 done
+# checkpoint 10 begun by 4 ranks and never completed (rank 0 killed before its marker), then resumed
+# on 2 ranks with -nk 1: once step 10 is written again and rotated out, none of its 4 state files stays
+LLMC_FAULT=done:10 "${MPIRUN[@]}" -x LLMC_FAULT -np 4 "$TRAINER" "${ARGS[@]}" -o stale -n 5 > out_stale.txt 2>&1
+[ -f stale/state_00000010_00003.bin ] && [ ! -e stale/DONE_00000010 ] || bad "the killed 4-rank run did not leave checkpoint 10 incomplete: $(ls stale | tr '\n' ' ')"
+"${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -x 15 -o stale -n 5 -nk 1 -y 1 > out_stale2.txt 2>&1 || { bad "the 2-rank resume failed"; tail -n 3 out_stale2.txt; }
+[ "$(ls stale | grep '^\(state\|model\|DONE\)_' | tr '\n' ' ')" = "DONE_00000015 model_00000015.bin state_00000015_00000.bin state_00000015_00001.bin " ] \
+    && ok "-nk 1 after a resume on fewer ranks: only checkpoint 15 is left (the 4-rank attempt's state files of step 10 went with it)" \
+    || bad "-nk 1 after a resume on fewer ranks left: $(ls stale | tr '\n' ' ')"
 
 # ---- 3. bad launches
 # the error must come within the timeout and name the problem
@@ -63,6 +72,11 @@ expect_fail "ranks with different flags" "have different flags or data files" \
     "${MPIRUN[@]}" -np 1 "$TRAINER" "${ARGS[@]}" -l 1e-3 : -np 1 "$TRAINER" "${ARGS[@]}" -l 2e-3
 expect_fail "ranks with different data" "have different flags or data files" \
     "${MPIRUN[@]}" -np 1 "$TRAINER" "${ARGS[@]}" : -np 1 "$TRAINER" "${ARGS[@]}" -i other.bin
+# each node with its own copy of the data (the same command line, run in another folder), rank 1's
+# shard of the same name and size but other tokens (stale, zeroed, re-tokenized)
+mkdir -p node0 node1 && cp train.bin val.bin node0/ && cp val.bin node1/ && cp other.bin node1/train.bin
+expect_fail "ranks with a same-size shard of other tokens" "have different flags or data files" \
+    "${MPIRUN[@]}" -np 1 -wdir "$PWD/node0" "$TRAINER" "${ARGS[@]}" : -np 1 -wdir "$PWD/node1" "$TRAINER" "${ARGS[@]}"
 ERROR_LINES=3 expect_fail "world size does not divide the batch (each rank says so)" "not divisible by B\*T\*ranks = 2\*32\*3 = 192" \
     "${MPIRUN[@]}" -np 3 "$TRAINER" "${ARGS[@]}"
 RANK=0 WORLD_SIZE=2 expect_fail "torchrun variables without MPI" "use: mpirun -np 2" "$TRAINER" "${ARGS[@]}"

@@ -134,6 +134,12 @@ compare_logs pwsd/main.log cwsd/main.log lr=0 trl=1e-4 || bad "-k wsd: the logs 
 # and -nk 1 -nm 4 keep the same checkpoints: the newest and the multiples of 4
 [ "$(ls pwsd | grep '^DONE' | tr '\n' ' ')" = "DONE_00000004 DONE_00000008 DONE_00000010 " ] && [ "$(ls pwsd | tr '\n' ' ')" = "$(ls cwsd | tr '\n' ' ')" ] \
     && echo "ok   -nk 1 -nm 4: both kept checkpoints 4, 8 and 10" || bad "-nk 1 -nm 4: train_gpt2.py kept $(ls pwsd | tr '\n' ' '), train_gpt2 $(ls cwsd | tr '\n' ' ')"
+# a state file of a rank past the marker's world size (a larger job's failed attempt at that step)
+# goes when the checkpoint is rotated out, as in llmc/checkpoint.h
+cp pwsd/state_00000004_00000.bin pwsd/state_00000004_00003.bin
+timeout -k 10 300 $PY "$TORCH_TRAINER" "${WSD[@]}" -x 12 -nm 0 -o pwsd -y 1 > pstray.out 2>&1 || { bad "the -nk 1 resume failed"; tail -n 2 pstray.out; }
+[ "$(ls pwsd | grep '^\(state\|model\|DONE\)_' | tr '\n' ' ')" = "DONE_00000012 model_00000012.bin state_00000012_00000.bin " ] \
+    && ok "train_gpt2.py -nk 1: a rotated-out checkpoint's stray state file of rank 3 went with it" || bad "train_gpt2.py -nk 1 left $(ls pwsd | tr '\n' ' ')"
 # torch.compile (GPUs only; here LLMC_TEST_COMPILE's stand-in: torch 1.13 has none), tried once before
 # the first step: where it compiles, DDP trains the compiled module; where it fails on any rank,
 # every rank trains the eager model and says so; both the same numbers as the eager run
@@ -368,6 +374,20 @@ grep -q "^\[rank 0\] error: -o c1 holds the checkpoints of another run" other.0.
     && grep -q "^\[rank 1\] error: a collective with the other ranks failed (.*): another rank stopped (its error says why)" other.1.err \
     && ! grep -q Traceback other.0.err other.1.err && ok "2 ranks, rank 0's error at start-up: rank 1 $(grep -o 'a collective.*failed' other.1.err)" \
     || { bad "2 ranks, rank 0's error at start-up: rank 1 said"; tail -n 3 other.1.err; }
+# each rank with its own copy of the data (the same command line in another folder), rank 1's shard
+# of the same name and size but other tokens: refused as ./train_gpt2 refuses it
+mkdir -p tnode0 tnode1
+$PY "$ROOT/dev/bench/make_random_shard.py" tnode0/data.bin 20000 1 512 > /dev/null
+$PY "$ROOT/dev/bench/make_random_shard.py" tnode1/data.bin 20000 2 512 > /dev/null
+port=$(free_port)
+for r in 0 1; do
+    (cd tnode$r && RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout -k 10 120 \
+        $PY "$TORCH_TRAINER" -i data.bin -e L1:C32:H2:T64:V512 -b 2 -t 32 -x 2 -v 0 -s 0 -tk none.bin > ../tnode.$r.out 2>&1) &
+done
+wait
+grep -q "^\[rank 0\] error: rank(s) 1 have different flags or data files than rank 0" tnode.0.out && ! grep -q "^step" tnode.0.out \
+    && ok "2 ranks, a same-size shard of other tokens on rank 1: $(grep -o 'rank(s) 1 have different.*rank 0' tnode.0.out)" \
+    || { bad "2 ranks with different shard contents were not refused"; tail -n 2 tnode.0.out tnode.1.out; }
 # a rank alone (rank 0 never started): one line once -pt has passed, not a traceback
 RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) timeout -k 10 120 $PY "$TORCH_TRAINER" "${ARGS[@]}" -b 2 -n 0 -pt 2 > alone.out 2>&1
 rc=$?
