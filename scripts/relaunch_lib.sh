@@ -3,12 +3,16 @@
 # continues from the newest complete checkpoint. After a crash: wait RETRY_WAIT seconds (30) and
 # launch again, up to RETRIES launches (5) in all, but not after two crashes in a row that left no
 # newer checkpoint (an error that repeats, such as a damaged shard, is not retried away). A run
-# stopped by a signal exits 0 and is not relaunched. Sourced, with RETRIES and RETRY_WAIT set.
+# stopped by a signal is not relaunched: the trainer exits 0, or the launcher exits non-zero after
+# a signal of its own (Open MPI's mpirun exits 1 whenever it was signalled, though its ranks
+# checkpointed and exited 0), which SIGINT, SIGTERM or SIGHUP reaching this shell too tell apart
+# from a crash (Ctrl-C signals the whole foreground group). Sourced, with RETRIES and RETRY_WAIT set.
 #
 #   relaunch_check_settings             one error line and exit 2 where RETRIES or RETRY_WAIT is bad
 #   relaunch NAME OUT LAUNCH [ARGS...]  runs LAUNCH ARGS (a command or function) by the rule: 0 once
 #                                       it exits 0, 1 when the rule gives up (a line says why), its
-#                                       status where RELAUNCH_STOP is set (by a trap) after a launch.
+#                                       status where RELAUNCH_STOP is set (by a trap) after a launch,
+#                                       0 after a stop signal where the launch wrote a new checkpoint.
 #                                       NAME starts the lines; OUT is the trainer's -o.
 RETRIES=${RETRIES:-5}
 RETRY_WAIT=${RETRY_WAIT:-30}
@@ -24,11 +28,18 @@ relaunch_newest_checkpoint() { ls "$1" 2> /dev/null | sed -n 's/^DONE_0*\([0-9][
 relaunch() {
     local name=$1 out=$2 attempt before rc stalled=0 newest
     shift 2
+    # bash runs the trap once the launch in the foreground has ended: the launch stops by itself
+    trap 'RELAUNCH_STOP=${RELAUNCH_STOP:-signal}' INT TERM HUP
     for attempt in $(seq "$RETRIES"); do
         before=$(relaunch_newest_checkpoint "$out")
         "$@"
         rc=$?
         [ $rc -eq 0 ] && return 0
+        if [ "${RELAUNCH_STOP:-}" = signal ] && [ "$(relaunch_newest_checkpoint "$out")" != "$before" ]; then
+            echo "$name: stopped by a signal with checkpoint $(relaunch_newest_checkpoint "$out") in $out (the launcher" \
+                 "exited with $rc, as mpirun does when signalled); run this script again to resume"
+            return 0
+        fi
         [ -n "${RELAUNCH_STOP:-}" ] && return $rc
         if [ "$(relaunch_newest_checkpoint "$out")" = "$before" ]; then stalled=$((stalled + 1)); else stalled=0; fi
         if [ $stalled -ge 2 ]; then

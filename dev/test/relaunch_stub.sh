@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # A stand-in trainer for the recipes' relaunch rule (scripts/relaunch_lib.sh): at its n-th call it
 # writes the marker of the checkpoint in line n of $STUB_PLAN ("-": none) into its -o (the last
-# one given) and exits with the code on that line; $STUB_CALLS counts the calls.
+# one given) and exits with the code on that line; $STUB_CALLS counts the calls. A third word on
+# the line (INT, TERM) is a signal it sends its parent first, as Ctrl-C reaches the script too
+# while mpirun checkpoints its ranks and exits 1.
 out=; while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done
 n=$(( $(cat "$STUB_CALLS" 2> /dev/null || echo 0) + 1 )); echo $n > "$STUB_CALLS"
-read -r ckpt rc < <(sed -n "${n}p" "$STUB_PLAN")
+read -r ckpt rc sig < <(sed -n "${n}p" "$STUB_PLAN")
+[ -z "$sig" ] || kill -"$sig" $PPID
 mkdir -p "$out"; [ "$ckpt" = - ] || touch "$out/DONE_$(printf %08d "$ckpt")"
 exit "$rc"

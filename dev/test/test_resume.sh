@@ -15,7 +15,7 @@
 #  - numeric guards: NaN steps are skipped and the run stops after -sm of them; an outlier loss is
 #    skipped without touching parameters or optimizer state;
 #  - resuming with another model size is an error naming the file;
-#  - scripts/run_gpt2_124M.sh's relaunches (a stand-in trainer): a crash after a new checkpoint is
+#  - scripts/run_gpt2_124M.sh's relaunches (a stand-in trainer; Ctrl-C with mpirun exiting 1 is a stop): a crash after a new checkpoint is
 #    relaunched, two crashes in a row without one end the script with a line, RETRIES bounds them.
 source "$(dirname "$0")/lib.sh" test_resume "${1:-./train_gpt2}"
 # the references and the signal tests run 2 ranks as well
@@ -380,6 +380,14 @@ rc=$?
 line=$(grep -m1 "twice in a row" repeats.out)
 [ $rc -eq 1 ] && [ "$(cat repeats.calls)" = 3 ] && grep -q "without a new checkpoint (newest: checkpoint 1000; attempt 3)" <<< "$line" \
     && ok "run_gpt2_124M.sh: an error that repeats stops it: ${line:0:150}" || { bad "run_gpt2_124M.sh: an error that repeats (exit $rc)"; cat repeats.out; }
+# Ctrl-C: the script gets SIGINT too, mpirun exits 1 after its ranks checkpointed: a stop, exit 0
+relaunch stopped "1000 1 INT" "2000 0" && [ "$(cat stopped.calls)" = 1 ] && grep -q "stopped by a signal with checkpoint 1000 in" stopped.out \
+    && ok "run_gpt2_124M.sh: Ctrl-C (mpirun exits 1 after the checkpoint) stops it, exit 0: $(grep -o 'stopped by a signal.*' stopped.out | cut -c1-70)" \
+    || { bad "run_gpt2_124M.sh: Ctrl-C was relaunched (calls $(cat stopped.calls))"; cat stopped.out; }
+relaunch stopped_early "- 1 TERM" "2000 0"
+rc=$?
+[ $rc -eq 1 ] && [ "$(cat stopped_early.calls)" = 1 ] && ok "run_gpt2_124M.sh: SIGTERM before any checkpoint: not relaunched, exit 1" \
+    || { bad "run_gpt2_124M.sh: SIGTERM before any checkpoint: exit $rc, calls $(cat stopped_early.calls)"; cat stopped_early.out; }
 RETRIES=3 relaunch bounded "1000 1" "2000 1" "3000 1" "4000 0"
 rc=$?
 [ $rc -eq 1 ] && [ "$(cat bounded.calls)" = 3 ] && grep -q "the trainer failed 3 times" bounded.out \
