@@ -7,12 +7,12 @@ Training (every command line without a fixture output below): the flags (-b 16 o
 defaults, data layout, schedule, clipping, AdamW (and Muon with -opt muon), step line, main.log
 and checkpoint files of ./train_gpt2 and ./train_gpt2cu (llmc/), so that at the same flags the
 same tokens meet the same step and the losses agree:
-  python train_gpt2.py -i "data/books/books_train_*.bin" -j "data/books/books_val_*.bin" -e d12 -b 16 -t 1024
+  python3 train_gpt2.py -i "data/books/books_train_*.bin" -j "data/books/books_val_*.bin" -e d12 -b 16 -t 1024
   torchrun --nproc_per_node=8 train_gpt2.py -e d12 -b 16 -t 1024 -d 524288 ...   (DDP, NCCL on GPUs, gloo on CPUs)
 Under torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) it is DistributedDataParallel:
 gradient accumulation with no_sync on all but the last micro-step, only rank 0 prints and writes.
 On a GPU: bf16 autocast, fused AdamW, scaled_dot_product_attention and torch.compile where the
-installed torch has them. `python train_gpt2.py -help` lists the training flags.
+installed torch has them. `python3 train_gpt2.py -help` lists the training flags.
 
 Test fixtures (a command line with one of these three writes fixtures and does not train):
   --write-model PATH      a model .bin (version 3 fp32, or 5 bf16 with --dtype bf16)
@@ -24,8 +24,8 @@ MLP, final LayerNorm, LM head tied to wte, vocabulary padded to a multiple of 12
 start at zero and never receive a gradient). Written to run on torch 1.13 (Debian, CPU) and 2.x.
 
 Examples:
-  python train_gpt2.py --model L2:C64:H4 --seed 1 --write-model m.bin
-  python train_gpt2.py --init-from m.bin --batch 4 --seq 32 --debug-state s.bin --trajectory t.txt --steps 10
+  python3 train_gpt2.py --model L2:C64:H4 --seed 1 --write-model m.bin
+  python3 train_gpt2.py --init-from m.bin --batch 4 --seq 32 --debug-state s.bin --trajectory t.txt --steps 10
 """
 import argparse
 import bisect
@@ -349,7 +349,7 @@ def write_model(model, path, dtype):
 def probe_model_file(path, in_checkpoint=False):
     """(config, version, error): the header and size of a model file checked, error None if fine; a
     checkpoint's gets no hint on making one (-y 1 takes the checkpoint before), as llmc/model_io.h"""
-    hint = "" if in_checkpoint else "; make one with: python train_gpt2.py --model d12 --write-model out.bin (or train_gpt2 -n)"
+    hint = "" if in_checkpoint else "; make one with: python3 train_gpt2.py --model d12 --write-model out.bin (or train_gpt2 -n)"
     why = not_a_file(path)
     if why:
         return None, 0, f"model file '{path}' {why}"
@@ -619,7 +619,7 @@ FLAGS = {
 
 
 def usage():
-    lines = ["usage: python train_gpt2.py [flags]   (torchrun ... train_gpt2.py [flags] for DDP)",
+    lines = ["usage: python3 train_gpt2.py [flags]   (torchrun ... train_gpt2.py [flags] for DDP)",
              "the flags of ./train_gpt2 (every flag takes a value; defaults in brackets):"]
     for flag, (_, _, default, _, _, text) in FLAGS.items():
         lines.append(f"  {'-' + flag + ', --' + LONG_NAMES[flag]:<22} {text} [{default}]")
@@ -1484,8 +1484,9 @@ def checkpoint_read(a, d, step, cfg):
             die(f"checkpoint '{path}' was written with -t {h[7]} -d {get64(h, 8)} -sh {h[5]} -rs {get64(h, 18) & U64}; "
                 f"this run has -t {a.T} -d {a.total_batch} -sh {a.shuffle} -rs {a.seed}; the data position of a "
                 "resumed run depends on these, so resume with the same values"
-                + (f" (to resume with another -b or number of processes, pass -d {get64(h, 8)}: without -d, -d is "
-                   "B x T x processes)" if get64(h, 8) != a.total_batch else ""))
+                + (f" (to resume with another -b or number of processes, pass -d {get64(h, 8)}, with a -b and process "
+                   "count whose B x T x processes divides it: without -d, -d is B x T x processes)"
+                   if get64(h, 8) != a.total_batch else ""))
         if h[28] not in (0, 1):
             return None, f"state file '{path}' has a corrupt header: optimizer [28] is out of range"
         if h[28] != (a.optimizer == "muon"):
@@ -1620,12 +1621,16 @@ def val_loss(a, dist, model, val, autocast):
     """mean loss over the first -m*B windows of the val data (all with -m -1), any rank count"""
     B, T = a.B, a.T
     M = val.total_windows if a.val_batches < 0 else min(a.val_batches * B, val.total_windows)
+    nmb = (M + B - 1) // B
+    mine = (nmb + dist.world - 1) // dist.world  # rank 0's batches
+    progress = Progress(dist.rank == 0, "val loss", "batches", nmb)
     acc = [0.0, 0.0]  # loss sum, tokens
-    for j in range(dist.rank, (M + B - 1) // B, dist.world):
+    for j in range(dist.rank, nmb, dist.world):
         count = min(B, M - j * B)
         rows = torch.from_numpy(val.read(j * B, count)).to(dist.device)
         acc[0] += token_losses(model, rows[:, :-1], rows[:, 1:], autocast).double().sum().item()
         acc[1] += count * T
+        progress.update((j // dist.world + 1) / mine)
     acc = dist.allreduce(acc)
     return float(np.float32(acc[0] / acc[1])) if acc[1] else math.nan  # -m 0: nothing evaluated
 
@@ -1675,6 +1680,7 @@ def hellaswag(a, dist, model, examples, autocast):
             skip = max(0, len(toks) - (a.T + 1))
             rows.append((e, c, toks[skip:], max(0, len(ctx) - 1 - skip)))
     scores = {}
+    progress = Progress(dist.rank == 0, "HellaSwag", "examples", n)
     for b in range(0, len(rows), a.B):
         batch = rows[b: b + a.B]
         Tb = max(len(r[2]) - 1 for r in batch)
@@ -1684,6 +1690,7 @@ def hellaswag(a, dist, model, examples, autocast):
         losses = token_losses(model, x, y, autocast).double().cpu().numpy()
         for i, (e, c, toks, start) in enumerate(batch):
             scores.setdefault(e, {})[c] = np.float32(losses[i, start: len(toks) - 1].sum() / (len(toks) - 1 - start))
+        progress.update((b + len(batch)) / len(rows))
     correct = sum(int(min(sc, key=lambda c: (sc[c], c)) == examples[e][0]) for e, sc in scores.items())
     acc = dist.allreduce([correct, len(scores)])
     return acc[0], acc[1]
@@ -1861,6 +1868,36 @@ def sample(a, model, tokenizer, st, device, autocast):
 def format_duration(seconds):
     s = int(seconds + 0.5)
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+def events_left(frm, M, every):
+    """llmc/train_loop.h's: iterations s in [frm, M] that run an event due every `every` steps and at s == M"""
+    if every <= 0 or frm > M:
+        return 0
+    return M // every - (frm - 1) // every + (M % every != 0)
+
+
+class Progress:
+    """llmc/train_loop.h's progress of a long evaluation (rank 0): nothing for LLMC_PROGRESS_SECONDS (5), then
+    "<what> ... done/total <unit> | elapsed | eta" at most that often; frac: rank 0's share done"""
+
+    def __init__(self, on, what, unit, total):
+        self.on, self.what, self.unit, self.total = on, what, unit, total
+        text = os.environ.get("LLMC_PROGRESS_SECONDS", "")
+        self.interval = c_number(text, float) if text else 5.0
+        if self.interval is None or not 0 <= self.interval <= 1e6:
+            die(f"LLMC_PROGRESS_SECONDS='{text}' is not a number of seconds (0 .. 1e6); unset it for the default 5")
+        self.t0 = time.time()
+        self.next = self.t0 + self.interval
+
+    def update(self, frac):
+        now = time.time()
+        if not self.on or frac >= 1.0 or now < self.next or frac <= 0.0:
+            return
+        self.next = now + self.interval
+        elapsed = now - self.t0
+        print(f"{self.what} ... {int(frac * self.total)}/{self.total} {self.unit} | {elapsed:.1f} s | eta "
+              f"{format_duration(elapsed / frac * (1.0 - frac))}", flush=True)
 
 
 def gpu_peak_flops(device):
@@ -2121,7 +2158,7 @@ def train_main(argv):
             del ck
         if rank == 0:
             print(f"resumed from checkpoint {st.step} in {a.output_dir}" if resumed else
-                  f"no complete checkpoint in {a.output_dir}: starting from scratch", flush=True)
+                  f"no complete checkpoint in {a.output_dir}: starting at step 0 from -e {a.model}", flush=True)
     if st.step > M:
         die(f"checkpoint {st.step} in {a.output_dir} is past the end of this run (-x {M}); raise -x to continue")
     if resumed and st.step == M:  # finished: its final evaluation and sample followed this checkpoint
@@ -2200,6 +2237,7 @@ def train_main(argv):
     params = list(model.parameters())
     ckpts = CheckpointRecord(a.output_dir, rank, st.step if resumed else None)
     timed, timed_steps, first_step = 0.0, 0, st.step
+    eval_time, sample_time = [0.0, 0], [0.0, 0]  # seconds, count: the ETA counts the events still to come
     s = st.step
     while True:
         last = s == M
@@ -2219,8 +2257,13 @@ def train_main(argv):
                 log_line(s, f"hsw:{acc:.6f}")
                 hsw = {"hellaswag": (".6f", acc)}
             log_metrics("eval", s, tokens=s * a.total_batch, val_loss=(".9g", vl), **hsw, ms=(".3f", (time.time() - t0) * 1000))
+            eval_time[0] += time.time() - t0
+            eval_time[1] += 1
         if rank == 0 and a.sample_every > 0 and ((s > 0 and s % a.sample_every == 0) or last):
+            t0 = time.time()
             sample(a, model, tokenizer, st, device, autocast)
+            sample_time[0] += time.time() - t0
+            sample_time[1] += 1
         if last:
             break
 
@@ -2268,7 +2311,10 @@ def train_main(argv):
                 line += f" | MFU {100.0 * flops_per_token * tps / W / peak:.1f}%"
             elif peak < 0:
                 line += " | MFU n/a"
-            eta = format_duration(timed / timed_steps * (M - st.step)) if timed_steps else "-"
+            left = timed / timed_steps * (M - st.step) if timed_steps else 0.0
+            for every, (secs, count) in ((a.val_every if val else 0, eval_time), (a.sample_every, sample_time)):
+                left += events_left(st.step, M, every) * (secs / count if count else 0.0)
+            eta = format_duration(left) if timed_steps else "-"
             print(f"{line} | eta {eta}{' | SKIPPED' if reason else ''}", flush=True)
         log_line(s, f"trl:{loss:.9g} lr:{lr:.6g} norm:{norm:.6g} tok:{st.step * a.total_batch}")
         mfu = {"mfu_pct": (".2f", 100.0 * flops_per_token * a.total_batch / dt / W / peak)} if peak > 0 else {}

@@ -29,6 +29,7 @@ import argparse
 import contextlib
 import math
 import os
+import signal
 import statistics
 import sys
 
@@ -348,6 +349,8 @@ def parse_args(argv=None):
 
 
 def main():
+    # `--dump | head`: end quietly when the reader goes, as a C tool does on SIGPIPE (not a traceback)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = parse_args()
     runs = build_runs(args)
     if args.dump:

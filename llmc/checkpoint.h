@@ -906,10 +906,11 @@ static inline int checkpoint_verify(const char *dir, int step, Backend *b, const
         }
         if (h[7] != cur->T || hdr_get64(h, 8) != cur->total_batch || h[5] != cur->shuffle ||
             (unsigned long long)hdr_get64(h, 18) != cur->seed) {
-            char hint[160] = "";
+            char hint[256] = "";
             if (hdr_get64(h, 8) != cur->total_batch) {  // -d's default follows -b and the process count
-                snprintf(hint, sizeof(hint), " (to resume with another -b or number of processes, pass -d %lld: without "
-                         "-d, -d is B x T x processes)", hdr_get64(h, 8));
+                snprintf(hint, sizeof(hint), " (to resume with another -b or number of processes, pass -d %lld, with a -b "
+                         "and process count whose B x T x processes divides it: without -d, -d is B x T x processes)",
+                         hdr_get64(h, 8));
             }
             llmc_die("checkpoint '%s' was written with -t %d -d %lld -sh %d -rs %llu; this run has -t %d -d %lld -sh %d "
                      "-rs %llu; the data position of a resumed run depends on these, so resume with the same values%s",

@@ -259,7 +259,7 @@ typedef struct {
     size_t num_params;  // total parameter count
 } ModelFileInfo;
 
-#define MODEL_FILE_HINT "make one with: python train_gpt2.py --model d12 --write-model out.bin (or train_gpt2 -n)"
+#define MODEL_FILE_HINT "make one with: python3 train_gpt2.py --model d12 --write-model out.bin (or train_gpt2 -n)"
 
 // read and validate the header and the file size; returns 0, or 1 with the problem in err. A
 // checkpoint's model file (in_checkpoint) gets no hint on making one: -y 1 skips it and takes the

@@ -421,7 +421,7 @@ static inline int train_restore(TrainRun *r) {
         }
         if (r->rank == 0) {
             if (r->resumed) { printf("resumed from checkpoint %d in %s\n", st->step, a->output_dir); }
-            else { printf("no complete checkpoint in %s: starting from scratch\n", a->output_dir); }
+            else { printf("no complete checkpoint in %s: starting at step 0 from -e %s\n", a->output_dir, a->model); }
             fflush(stdout);  // before any warning on stderr
         }
         st->guard.z_loss = a->guard_z_loss;

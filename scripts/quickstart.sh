@@ -71,7 +71,11 @@ echo "${cmd[*]}"
 if [ "${DRY_RUN:-0}" = 1 ]; then exit 0; fi
 
 start=$(date +%s)
+# Ctrl-C reaches this script too: the trainer checkpoints and exits 0, and the summary says so
+stopped=0
+trap 'stopped=1' INT TERM HUP
 "${cmd[@]}"
+trap - INT TERM HUP
 secs=$(( $(date +%s) - start ))
 
 # the summary: the last validation, the newest complete checkpoint, and what to do next
@@ -80,8 +84,13 @@ step=$(ls "$out" | grep '^DONE_[0-9]*$' | sort | tail -n 1 | cut -c6- || true)
 model="$out/model_$step.bin"
 vstep=${val%% *}
 echo
-echo "quickstart: done in $((SECONDS / 60))m$((SECONDS % 60))s (training $((secs / 60))m$((secs % 60))s);" \
-     "val loss ${val#*tel:} at step ${vstep#s:}"
+if [ $stopped = 1 ]; then
+    echo "quickstart: stopped by a signal after $((SECONDS / 60))m$((SECONDS % 60))s; the last val loss ${val#*tel:} was at" \
+         "step ${vstep#s:}; to continue from checkpoint $((10#${step:-0})): bash scripts/quickstart.sh ${*:+$* }-y 1"
+else
+    echo "quickstart: done in $((SECONDS / 60))m$((SECONDS % 60))s (training $((secs / 60))m$((secs % 60))s);" \
+         "val loss ${val#*tel:} at step ${vstep#s:}"
+fi
 if [ -z "$step" ]; then
     echo "  no checkpoint in $out (the run had -n 0?)"
     exit 0

@@ -141,6 +141,19 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q 
 case "$out" in "$want "*"-i $DATA_DIR/tinyshakespeare/tiny_shakespeare_train.bin"*" -n "*" -x 7") ;;
     *) fail "quickstart.sh picked: $out (expected $want ... -n ... -x 7)" ;; esac
 ok "quickstart.sh: $(echo "$out" | cut -c1-60)... -x 7"
+# a stop signal to the script and the trainer (SIGTERM here: a background job ignores SIGINT;
+# Ctrl-C sends SIGINT to both alike) during a short real run of the main job: the trainer
+# checkpoints and the summary says the run stopped and how to continue (it said "done")
+if [ "$want" = ./train_gpt2 ]; then
+    bash scripts/quickstart.sh -e L1:C32:H2 -t 64 -b 2 -d 128 -x 100000 -v 50 -m 1 -s 0 -o "$TMP/qs" > "$TMP/qs.txt" 2>&1 &
+    qs=$!
+    for _ in $(seq 600); do grep -q "^step 60/" "$TMP/qs.txt" 2> /dev/null && break; sleep 0.1; done
+    pkill -TERM -f -- "-o $TMP/qs\$"  # the script and the trainer, as a signal to their group
+    wait $qs && rc=0 || rc=$?
+    line=$(grep '^quickstart:' "$TMP/qs.txt" || true)
+    [ $rc = 0 ] && grep -q "^quickstart: stopped by a signal after .*; the last val loss [0-9.]* was at step [0-9]*; to continue from checkpoint [0-9]*: bash scripts/quickstart.sh .* -y 1$" <<< "$line" \
+        && ok "quickstart.sh stopped by a signal: ${line:0:110}" || { fail "quickstart.sh after a stop signal (exit $rc): $line"; }
+fi
 
 # --- bad input to the recipes
 expect_fail "not found" env TINYSHAKESPEARE="$TMP/none.txt" bash dev/data/tinyshakespeare.sh

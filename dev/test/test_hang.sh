@@ -71,7 +71,7 @@ resume() {
         || { bad "$dir: the resume failed"; tail -3 "$dir.resume.out"; return; }
     # a freeze before the first checkpoint (step < -n) leaves none: -y 1 then starts from scratch
     local expect="^resumed from checkpoint $want in" what="checkpoint $want"
-    [ -n "$want" ] || { expect="^no complete checkpoint in .*: starting from scratch"; what="scratch (no checkpoint was complete)"; }
+    [ -n "$want" ] || { expect="^no complete checkpoint in .*: starting at step 0 from -e "; what="step 0 (no checkpoint was complete)"; }
     grep -q "$expect" "$dir.resume.out" || { bad "$dir: did not resume from $what"; grep -m2 "checkpoint" "$dir.resume.out"; }
     compare_logs ref/main.log "$dir/main.log" trl=$tol norm=$tol > cmp.out \
         && ok "$dir: resumed on $np ranks from $what: $(tail -1 cmp.out)" || { bad "$dir: resumed losses differ"; cat cmp.out; }

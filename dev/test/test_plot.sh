@@ -112,6 +112,9 @@ else
 fi
 
 # --merge: the same run under the first log's name
+# the reader of --dump gone early (| head): no traceback
+"${PLOT[@]}" "$TMP/a.log" "$TMP/b.log" "$TMP/c.log" --dump 2> "$TMP/errpipe.txt" | head -n 1 > /dev/null
+! grep -q "Traceback\|BrokenPipe" "$TMP/errpipe.txt" && ok "--dump | head -n 1: ends without a traceback" || { bad "--dump | head -n 1 printed:"; head -3 "$TMP/errpipe.txt"; }
 "${PLOT[@]}" "$TMP/a.log" "$TMP/c.log" --merge --dump 2>/dev/null | tail -n +2 > "$TMP/got2.txt"
 sed -n '2,/^skip/p' "$TMP/want1.txt" > "$TMP/want2.txt"
 expect_same "--merge gives the same series" "$TMP/want2.txt" "$TMP/got2.txt"

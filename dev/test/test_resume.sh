@@ -301,7 +301,7 @@ for tr in c py; do
     cp -r prune newb_$tr
     "${run[@]}" "${ARGS[@]/#512/-1}" -b 4 -o newb_$tr -y 1 > newb_$tr.out 2>&1; rc=$?
     line=$(grep -m1 '^error:' newb_$tr.out | sed "s/newb_$tr/DIR/")
-    [ $rc = 1 ] && grep -q "this run has -t 32 -d 128 .*so resume with the same values (to resume with another -b or number of processes, pass -d 512: without -d, -d is B x T x processes)$" <<< "$line" \
+    [ $rc = 1 ] && grep -q "this run has -t 32 -d 128 .*so resume with the same values (to resume with another -b or number of processes, pass -d 512, with a -b and process count whose B x T x processes divides it: without -d, -d is B x T x processes)$" <<< "$line" \
         && ok "$tr: a resume with another -b and the default -d: ${line:0:60}...${line: -90}" || { bad "$tr: a resume with another -b: exit $rc"; tail -n 2 newb_$tr.out; }
     eval "lines_$tr=\$line"
 done

@@ -109,6 +109,15 @@ for np in 1 2; do
     [ "$(ls p$np | grep -c '^main.log$')" -eq 1 ] && [ "$(ls p$np | grep -c '^state_00000012_')" -eq $np ] \
         || bad "np=$np: expected one main.log and $np state files for step 12: $(ls p$np | tr '\n' ' ')"
 done
+# a long evaluation's progress lines (LLMC_PROGRESS_SECONDS=0: one per batch), the same counts as
+# ./train_gpt2's; the ETA counts the evaluations and samples still to come (events_left, known answers)
+PROG=("${ARGS[@]}" -b 4 -x 2 -v 2 -n 0 -s 0)
+LLMC_PROGRESS_SECONDS=0 "$TRAINER" "${PROG[@]}" 2>&1 | sed -n 's/^\(val loss\|HellaSwag\) \.\.\. \([0-9]*\/[0-9]* [a-z]*\) .*/\1 \2/p' > prog_c.txt
+LLMC_PROGRESS_SECONDS=0 timeout -k 10 300 $PY "$TORCH_TRAINER" "${PROG[@]}" 2>&1 | sed -n 's/^\(val loss\|HellaSwag\) \.\.\. \([0-9]*\/[0-9]* [a-z]*\) .*/\1 \2/p' > prog_py.txt
+$PY -c "import sys; sys.path.insert(0, '$ROOT'); import train_gpt2 as t; sys.exit(0 if [t.events_left(3, 10, 5), t.events_left(1, 12, 5), t.events_left(11, 12, 5), t.events_left(13, 12, 5)] == [2, 3, 1, 0] else 1)" \
+    && [ -s prog_c.txt ] && cmp -s prog_c.txt prog_py.txt \
+    && ok "progress lines of the evaluations as ./train_gpt2's ($(wc -l < prog_py.txt): $(head -n 1 prog_py.txt), ...); the ETA's events_left" \
+    || { bad "progress lines or events_left differ from ./train_gpt2's"; diff prog_c.txt prog_py.txt | head -5; }
 # the finished run started again with -y 1: nothing to do, as ./train_gpt2 says; its logs untouched
 before=$(cat p2/main.log p2/metrics.jsonl | md5sum)
 torch_ranks 2 again "${ARGS[@]}" -b 2 -o p2 -y 1 \
