@@ -26,7 +26,7 @@ else
     die "usage: $0 [train.txt[.xz] val.txt[.xz]]"
 fi
 for f in "$train" "$val"; do [ -f "$f" ] || die "book corpus file '$f' not found"; done
-mkdir -p "$OUT"
+make_out "$OUT"
 need_tokenizer
 
 # tokenize one split; .xz files are decompressed on the fly (nothing decompressed lands on disk)

@@ -22,6 +22,8 @@ EMBEDDED="${EMBEDDED_DIR:-$REPO/dev/data/embedded}"
 GPT2_URL="https://openaipublic.blob.core.windows.net/gpt-2/encodings/main"
 
 die() { echo "error: $*" >&2; exit 1; }
+# make_out DIR: the recipe's output folder, or one line naming DATA_DIR where it cannot be made
+make_out() { mkdir -p "$1" 2> /dev/null || die "cannot make the folder '$1' for the data (DATA_DIR=$DATA_DIR): set DATA_DIR to a folder you can write"; }
 
 # fetch URL OUT HINT: download URL to OUT (its folder made; via OUT.part, so an interrupted
 # download never looks complete), or die with HINT (how to pass a local copy instead)

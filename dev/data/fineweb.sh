@@ -40,7 +40,7 @@ for f in "$@"; do
 done
 [ "$njsonl" -eq 0 ] || [ "$nparquet" -eq 0 ] || die "give either .jsonl or .parquet files, not both"
 
-mkdir -p "$OUT"
+make_out "$OUT"
 need_tokenizer
 rm -f "$OUT/${name}"_val_[0-9]*.bin "$OUT/${name}"_train_[0-9]*.bin
 tok=("$TOKENIZE" -e "$ENC" -m "$BPE" -x jsonl -V 1 -S "$SHARD_TOKENS" -p "$OUT/$name")

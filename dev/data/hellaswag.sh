@@ -10,7 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 URL="https://raw.githubusercontent.com/rowanz/hellaswag/master/data/hellaswag_val.jsonl"
 OUT="$DATA_DIR/hellaswag"
-mkdir -p "$OUT"
+make_out "$OUT"
 src="$(input_file "${1:-${HELLASWAG:-}}" hellaswag_val.jsonl "$URL" "$OUT/hellaswag_val.jsonl" HELLASWAG "HellaSwag file")"
 need_tokenizer
 "$TOKENIZE" -e "$ENC" -m "$BPE" -H "$src" -o "$OUT/hellaswag_val.bin"

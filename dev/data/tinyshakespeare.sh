@@ -11,7 +11,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 URL="https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 OUT="$DATA_DIR/tinyshakespeare"
-mkdir -p "$OUT"
+make_out "$OUT"
 src="$(input_file "${1:-${TINYSHAKESPEARE:-}}" tinyshakespeare.txt "$URL" "$OUT/input.txt" TINYSHAKESPEARE "Tiny Shakespeare text")"
 need_tokenizer
 "$TOKENIZE" -e "$ENC" -m "$BPE" -i "$src" \

@@ -157,6 +157,8 @@ fi
 
 # --- bad input to the recipes
 expect_fail "not found" env TINYSHAKESPEARE="$TMP/none.txt" bash dev/data/tinyshakespeare.sh
+touch "$TMP/afile"
+expect_fail "cannot make the folder '$TMP/afile/tinyshakespeare' for the data (DATA_DIR=$TMP/afile)" env DATA_DIR="$TMP/afile" bash dev/data/tinyshakespeare.sh
 expect_fail "GPT2_DIR" env GPT2_DIR="$TMP" bash dev/data/tinyshakespeare.sh "$TS"
 expect_fail "BOOKS_DIR" env BOOKS_DIR="$TMP" bash dev/data/books.sh
 expect_fail "not found" bash dev/data/books.sh "$TMP/none.txt" "$TMP/none2.txt"
