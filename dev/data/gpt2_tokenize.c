@@ -128,10 +128,34 @@ static void bad_flag(const char *fmt, ...) {
 static AtomicFile *open_outputs[MAX_OPEN_OUTPUTS];
 static void (*next_abort_hook)(void);  // the hook main found set (a fuzz harness's), run after ours
 
-// the outputs this run completed: a run that fails removes them too, so that it leaves nothing (a
-// prepare run's first shards would otherwise look like a whole dataset to the trainer's glob)
+// the shards a run of several (prepare, or -o with -O) completed: a run that fails removes them too,
+// so that it leaves nothing (its first shards would otherwise look like a whole dataset to the
+// trainer's glob). done_outputs_begin at the start of such a run, done_outputs_end after it.
 static char **done_outputs;
 static int num_done_outputs;
+
+static void done_outputs_begin(void) {  // (a fuzz harness may have released an earlier run's list)
+    done_outputs = NULL;
+    num_done_outputs = 0;
+}
+
+static void done_outputs_end(void) {
+    for (int i = 0; i < num_done_outputs; i++) { free(done_outputs[i]); }
+    free(done_outputs);
+    done_outputs_begin();
+}
+
+static void done_outputs_add(const char *path) {
+    if ((num_done_outputs & (num_done_outputs - 1)) == 0) {  // 0, 1, 2, 4, ...: room for twice as many
+        char **grown = (char **)mallocCheck((size_t)(2 * num_done_outputs + 1) * sizeof(char *));
+        if (num_done_outputs > 0) { memcpy(grown, done_outputs, (size_t)num_done_outputs * sizeof(char *)); }
+        free(done_outputs);
+        done_outputs = grown;
+    }
+    const size_t len = strlen(path) + 1;
+    done_outputs[num_done_outputs] = (char *)mallocCheck(len);
+    memcpy(done_outputs[num_done_outputs++], path, len);
+}
 
 static void remove_partial_outputs(void) {
     for (int i = 0; i < MAX_OPEN_OUTPUTS; i++) {
@@ -160,15 +184,6 @@ static void output_commit(AtomicFile *af) {
     for (int i = 0; i < MAX_OPEN_OUTPUTS; i++) {
         if (open_outputs[i] == af) { open_outputs[i] = NULL; }
     }
-    if ((num_done_outputs & (num_done_outputs - 1)) == 0) {  // 0, 1, 2, 4, ...: room for twice as many
-        char **grown = (char **)mallocCheck((size_t)(2 * num_done_outputs + 1) * sizeof(char *));
-        if (num_done_outputs > 0) { memcpy(grown, done_outputs, (size_t)num_done_outputs * sizeof(char *)); }
-        free(done_outputs);
-        done_outputs = grown;
-    }
-    const size_t len = strlen(af->final_path) + 1;
-    done_outputs[num_done_outputs] = (char *)mallocCheck(len);
-    memcpy(done_outputs[num_done_outputs++], af->final_path, len);
 }
 
 // whether paths a and b name the same file: the same inode where both exist, else the same name in
@@ -261,6 +276,7 @@ static void shard_close(ShardWriter *w) {
     int32_t count = (int32_t)w->in_shard;
     atomic_patch(&w->af, 2 * (long)sizeof(int32_t), &count, sizeof(count));
     output_commit(&w->af);
+    done_outputs_add(w->name);
     printf("wrote %s: %lld tokens\n", w->name, w->in_shard);
     fflush(stdout);
     w->is_open = 0;
@@ -833,6 +849,7 @@ static void mode_encode(const Args *a) {
         llmc_die("-f needs a file (-i -, stdin, cannot be read twice)");
     }
     double t0 = llmc_wall_seconds();
+    done_outputs_begin();
     Pipeline p;
     pipeline_init(&p, a);
     char *paths[1] = {(char *)a->input};
@@ -875,6 +892,7 @@ static void mode_encode(const Args *a) {
     printf("%s: %lld bytes -> %lld tokens in %.2f s (%.1f MB/s, %d threads)\n", a->input, bytes, total, dt,
            bytes / 1e6 / dt, p.nworkers);
     pipeline_free(&p);
+    done_outputs_end();
 }
 
 // a whole number in lo..hi, with an optional suffix K or M (what: the value's meaning, for messages)
@@ -937,6 +955,7 @@ static void mode_prepare(const Args *a, char **inputs, int ninputs) {
     }
     check_no_earlier_shards(a->prefix);  // an input among them too
     double t0 = llmc_wall_seconds();
+    done_outputs_begin();
     Pipeline p;
     pipeline_init(&p, a);
     Source src;
@@ -968,6 +987,7 @@ static void mode_prepare(const Args *a, char **inputs, int ninputs) {
     free(src.buf);
     bytebuf_free(&src.doc);
     pipeline_free(&p);
+    done_outputs_end();
 }
 
 static void mode_table(const Args *a) {
