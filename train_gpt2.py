@@ -375,11 +375,11 @@ def probe_model_file(path, in_checkpoint=False):
     return cfg, int(h[1]), None
 
 
-def read_model_flat(path, in_checkpoint=False):
+def read_model_flat(path, in_checkpoint=False, probe_prefix=""):
     """(config, flat float32 parameters in file order, error): the whole file, its CRC verified"""
     cfg, version, err = probe_model_file(path, in_checkpoint)
-    if err:
-        return None, None, err
+    if err:  # probe_prefix: the C caller's prefix for these (train_loop.h: "-e: "), not for the checksum's
+        return None, None, probe_prefix + err
     with open(path, "rb") as f:
         h = np.frombuffer(f.read(1024), dtype="<i4")
         payload = f.read()
@@ -927,6 +927,7 @@ class Shard:
         if self.size != 1024 + 2 * self.n:
             die(f"{flag}: shard '{path}' is {self.size} bytes but its header says {self.n} tokens ({1024 + 2 * self.n} "
                 f"bytes): {'truncated' if self.size < 1024 + 2 * self.n else 'trailing bytes'}; {SHARD_HINT}")
+        self.digest = self.sample_digest()  # now, while its file is open (the start-up check compares it)
 
     def hold(self, fd):
         self.fd = fd
@@ -948,7 +949,7 @@ class Shard:
                 "there?); restore it, then resume with -y 1")
         self.hold(fd)
 
-    def digest(self):
+    def sample_digest(self):
         """the runs of tokens llmc/dataloader.h's dataloader_hash samples (16 of 64 spread over the shard), as
         one CRC-32: ranks compare it, so that a node's stale copy of the same size is noticed"""
         take, crc = min(self.n, 64), 0
@@ -1239,9 +1240,8 @@ def checkpoint_save(a, d, dist, st, cfg, flat_params, m, v):
             atomic_write(ckpt_path(d, "DONE", st.step), [f"step {st.step}\nworld_size {W}\n".encode()])
         except CheckpointWriteError as e:
             err = str(e)
-    if written and W > 1:
-        written = dist.allreduce([1.0 if err else 0.0], "max")[0] == 0.0  # rank 0's marker
-    if not written or err:
+    written = written and dist.allreduce([1.0 if err else 0.0], "max")[0] == 0.0  # rank 0's marker
+    if not written:
         for path in ([ckpt_path(d, "model", st.step)] if r == 0 else []) + [ckpt_path(d, "state", st.step, r)]:
             with contextlib.suppress(OSError):
                 os.remove(path)
@@ -1924,12 +1924,9 @@ def resolve_model(a, device):
         cfg = Config.from_descriptor(desc, "-e")
         flat = c_init_params(cfg, a.seed)  # the same seed on every rank: the same model
     else:
-        err = probe_model_file(desc)[2]
+        cfg, flat, err = read_model_flat(desc, probe_prefix="-e: ")
         if err:  # llmc/train_loop.h's words
-            die(f"-e: {err}" + ("" if os.path.exists(desc) else " (-e takes a .bin file or a descriptor such as d12 or L2:C64:H4)"))
-        cfg, flat, err = read_model_flat(desc)
-        if err:
-            die(err)
+            die(err + ("" if os.path.exists(desc) else " (-e takes a .bin file or a descriptor such as d12 or L2:C64:H4)"))
     if a.prompt:  # the generate mode: one sequence, the context min(-t, maxT)
         a.B, a.T = 1, min(a.T, cfg.block_size)
     if a.T > cfg.block_size:
@@ -2124,7 +2121,7 @@ def train_main(argv):
         if a.val_every <= 0:
             die("-h 1 evaluates HellaSwag at every validation; set -v > 0")
         examples = load_hellaswag(a.hellaswag, V)
-    shards = [(os.path.basename(sh.path), sh.n, sh.digest()) for sh in train.shards + (val.shards if val else [])]
+    shards = [(os.path.basename(sh.path), sh.n, sh.digest) for sh in train.shards + (val.shards if val else [])]
     dist.check_same((a.argv, shards), "flags or data files", "start every rank with the same command line and the same data")
 
     # ---- output dir, resume
