@@ -2158,7 +2158,13 @@ def train_main(argv):
                   f"no complete checkpoint in {a.output_dir}: starting at step 0 from -e {a.model}", flush=True)
     if st.step > M:
         die(f"checkpoint {st.step} in {a.output_dir} is past the end of this run (-x {M}); raise -x to continue")
-    if resumed and st.step == M:  # finished: its final evaluation and sample followed this checkpoint
+    # a checkpoint its run wrote at its end (-x = its step): its final evaluation and sample followed it,
+    # nothing is left to do; one written mid-run (a longer -x, now cut to its step) gets them now
+    written_last = st.max_steps in (st.step, 0)  # 0: not recorded
+    if resumed and st.step == M and not written_last and rank == 0:
+        print(f"checkpoint {st.step} in {a.output_dir} was written mid-run (its run had -x {st.max_steps}): -x {M} "
+              "ends the run there; its final evaluation and sample follow", flush=True)
+    if resumed and st.step == M and written_last:
         if rank == 0:
             print(f"run complete: checkpoint {st.step} in {a.output_dir} is the last step (-x {M}); nothing to do "
                   "(raise -x to train further)", flush=True)

@@ -435,7 +435,14 @@ static inline int train_restore(TrainRun *r) {
     if (st->step > r->M) {
         llmc_die("checkpoint %d in %s is past the end of this run (-x %d); raise -x to continue", st->step, a->output_dir, r->M);
     }
-    if (r->resumed && st->step == r->M) {  // finished: its final evaluation and sample followed this checkpoint
+    // a checkpoint its run wrote at its end (-x = its step): its final evaluation and sample followed
+    // it, nothing is left to do; one written mid-run (a longer -x, now cut to its step) gets them now
+    const int written_last = st->max_steps == st->step || st->max_steps == 0;  // 0: not recorded
+    if (r->resumed && st->step == r->M && !written_last && r->rank == 0) {
+        printf("checkpoint %d in %s was written mid-run (its run had -x %d): -x %d ends the run there; its final "
+               "evaluation and sample follow\n", st->step, a->output_dir, st->max_steps, r->M);
+    }
+    if (r->resumed && st->step == r->M && written_last) {
         if (r->rank == 0) {
             printf("run complete: checkpoint %d in %s is the last step (-x %d); nothing to do (raise -x to train further)\n",
                    st->step, a->output_dir, r->M);

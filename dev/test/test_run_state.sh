@@ -161,6 +161,18 @@ grep -q "resumed from checkpoint 8" crash.out || bad "did not resume from checkp
 grep -q "warning: -x" crash.out && bad "a warning about -x although -x did not change"
 check_metrics crash "resumed with steps 8-11 logged twice"
 
+# ---- a checkpoint written mid-run, resumed with -x cut to its step: no step trains, and its final
+# evaluation runs, equal to the one the first run made at that step (the same parameters)
+cp -r run cut
+rm cut/DONE_00000012
+"$TRAINER" "${ARGS[@]}" -m -1 -x 8 -o cut -y 1 > cut.out 2>&1; rc=$?
+if [ $rc -eq 0 ] && grep -q "^checkpoint 8 in cut was written mid-run (its run had -x 12): -x 8 ends the run there" cut.out \
+   && ! grep -q "^step \|^run complete" cut.out && [ "$(grep '^s:8 \(tel\|hsw\):' run/main.log)" = "$(tail -n 2 cut/main.log)" ]; then
+    echo "ok   -x cut to a mid-run checkpoint: its final evaluation ($(tail -n 2 cut/main.log | tr '\n' ' '))"
+else
+    bad "-x cut to a mid-run checkpoint (exit $rc)"; tail -n 3 cut.out cut/main.log
+fi
+
 # ---- raising -x: a warning, and the schedule of the new -x from there on
 "$TRAINER" "${ARGS[@]}" -x 16 -o run -y 1 > more.out 2>&1 || bad "resume with -x 16 failed"
 if grep -q "^warning: -x 16 differs from the -x 12 of the run that wrote checkpoint 12 in run: the LR schedule depends on -x, so it changes" more.out; then

@@ -125,6 +125,13 @@ torch_ranks 2 again "${ARGS[@]}" -b 2 -o p2 -y 1 \
     && ! grep -q "^val loss\|^HellaSwag" again.0.out && [ ! -s again.1.out ] && [ "$(cat p2/main.log p2/metrics.jsonl | md5sum)" = "$before" ] \
     && ok "train_gpt2.py -y 1 on a finished run: $(tail -n 1 again.0.out)" \
     || { bad "train_gpt2.py -y 1 on a finished run"; tail -n 3 again.0.out again.0.err; }
+# its mid-run checkpoint 6 resumed with -x 6: no step, the final evaluation equal to the one at step 6
+cp -r p2 cut && rm cut/DONE_00000012
+torch_ranks 2 cut "${ARGS[@]}" -b 2 -x 6 -o cut -y 1 \
+    && grep -q "^checkpoint 6 in cut was written mid-run (its run had -x 12): -x 6 ends the run there" cut.0.out \
+    && ! grep -q "^step \|^run complete" cut.0.out && [ "$(grep '^s:6 \(tel\|hsw\):' p2/main.log)" = "$(tail -n 2 cut/main.log)" ] \
+    && ok "train_gpt2.py -x cut to a mid-run checkpoint: its final evaluation ($(tail -n 2 cut/main.log | tr '\n' ' '))" \
+    || { bad "train_gpt2.py -x cut to a mid-run checkpoint"; tail -n 3 cut.0.out cut.0.err cut/main.log; }
 # -k wsd (warmup-stable-decay), 1 process: the same learning rate strings and losses
 # (train_gpt2.py given the long names that ./train_gpt2 --help pairs with the short ones, as
 # "--name value" and "--name=value" in turn)
