@@ -1264,13 +1264,15 @@ class CheckpointRecord:
         return (f"checkpoint {self.newest} is the newest complete one" if self.newest is not None
                 else f"no complete checkpoint exists{yet}")
 
-    def took(self, step, written, err):
+    def took(self, step, ends_run, written, err):
         if written:
             self.newest, self.failures, self.last_failed = step, 0, None
             return
         self.failures += 1
         self.last_failed = (step, err)
-        if err:
+        if err and ends_run:  # the run's last (its last step, or a stop): require_last ends the run
+            warn(f"checkpoint {step}, this run's last, not written: {err}; {self.newest_text()}")
+        elif err:
             warn(f"checkpoint {step} not written: {err}; {self.newest_text()}; training goes on ({self.failures} "
                  f"failed in a row; the run stops at {CKPT_MAX_FAILURES})")
         if self.failures >= CKPT_MAX_FAILURES:
@@ -2347,7 +2349,7 @@ def train_main(argv):
                                            opt_state_flat(opt, model, "exp_avg_sq", muon))
             if written and rank == 0:
                 print(f"checkpoint {st.step} written to {a.output_dir} ({time.time() - tc:.2f} s)", flush=True)
-            ckpts.took(st.step, written, err)
+            ckpts.took(st.step, st.step == M or stopping, written, err)
         if stopping:
             if rank == 0 and (ckpts.newest == st.step or not a.output_dir):
                 line = f"stopped by a signal after step {st.step}; " + (

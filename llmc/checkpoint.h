@@ -381,6 +381,7 @@ typedef struct {
     int failures;             // failed checkpoints in a row
     int newest;               // the newest complete checkpoint (-1: none)
     int last_begun;           // the step of the last checkpoint begun (-1: none)
+    int ends_run;             // the run stops after it (its last step, or a stop signal): a failure ends the run
     int keep, keep_major;     // -nk, -nm: what checkpoint_prune keeps once a checkpoint completes (0: all)
 } CkptWriter;
 
@@ -672,6 +673,7 @@ static inline void checkpoint_begin(CkptWriter *w, Comm *c, const TrainState *st
     c->barrier(c);  // a stale marker of this step (rank 0 removes it) is gone before any rank's new file
     w->st = *st;
     w->last_begun = st->step;
+    w->ends_run = st->step == st->max_steps;
     w->in_flight = 1;
     w->failed = 0;
     w->err[0] = '\0';
@@ -741,7 +743,9 @@ static inline void checkpoint_complete(CkptWriter *w, Comm *c, int any_failed) {
     w->failures++;
     char newest[64] = "no complete checkpoint exists yet";
     if (w->newest >= 0) { snprintf(newest, sizeof(newest), "checkpoint %d is the newest complete one", w->newest); }
-    if (w->failed) {
+    if (w->failed && w->ends_run) {  // the run's last: checkpoint_require_last ends the run
+        llmc_warn("checkpoint %d, this run's last, not written: %s; %s", step, w->err, newest);
+    } else if (w->failed) {
         llmc_warn("checkpoint %d not written: %s; %s; training goes on (%d failed in a row; the run stops at %d)", step,
                   w->err, newest, w->failures, CKPT_MAX_FAILURES);
     }

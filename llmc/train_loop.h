@@ -649,7 +649,10 @@ static inline int train_checkpoint(TrainRun *r) {
         double tc = llmc_wall_seconds();
         if (r->b->range) { r->b->range("checkpoint", 1); }
         checkpoint_begin(&r->ckw, c, st);
-        if (stop) { checkpoint_settle(&r->ckw, c); }
+        if (stop) {
+            r->ckw.ends_run = 1;
+            checkpoint_settle(&r->ckw, c);
+        }
         if (r->b->range) { r->b->range(NULL, 0); }
         r->eval_ms += (llmc_wall_seconds() - tc) * 1000.0;  // counted with the next step's evaluations
     }

@@ -283,13 +283,22 @@ if "$PY" -c "import torch" 2> /dev/null; then
     # a full disk from the start: the logs and the run's last checkpoint (-x 10 -n 10) fail
     umount disk && mount -t tmpfs -o size=1m tmpfs disk || bad "cannot remount the tmpfs"
     dd if=/dev/zero of=disk/fill bs=64k > /dev/null 2>&1
-    mkdir disk/pylast disk/py2
+    mkdir disk/pylast disk/py2 disk/clast
     "$PY" "$ROOT/train_gpt2.py" "${ARGS[@]}" -x 10 -n 10 -o disk/pylast > pylast.out 2>&1
     rc=$?
+    "$TRAINER" "${ARGS[@]}" -x 10 -n 10 -o disk/clast --ckpt-async 0 > clast.out 2>&1
+    crc=$?
+    # both: the warning says the run ends (not "training goes on"), then the error
+    for t in py c; do
+        want="warning: checkpoint 10, this run's last, not written: -o: writing 'disk/${t}last/model_00000010.bin' failed: No space left on device (the disk is full); no complete checkpoint exists yet"
+        grep -qxF "$want" ${t}last.out && ! grep -q "^warning: checkpoint.*training goes on" ${t}last.out && ok "${t}: ${want:0:100}" \
+            || { bad "$t: the failed last checkpoint's warning"; grep "warning: checkpoint" ${t}last.out; }
+    done
     want="error: checkpoint 10, this run's last, could not be written: -o: writing 'disk/pylast/model_00000010.bin' failed: No space left on device (the disk is full); no complete checkpoint exists"
-    [ $rc -eq 1 ] && grep -qF "$want" pylast.out && grep -q "^warning: writing 'disk/pylast/main.log' failed at step 0 (No space left on device)" pylast.out \
-        && ! grep -q Traceback pylast.out && ok "train_gpt2.py, a failed last checkpoint: ${want:0:120}" \
-        || { bad "train_gpt2.py, a failed last checkpoint: exit $rc"; tail -3 pylast.out; }
+    [ $rc -eq 1 ] && [ $crc -eq 1 ] && grep -qF "$want" pylast.out && grep -qF "${want//pylast/clast}" clast.out \
+        && grep -q "^warning: writing 'disk/pylast/main.log' failed at step 0 (No space left on device)" pylast.out \
+        && ! grep -q Traceback pylast.out && ok "train_gpt2.py and $TRAINER, a failed last checkpoint: ${want:0:120}" \
+        || { bad "a failed last checkpoint: exit $rc (train_gpt2.py), $crc ($TRAINER)"; tail -n 3 pylast.out clast.out; }
     port=$(free_port)
     for r in 0 1; do
         RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout -k 10 120 \
