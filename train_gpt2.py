@@ -45,6 +45,7 @@ import stat
 import sys
 import time
 import traceback
+import types
 import zlib
 
 import numpy as np
@@ -819,15 +820,65 @@ def lr_at(a, step, max_steps, peak=None):
     return float(np.float32(min_lr + coeff * (float(peak) - min_lr)))
 
 
-def warn_schedule_change(a, steps, old_steps, start):
-    """llmc/train_loop.h's: a resumed run with another -x than its checkpoint's follows another LR
-    schedule from the first remaining step whose learning rate differs"""
-    for s in range(start, steps):
-        was, now = lr_at(a, s, old_steps), lr_at(a, s, steps)
-        if was != now:
-            warn(f"-x {steps} differs from the -x {old_steps} of the run that wrote checkpoint {start} in {a.output_dir}: "
-                 f"the LR schedule depends on -x, so it changes from here on (step {s + 1}: lr {now:.2e} instead of {was:.2e})")
-            return
+SCHEDULES = ("cosine", "linear", "constant", "wsd")  # llmc/schedule.h's LRKind order
+
+
+def run_settings(a):
+    """the optimizer settings a state file keeps (llmc/checkpoint.h's RunSettings, fields [38..46])"""
+    return types.SimpleNamespace(recorded=1, schedule=a.schedule, warmup=a.warmup, lr=a.lr, final_lr_frac=a.final_lr_frac,
+                                 decay_frac=a.decay_frac, weight_decay=a.weight_decay, muon_lr=a.muon_lr,
+                                 muon_momentum=a.muon_momentum)
+
+
+def settings_from_header(h):
+    """fields [38..46] of a state file's header (llmc/checkpoint.h's run_settings_from_header), or None where
+    they hold what no flags could give (run_settings_sound)"""
+    if h[38] == 0:
+        return types.SimpleNamespace(recorded=0)
+    f = h[41:47].astype("<i4").view("<f4")
+    within = (f >= 0) & (f <= np.array([10, 1, 1, 10, 10, 0.999], dtype=np.float32))  # args.h's ranges; NaN is not
+    if h[38] != 1 or not 0 <= h[39] <= 3 or h[40] < 0 or not within.all():
+        return None
+    return types.SimpleNamespace(recorded=1, schedule=SCHEDULES[h[39]], warmup=int(h[40]), lr=f[0], final_lr_frac=f[1],
+                                 decay_frac=f[2], weight_decay=f[3], muon_lr=f[4], muon_momentum=f[5])
+
+
+def warn_flag_diffs(diffs, start, d, what):
+    """llmc/train_loop.h's warn_flag_diffs: diffs are (flag, now, was) strings"""
+    def join(items):
+        return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    now, was = join([f"{f} {n}" for f, n, _ in diffs]), join([f"{f} {w}" for f, _, w in diffs])
+    warn(f"{now} {'differ' if len(diffs) > 1 else 'differs'} from the {was} of the run that wrote checkpoint {start} in "
+         f"{d}: {what}")
+
+
+def warn_settings_change(a, steps, st):
+    """llmc/train_loop.h's warn_settings_change: a resumed run given other optimizer flags than its checkpoint's
+    run (the LR schedule's only where a remaining step's learning rate changes, naming the first)"""
+    was = st.settings
+    old = was if was.recorded else a
+    old_steps = st.max_steps if st.max_steps > 0 else steps
+    g = lambda v: "%g" % v  # C's %g of the float
+    pairs = [("-k", a.schedule, old.schedule), ("-l", g(a.lr), g(old.lr)), ("-u", str(a.warmup), str(old.warmup)),
+             ("-q", g(a.final_lr_frac), g(old.final_lr_frac))]
+    if "wsd" in (a.schedule, old.schedule):
+        pairs.append(("-kd", g(a.decay_frac), g(old.decay_frac)))
+    pairs.append(("-x", str(steps), str(old_steps)))
+    diffs = [p for p in pairs if p[1] != p[2]]
+    for s in range(st.step, steps if diffs else 0):
+        lr_was, lr_is = lr_at(old, s, old_steps), lr_at(a, s, steps)
+        if lr_was != lr_is:
+            warn_flag_diffs(diffs, st.step, a.output_dir, f"the LR schedule depends on {'them' if len(diffs) > 1 else diffs[0][0]}, "
+                            f"so it changes from here on (step {s + 1}: lr {lr_is:.2e} instead of {lr_was:.2e})")
+            break
+    if not was.recorded:
+        return
+    pairs = [("-c", g(a.weight_decay), g(was.weight_decay))]
+    if a.optimizer == "muon":
+        pairs += [("-ml", g(a.muon_lr), g(was.muon_lr)), ("-mm", g(a.muon_momentum), g(was.muon_momentum))]
+    diffs = [p for p in pairs if p[1] != p[2]]
+    if diffs:
+        warn_flag_diffs(diffs, st.step, a.output_dir, "the updates from here on use the new value(s)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1148,6 +1199,7 @@ class TrainState:
     def __init__(self, a):
         self.step = self.opt_steps = 0
         self.max_steps = 0  # the run's -x (the LR schedule's length), kept in the state file
+        self.settings = types.SimpleNamespace(recorded=0)  # the other optimizer flags, kept there too
         self.data_skip = self.rollbacks = 0  # the C trainers' -rb: step s trains on the data of s + data_skip
         self.sample_rng = sample_rng_seed(a.seed)
         self.guard = Guard(a.guard_z_loss, a.guard_z_norm, a.guard_max_skips)
@@ -1211,6 +1263,10 @@ def state_file_parts(a, st, cfg, P, r, W, m, v):
     h[30:36] = [cfg.block_size, cfg.vocab_size, cfg.padded_vocab_size, cfg.n_layer, cfg.n_head, cfg.n_embd]
     h[27] = st.max_steps
     h[36], h[37] = st.data_skip, st.rollbacks
+    r_s = st.settings  # [38..46]: the optimizer settings, the floats' bits
+    h[38:41] = [r_s.recorded, SCHEDULES.index(r_s.schedule), r_s.warmup]
+    h[41:47] = np.array([r_s.lr, r_s.final_lr_frac, r_s.decay_frac, r_s.weight_decay, r_s.muon_lr, r_s.muon_momentum],
+                        dtype="<f4").view("<i4")
     h[28] = 1 if a.optimizer == "muon" else 0  # the optimizer (llmc/checkpoint.h)
     h[251] = crc_int32(zlib.crc32(guard))
     h[252] = CRC_TAG
@@ -1491,6 +1547,8 @@ def checkpoint_read(a, d, step, cfg):
                    if get64(h, 8) != a.total_batch else ""))
         if h[28] not in (0, 1):
             return None, f"state file '{path}' has a corrupt header: optimizer [28] is out of range"
+        if settings_from_header(h) is None:
+            return None, f"state file '{path}' has a corrupt header: an optimizer setting [38..46] is out of range"
         if h[28] != (a.optimizer == "muon"):
             die(f"checkpoint '{path}' was written with -opt {('adamw', 'muon')[h[28]]}, this run has -opt {a.optimizer}; "
                 f"the optimizer state of one does not continue the other: resume with -opt {('adamw', 'muon')[h[28]]}, "
@@ -1568,6 +1626,7 @@ def checkpoint_resume(a, dist, cfg, st):
             h = ck["header"]
             st.step, st.opt_steps, st.sample_rng = int(h[10]), int(h[11]), get64(h, 20) & U64
             st.data_skip, st.rollbacks, st.max_steps = int(h[36]), int(h[37]), int(h[27])
+            st.settings = settings_from_header(h)
             g = st.guard
             g.count, g.head, g.consecutive, g.total_skipped = int(h[22]), int(h[23]), int(h[24]), get64(h, 25)
             g.loss_hist[:], g.norm_hist[:] = ck["guard"][:GUARD_WINDOW], ck["guard"][GUARD_WINDOW:]
@@ -2171,9 +2230,10 @@ def train_main(argv):
             print(f"run complete: checkpoint {st.step} in {a.output_dir} is the last step (-x {M}); nothing to do "
                   "(raise -x to train further)", flush=True)
         leave(0)
-    if resumed and rank == 0 and 0 < st.max_steps != M:
-        warn_schedule_change(a, M, st.max_steps, st.step)
+    if resumed and rank == 0:
+        warn_settings_change(a, M, st)
     st.max_steps = M
+    st.settings = run_settings(a)
 
     # ---- the fast paths, each where the installed torch and the device have it
     cuda = device.type == "cuda"

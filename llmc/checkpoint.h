@@ -23,6 +23,8 @@
  *          and older files): a -y 1 run with -r auto keeps it where it fits (plan.h), as -b auto keeps [6]
  *     [30..35] model config: maxT V Vp L NH C
  *     [36] steps of data skipped by rollbacks  [37] rollbacks so far (both 0 in older files)
+ *     [38] 1 where [39..46] hold the run's optimizer settings (0 in older files): [39] -k (schedule.h's
+ *          LRKind)  [40] -u  [41] -l  [42] -q  [43] -kd  [44] -c  [45] -ml  [46] -mm (the floats' bits)
  *     [250] CRC-32 of the header (read with [250] as 0)  [251] CRC-32 of the guard history
  *     [252] CRC_TAG (model_io.h)  [253] CRC-32 of m  [254] of v  [255] of master
  *   payload: m[count], v[count], master[count] (if [4]), guard loss history[100], norm history[100]
@@ -48,10 +50,18 @@
 #include "processes.h"
 #include "guard.h"
 #include "plan.h"
+#include "schedule.h"
 
 #define STATE_MAGIC 20240527
 #define STATE_VERSION 2
 #define CKPT_CHUNK ((size_t)1 << 22)  // elements per chunk of optimizer state moved at once
+
+// the optimizer settings of the run that wrote a checkpoint: a resume may change them, and is told
+typedef struct {
+    int recorded;                 // 0: a file written before they were kept
+    int kind, warmup;             // -k (LRKind), -u
+    float lr, final_frac, decay_frac, weight_decay, muon_lr, muon_momentum;  // -l -q -kd -c -ml -mm
+} RunSettings;
 
 // what a checkpoint carries besides model and optimizer state
 typedef struct {
@@ -62,6 +72,7 @@ typedef struct {
     int data_skip;                   // steps of data skipped by rollbacks: step s trains on the data of s + data_skip
     int rollbacks;                   // rollbacks so far in this run (-rb)
     int optimizer;                   // 0 AdamW, 1 Muon (-opt): the meaning of the optimizer state
+    RunSettings settings;            // of the run that wrote it (the LR schedule's length: max_steps)
     Guard guard;
     // settings that define the data stream; a resume must use the same
     int B, T, shuffle;
@@ -130,6 +141,33 @@ static inline void ckpt_fault(const char *where, int step) {
 
 static inline void hdr_set64(int *h, int i, long long v) { memcpy(&h[i], &v, 8); }
 static inline long long hdr_get64(const int *h, int i) { long long v; memcpy(&v, &h[i], 8); return v; }
+static inline void hdr_set_f32(int *h, int i, float v) { memcpy(&h[i], &v, 4); }
+static inline float hdr_get_f32(const int *h, int i) { float v; memcpy(&v, &h[i], 4); return v; }
+
+// RunSettings in header fields [38..46] (layout at the top of the file)
+static inline void run_settings_to_header(const RunSettings *r, int *h) {
+    h[38] = r->recorded; h[39] = r->kind; h[40] = r->warmup;
+    const float f[6] = {r->lr, r->final_frac, r->decay_frac, r->weight_decay, r->muon_lr, r->muon_momentum};
+    for (int i = 0; i < 6; i++) { hdr_set_f32(h, 41 + i, f[i]); }
+}
+
+static inline RunSettings run_settings_from_header(const int *h) {
+    RunSettings r = {h[38], h[39], h[40], hdr_get_f32(h, 41), hdr_get_f32(h, 42), hdr_get_f32(h, 43),
+                     hdr_get_f32(h, 44), hdr_get_f32(h, 45), hdr_get_f32(h, 46)};
+    return r;
+}
+
+// whether fields [38..46] hold settings the flags could have given (args.h's ranges), or none
+static inline int run_settings_sound(const int *h) {
+    if (h[38] == 0) { return 1; }
+    const RunSettings r = run_settings_from_header(h);
+    const float f[6] = {r.lr, r.final_frac, r.decay_frac, r.weight_decay, r.muon_lr, r.muon_momentum};
+    const float hi[6] = {10.0f, 1.0f, 1.0f, 10.0f, 10.0f, 0.999f};
+    for (int i = 0; i < 6; i++) {
+        if (!(f[i] >= 0.0f && f[i] <= hi[i])) { return 0; }  // NaN too
+    }
+    return h[38] == 1 && r.kind >= LR_COSINE && r.kind <= LR_WSD && r.warmup >= 0;
+}
 
 // rank's part [lo, lo + n) of P parameters split evenly over W ranks
 static inline void ckpt_even_range(size_t P, int rank, int W, size_t *lo, size_t *n) {
@@ -166,6 +204,7 @@ static inline const char *state_header_problem(const int *h) {
     if (h[36] < 0 || h[36] > 1000000000 || h[37] < 0 || h[37] > 1000) { return "rollback fields [36..37]"; }
     if (h[28] != 0 && h[28] != 1) { return "optimizer [28]"; }
     if (h[29] < 0 || h[29] > 3) { return "recompute level [29]"; }
+    if (!run_settings_sound(h)) { return "an optimizer setting [38..46]"; }
     return NULL;
 }
 
@@ -572,6 +611,7 @@ static inline int ckpt_write_state(CkptWriter *w, const char *path, float *buf[3
     h[28] = st->optimizer;
     h[29] = b->recompute + 1;  // 0: none (and so in the files of earlier versions and of train_gpt2.py)
     h[36] = st->data_skip; h[37] = st->rollbacks;
+    run_settings_to_header(&st->settings, h);
     const GPT2Config *cf = &b->config;
     h[30] = cf->max_seq_len; h[31] = cf->vocab_size; h[32] = cf->padded_vocab_size;
     h[33] = cf->num_layers; h[34] = cf->num_heads; h[35] = cf->channels;
@@ -995,6 +1035,7 @@ static inline void checkpoint_load(const char *dir, int step, Backend *b, TrainS
     st->max_steps = h[27];
     st->data_skip = h[36];
     st->rollbacks = h[37];
+    st->settings = run_settings_from_header(h);
     ckpt_path(path, sizeof(path), dir, "state", step, 0);
     FILE *fp = fopen_regular(path, "state file", NULL);
     long long fn = hdr_get64(h, 16);

@@ -227,23 +227,98 @@ typedef struct {
 
 static inline double event_mean(const EventTime *e) { return e->count > 0 ? e->seconds / e->count : 0.0; }
 
+// the optimizer settings of this run, as its checkpoints keep them
+static inline RunSettings run_settings_of(const TrainArgs *a, const LRSchedule *sched) {
+    RunSettings r = {1, sched->kind, a->warmup, a->lr, a->final_lr_frac, a->decay_frac, a->weight_decay, a->muon_lr,
+                     a->muon_momentum};
+    return r;
+}
+
+// flags whose values differ between this run and its checkpoint's, for one warning line
+typedef struct {
+    int n;
+    const char *flag[8];
+    char now[8][48], was[8][48];
+} FlagDiffs;
+
+static inline void flag_diff(FlagDiffs *d, const char *flag, const char *now, const char *was) {
+    if (strcmp(now, was) == 0 || d->n == 8) { return; }
+    d->flag[d->n] = flag;
+    snprintf(d->now[d->n], sizeof(d->now[0]), "%s %s", flag, now);
+    snprintf(d->was[d->n], sizeof(d->was[0]), "%s %s", flag, was);
+    d->n++;
+}
+
+static inline void flag_diff_g(FlagDiffs *d, const char *flag, double now, double was) {
+    char n[32], w[32];
+    snprintf(n, sizeof(n), "%g", now);
+    snprintf(w, sizeof(w), "%g", was);
+    flag_diff(d, flag, n, w);
+}
+
+static inline void flag_diff_d(FlagDiffs *d, const char *flag, int now, int was) {
+    char n[16], w[16];
+    snprintf(n, sizeof(n), "%d", now);
+    snprintf(w, sizeof(w), "%d", was);
+    flag_diff(d, flag, n, w);
+}
+
+// "a", "a and b", "a, b and c"
+static inline void join_flags(char *out, size_t len, char items[][48], int n) {
+    out[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        const char *sep = i == 0 ? "" : i == n - 1 ? " and " : ", ";
+        snprintf(out + strlen(out), len - strlen(out), "%s%s", sep, items[i]);
+    }
+}
+
+static inline void warn_flag_diffs(const FlagDiffs *d, int step, const char *dir, const char *what) {
+    char now[512], was[512];
+    join_flags(now, sizeof(now), (char (*)[48])d->now, d->n);
+    join_flags(was, sizeof(was), (char (*)[48])d->was, d->n);
+    llmc_warn("%s %s from the %s of the run that wrote checkpoint %d in %s: %s", now, d->n > 1 ? "differ" : "differs", was,
+              step, dir, what);
+}
+
 /*
- * A resumed run whose -x differs from the one its checkpoint was written with follows another LR
- * schedule from here on (cosine and linear decay over -x steps; wsd decays over the end of them).
- * Warns on rank 0 when the learning rate of any remaining step changes.
+ * A resumed run given other optimizer flags than the run that wrote its checkpoint (kept in it;
+ * files of earlier versions kept only -x): one warning on rank 0 naming them. The LR schedule's
+ * (-k -l -u -q -kd -x) only where the learning rate of a remaining step changes, naming the first.
  */
-static inline void warn_schedule_change(const LRSchedule *now, int old_steps, int from, const char *dir) {
+static inline void warn_settings_change(const TrainArgs *a, const LRSchedule *now, const TrainState *st) {
+    static const char *kinds[] = {"cosine", "linear", "constant", "wsd"};
+    const RunSettings *was = &st->settings;
     LRSchedule old = *now;
-    old.max_steps = old_steps;
-    for (int s = from; s < now->max_steps; s++) {
-        float was = lr_at(&old, s), is = lr_at(now, s);
-        if (was != is) {
-            llmc_warn("-x %d differs from the -x %d of the run that wrote checkpoint %d in %s: the LR schedule depends "
-                      "on -x, so it changes from here on (step %d: lr %.2e instead of %.2e)",
-                      now->max_steps, old_steps, from, dir, s + 1, is, was);
-            return;
+    if (st->max_steps > 0) { old.max_steps = st->max_steps; }
+    if (was->recorded) {
+        old.kind = (LRKind)was->kind; old.warmup = was->warmup; old.lr = was->lr;
+        old.final_frac = was->final_frac; old.decay_frac = was->decay_frac;
+    }
+    FlagDiffs d = {0};
+    flag_diff(&d, "-k", kinds[now->kind], kinds[old.kind]);
+    flag_diff_g(&d, "-l", now->lr, old.lr);
+    flag_diff_d(&d, "-u", now->warmup, old.warmup);
+    flag_diff_g(&d, "-q", now->final_frac, old.final_frac);
+    if (now->kind == LR_WSD || old.kind == LR_WSD) { flag_diff_g(&d, "-kd", now->decay_frac, old.decay_frac); }
+    flag_diff_d(&d, "-x", now->max_steps, old.max_steps);
+    for (int s = st->step; s < now->max_steps && d.n > 0; s++) {
+        float lr_was = lr_at(&old, s), lr_is = lr_at(now, s);
+        if (lr_was != lr_is) {
+            char what[256];
+            snprintf(what, sizeof(what), "the LR schedule depends on %s, so it changes from here on (step %d: lr %.2e "
+                     "instead of %.2e)", d.n > 1 ? "them" : d.flag[0], s + 1, lr_is, lr_was);
+            warn_flag_diffs(&d, st->step, a->output_dir, what);
+            break;
         }
     }
+    if (!was->recorded) { return; }
+    FlagDiffs o = {0};
+    flag_diff_g(&o, "-c", a->weight_decay, was->weight_decay);
+    if (opt_is_muon(a)) {
+        flag_diff_g(&o, "-ml", a->muon_lr, was->muon_lr);
+        flag_diff_g(&o, "-mm", a->muon_momentum, was->muon_momentum);
+    }
+    if (o.n > 0) { warn_flag_diffs(&o, st->step, a->output_dir, "the updates from here on use the new value(s)"); }
 }
 
 #define TRAIN_MAX_ROLLBACKS 3
@@ -277,6 +352,7 @@ static inline void train_rollback(const TrainArgs *a, Comm *c, Backend *b, CkptW
     loaded.data_skip = st->data_skip + (from - loaded.step);
     loaded.rollbacks = st->rollbacks + 1;
     loaded.max_steps = st->max_steps;
+    loaded.settings = st->settings;
     *st = loaded;
     logger_rollback(lg, from, st->step, from - st->step);
     if (c->rank == 0) {
@@ -478,10 +554,9 @@ static inline void train_prepare(TrainRun *r) {
     const TrainArgs *a = r->a;
     TrainState *st = &r->st;
     lr_schedule_init(&r->sched, a->schedule, a->lr, a->warmup, r->M, a->final_lr_frac, a->decay_frac);
-    if (r->resumed && r->rank == 0 && st->max_steps > 0 && st->max_steps != r->M) {
-        warn_schedule_change(&r->sched, st->max_steps, st->step, a->output_dir);
-    }
+    if (r->resumed && r->rank == 0) { warn_settings_change(a, &r->sched, st); }
     st->max_steps = r->M;
+    st->settings = run_settings_of(a, &r->sched);
 
     const char *dir = r->have_out ? a->output_dir : NULL;
     logger_init(&r->lg, dir, r->rank, r->resumed, a->tensorboard, r->resumed ? st->step : -1);

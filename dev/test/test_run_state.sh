@@ -158,8 +158,22 @@ cp -r run crash
 rm crash/DONE_00000012
 "$TRAINER" "${ARGS[@]}" -x 12 -o crash -y 1 > crash.out 2>&1 || bad "resume from checkpoint 8 failed"
 grep -q "resumed from checkpoint 8" crash.out || bad "did not resume from checkpoint 8"
-grep -q "warning: -x" crash.out && bad "a warning about -x although -x did not change"
+grep "^warning: .* differs\? from the" crash.out && bad "a warning about flags that did not change"
 check_metrics crash "resumed with steps 8-11 logged twice"
+
+# ---- other optimizer flags on a resume: the LR schedule's named, with the first step whose LR
+# changes (the cosine formula's values), and -c apart
+cp -r run flags && rm flags/DONE_00000012
+"$TRAINER" "${ARGS[@]}" -x 12 -l 5e-4 -u 3 -c 0.05 -o flags -y 1 > flags.out 2>&1 || bad "resume with other flags failed"
+want=$($PY -c "
+import math
+def lr(peak, warmup, s, x=12):  # cosine to 0.1*peak over x steps after warmup
+    return peak * (s + 1) / warmup if s < warmup else 0.1 * peak + 0.5 * (1 + math.cos(math.pi * (s - warmup) / (x - warmup))) * 0.9 * peak
+print(f'warning: -l 0.0005 and -u 3 differ from the -l 0.001 and -u 2 of the run that wrote checkpoint 8 in flags: the LR schedule '
+      f'depends on them, so it changes from here on (step 9: lr {lr(5e-4, 3, 8):.2e} instead of {lr(1e-3, 2, 8):.2e})')
+print('warning: -c 0.05 differs from the -c 0 of the run that wrote checkpoint 8 in flags: the updates from here on use the new value(s)')")
+[ "$(grep '^warning: .* differs\? from the' flags.out)" = "$want" ] && echo "ok   other flags on a resume: $(tr '\n' ' ' <<< "$want" | cut -c1-230)" \
+    || { bad "other flags on a resume: expected"; echo "$want"; grep '^warning' flags.out; }
 
 # ---- a checkpoint written mid-run, resumed with -x cut to its step: no step trains, and its final
 # evaluation runs, equal to the one the first run made at that step (the same parameters)
