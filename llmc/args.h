@@ -258,17 +258,16 @@ static inline void args_usage(FILE *f, const char *prog) {
 
 // ---- parsing
 
-// one line: the reason, then where to look (rank 0 prints; every rank exits)
+// one line: the reason, then where to look; from every process ("[rank R] " where there are
+// several), as the flags may differ between them
 static void args_fail(const char *fmt, ...) LLMC_PRINTF(1, 2) LLMC_NORETURN;
 static void args_fail(const char *fmt, ...) {
-    if (llmc_rank == 0) {
-        char msg[1024];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof(msg), fmt, ap);
-        va_end(ap);
-        fprintf(stderr, "error: %s (see --help)\n", msg);
-    }
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    llmc_error("%s (see --help)", msg);
     exit(EXIT_FAILURE);
 }
 

@@ -77,6 +77,10 @@ expect_fail "ranks with different data" "have different flags or data files" \
 mkdir -p node0 node1 && cp train.bin val.bin node0/ && cp val.bin node1/ && cp other.bin node1/train.bin
 expect_fail "ranks with a same-size shard of other tokens" "have different flags or data files" \
     "${MPIRUN[@]}" -np 1 -wdir "$PWD/node0" "$TRAINER" "${ARGS[@]}" : -np 1 -wdir "$PWD/node1" "$TRAINER" "${ARGS[@]}"
+expect_fail "a bad flag on rank 1 only (rank 1 says so)" "\[rank 1\] error: unknown flag -qq (see --help)" \
+    "${MPIRUN[@]}" -np 1 "$TRAINER" "${ARGS[@]}" : -np 1 "$TRAINER" "${ARGS[@]}" -qq 1
+ERROR_LINES=2 expect_fail "a bad flag on every rank (each says so)" "unknown flag -qq (see --help)" \
+    "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -qq 1
 ERROR_LINES=3 expect_fail "world size does not divide the batch (each rank says so)" "not divisible by B\*T\*ranks = 2\*32\*3 = 192" \
     "${MPIRUN[@]}" -np 3 "$TRAINER" "${ARGS[@]}"
 RANK=0 WORLD_SIZE=2 expect_fail "torchrun variables without MPI" "use: mpirun -np 2" "$TRAINER" "${ARGS[@]}"
