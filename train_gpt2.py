@@ -1978,6 +1978,21 @@ def gpu_peak_flops(device):
     return -1.0
 
 
+def model_from_checkpoint(a, path):
+    """llmc/train_loop.h's train_model_from_checkpoint: -y 1 where -e's file is not there takes the model of the
+    newest complete checkpoint in -o (whose weights the resume loads anyway)"""
+    if not a.resume or not a.output_dir or os.path.exists(path):
+        return path
+    for step in checkpoint_list(a.output_dir):
+        model = ckpt_path(a.output_dir, "model", step)
+        if done_world_size(a.output_dir, step) >= 1 and os.path.exists(model):
+            if RANK_PREFIX in ("", "[rank 0] "):  # rank 0 says it
+                print(f"-e {path} is not there: -y 1 takes the model from checkpoint {step} in {a.output_dir} ({model})",
+                      flush=True)
+            return model
+    return path
+
+
 def resolve_model(a, device):
     """the model that -e names: a descriptor (the C trainers' init from -rs) or a model file"""
     desc = a.model
@@ -1985,6 +2000,7 @@ def resolve_model(a, device):
         cfg = Config.from_descriptor(desc, "-e")
         flat = c_init_params(cfg, a.seed)  # the same seed on every rank: the same model
     else:
+        desc = a.model = model_from_checkpoint(a, desc)
         cfg, flat, err = read_model_flat(desc, probe_prefix="-e: ")
         if err:  # llmc/train_loop.h's words
             die(err + ("" if os.path.exists(desc) else " (-e takes a .bin file or a descriptor such as d12 or L2:C64:H4)"))

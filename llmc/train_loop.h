@@ -51,9 +51,34 @@ static inline void train_start(TrainSetup *run, int *argc, char ***argv) {
  * file. Checks that -t fits the model; in the generate mode (--prompt) the batch is one sequence
  * and the context min(-t, maxT). Dies with a message otherwise.
  */
+/*
+ * -y 1 where -e names a file that is not there (a fine-tune's base model, deleted since or on
+ * another machine): the model comes from the newest complete checkpoint's model file instead,
+ * whose weights the resume loads anyway.
+ */
+static inline void train_model_from_checkpoint(TrainArgs *a) {
+    if (!a->resume || !a->output_dir[0] || access(a->model, F_OK) == 0) { return; }
+    static char path[4096];
+    int *steps;
+    const int n = checkpoint_list(a->output_dir, &steps);
+    for (int i = 0; i < n; i++) {
+        ckpt_path(path, sizeof(path), a->output_dir, "model", steps[i], -1);
+        if (read_done_world_size(a->output_dir, steps[i]) >= 1 && access(path, F_OK) == 0) {
+            if (llmc_rank == 0) {
+                printf("-e %s is not there: -y 1 takes the model from checkpoint %d in %s (%s)\n", a->model, steps[i],
+                       a->output_dir, path);
+            }
+            a->model = path;
+            break;
+        }
+    }
+    free(steps);
+}
+
 static inline int train_resolve_model(TrainArgs *a, GPT2Config *config) {
     int from_file = 0;
     if (!gpt2_parse_descriptor(a->model, config)) {
+        train_model_from_checkpoint(a);
         ModelFileInfo info;
         char err[2048];
         if (model_file_probe(a->model, &info, err, sizeof(err))) {

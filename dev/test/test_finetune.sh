@@ -75,6 +75,22 @@ before=$(stat -c %Y.%i "$bin")
     && grep -q "^run complete: checkpoint 8" again.out && [ "$(stat -c %Y.%i "$bin")" = "$before" ] \
     && echo "ok   relaunched, not converted again: $(grep '^run complete' again.out)" || { bad "relaunch"; tail -3 again.out; }
 
+# a fine-tune resumed where its base model file is gone (deleted, or on another machine): -y 1
+# takes the model from the newest checkpoint and trains on as the uninterrupted run (both trainers)
+cp pre/model_00000006.bin base.bin
+FT=(-i "$DATA_DIR/tinyshakespeare/tiny_shakespeare_train.bin" -e base.bin -b 4 -t 64 -d 1024 -x 4 -v 0 -s 0 -n 2)
+"$ROOT/train_gpt2" "${FT[@]}" -o ftc > ftc.out 2>&1 || bad "fine-tune from base.bin failed"
+$PY "$ROOT/train_gpt2.py" "${FT[@]}" -o ftp > ftp.out 2>&1 || bad "train_gpt2.py: fine-tune from base.bin failed"
+rm base.bin
+for t in c p; do
+    cp -r ft$t ft${t}2 && rm ft${t}2/DONE_00000004
+    if [ $t = c ]; then "$ROOT/train_gpt2" "${FT[@]}" -o ftc2 -y 1 > ftc2.out 2>&1; else $PY "$ROOT/train_gpt2.py" "${FT[@]}" -o ftp2 -y 1 > ftp2.out 2>&1; fi
+    grep -qx -- "-e base.bin is not there: -y 1 takes the model from checkpoint 2 in ft${t}2 (ft${t}2/model_00000002.bin)" ft${t}2.out \
+        && compare_logs ft$t/main.log ft${t}2/main.log trl=0 --last 2 > cmp.out \
+        && echo "ok   $t: $(head -n 1 ft${t}2.out); steps 3-4 $(head -n 1 cmp.out | sed 's/^ *//')" \
+        || { bad "$t: resuming a fine-tune whose -e file is gone"; head -n 3 ft${t}2.out; cat cmp.out; }
+done
+
 # ---- no HF_DIR: the hub's files are downloaded once into DATA_DIR/hf/gpt2 (a stand-in curl serves
 # the small model under the hub's names), converted, and trained on; its own DATA_DIR, so that the
 # plans below still see nothing downloaded
