@@ -63,7 +63,10 @@ static inline int comm_env_int(const char *name) {
     if (s == NULL || s[0] == '\0') { return -1; }
     char *end;
     long v = strtol(s, &end, 10);
-    if (*end != '\0' || v < 0 || v > 1000000) { llmc_die("environment variable %s=%s is not a valid number", name, s); }
+    if (*end != '\0' || v < 0 || v > 1000000) {
+        llmc_die("environment variable %s=%s is not a whole number in 0..1000000; the launcher sets it (unset it to run "
+                 "one process)", name, s);
+    }
     return (int)v;
 }
 
@@ -282,10 +285,26 @@ static inline void comm_init_mpi(Comm *c, int *argc, char ***argv) {
 #endif
 }
 
+static inline int comm_env_set(const char *name) {
+    const char *s = getenv(name);
+    return s != NULL && s[0] != '\0';
+}
+
+// torchrun's agent marks the processes it starts: their ranks are its, even where an MPI launcher's
+// variables reach them too (torchrun started by srun --mpi=..., one per node, passes srun's on)
+static inline int comm_launched_by_torchrun(void) {
+    return comm_env_set("TORCHELASTIC_RUN_ID") && comm_env_set("RANK") && comm_env_set("WORLD_SIZE");
+}
+
 // the ranks torchrun (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE) or SLURM (SLURM_PROCID,
 // SLURM_NTASKS, SLURM_LOCALID) set, if either did
 static inline void comm_init_from_env(Comm *c) {
     int r, w, l;
+    if (comm_env_set("RANK") != comm_env_set("WORLD_SIZE")) {  // half a launch: never a single process by mistake
+        const char *set = comm_env_set("RANK") ? "RANK" : "WORLD_SIZE", *unset = comm_env_set("RANK") ? "WORLD_SIZE" : "RANK";
+        llmc_die("%s=%s is set but %s is not: torchrun sets both; set %s too, or unset %s to run one process", set,
+                 getenv(set), unset, unset, set);
+    }
     if ((r = comm_env_int("RANK")) >= 0 && (w = comm_env_int("WORLD_SIZE")) >= 0) {
         c->launcher = "torchrun";
         c->rank = r;
@@ -316,14 +335,16 @@ static inline void comm_init(Comm *c, int *argc, char ***argv) {
     c->local_size = 1;
     c->launcher = "single";
     c->timeout_s = 300;  // -pt's default, until the flags are parsed
-    if (comm_launched_by_mpi()) {
+    if (comm_launched_by_mpi() && !comm_launched_by_torchrun()) {
         comm_init_mpi(c, argc, argv);
     } else {
         comm_init_from_env(c);
     }
     if (c->world_size < 1 || c->rank >= c->world_size) {
-        llmc_die("%s gave rank %d of world size %d; the rank must be below the world size", c->launcher, c->rank,
-                 c->world_size);
+        const int torchrun = !strcmp(c->launcher, "torchrun");
+        llmc_die("%s=%d and %s=%d: the world size must be at least 1 and the rank below it; %s sets them (unset them "
+                 "to run one process)", torchrun ? "RANK" : "SLURM_PROCID", c->rank, torchrun ? "WORLD_SIZE" : "SLURM_NTASKS",
+                 c->world_size, torchrun ? "torchrun" : "srun");
     }
     llmc_set_rank(c->rank, c->world_size);
     flight_start(c->rank, c->world_size);

@@ -3,7 +3,8 @@
  * launches without MPI (torchrun, SLURM without PMI). Host code, no CUDA, so it is tested on CPUs.
  *
  * Rank 0 listens on <port> and accepts world_size-1 connections; every other rank connects to
- * <addr>:<port> (retrying while rank 0 is not up yet), says its rank, and receives the blob.
+ * <addr>:<port> (retrying while rank 0 is not up yet), says its rank, world size and job, and
+ * receives the blob, or why not (another world size, a rank taken, another job's rank 0).
  * Everything has a deadline: a rank that cannot reach rank 0, or a rank 0 that does not hear
  * from every rank, stops with an error that says which ranks and what to check. The deadline
  * counts the time this process ran (a WaitClock, utils.h), so a rank stopped and continued (a
@@ -23,7 +24,7 @@
 #include <sys/socket.h>
 #include "utils.h"
 
-#define BOOTSTRAP_MAGIC 0x4c4c4d43u  // "LLMC"
+#define BOOTSTRAP_MAGIC 0x4c4c4d44u  // "LLMD": the handshake below (its first version, "LLMC", sent the rank alone)
 
 // 1 once fd is ready for events, 0 when the clock runs out, -1 on an error. Polls in slices of
 // 0.2 s so that the clock (utils.h) counts every slice this process ran and none it was stopped for
@@ -84,8 +85,159 @@ static inline int bootstrap_port_or(int fallback) {
     }
     char *end;
     long p = strtol(s, &end, 10);
-    if (*end != '\0' || p <= 0 || p + base_plus > 65535) { llmc_die("bad port '%s' in MASTER_PORT/LLMC_BOOTSTRAP_PORT", s); }
+    if (*end != '\0' || p <= 0 || p + base_plus > 65535) {
+        llmc_die("%s=%s: %s must be a port in 1..65535; set a %s", base_plus ? "MASTER_PORT" : "LLMC_BOOTSTRAP_PORT", s,
+                 base_plus ? "the bootstrap listens on MASTER_PORT + 1, which" : "it",
+                 base_plus ? "lower MASTER_PORT or LLMC_BOOTSTRAP_PORT" : "port number");
+    }
     return (int)p + base_plus;
+}
+
+/*
+ * The handshake. A rank's hello: magic, its rank, its world size, the job's tag, a nonce (the same
+ * process asking again after a broken transfer is not a second process of that rank). Rank 0's
+ * answer: magic, a status, its world size, the blob's size; then the blob where the status is
+ * BS_OK. The job's tag tells two jobs given one port apart (the launcher's job id; 0: none known).
+ */
+enum { BS_OK = 0, BS_WORLD = 1, BS_DUPLICATE = 2, BS_OTHER_JOB = 3 };
+typedef struct { uint32_t magic, rank, world, tag, nonce; } BsHello;
+typedef struct { uint32_t magic, status, world, size; } BsAnswer;
+
+// the launcher's id of this job, and the variable it came from ("" and 0 where none)
+static inline uint32_t bootstrap_job_tag(const char **var) {
+    static const char *vars[] = {"TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"};
+    for (int i = 0; i < 2; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && v[0]) {
+            *var = vars[i];
+            return crc32_update(0, v, strlen(v)) | 1u;
+        }
+    }
+    *var = "";
+    return 0;
+}
+
+static inline int bs_listen(int port) {
+    int srv = socket(AF_INET6, SOCK_STREAM, 0);
+    int v6 = 1;
+    if (srv < 0) { srv = socket(AF_INET, SOCK_STREAM, 0); v6 = 0; }
+    if (srv < 0) { llmc_die("bootstrap: socket() failed: %s", strerror(errno)); }
+    int one = 1, zero = 0;
+    setsockopt(srv, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    int rc;
+    if (v6) {
+        setsockopt(srv, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));  // accept IPv4 too
+        struct sockaddr_in6 sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sin6_family = AF_INET6;
+        sa.sin6_addr = in6addr_any;
+        sa.sin6_port = htons((uint16_t)port);
+        rc = bind(srv, (struct sockaddr *)&sa, sizeof(sa));
+    } else {
+        struct sockaddr_in sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_ANY);
+        sa.sin_port = htons((uint16_t)port);
+        rc = bind(srv, (struct sockaddr *)&sa, sizeof(sa));
+    }
+    if (rc != 0 || listen(srv, 128) != 0) {
+        llmc_die("bootstrap: rank 0 cannot listen on port %d: %s; another rank 0 (of this job: two processes with rank 0, "
+                 "or of another job) or another program holds it; pick a free port with LLMC_BOOTSTRAP_PORT", port,
+                 strerror(errno));
+    }
+    return srv;
+}
+
+// rank 0: the blob to every other rank; a rank of another world size, or a second process of one
+// rank, ends the launch at once (both sides say why); another job's rank is told and turned away
+static inline void bs_serve(void *blob, size_t len, int world_size, int port, int timeout_s, WaitClock *clock) {
+    int srv = bs_listen(port);
+    const char *tag_var;
+    const uint32_t tag = bootstrap_job_tag(&tag_var);
+    char *seen = (char *)callocCheck(world_size, 1);
+    uint32_t *nonce = (uint32_t *)callocCheck(world_size, sizeof(uint32_t));
+    int joined = 1;
+    while (joined < world_size) {
+        if (bs_wait(srv, POLLIN, clock) != 1) {
+            char missing[256];
+            missing_ranks_list(missing, sizeof(missing), seen, world_size);
+            llmc_die("bootstrap: only %d of %d ranks reached rank 0 on port %d within %d s (missing: %s); did they all "
+                     "start, with the same MASTER_ADDR/MASTER_PORT or -ps? (-pt sets the timeout)", joined, world_size, port,
+                     timeout_s, missing);
+        }
+        int fd = accept(srv, NULL, NULL);
+        if (fd < 0) { continue; }
+        BsHello h;
+        if (bs_io(fd, &h, sizeof(h), 0, clock) != 0 || h.magic != BOOTSTRAP_MAGIC) {
+            close(fd);  // not one of ours
+            continue;
+        }
+        BsAnswer ans = {BOOTSTRAP_MAGIC, BS_OK, (uint32_t)world_size, (uint32_t)len};
+        const int in_range = h.rank >= 1 && h.rank < (uint32_t)world_size;
+        if (h.tag != tag) {
+            ans.status = BS_OTHER_JOB;
+        } else if (h.world != (uint32_t)world_size || !in_range) {
+            ans.status = BS_WORLD;
+        } else if (seen[h.rank] && nonce[h.rank] != h.nonce) {
+            ans.status = BS_DUPLICATE;
+        }
+        const int sent = bs_io(fd, &ans, sizeof(ans), 1, clock) == 0 && (ans.status != BS_OK || bs_io(fd, blob, len, 1, clock) == 0);
+        close(fd);
+        if (ans.status == BS_WORLD) {
+            llmc_die("bootstrap: a process says it is rank %u of %u, but this rank 0 has %d processes: every process needs "
+                     "the same world size (WORLD_SIZE, SLURM_NTASKS or -pn) and its own rank below it", h.rank, h.world,
+                     world_size);
+        }
+        if (ans.status == BS_DUPLICATE) {
+            llmc_die("bootstrap: two processes say they are rank %u: give each process its own rank (RANK, SLURM_PROCID "
+                     "or -pr)", h.rank);
+        }
+        if (ans.status == BS_OK && sent && !seen[h.rank]) {
+            seen[h.rank] = 1;
+            nonce[h.rank] = h.nonce;
+            joined++;
+        }
+    }
+    free(seen);
+    free(nonce);
+    close(srv);
+}
+
+// the outcome of one try to reach rank 0: 1 with the blob, 0 to try again; dies on an answer that
+// says this launch cannot work
+static inline int bs_ask(const struct addrinfo *ai, void *blob, size_t len, const BsHello *h, const char *addr, int port,
+                         WaitClock *clock, int *silent) {
+    int fd = bs_connect(ai, clock);
+    if (fd < 0) { return 0; }
+    BsAnswer ans;
+    BsHello hello = *h;
+    int got = 0;
+    if (bs_io(fd, &hello, sizeof(hello), 1, clock) == 0) {
+        if (bs_io(fd, &ans, sizeof(ans), 0, clock) != 0) {
+            *silent = 1;  // connected, and no answer came
+        } else if (ans.magic != BOOTSTRAP_MAGIC) {
+            llmc_die("bootstrap: the program that answers at %s:%d is not rank 0 of this trainer; another program holds "
+                     "that port: pick a free one with LLMC_BOOTSTRAP_PORT (the same on every rank)", addr, port);
+        } else if (ans.status == BS_OTHER_JOB) {
+            const char *var;
+            bootstrap_job_tag(&var);
+            llmc_die("bootstrap: rank 0 at %s:%d belongs to another job (%s differs): two jobs share the port; give each "
+                     "job its own MASTER_PORT or LLMC_BOOTSTRAP_PORT", addr, port, var[0] ? var : "its job id");
+        } else if (ans.status == BS_WORLD) {
+            llmc_die("bootstrap: rank 0 at %s:%d has %u processes, this process says %u (rank %u): every process needs the "
+                     "same world size (WORLD_SIZE, SLURM_NTASKS or -pn)", addr, port, ans.world, h->world, h->rank);
+        } else if (ans.status == BS_DUPLICATE) {
+            llmc_die("bootstrap: rank 0 at %s:%d already has a rank %u: give each process its own rank (RANK, "
+                     "SLURM_PROCID or -pr)", addr, port, h->rank);
+        } else if (ans.size != (uint32_t)len) {
+            llmc_die("bootstrap: rank 0 sent a %u-byte id, expected %zu (different builds on the ranks?)", ans.size, len);
+        } else {
+            got = bs_io(fd, blob, len, 0, clock) == 0;
+        }
+    }
+    close(fd);
+    return got;
 }
 
 /*
@@ -95,62 +247,8 @@ static inline int bootstrap_port_or(int fallback) {
 static inline void bootstrap_tcp_bcast(void *blob, size_t len, int rank, int world_size, const char *addr, int port,
                                        int timeout_s) {
     WaitClock clock = wait_clock_start(timeout_s);
-    uint32_t msg[2];
     if (rank == 0) {
-        int srv = socket(AF_INET6, SOCK_STREAM, 0);
-        int v6 = 1;
-        if (srv < 0) { srv = socket(AF_INET, SOCK_STREAM, 0); v6 = 0; }
-        if (srv < 0) { llmc_die("bootstrap: socket() failed: %s", strerror(errno)); }
-        int one = 1, zero = 0;
-        setsockopt(srv, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        int rc;
-        if (v6) {
-            setsockopt(srv, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));  // accept IPv4 too
-            struct sockaddr_in6 sa;
-            memset(&sa, 0, sizeof(sa));
-            sa.sin6_family = AF_INET6;
-            sa.sin6_addr = in6addr_any;
-            sa.sin6_port = htons((uint16_t)port);
-            rc = bind(srv, (struct sockaddr *)&sa, sizeof(sa));
-        } else {
-            struct sockaddr_in sa;
-            memset(&sa, 0, sizeof(sa));
-            sa.sin_family = AF_INET;
-            sa.sin_addr.s_addr = htonl(INADDR_ANY);
-            sa.sin_port = htons((uint16_t)port);
-            rc = bind(srv, (struct sockaddr *)&sa, sizeof(sa));
-        }
-        if (rc != 0 || listen(srv, world_size) != 0) {
-            llmc_die("bootstrap: rank 0 cannot listen on port %d: %s; pick a free port with LLMC_BOOTSTRAP_PORT", port,
-                     strerror(errno));
-        }
-        char *seen = (char *)callocCheck(world_size, 1);
-        int joined = 1;
-        while (joined < world_size) {
-            if (bs_wait(srv, POLLIN, &clock) != 1) {
-                char missing[256];
-                missing_ranks_list(missing, sizeof(missing), seen, world_size);
-                llmc_die("bootstrap: only %d of %d ranks reached rank 0 on port %d within %d s (missing: %s); did they all "
-                         "start, with the same MASTER_ADDR/MASTER_PORT or -ps? (-pt sets the timeout)", joined, world_size, port,
-                         timeout_s, missing);
-            }
-            int fd = accept(srv, NULL, NULL);
-            if (fd < 0) { continue; }
-            if (bs_io(fd, msg, sizeof(msg), 0, &clock) != 0 || msg[0] != BOOTSTRAP_MAGIC || msg[1] == 0 ||
-                msg[1] >= (uint32_t)world_size || seen[msg[1]]) {
-                close(fd);  // not one of ours, or a duplicate rank: ignore it
-                continue;
-            }
-            uint32_t size = (uint32_t)len;
-            if (bs_io(fd, &size, sizeof(size), 1, &clock) != 0 || bs_io(fd, blob, len, 1, &clock) != 0) {
-                llmc_die("bootstrap: sending to rank %u failed", msg[1]);
-            }
-            seen[msg[1]] = 1;
-            joined++;
-            close(fd);
-        }
-        free(seen);
-        close(srv);
+        bs_serve(blob, len, world_size, port, timeout_s, &clock);
         return;
     }
     char portstr[16];
@@ -161,24 +259,19 @@ static inline void bootstrap_tcp_bcast(void *blob, size_t len, int rank, int wor
     hints.ai_socktype = SOCK_STREAM;
     int gai = getaddrinfo(addr, portstr, &hints, &res);
     if (gai != 0) { llmc_die("bootstrap: cannot resolve rank 0's host '%s' (MASTER_ADDR or -ps): %s", addr, gai_strerror(gai)); }
+    const char *tag_var;
+    BsHello h = {BOOTSTRAP_MAGIC, (uint32_t)rank, (uint32_t)world_size, bootstrap_job_tag(&tag_var),
+                 (uint32_t)getpid() ^ (uint32_t)(llmc_wall_seconds() * 1e6)};
+    int silent = 0;
     for (int done = 0; !done;) {
         for (struct addrinfo *ai = res; ai != NULL && !done; ai = ai->ai_next) {
-            int fd = bs_connect(ai, &clock);
-            if (fd < 0) { continue; }
-            msg[0] = BOOTSTRAP_MAGIC;
-            msg[1] = (uint32_t)rank;
-            uint32_t size = 0;
-            if (bs_io(fd, msg, sizeof(msg), 1, &clock) == 0 && bs_io(fd, &size, sizeof(size), 0, &clock) == 0) {
-                if (size != (uint32_t)len) {
-                    llmc_die("bootstrap: rank 0 sent a %u-byte id, expected %zu (different builds on the ranks?)", size, len);
-                }
-                if (bs_io(fd, blob, len, 0, &clock) == 0) { done = 1; }
-            }
-            close(fd);
+            done = bs_ask(ai, blob, len, &h, addr, port, &clock, &silent);
         }
         if (!done && wait_clock_expired(&clock)) {
-            llmc_die("bootstrap: could not get the NCCL id from rank 0 at %s:%d within %d s; is rank 0 running, and are "
-                     "its host and port (MASTER_ADDR/MASTER_PORT, or -ps) right and reachable? (-pt sets the timeout)", addr, port, timeout_s);
+            llmc_die("bootstrap: could not get the NCCL id from rank 0 at %s:%d within %d s; %s (-pt sets the timeout)", addr,
+                     port, timeout_s, silent ? "a program there took the connection and never answered: rank 0 stopped, "
+                     "or another program on that port (LLMC_BOOTSTRAP_PORT picks another)" : "is rank 0 running, and are "
+                     "its host and port (MASTER_ADDR/MASTER_PORT, or -ps) right and reachable?");
         }
         if (!done) { usleep(100 * 1000); }  // rank 0 may not be listening yet
     }

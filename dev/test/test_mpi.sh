@@ -8,6 +8,11 @@
 #  3. bad launches: ranks with different flags or data (a same-name, same-size shard of other
 #     tokens too), a world size that does not divide the
 #     batch, a rank that dies (the others must exit within 60 s), torchrun variables without MPI.
+#  4. launches without MPI (dev/test/launch_probe: rank discovery and the TCP bootstrap of
+#     train_gpt2cu, on loopback): half of torchrun's variables; torchrun's ranks where an MPI
+#     launcher's variables reach its processes too (torchrun under srun); the handshake against
+#     another world size, a rank given twice, another job's rank 0 on the port, a program there
+#     that is not rank 0: each an error line on the rank that finds it, at once.
 source "$(dirname "$0")/lib.sh" test_mpi "${1:-./train_gpt2}"
 require_mpi test-mpi
 $PY "$ROOT/dev/bench/make_random_shard.py" train.bin 60000 1 512
@@ -110,5 +115,53 @@ else
     [ $rc -ne 0 ] || bad "job exited 0 after a rank was killed"
     echo "ok   a rank killed with SIGKILL: the job ended in $(( $(date +%s) - start )) s with exit code $rc"
 fi
+
+# ---- 4. launches without MPI, on loopback
+PROBE=("$ROOT/dev/test/launch_probe" "${ARGS[@]}" -d 384 -pt 20)  # -d: 2 and 3 ranks
+expect_fail "RANK without WORLD_SIZE" "RANK=1 is set but WORLD_SIZE is not: torchrun sets both" env RANK=1 "${PROBE[@]}"
+expect_fail "RANK=0 WORLD_SIZE=0" "RANK=0 and WORLD_SIZE=0: the world size must be at least 1" env RANK=0 WORLD_SIZE=0 "${PROBE[@]}"
+# probes NAME "ENV..." ...: a probe per ENV at once, on a free bootstrap port; NAME.out: all their lines
+probes() {
+    local name=$1 i=0 pids=() port
+    port=$(free_port)
+    shift
+    for e in "$@"; do
+        env $e MASTER_ADDR=127.0.0.1 LLMC_BOOTSTRAP_PORT=$port timeout 60 "${PROBE[@]}" > "$name.$i.out" 2>&1 &
+        pids+=($!)
+        i=$((i + 1))
+        sleep 0.2  # in order: rank 0 listening first where it is first
+    done
+    wait "${pids[@]}"
+    cat "$name".*.out > "$name.out"
+}
+probe_has() {  # probe_has NAME WHAT LINE...: each LINE (a grep pattern) in NAME.out, within 10 s
+    local name=$1 what=$2 line
+    shift 2
+    for line in "$@"; do grep -q "$line" "$name.out" || { bad "$what: no line '$line'"; cat "$name.out"; return; }; done
+    ok "$what: $(grep -h 'error:' "$name.out" | head -n 2 | tr '\n' ' ' | cut -c1-240)"
+}
+TE="TORCHELASTIC_RUN_ID=job7 PMI_SIZE=2 PMI_RANK=0 WORLD_SIZE=2"
+probes under_srun "$TE RANK=0" "$TE RANK=1"
+[ "$(grep -c '^probe rank [01] of 2 local [01] host .* launcher torchrun token' under_srun.out)" = 2 ] \
+    && ok "torchrun's processes with an MPI launcher's variables too (torchrun under srun): torchrun's ranks, one bootstrap" \
+    || { bad "torchrun under srun"; cat under_srun.out; }
+probes world "RANK=0 WORLD_SIZE=2" "RANK=1 WORLD_SIZE=3"
+probe_has world "another world size" "^\[rank 0\] error: bootstrap: a process says it is rank 1 of 3, but this rank 0 has 2 processes" \
+    "^\[rank 1\] error: bootstrap: rank 0 at 127.0.0.1:[0-9]* has 2 processes, this process says 3"
+probes twice "RANK=0 WORLD_SIZE=3" "RANK=1 WORLD_SIZE=3" "RANK=1 WORLD_SIZE=3"
+probe_has twice "rank 1 twice" "^\[rank 0\] error: bootstrap: two processes say they are rank 1: give each process its own rank" \
+    "^\[rank 1\] error: bootstrap: rank 0 at 127.0.0.1:[0-9]* already has a rank 1"
+PROBE+=(-pt 3)  # rank 0 of the one job below waits for a rank 1 that never comes
+probes jobs "RANK=0 WORLD_SIZE=2 SLURM_JOB_ID=101" "RANK=1 WORLD_SIZE=2 SLURM_JOB_ID=102"
+probe_has jobs "two jobs on one port" "^\[rank 1\] error: bootstrap: rank 0 at 127.0.0.1:[0-9]* belongs to another job (SLURM_JOB_ID differs)"
+port=$(free_port)
+$PY -c "
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen()
+c, _ = s.accept(); c.recv(64); c.sendall(b'HTTP/1.0 400 Bad Request\r\n\r\n'); c.close()" $port &
+sleep 0.5
+LLMC_BOOTSTRAP_PORT=$port MASTER_ADDR=127.0.0.1 RANK=1 WORLD_SIZE=2 timeout 60 "${PROBE[@]}" > foreign.out 2>&1
+probe_has foreign "another program on the port" "error: bootstrap: the program that answers at 127.0.0.1:$port is not rank 0 of this trainer"
+wait
 
 finish

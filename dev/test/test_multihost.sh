@@ -424,6 +424,6 @@ for _ in $(seq 300); do [ -f "$TMP/port_taken" ] && break; sleep 0.1; done
 ERROR_LINES=4 expect_error "the bootstrap port in use (each rank says so)" "rank 0 cannot listen on port 29501" \
     sbatch_out "$TMP/port.out" "${PROBE[@]}" -o "$TMP/port.out" "$ROOT/scripts/multi_node/slurm.sbatch" "${RUN[@]}"
 kill %% 2> /dev/null
-expect_error "SLURM_PROCID 4 of SLURM_NTASKS 4" "slurm gave rank 4 of world size 4; the rank must be below the world size" \
+expect_error "SLURM_PROCID 4 of SLURM_NTASKS 4" "SLURM_PROCID=4 and SLURM_NTASKS=4: the world size must be at least 1 and the rank below it; srun sets them" \
     env SLURM_PROCID=4 SLURM_NTASKS=4 "$TRAINER" "${RUN[@]}" -o "$TMP/x"
 finish

@@ -154,7 +154,7 @@ test-bootstrap: dev/test/test_bootstrap
 	./dev/test/test_bootstrap
 
 # CPU ranks under real OpenMPI: rank-count independence, resume, bad launches
-test-mpi: train_gpt2
+test-mpi: train_gpt2 dev/test/launch_probe
 	PYTHON=$(PYTHON) bash dev/test/test_mpi.sh
 
 # crash safety, exact resume, preemption, pruning, numeric guards
