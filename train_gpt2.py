@@ -109,10 +109,11 @@ RANK_PREFIX = ""  # "[rank r] " once several processes run
 
 
 class Config:
-    def __init__(self, n_layer, n_embd, n_head, block_size=1024, vocab_size=50257):
+    def __init__(self, n_layer, n_embd, n_head, block_size=1024, vocab_size=50257, padded_vocab_size=None):
         self.n_layer, self.n_embd, self.n_head = n_layer, n_embd, n_head
         self.block_size, self.vocab_size = block_size, vocab_size
-        self.padded_vocab_size = (vocab_size + 127) // 128 * 128
+        # V rounded up to 128 where this trainer makes the model; a file's header may say otherwise (any Vp >= V)
+        self.padded_vocab_size = (vocab_size + 127) // 128 * 128 if padded_vocab_size is None else padded_vocab_size
 
     @staticmethod
     def from_descriptor(desc, flag="--model"):
@@ -172,6 +173,10 @@ class Config:
             return "channels must be divisible by the number of heads"
         if not 0 < self.vocab_size <= 65536:
             return "vocab size must be in 1..65536 (tokens are uint16)"
+        if self.padded_vocab_size < self.vocab_size:
+            return "padded vocab size is smaller than the vocab size"
+        if self.padded_vocab_size > 1 << 17:
+            return "padded vocab size must be at most 131072"
         if not 0 < self.block_size <= 1 << 20:
             return "max sequence length must be in 1..1048576"
         return None
@@ -365,8 +370,8 @@ def probe_model_file(path, in_checkpoint=False):
     if h[252] == CRC_TAG and header_crc(h, 254) != h[254]:
         return None, 0, f"model file '{path}' has a corrupt header (it fails its checksum){hint}"
     maxT, V, L, NH, C, Vp = (int(x) for x in h[2:8])
-    cfg = Config(L, C, NH, maxT, V)
-    problem = cfg.problem() or (None if Vp == cfg.padded_vocab_size else "padded vocab size is not V rounded up to 128")
+    cfg = Config(L, C, NH, maxT, V, Vp)
+    problem = cfg.problem()
     if problem:
         return None, 0, f"model file '{path}' has a bad header: {problem}"
     expected = 1024 + num_params(cfg) * (4 if h[1] == 3 else 2)
@@ -1716,7 +1721,9 @@ def load_hellaswag(path, vocab_size):
             p += k
             return s[p - k: p]
         start = p
-        marker, nbytes, _, label, nc, ctx_len = take(6)
+        marker, nbytes, index, label, nc, ctx_len = take(6)
+        if index != i % 65536:  # llmc/hellaswag.h: the writers number them 0, 1, 2, ...
+            die(f"HellaSwag file '{path}' is corrupt: example {i} has index {index}; {hint}")
         if marker != 65535 or not 1 <= nc <= 16 or label >= nc:
             die(f"HellaSwag file '{path}' is corrupt at example {i} (marker {marker}, {nc} completions, label {label}); {hint}")
         ctx = take(ctx_len)
@@ -1726,6 +1733,10 @@ def load_hellaswag(path, vocab_size):
         examples.append((label, ctx, ends))
     if h[2] <= 0 or p != len(s):
         die(f"HellaSwag file '{path}' holds {h[2]} examples and {2 * (len(s) - p)} bytes after them (corrupt?); {hint}")
+    longest = max(2 * (6 + len(ctx) + sum(1 + len(e) for e in ends)) for _, ctx, ends in examples)
+    if longest != h[3]:
+        die(f"HellaSwag file '{path}' is corrupt: its header says the longest example is {h[3]} bytes, the longest is "
+            f"{longest}; {hint}")
     return examples
 
 
@@ -1881,6 +1892,10 @@ def generate_main(a, dist):
     if V > enc.n_vocab:
         die(f"the model (-e {a.model}) has {V} tokens, more than the GPT-2 encoder's {enc.n_vocab}: it cannot be "
             "decoded as text")
+    try:  # argv's bytes that are not UTF-8 come as surrogates (Python's surrogateescape)
+        a.prompt.encode()
+    except UnicodeEncodeError:
+        die("--prompt is not UTF-8 text: train_gpt2.py encodes text (./train_gpt2 --prompt takes any bytes)")
     tokens = enc.encode_ordinary(a.prompt)
     if max(tokens, default=0) >= V:
         die(f"--prompt encodes to token {max(tokens)}, but the model (-e {a.model}) has only {V} tokens")
@@ -2295,6 +2310,9 @@ def train_main(argv):
     if tokenizer is not None and len(tokenizer) < V:  # samples would hold ids it cannot decode
         die(f"-tk {a.tokenizer} has {len(tokenizer)} tokens, fewer than the model's {V} (-e {a.model}): it is another "
             "tokenizer's decode table; give this model's, or -s 0 for no samples")
+    if rank == 0 and a.sample_every > 0 and a.gen_tokens > T:  # llmc/train_loop.h's words
+        warn(f"-g {a.gen_tokens} is more than -t {T}: the samples during training stop at {T} tokens (--prompt generates "
+             "past -t)")
     P = num_params(cfg)
     flops_per_token = 6.0 * P + 6.0 * cfg.n_layer * T * cfg.n_embd  # gpt2_flops_per_token (model_io.h): llm.c's count
     peak = gpu_peak_flops(device)

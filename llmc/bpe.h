@@ -565,6 +565,18 @@ static inline void bpe_index_tokens(BPE *b, BpeStrMap *m, const char *encoder_pa
         if (id == BPE_NONE) { llmc_die("%s: has no token for the single byte 0x%02x; not a byte-level BPE", encoder_path, c); }
         b->byte_token[c] = id;
     }
+    // GPT-2 numbers the byte tokens 0..255 in the order of their code points in the byte map (as
+    // tiktoken checks too): other ids would encode every text into other tokens without a word
+    uint32_t cp[256];
+    bpe_byte_map(cp);
+    for (int c = 0; c < 256; c++) {
+        uint32_t want = 0;
+        for (int d = 0; d < 256; d++) { want += cp[d] < cp[c]; }
+        if (b->byte_token[c] != want) {
+            llmc_die("%s: the byte 0x%02x has id %u, but GPT-2 numbers the 256 byte tokens first, in its byte order "
+                     "(expected id %u): not GPT-2's encoder.json", encoder_path, c, b->byte_token[c], want);
+        }
+    }
 }
 
 // the empty merge table: open addressing at load factor <= 0.5

@@ -3,7 +3,7 @@
  *
  * Eval file (llm.c's layout, made by dev/data/hellaswag.sh): 256 int32 header (magic 20240522,
  * version 1, number of examples, longest example in bytes), then per example a stream of uint16:
- *   65535 (start), bytes of this example's stream, example index, label, number of completions,
+ *   65535 (start), bytes of this example's stream, example index (0, 1, 2, ...), label, number of completions,
  *   context length, context tokens, then per completion: its length and its tokens.
  * On load every count is checked against the file before memory is taken, every length against
  * the stream, and every token id against the model's vocabulary; contexts and completions are
@@ -37,6 +37,7 @@ typedef struct {
 
 typedef struct {
     int num_examples;
+    int longest_bytes;  // the header's longest example (bytes of its stream), checked against them
     EvalExample *ex;
     uint16_t *stream;  // the file's token stream, which ex points into
 } EvalSet;
@@ -62,6 +63,7 @@ static inline long long evalset_read_stream(EvalSet *es, const char *path) {
     freadCheck(es->stream, 2, (size_t)n16, fp);
     fcloseCheck(fp);
     es->num_examples = h[2];
+    es->longest_bytes = h[3];
     // an example takes at least 9 uint16: start, bytes, index, label, completions, context length,
     // one context token, one completion length and one completion token
     if (es->num_examples <= 0 || es->num_examples > n16 / 9) {
@@ -78,6 +80,9 @@ static inline void eval_parse_example(EvalExample *e, const uint16_t *s, long lo
     long long start = *p;
     if (s[*p] != 65535) { llmc_die("HellaSwag file '%s' is corrupt: example %d does not start with 65535; %s", path, i, EVAL_HINT); }
     int bytes = s[*p + 1];
+    if (s[*p + 2] != (uint16_t)i) {  // the writers number the examples 0, 1, 2, ... (a uint16)
+        llmc_die("HellaSwag file '%s' is corrupt: example %d has index %d; %s", path, i, s[*p + 2], EVAL_HINT);
+    }
     e->label = s[*p + 3];
     e->num_completions = s[*p + 4];
     if (e->num_completions < 1 || e->num_completions > EVAL_MAX_COMPLETIONS || e->label >= e->num_completions) {
@@ -119,12 +124,18 @@ static inline void eval_check_tokens(const EvalExample *e, int vocab_size, const
 static inline void evalset_load(EvalSet *es, const char *path, int vocab_size) {
     long long n16 = evalset_read_stream(es, path);
     es->ex = (EvalExample *)mallocCheck((size_t)es->num_examples * sizeof(EvalExample));
-    long long p = 0;
+    long long p = 0, longest = 0;
     for (int i = 0; i < es->num_examples; i++) {
+        const long long start = p;
         eval_parse_example(&es->ex[i], es->stream, n16, &p, path, i);
         eval_check_tokens(&es->ex[i], vocab_size, path, i);
+        if ((p - start) * 2 > longest) { longest = (p - start) * 2; }
     }
     if (p != n16) { llmc_die("HellaSwag file '%s' has %lld bytes after its %d examples (corrupt?)", path, (n16 - p) * 2, es->num_examples); }
+    if (longest != es->longest_bytes) {
+        llmc_die("HellaSwag file '%s' is corrupt: its header says the longest example is %d bytes, the longest is %lld; %s",
+                 path, es->longest_bytes, longest, EVAL_HINT);
+    }
 }
 
 static inline void evalset_free(EvalSet *es) {

@@ -597,6 +597,10 @@ static inline void train_prepare(TrainRun *r) {
             llmc_die("-tk %s has %u tokens, fewer than the model's %d (-e %s): it is another tokenizer's decode table; "
                      "give this model's, or -s 0 for no samples", a->tokenizer, r->tok.vocab_size, r->V, a->model);
         }
+        if (a->gen_tokens > r->T) {  // a sample is one sequence through the training's forward pass of -t positions
+            llmc_warn("-g %d is more than -t %d: the samples during training stop at %d tokens (--prompt generates past "
+                      "-t)", a->gen_tokens, r->T, r->T);
+        }
     }
     if (r->rank == 0) { train_print_banner(r); }
 

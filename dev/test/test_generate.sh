@@ -89,6 +89,8 @@ one_line_error "train_gpt2.py: missing encoder" "--bpe-dir '$TMP/nowhere', but '
 mkdir -p "$TMP/badbpe" && cp "$GPT2_DIR/vocab.bpe" "$TMP/badbpe/" && head -c 1000 "$GPT2_DIR/encoder.json" > "$TMP/badbpe/encoder.json"
 one_line_error "train_gpt2.py: a cut encoder.json" "--bpe-dir '$TMP/badbpe': encoder.json and vocab.bpe are not GPT-2's encoder" \
     $PY "$ROOT/train_gpt2.py" -e "$MODEL" --prompt "hi" --bpe-dir "$TMP/badbpe"
+one_line_error "train_gpt2.py: a prompt that is not UTF-8 (was a traceback)" "--prompt is not UTF-8 text: train_gpt2.py encodes text" \
+    $PY "$ROOT/train_gpt2.py" -e "$MODEL" --prompt "$(printf 'a\xff\xfeb')" --bpe-dir "$GPT2_DIR"
 one_line_error "train_gpt2.py: a vocabulary wider than GPT-2's" "has 50304 tokens, more than the GPT-2 encoder's 50257" \
     $PY "$ROOT/train_gpt2.py" -e L1:C64:H1:T64:V50304 --prompt "hi" --bpe-dir "$GPT2_DIR"
 finish

@@ -71,5 +71,22 @@ grep -q "error: HellaSwag file 'hs_v2.bin' has version 2" v2.txt && echo "ok   w
 head -c 3000 hs.bin > trunc.bin
 "$TRAINER" "${ARGS[@]}" -hf trunc.bin > trunc.txt 2>&1
 grep -q "error: HellaSwag file 'trunc.bin'" trunc.txt && echo "ok   truncated: $(grep error: trunc.txt)" || { bad "truncated eval file"; tail -2 trunc.txt; }
+# the header fields llm.c's writer fills and nothing else reads: example 1's index (uint16 2 of its
+# stream), and the longest example's bytes (header int 3); each changed, both trainers refuse alike
+$PY - <<'EOF2'
+import numpy as np
+b = bytearray(open("hs.bin", "rb").read())
+s = np.frombuffer(bytes(b[1024:]), dtype="<u2")
+second = 1024 + int(s[1])  # example 1 starts after example 0's bytes
+b2 = bytearray(b); b2[second + 4:second + 6] = (7).to_bytes(2, "little"); open("hs_index.bin", "wb").write(b2)
+b3 = bytearray(b); b3[12:16] = (int.from_bytes(b[12:16], "little") + 2).to_bytes(4, "little"); open("hs_longest.bin", "wb").write(b3)
+EOF2
+for f in hs_index hs_longest; do
+    "$TRAINER" "${ARGS[@]}" -hf $f.bin > $f.c.txt 2>&1; $PY "$ROOT/train_gpt2.py" "${ARGS[@]}" -hf $f.bin > $f.py.txt 2>&1
+    want=$([ $f = hs_index ] && echo "example 1 has index 7" || echo "its header says the longest example is")
+    c=$(grep '^error:' $f.c.txt); p=$(grep '^error:' $f.py.txt)
+    grep -q "is corrupt: $want" <<< "$c" && [ "$c" = "$p" ] && echo "ok   $f: both trainers: $c" \
+        || { bad "$f: expected '$want' from both"; echo "  train_gpt2:    $c"; echo "  train_gpt2.py: $p"; }
+done
 
 finish

@@ -433,6 +433,8 @@ def bad_input(ctx):
     out = tmp(ctx, "bad_out.bin")
     enc_gap = json.loads(enc_text)
     del enc_gap["\u0120gazed"]  # id 50255: a gap in the ids
+    enc_swap = json.loads(enc_text)
+    enc_swap["!"], enc_swap['"'] = enc_swap['"'], enc_swap["!"]  # two byte tokens' ids: every '!' would encode as '"'
     enc_short = dict(enc_gap)
     enc_short["<|endoftext|>"] = 50255  # contiguous ids, one merge token short
     # issue 35: special files where a file is read (a FIFO blocked the tool forever), a folder
@@ -485,6 +487,8 @@ def bad_input(ctx):
         ("not JSON", ["-e", write(ctx, "notjson.json", "hello"), "-m", good_bpe, "-i", text, "-o", out], "bad JSON"),
         ("JSON with a trailing comma", ["-e", write(ctx, "comma.json", enc_text[:-1] + ",}"), "-m", good_bpe, "-i", text, "-o", out], "bad JSON"),
         ("encoder.json with an id gap", ["-e", write(ctx, "gap.json", json.dumps(enc_gap)), "-m", good_bpe, "-i", text, "-o", out], "out of range"),
+        ("encoder.json with two byte tokens' ids swapped (tiktoken refuses it too)", ["-e", write(ctx, "swap.json", json.dumps(enc_swap)), "-m", good_bpe, "-i", text, "-o", out],
+         "the byte 0x21 has id 1, but GPT-2 numbers the 256 byte tokens first"),
         ("encoder.json one token short", ["-e", write(ctx, "short.json", json.dumps(enc_short)), "-m", good_bpe, "-i", text, "-o", out], "does not have"),
         ("vocab.bpe truncated", ["-e", good_enc, "-m", write(ctx, "short.bpe", "\n".join(bpe_lines[:30000]) + "\n"), "-i", text, "-o", out], "do not belong together"),
         ("vocab.bpe bad line", ["-e", good_enc, "-m", write(ctx, "badline.bpe", "\n".join(bpe_lines[:100] + ["a b c"] + bpe_lines[100:])), "-i", text, "-o", out], "line 101"),

@@ -118,6 +118,12 @@ $PY -c "import sys; sys.path.insert(0, '$ROOT'); import train_gpt2 as t; sys.exi
     && [ -s prog_c.txt ] && cmp -s prog_c.txt prog_py.txt \
     && ok "progress lines of the evaluations as ./train_gpt2's ($(wc -l < prog_py.txt): $(head -n 1 prog_py.txt), ...); the ETA's events_left" \
     || { bad "progress lines or events_left differ from ./train_gpt2's"; diff prog_c.txt prog_py.txt | head -5; }
+# -g past -t: the samples during training stop at -t tokens, and both trainers say so alike
+SHORT=("${ARGS[@]}" -b 4 -t 16 -x 1 -v 0 -h 0 -n 0 -s 1 -g 100)
+"$TRAINER" "${SHORT[@]}" > gshort_c.out 2>&1; timeout -k 10 300 $PY "$TORCH_TRAINER" "${SHORT[@]}" > gshort_py.out 2>&1
+want="warning: -g 100 is more than -t 16: the samples during training stop at 16 tokens (--prompt generates past -t)"
+grep -qxF "$want" gshort_c.out && grep -qxF "$want" gshort_py.out && ok "-g past -t: $want" \
+    || { bad "-g past -t: expected '$want' from both"; grep warning gshort_c.out gshort_py.out; }
 # the finished run started again with -y 1: nothing to do, as ./train_gpt2 says; its logs untouched
 before=$(cat p2/main.log p2/metrics.jsonl | md5sum)
 torch_ranks 2 again "${ARGS[@]}" -b 2 -o p2 -y 1 \
@@ -269,6 +275,7 @@ EOF
 # values as llmc/args.h and model_io.h read them (strtoll, strtod, the descriptor grammar) and the
 # model file checks: each accepted by both trainers, or refused by both with the same line
 $PY "$TORCH_TRAINER" --model L2:C64:H4:T64:V512 --write-model m.bin > /dev/null
+$PY "$TORCH_TRAINER" --model L2:C64:H4:T64:V500 --write-model m500.bin > /dev/null
 $PY - "$ROOT" "$TRAINER" <<'EOF' && ok "flag values and -e read alike: $(tail -n 1 values.txt)" || { bad "train_gpt2.py reads flag values or -e unlike ./train_gpt2"; cat values.txt; }
 import contextlib, io, subprocess, sys
 sys.path.insert(0, sys.argv[1])
@@ -279,12 +286,22 @@ for name, at in (("m_flip.bin", 5000), ("m_hdr.bin", 8)):  # a payload bit, a he
     b = bytearray(good); b[at] ^= 1; open(name, "wb").write(b)
 open("m_cut.bin", "wb").write(good[:-10])
 open("m_magic.bin", "wb").write(b"\1" + good[1:])
+# Vp = V (llm.c's files pad V to 128, but any Vp >= V is a model): wte's 12 padding rows dropped,
+# no CRC (as llm.c's files); and a Vp past the bound
+import numpy as np
+b = open("m500.bin", "rb").read()
+h = np.frombuffer(b[:1024], dtype="<i4").copy()
+h[7], h[252] = 500, 0
+open("m_vp500.bin", "wb").write(h.tobytes() + b[1024:1024 + 500 * 64 * 4] + b[1024 + 512 * 64 * 4:])
+h[7] = 200000
+open("m_vpbig.bin", "wb").write(h.tobytes() + b[1024:])
 cases = [("-l", v) for v in ("1_0e-4", " 1e-4", "1e-4 ", "0x1p-10", "0X1.8P-3", "-0x1p-2000", "0x1p99999", "0x", "inf", "nan",
                              "1e-400", "1e-310", "0e-400", "1e999", ".", "1.", "+.5e1", "1e")]
 cases += [("-rs", v) for v in ("1_000", " 5", "+5", "5 ", "0x10", "99999999999999999999", "9223372036854775807", "1e3", "--1")]
 cases += [("-e", v) for v in ("L2:C64:H4:", "L2:C64:H4::", "d2:", "C64:L2:H4", "L2:C064:H4:T64:V512", "L2:C+64:H4", "L2:X4:C64:H4",
                               "L0:C64:H4", "L2:C64:H4:T99999999", "L2:C64:H4:T9999999", "L2 :C64:H4", "L2:C64;H4", "d0", "gpt3:c100",
-                              "m.bin", "m_flip.bin", "m_hdr.bin", "m_cut.bin", "m_magic.bin", "nope.bin")]
+                              "m.bin", "m_flip.bin", "m_hdr.bin", "m_cut.bin", "m_magic.bin", "nope.bin", "m_vp500.bin",
+                              "m_vpbig.bin")]
 cases += [("-tb", "1"), ("-o", "/tmp/" + "d" * 3996)]  # TensorBoard without -o (ignored by the twin, refused alike)
 base = ["-i", "train_*.bin", "-e", "L1:C32:H2:T64:V512", "-t", "32", "-b", "1", "-x", "0", "-v", "0", "-s", "0", "-tk", "none.bin"]
 differ, report, outcomes = 0, [], []
