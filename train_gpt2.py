@@ -759,7 +759,7 @@ def parse_train_args(argv):
             fail(f"unknown flag {f}{did_you_mean(f)}")
         if v is None:
             if i + 1 >= len(argv):
-                fail(f"flag {f} needs a value")
+                fail(f"flag {f} needs a value" + (": -h is HellaSwag's 0|1" if f == "-h" else ""))  # as llmc/args.h
             i, v = i + 1, argv[i + 1]
         i += 1
         attr, kind, _, lo, hi, _ = spec

@@ -401,7 +401,9 @@ static inline void args_parse(TrainArgs *a, int argc, char **argv) {
         if (eq) {
             value = eq + 1;
         } else {
-            if (i + 1 >= argc) { args_fail("flag %s needs a value", flag); }
+            if (i + 1 >= argc) {  // -h alone is mostly someone asking for help: -h is llm.c's HellaSwag flag
+                args_fail("flag %s needs a value%s", flag, !strcmp(flag, "-h") ? ": -h is HellaSwag's 0|1" : "");
+            }
             value = argv[++i];
         }
         args_set(a, s, flag, value);

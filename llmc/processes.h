@@ -309,10 +309,14 @@ static inline void comm_init_from_env(Comm *c) {
         c->launcher = "torchrun";
         c->rank = r;
         c->world_size = w;
-        l = comm_env_int("LOCAL_RANK");
-        c->local_rank = l >= 0 ? l : r;
         l = comm_env_int("LOCAL_WORLD_SIZE");
         c->local_size = l > 0 ? l : 1;
+        l = comm_env_int("LOCAL_RANK");
+        c->local_rank = l >= 0 ? l : (c->local_size > 1 ? r % c->local_size : r);  // torchrun sets it; else as llm.c's -pg
+        if (comm_env_set("LOCAL_WORLD_SIZE") && c->local_rank >= c->local_size) {
+            llmc_die("LOCAL_RANK=%d and LOCAL_WORLD_SIZE=%d: the local rank must be below the processes on the node; "
+                     "torchrun sets them (unset them to run one process)", c->local_rank, c->local_size);
+        }
     } else if ((r = comm_env_int("SLURM_PROCID")) >= 0 && (w = comm_env_int("SLURM_NTASKS")) >= 0) {
         c->launcher = "slurm";
         c->rank = r;
@@ -400,8 +404,8 @@ static inline void comm_apply_args(Comm *c, const TrainArgs *a) {
     if (pn <= 1 && pr <= 0) { return; }  // one process
     if (pn <= 0 || pr < 0 || pr >= pn) {
         llmc_die("-pn %d -pr %d: processes started by hand need both, the rank in 0..%d (-pn %d -pr 0 on the first, -pr 1 "
-                 "on the next, ...); under mpirun, torchrun or srun leave them out", pn, pr, pn > 0 ? pn - 1 : 0,
-                 pn > 0 ? pn : 2);
+                 "on the next, ...)%s; under mpirun, torchrun or srun leave them out", pn, pr, pn > 0 ? pn - 1 : 0,
+                 pn > 0 ? pn : 2, pn > 0 && pr >= pn ? ": -pr is past the last rank" : "");
     }
     c->launcher = "-pn/-pr";
     c->rank = pr;

@@ -85,6 +85,7 @@ expect "unknown flag"          "unknown flag -Q"    -- -i "$TMP/good.bin" "${BAS
 expect "near-miss flag"        "unknown flag --setps; did you mean --steps?" -- -i "$TMP/good.bin" "${BASE[@]}" --setps 3
 expect "flag in wrong case"    "did you mean -z?"   -- -i "$TMP/good.bin" "${BASE[@]}" -Z 1
 expect "flag without value"    "needs a value"      -- -i "$TMP/good.bin" "${BASE[@]}" -b
+expect "-h alone (help asked)"  "flag -h needs a value: -h is HellaSwag's 0|1 (see --help)" -- -h
 expect "bad number"            "expected an integer" -- -i "$TMP/good.bin" "${BASE[@]}" -x two
 expect "bad -b (auto offered)" "-b two: expected an integer or auto" -- -i "$TMP/good.bin" "${BASE[@]}" -b two
 expect "bad -r word"           "-r autox: expected an integer or auto" -- -i "$TMP/good.bin" "${BASE[@]}" -r autox

@@ -119,6 +119,9 @@ fi
 # ---- 4. launches without MPI, on loopback
 PROBE=("$ROOT/dev/test/launch_probe" "${ARGS[@]}" -d 384 -pt 20)  # -d: 2 and 3 ranks
 expect_fail "RANK without WORLD_SIZE" "RANK=1 is set but WORLD_SIZE is not: torchrun sets both" env RANK=1 "${PROBE[@]}"
+expect_fail "LOCAL_RANK past LOCAL_WORLD_SIZE" "LOCAL_RANK=5 and LOCAL_WORLD_SIZE=2: the local rank must be below" \
+    env RANK=1 WORLD_SIZE=2 LOCAL_RANK=5 LOCAL_WORLD_SIZE=2 "${PROBE[@]}"
+expect_fail "-pr past -pn by hand" "-pn 2 -pr 2: .*: -pr is past the last rank" "${PROBE[@]}" -pn 2 -pr 2
 expect_fail "RANK=0 WORLD_SIZE=0" "RANK=0 and WORLD_SIZE=0: the world size must be at least 1" env RANK=0 WORLD_SIZE=0 "${PROBE[@]}"
 # probes NAME "ENV..." ...: a probe per ENV at once, on a free bootstrap port; NAME.out: all their lines
 probes() {

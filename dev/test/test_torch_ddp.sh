@@ -238,6 +238,7 @@ torch_error() {  # torch_error <name> <words> <flags...>: train_gpt2.py rejects 
     expect_error "$name" "^error: .*$words" timeout -k 10 120 $PY "$TORCH_TRAINER" "$@"
 }
 torch_error "unknown flag" "unknown flag -zz" "${ARGS[@]}" -zz 1
+torch_error "-h alone (help asked), as ./train_gpt2 says it" "flag -h needs a value: -h is HellaSwag's 0|1 (see --help)" -h
 torch_error "bad model descriptor" "-e L2:C64:H5: channels must be divisible by the number of heads" "${ARGS[@]}" -e L2:C64:H5 -o bad
 torch_error "-nm not a multiple of -n" "-nm 10 keeps the checkpoints at multiples of 10 steps; it must be a multiple of -n (now 6)" "${ARGS[@]}" -o bad -nk 1 -nm 10
 torch_error "batch arithmetic" "not divisible by B\*T\*ranks = 3\*32\*1 = 96" "${ARGS[@]}" -b 3 -o bad
