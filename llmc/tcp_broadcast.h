@@ -162,9 +162,13 @@ static inline void bs_serve(void *blob, size_t len, int world_size, int port, in
         if (bs_wait(srv, POLLIN, clock) != 1) {
             char missing[256];
             missing_ranks_list(missing, sizeof(missing), seen, world_size);
+            // SLURM's ranks with no other rank at all: most likely an sbatch script's own process, where
+            // SLURM_NTASKS is the job's (its tasks are started by srun)
+            const int slurm_alone = joined == 1 && getenv("SLURM_PROCID") && !getenv("RANK");
             llmc_die("bootstrap: only %d of %d ranks reached rank 0 on port %d within %d s (missing: %s); did they all "
-                     "start, with the same MASTER_ADDR/MASTER_PORT or -ps? (-pt sets the timeout)", joined, world_size, port,
-                     timeout_s, missing);
+                     "start, with the same MASTER_ADDR/MASTER_PORT or -ps? (-pt sets the timeout)%s", joined, world_size, port,
+                     timeout_s, missing, slurm_alone ? "; run from an sbatch script itself, outside srun, SLURM_NTASKS is "
+                     "the job's: start the trainer with srun, or unset SLURM_NTASKS for one process" : "");
         }
         int fd = accept(srv, NULL, NULL);
         if (fd < 0) { continue; }

@@ -143,6 +143,9 @@ probe_has() {  # probe_has NAME WHAT LINE...: each LINE (a grep pattern) in NAME
     for line in "$@"; do grep -q "$line" "$name.out" || { bad "$what: no line '$line'"; cat "$name.out"; return; }; done
     ok "$what: $(grep -h 'error:' "$name.out" | head -n 2 | tr '\n' ' ' | cut -c1-240)"
 }
+# an sbatch script's own process (SLURM_PROCID 0 of the job's SLURM_NTASKS, no srun): the wait ends saying so
+expect_fail "SLURM's variables with no other rank (an sbatch script outside srun)" "run from an sbatch script itself, outside srun" \
+    env SLURM_PROCID=0 SLURM_NTASKS=2 MASTER_ADDR=127.0.0.1 LLMC_BOOTSTRAP_PORT=$(free_port) "${PROBE[@]}" -pt 2
 TE="TORCHELASTIC_RUN_ID=job7 PMI_SIZE=2 PMI_RANK=0 WORLD_SIZE=2"
 probes under_srun "$TE RANK=0" "$TE RANK=1"
 [ "$(grep -c '^probe rank [01] of 2 local [01] host .* launcher torchrun token' under_srun.out)" = 2 ] \
