@@ -929,8 +929,8 @@ int main(int argc, char **argv) {
     GPT2 model;
     gpt2_build(&model, &run.config, run.args.B, run.args.T, &planner);
     model.comm = &run.comm;
-    if (run.from_file) {
-        gpt2_load(&model, run.args.model);
+    if (run.model_file) {
+        gpt2_load(&model, run.model_file);
     } else {
         gpt2_init_params(model.params_memory, &run.config, run.args.seed);  // the same seed on every rank: the same model
     }

@@ -1025,11 +1025,11 @@ static void gpt2_build_from_args(GPT2 *m, const TrainArgs *a, const GPT2Config *
     matmul_set_bias_grad_epilogue(a->bias_grad);
 }
 
-// the parameters of -e: the file, or the seeded init of the descriptor (the same seed on every
-// rank gives the same model, which the training loop checks)
-static void gpt2_init_from_args(GPT2 *m, const TrainArgs *a, int from_file) {
-    if (from_file) {
-        gpt2_load(m, a->model);
+// the parameters of -e: its file (model_file: train_resolve_model's), or the seeded init of the
+// descriptor (the same seed on every rank gives the same model, which the training loop checks)
+static void gpt2_init_from_args(GPT2 *m, const TrainArgs *a, const char *model_file) {
+    if (model_file) {
+        gpt2_load(m, model_file);
         return;
     }
     float *init = (float *)mallocCheck(m->num_params * sizeof(float));
@@ -1188,7 +1188,7 @@ int main(int argc, char **argv) {
     }
     GPT2 model;
     gpt2_build_from_args(&model, &run.args, &run.config, kind, &run.comm, nccl);
-    gpt2_init_from_args(&model, &run.args, run.from_file);
+    gpt2_init_from_args(&model, &run.args, run.model_file);
     Backend backend;
     char peak_why[256];
     gpt2_make_backend(&backend, &model, run.args.T, gpu_peak_flops(device, peak_why, sizeof(peak_why)));

@@ -848,6 +848,17 @@ def settings_from_header(h):
                                  decay_frac=f[2], weight_decay=f[3], muon_lr=f[4], muon_momentum=f[5])
 
 
+def flag_pair(flag, now, was):
+    """llmc/train_loop.h's flag_diff_g: (flag, now, was) for two float32 flags, in the fewest significant digits
+    (6 to 9) that tell them apart where they differ"""
+    now, was = np.float32(now), np.float32(was)
+    for digits in range(6, 10):
+        n, w = "%.*g" % (digits, now), "%.*g" % (digits, was)
+        if now == was or n != w:
+            return flag, n, w
+    return flag, n, w
+
+
 def warn_flag_diffs(diffs, start, d, what):
     """llmc/train_loop.h's warn_flag_diffs: diffs are (flag, now, was) strings"""
     def join(items):
@@ -863,11 +874,10 @@ def warn_settings_change(a, steps, st):
     was = st.settings
     old = was if was.recorded else a
     old_steps = st.max_steps if st.max_steps > 0 else steps
-    g = lambda v: "%g" % v  # C's %g of the float
-    pairs = [("-k", a.schedule, old.schedule), ("-l", g(a.lr), g(old.lr)), ("-u", str(a.warmup), str(old.warmup)),
-             ("-q", g(a.final_lr_frac), g(old.final_lr_frac))]
+    pairs = [("-k", a.schedule, old.schedule), flag_pair("-l", a.lr, old.lr), ("-u", str(a.warmup), str(old.warmup)),
+             flag_pair("-q", a.final_lr_frac, old.final_lr_frac)]
     if "wsd" in (a.schedule, old.schedule):
-        pairs.append(("-kd", g(a.decay_frac), g(old.decay_frac)))
+        pairs.append(flag_pair("-kd", a.decay_frac, old.decay_frac))
     pairs.append(("-x", str(steps), str(old_steps)))
     diffs = [p for p in pairs if p[1] != p[2]]
     for s in range(st.step, steps if diffs else 0):
@@ -878,9 +888,9 @@ def warn_settings_change(a, steps, st):
             break
     if not was.recorded:
         return
-    pairs = [("-c", g(a.weight_decay), g(was.weight_decay))]
+    pairs = [flag_pair("-c", a.weight_decay, was.weight_decay)]
     if a.optimizer == "muon":
-        pairs += [("-ml", g(a.muon_lr), g(was.muon_lr)), ("-mm", g(a.muon_momentum), g(was.muon_momentum))]
+        pairs += [flag_pair("-ml", a.muon_lr, was.muon_lr), flag_pair("-mm", a.muon_momentum, was.muon_momentum)]
     diffs = [p for p in pairs if p[1] != p[2]]
     if diffs:
         warn_flag_diffs(diffs, st.step, a.output_dir, "the updates from here on use the new value(s)")
@@ -1595,6 +1605,7 @@ def rollback(a, dist, cfg, st, model, opt, muon, reason):
         die(f"{st.guard.consecutive} consecutive steps skipped by the numeric guards (last: {reason}) after "
             f"{st.rollbacks} rollbacks (-rb); the run is diverging: lower -l, raise -u, or resume from an earlier checkpoint")
     frm, skip, n = st.step, st.data_skip, st.rollbacks
+    run = st.max_steps, st.settings  # this run's -x and optimizer flags, not those the checkpoint recorded
     ck = checkpoint_resume(a, dist, cfg, st)
     if not isinstance(ck, dict):
         die(f"{st.guard.consecutive} consecutive steps skipped by the numeric guards (last: {reason}) and -rb found no "
@@ -1604,6 +1615,7 @@ def rollback(a, dist, cfg, st, model, opt, muon, reason):
     load_opt_state(opt, model, ck["m"], ck["v"], st.opt_steps, muon)
     st.guard.consecutive = 0
     st.data_skip, st.rollbacks = skip + frm - st.step, n + 1
+    st.max_steps, st.settings = run
     if dist.rank == 0:
         print(f"rollback {st.rollbacks} of {MAX_ROLLBACKS}: {a.rollback_after} steps in a row skipped (last: {reason}); "
               f"back to checkpoint {st.step}, passing over the data of steps {st.step + 1}-{frm} (step {st.step + 1} "
@@ -1722,10 +1734,10 @@ def load_hellaswag(path, vocab_size):
             return s[p - k: p]
         start = p
         marker, nbytes, index, label, nc, ctx_len = take(6)
-        if index != i % 65536:  # llmc/hellaswag.h: the writers number them 0, 1, 2, ...
-            die(f"HellaSwag file '{path}' is corrupt: example {i} has index {index}; {hint}")
         if marker != 65535 or not 1 <= nc <= 16 or label >= nc:
             die(f"HellaSwag file '{path}' is corrupt at example {i} (marker {marker}, {nc} completions, label {label}); {hint}")
+        if index != i % 65536:  # llmc/hellaswag.h: the writers number them 0, 1, 2, ... (after the marker, as there)
+            die(f"HellaSwag file '{path}' is corrupt: example {i} has index {index}; {hint}")
         ctx = take(ctx_len)
         ends = [take(take(1)[0]) for _ in range(nc)]
         if 2 * (p - start) != nbytes or not all(ends) or max(ctx + sum(ends, [])) >= vocab_size:
@@ -1994,16 +2006,15 @@ def gpu_peak_flops(device):
 
 
 def model_from_checkpoint(a, path):
-    """llmc/train_loop.h's train_model_from_checkpoint: -y 1 where -e's file is not there takes the model of the
-    newest complete checkpoint in -o (whose weights the resume loads anyway)"""
+    """llmc/train_loop.h's train_model_file: -y 1 where -e's file is not there takes the model of the newest
+    complete checkpoint in -o (whose weights the resume loads anyway); every rank that does says so"""
     if not a.resume or not a.output_dir or os.path.exists(path):
         return path
     for step in checkpoint_list(a.output_dir):
         model = ckpt_path(a.output_dir, "model", step)
         if done_world_size(a.output_dir, step) >= 1 and os.path.exists(model):
-            if RANK_PREFIX in ("", "[rank 0] "):  # rank 0 says it
-                print(f"-e {path} is not there: -y 1 takes the model from checkpoint {step} in {a.output_dir} ({model})",
-                      flush=True)
+            print(f"{RANK_PREFIX}-e {path} is not there: -y 1 takes the model from checkpoint {step} in {a.output_dir} "
+                  f"({model})", flush=True)
             return model
     return path
 
@@ -2015,14 +2026,14 @@ def resolve_model(a, device):
         cfg = Config.from_descriptor(desc, "-e")
         flat = c_init_params(cfg, a.seed)  # the same seed on every rank: the same model
     else:
-        desc = a.model = model_from_checkpoint(a, desc)
+        desc = model_from_checkpoint(a, desc)
         cfg, flat, err = read_model_flat(desc, probe_prefix="-e: ")
         if err:  # llmc/train_loop.h's words
             die(err + ("" if os.path.exists(desc) else " (-e takes a .bin file or a descriptor such as d12 or L2:C64:H4)"))
     if a.prompt:  # the generate mode: one sequence, the context min(-t, maxT)
         a.B, a.T = 1, min(a.T, cfg.block_size)
     if a.T > cfg.block_size:
-        die(f"-t {a.T} is larger than the model's max_seq_len {cfg.block_size} (-e {desc}); use -t {cfg.block_size} or less")
+        die(f"-t {a.T} is larger than the model's max_seq_len {cfg.block_size} (-e {a.model}); use -t {cfg.block_size} or less")
     model = GPT(cfg, fast=True)
     model.load_flat(flat)
     return model.to(device)

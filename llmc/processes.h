@@ -300,7 +300,10 @@ static inline int comm_launched_by_torchrun(void) {
 // SLURM_NTASKS, SLURM_LOCALID) set, if either did
 static inline void comm_init_from_env(Comm *c) {
     int r, w, l;
-    if (comm_env_set("RANK") != comm_env_set("WORLD_SIZE")) {  // half a launch: never a single process by mistake
+    // half of torchrun's pair, where no SLURM launch explains it (scripts export WORLD_SIZE for other
+    // tools): never a single process by mistake
+    const int slurm = comm_env_set("SLURM_PROCID") && comm_env_set("SLURM_NTASKS");
+    if (comm_env_set("RANK") != comm_env_set("WORLD_SIZE") && !slurm) {
         const char *set = comm_env_set("RANK") ? "RANK" : "WORLD_SIZE", *unset = comm_env_set("RANK") ? "WORLD_SIZE" : "RANK";
         llmc_die("%s=%s is set but %s is not: torchrun sets both; set %s too, or unset %s to run one process", set,
                  getenv(set), unset, unset, set);
@@ -312,7 +315,7 @@ static inline void comm_init_from_env(Comm *c) {
         l = comm_env_int("LOCAL_WORLD_SIZE");
         c->local_size = l > 0 ? l : 1;
         l = comm_env_int("LOCAL_RANK");
-        c->local_rank = l >= 0 ? l : (c->local_size > 1 ? r % c->local_size : r);  // torchrun sets it; else as llm.c's -pg
+        c->local_rank = l >= 0 ? l : comm_env_set("LOCAL_WORLD_SIZE") ? r % c->local_size : r;  // torchrun sets both
         if (comm_env_set("LOCAL_WORLD_SIZE") && c->local_rank >= c->local_size) {
             llmc_die("LOCAL_RANK=%d and LOCAL_WORLD_SIZE=%d: the local rank must be below the processes on the node; "
                      "torchrun sets them (unset them to run one process)", c->local_rank, c->local_size);

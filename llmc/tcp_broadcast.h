@@ -102,6 +102,23 @@ static inline int bootstrap_port_or(int fallback) {
 enum { BS_OK = 0, BS_WORLD = 1, BS_DUPLICATE = 2, BS_OTHER_JOB = 3 };
 typedef struct { uint32_t magic, rank, world, tag, nonce; } BsHello;
 typedef struct { uint32_t magic, status, world, size; } BsAnswer;
+#define BS_HELLO_SECONDS 2.0  // a connection that says nothing for this long is not a rank: the next one is served
+
+// the messages' fields in network byte order (hosts of either endianness)
+static inline void bs_order(uint32_t *f, int n, int to_net) {
+    for (int i = 0; i < n; i++) { f[i] = to_net ? htonl(f[i]) : ntohl(f[i]); }
+}
+static inline int bs_send(int fd, const void *msg, size_t len, WaitClock *clock) {
+    uint32_t f[8];
+    memcpy(f, msg, len);
+    bs_order(f, (int)(len / 4), 1);
+    return bs_io(fd, f, len, 1, clock);
+}
+static inline int bs_recv(int fd, void *msg, size_t len, WaitClock *clock) {
+    if (bs_io(fd, msg, len, 0, clock) != 0) { return -1; }
+    bs_order((uint32_t *)msg, (int)(len / 4), 0);
+    return 0;
+}
 
 // the launcher's id of this job, and the variable it came from ("" and 0 where none)
 static inline uint32_t bootstrap_job_tag(const char **var) {
@@ -173,8 +190,13 @@ static inline void bs_serve(void *blob, size_t len, int world_size, int port, in
         int fd = accept(srv, NULL, NULL);
         if (fd < 0) { continue; }
         BsHello h;
-        if (bs_io(fd, &h, sizeof(h), 0, clock) != 0 || h.magic != BOOTSTRAP_MAGIC) {
-            close(fd);  // not one of ours
+        const double budget = clock->left < BS_HELLO_SECONDS ? clock->left : BS_HELLO_SECONDS;
+        WaitClock hello = wait_clock_start(budget);
+        const int heard = bs_recv(fd, &h, sizeof(h), &hello) == 0;
+        clock->left -= budget - hello.left;  // the hello's wait counts against the launch's
+        clock->last = hello.last;
+        if (!heard || h.magic != BOOTSTRAP_MAGIC) {
+            close(fd);  // silent, or not one of ours
             continue;
         }
         BsAnswer ans = {BOOTSTRAP_MAGIC, BS_OK, (uint32_t)world_size, (uint32_t)len};
@@ -186,7 +208,7 @@ static inline void bs_serve(void *blob, size_t len, int world_size, int port, in
         } else if (seen[h.rank] && nonce[h.rank] != h.nonce) {
             ans.status = BS_DUPLICATE;
         }
-        const int sent = bs_io(fd, &ans, sizeof(ans), 1, clock) == 0 && (ans.status != BS_OK || bs_io(fd, blob, len, 1, clock) == 0);
+        const int sent = bs_send(fd, &ans, sizeof(ans), clock) == 0 && (ans.status != BS_OK || bs_io(fd, blob, len, 1, clock) == 0);
         close(fd);
         if (ans.status == BS_WORLD) {
             llmc_die("bootstrap: a process says it is rank %u of %u, but this rank 0 has %d processes: every process needs "
@@ -208,6 +230,18 @@ static inline void bs_serve(void *blob, size_t len, int world_size, int port, in
     close(srv);
 }
 
+// this process's nonce: its host, pid and start time (another process of the same rank differs
+// in one of them, also in containers that give every host's process the same pid)
+static inline uint32_t bs_nonce(void) {
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    const uint64_t t = (uint64_t)(llmc_wall_seconds() * 1e6);
+    const pid_t pid = getpid();
+    uint32_t crc = crc32_update(0, host, strlen(host));
+    crc = crc32_update(crc, &pid, sizeof(pid));
+    return crc32_update(crc, &t, sizeof(t));
+}
+
 // the outcome of one try to reach rank 0: 1 with the blob, 0 to try again; dies on an answer that
 // says this launch cannot work
 static inline int bs_ask(const struct addrinfo *ai, void *blob, size_t len, const BsHello *h, const char *addr, int port,
@@ -215,10 +249,9 @@ static inline int bs_ask(const struct addrinfo *ai, void *blob, size_t len, cons
     int fd = bs_connect(ai, clock);
     if (fd < 0) { return 0; }
     BsAnswer ans;
-    BsHello hello = *h;
     int got = 0;
-    if (bs_io(fd, &hello, sizeof(hello), 1, clock) == 0) {
-        if (bs_io(fd, &ans, sizeof(ans), 0, clock) != 0) {
+    if (bs_send(fd, h, sizeof(*h), clock) == 0) {
+        if (bs_recv(fd, &ans, sizeof(ans), clock) != 0) {
             *silent = 1;  // connected, and no answer came
         } else if (ans.magic != BOOTSTRAP_MAGIC) {
             llmc_die("bootstrap: the program that answers at %s:%d is not rank 0 of this trainer; another program holds "
@@ -264,10 +297,10 @@ static inline void bootstrap_tcp_bcast(void *blob, size_t len, int rank, int wor
     int gai = getaddrinfo(addr, portstr, &hints, &res);
     if (gai != 0) { llmc_die("bootstrap: cannot resolve rank 0's host '%s' (MASTER_ADDR or -ps): %s", addr, gai_strerror(gai)); }
     const char *tag_var;
-    BsHello h = {BOOTSTRAP_MAGIC, (uint32_t)rank, (uint32_t)world_size, bootstrap_job_tag(&tag_var),
-                 (uint32_t)getpid() ^ (uint32_t)(llmc_wall_seconds() * 1e6)};
+    BsHello h = {BOOTSTRAP_MAGIC, (uint32_t)rank, (uint32_t)world_size, bootstrap_job_tag(&tag_var), bs_nonce()};
     int silent = 0;
     for (int done = 0; !done;) {
+        silent = 0;  // of this round's tries
         for (struct addrinfo *ai = res; ai != NULL && !done; ai = ai->ai_next) {
             done = bs_ask(ai, blob, len, &h, addr, port, &clock, &silent);
         }

@@ -28,64 +28,65 @@
 
 /*
  * What both trainers' main start from: the ranks (processes.h), the flags (args.h), the model
- * configuration that -e names and whether -e is a file (train_resolve_model below).
+ * configuration that -e names and the file to read it from (train_resolve_model below).
  */
 typedef struct {
     Comm comm;
     TrainArgs args;
     GPT2Config config;
-    int from_file;
+    const char *model_file;  // -e's file, or a checkpoint's standing in for it; NULL: -e is a descriptor
 } TrainSetup;
 
-static inline int train_resolve_model(TrainArgs *a, GPT2Config *config);
+static inline const char *train_resolve_model(TrainArgs *a, GPT2Config *config);
 static inline void train_start(TrainSetup *run, int *argc, char ***argv) {
     llmc_std_fds_open();  // before MPI or any file takes a closed stdout's number
     comm_init(&run->comm, argc, argv);
     args_parse(&run->args, *argc, *argv);
     comm_apply_args(&run->comm, &run->args);
-    run->from_file = train_resolve_model(&run->args, &run->config);
+    run->model_file = train_resolve_model(&run->args, &run->config);
 }
 
 /*
- * The model configuration that -e names (a descriptor or a model file), and whether it is a
- * file. Checks that -t fits the model; in the generate mode (--prompt) the batch is one sequence
- * and the context min(-t, maxT). Dies with a message otherwise.
+ * The file that -e's model is read from: -e itself, or, for -y 1 where -e names a file that is not
+ * there (a fine-tune's base model, deleted since or on another machine), the newest complete
+ * checkpoint's model file, whose weights the resume loads anyway. -e stays as given (the ranks
+ * compare their flags; a rank that found the file and one that did not run the same command).
  */
-/*
- * -y 1 where -e names a file that is not there (a fine-tune's base model, deleted since or on
- * another machine): the model comes from the newest complete checkpoint's model file instead,
- * whose weights the resume loads anyway.
- */
-static inline void train_model_from_checkpoint(TrainArgs *a) {
-    if (!a->resume || !a->output_dir[0] || access(a->model, F_OK) == 0) { return; }
+static inline const char *train_model_file(const TrainArgs *a) {
+    if (!a->resume || !a->output_dir[0] || access(a->model, F_OK) == 0) { return a->model; }
     static char path[4096];
     int *steps;
     const int n = checkpoint_list(a->output_dir, &steps);
-    for (int i = 0; i < n; i++) {
+    const char *file = a->model;
+    for (int i = 0; i < n && file == a->model; i++) {
         ckpt_path(path, sizeof(path), a->output_dir, "model", steps[i], -1);
         if (read_done_world_size(a->output_dir, steps[i]) >= 1 && access(path, F_OK) == 0) {
-            if (llmc_rank == 0) {
-                printf("-e %s is not there: -y 1 takes the model from checkpoint %d in %s (%s)\n", a->model, steps[i],
-                       a->output_dir, path);
-            }
-            a->model = path;
-            break;
+            if (llmc_world_size > 1) { printf("[rank %d] ", llmc_rank); }  // the rank that lacks it says so
+            printf("-e %s is not there: -y 1 takes the model from checkpoint %d in %s (%s)\n", a->model, steps[i],
+                   a->output_dir, path);
+            fflush(stdout);
+            file = path;
         }
     }
     free(steps);
+    return file;
 }
 
-static inline int train_resolve_model(TrainArgs *a, GPT2Config *config) {
-    int from_file = 0;
+/*
+ * The model configuration that -e names (a descriptor or a model file), and the file to read it
+ * from (NULL for a descriptor). Checks that -t fits the model; in the generate mode (--prompt) the
+ * batch is one sequence and the context min(-t, maxT). Dies with a message otherwise.
+ */
+static inline const char *train_resolve_model(TrainArgs *a, GPT2Config *config) {
+    const char *file = NULL;
     if (!gpt2_parse_descriptor(a->model, config)) {
-        train_model_from_checkpoint(a);
+        file = train_model_file(a);
         ModelFileInfo info;
         char err[2048];
-        if (model_file_probe(a->model, &info, err, sizeof(err))) {
-            llmc_die("-e: %s%s", err, access(a->model, F_OK) != 0 ? " (-e takes a .bin file or a descriptor such as d12 or L2:C64:H4)" : "");
+        if (model_file_probe(file, &info, err, sizeof(err))) {
+            llmc_die("-e: %s%s", err, access(file, F_OK) != 0 ? " (-e takes a .bin file or a descriptor such as d12 or L2:C64:H4)" : "");
         }
         *config = info.config;
-        from_file = 1;
     }
     if (a->prompt[0]) {
         a->B = 1;
@@ -99,7 +100,7 @@ static inline int train_resolve_model(TrainArgs *a, GPT2Config *config) {
         llmc_die("-b %d -t %d: B*T = %lld positions per micro-batch, more than the 2^31-1 a matmul takes; use a smaller -b",
                  a->B, a->T, (long long)a->B * a->T);
     }
-    return from_file;
+    return file;
 }
 
 // the loop's own buffers (train_run: inputs, targets, losses of B*T; probabilities and sampling scratch of 3V)
@@ -274,10 +275,15 @@ static inline void flag_diff(FlagDiffs *d, const char *flag, const char *now, co
     d->n++;
 }
 
-static inline void flag_diff_g(FlagDiffs *d, const char *flag, double now, double was) {
+// two float flags that differ, in the fewest significant digits (6 to 9) that tell them apart
+static inline void flag_diff_g(FlagDiffs *d, const char *flag, float now, float was) {
+    if (now == was) { return; }
     char n[32], w[32];
-    snprintf(n, sizeof(n), "%g", now);
-    snprintf(w, sizeof(w), "%g", was);
+    for (int digits = 6; digits <= 9; digits++) {
+        snprintf(n, sizeof(n), "%.*g", digits, (double)now);
+        snprintf(w, sizeof(w), "%.*g", digits, (double)was);
+        if (strcmp(n, w) != 0) { break; }
+    }
     flag_diff(d, flag, n, w);
 }
 

@@ -96,6 +96,18 @@ if "$PY" -c "import torch" 2> /dev/null; then
     mkdir rb35py && cp rb/*_000000[0-3][05]* rb35py/ && grep -v "^s:\(3[5-9]\) " rb/main.log > rb35py/main.log
     "$PY" "$ROOT/train_gpt2.py" "${RB[@]}" -o rb35py -y 1 > rb35py.out 2>&1 && compare_logs rb/main.log rb35py/main.log trl=1e-4 norm=1e-4 > cmp.out \
         && ok "-rb 3: train_gpt2.py resumes checkpoint 35 at its data position" || { bad "-rb 3: train_gpt2.py's resume of checkpoint 35 differs"; cat cmp.out; tail -2 rb35py.out; }
+    # a rollback into a checkpoint of an earlier -x and -c keeps this run's: a later checkpoint resumed
+    # with the same flags warns of nothing (train_gpt2.py saved the rolled-back-to run's flags)
+    for t in c py; do
+        if [ $t = c ]; then tr=("$TRAINER"); else tr=("$PY" "$ROOT/train_gpt2.py"); fi
+        "${tr[@]}" "${RB[@]}" -x 25 -c 0 -o rbx$t > rbx$t.1.out 2>&1 \
+            && LLMC_TEST_LOSS_SPIKE=27,28,29 "${tr[@]}" "${RB[@]}" -c 0.1 -o rbx$t -y 1 > rbx$t.2.out 2>&1 \
+            && rm rbx$t/DONE_00000040 && "${tr[@]}" "${RB[@]}" -c 0.1 -o rbx$t -y 1 > rbx$t.3.out 2>&1 \
+            && grep -q "^rollback 1 of 3" rbx$t.2.out && grep -q "^resumed from checkpoint 35" rbx$t.3.out \
+            && ! grep "differs\? from the" rbx$t.3.out \
+            && ok "$t: a rollback into an earlier -x/-c's checkpoint: the later checkpoints keep this run's flags" \
+            || { bad "$t: a rollback into an earlier -x/-c's checkpoint"; tail -n 2 rbx$t.*.out; }
+    done
     # with Muon, the rollback also reloads its momentum (kept in the checkpoint's m): both trainers
     # against checkpoint 25 resumed on the cut shard
     mkdir mucut && LLMC_TEST_LOSS_SPIKE=27,28,29 "$TRAINER" "${RB[@]}" -opt muon -o murb > murb.out 2>&1 \

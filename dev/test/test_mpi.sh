@@ -99,6 +99,16 @@ expect_fail "-pn/-pr by hand without MPI" "2 processes (launcher: -pn/-pr), but 
 "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -pn 2 -pg 2 -x 2 -o agree > agree.txt 2>&1 && grep -q "^trainer .* 2 process(es) (mpirun)" agree.txt \
     && ok "mpirun -np 2 with -pn 2 -pg 2, which agree with it: trains" || { bad "-pn 2 -pg 2 under mpirun -np 2"; tail -n 3 agree.txt; }
 
+# -y 1 of a fine-tune whose -e file is on one node only (rank 1's folder lacks it): that rank takes
+# the checkpoint's model and says so, and the ranks' flags still agree
+mkdir -p ftn0 ftn1 && $PY "$ROOT/train_gpt2.py" --model L2:C64:H4:T64:V512 --seed 1 --write-model ftn0/base.bin > /dev/null
+FT=("${ARGS[@]}" -i "$PWD/train.bin" -j "$PWD/val.bin" -e base.bin -o "$PWD/ftrun" -n 5)
+"${MPIRUN[@]}" -np 2 -wdir "$PWD/ftn0" "$TRAINER" "${FT[@]}" -x 5 > ft1.txt 2>&1 || { bad "fine-tune from base.bin on 2 ranks failed"; tail -n 3 ft1.txt; }
+"${MPIRUN[@]}" -np 1 -wdir "$PWD/ftn0" "$TRAINER" "${FT[@]}" -y 1 : -np 1 -wdir "$PWD/ftn1" "$TRAINER" "${FT[@]}" -y 1 > ft2.txt 2>&1 \
+    && grep -qx "\[rank 1\] -e base.bin is not there: -y 1 takes the model from checkpoint 5 in $PWD/ftrun ($PWD/ftrun/model_00000005.bin)" ft2.txt \
+    && grep -q "^step 10/10" ft2.txt && ok "-e on one node only, -y 1: $(grep -m1 'is not there' ft2.txt | cut -c1-90)..." \
+    || { bad "-y 1 with -e on one node only"; grep -v "^step" ft2.txt | tail -n 4; }
+
 # a rank killed with SIGKILL mid-run: the others must not hang
 # (rank 1 found by its -o, a folder of this test's own: other tests may run ./train_gpt2 beside it)
 "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -x 100000 -v 0 -o "$TMP/dies" > dies.txt 2>&1 &
@@ -119,6 +129,10 @@ fi
 # ---- 4. launches without MPI, on loopback
 PROBE=("$ROOT/dev/test/launch_probe" "${ARGS[@]}" -d 384 -pt 20)  # -d: 2 and 3 ranks
 expect_fail "RANK without WORLD_SIZE" "RANK=1 is set but WORLD_SIZE is not: torchrun sets both" env RANK=1 "${PROBE[@]}"
+# a SLURM script that exports WORLD_SIZE for other tools: srun's ranks, not half of torchrun's pair
+env SLURM_PROCID=0 SLURM_NTASKS=1 WORLD_SIZE=1 "$TRAINER" "${ARGS[@]}" -x 1 -v 0 > slurmws.txt 2>&1 \
+    && grep -q "^trainer .* 1 process(es) (slurm)" slurmws.txt && ok "srun's variables with WORLD_SIZE exported: a SLURM launch" \
+    || { bad "srun's variables with WORLD_SIZE exported"; tail -n 2 slurmws.txt; }
 expect_fail "LOCAL_RANK past LOCAL_WORLD_SIZE" "LOCAL_RANK=5 and LOCAL_WORLD_SIZE=2: the local rank must be below" \
     env RANK=1 WORLD_SIZE=2 LOCAL_RANK=5 LOCAL_WORLD_SIZE=2 "${PROBE[@]}"
 expect_fail "-pr past -pn by hand" "-pn 2 -pr 2: .*: -pr is past the last rank" "${PROBE[@]}" -pn 2 -pr 2
@@ -157,6 +171,19 @@ probe_has world "another world size" "^\[rank 0\] error: bootstrap: a process sa
 probes twice "RANK=0 WORLD_SIZE=3" "RANK=1 WORLD_SIZE=3" "RANK=1 WORLD_SIZE=3"
 probe_has twice "rank 1 twice" "^\[rank 0\] error: bootstrap: two processes say they are rank 1: give each process its own rank" \
     "^\[rank 1\] error: bootstrap: rank 0 at 127.0.0.1:[0-9]* already has a rank 1"
+# a connection that never says a word (a port scanner, a health check) before rank 1: rank 0 turns
+# to the next one after BS_HELLO_SECONDS, and the launch completes
+port=$(free_port)
+MASTER_ADDR=127.0.0.1 LLMC_BOOTSTRAP_PORT=$port RANK=0 WORLD_SIZE=2 timeout 60 "${PROBE[@]}" > idle.0.out 2>&1 &
+r0=$!
+sleep 0.5
+$PY -c "import socket, sys, time; s = socket.create_connection(('127.0.0.1', int(sys.argv[1]))); time.sleep(8)" $port &
+idle=$!
+sleep 0.3
+MASTER_ADDR=127.0.0.1 LLMC_BOOTSTRAP_PORT=$port RANK=1 WORLD_SIZE=2 timeout 60 "${PROBE[@]}" > idle.1.out 2>&1
+rc1=$?; wait $r0; rc0=$?; kill $idle 2> /dev/null; wait $idle 2> /dev/null
+[ $rc0 = 0 ] && [ $rc1 = 0 ] && ok "a silent connection before rank 1: the launch completes" \
+    || { bad "a silent connection before rank 1 (exit $rc0, $rc1)"; cat idle.0.out idle.1.out | grep -v '^probe rank . batch'; }
 PROBE+=(-pt 3)  # rank 0 of the one job below waits for a rank 1 that never comes
 probes jobs "RANK=0 WORLD_SIZE=2 SLURM_JOB_ID=101" "RANK=1 WORLD_SIZE=2 SLURM_JOB_ID=102"
 probe_has jobs "two jobs on one port" "^\[rank 1\] error: bootstrap: rank 0 at 127.0.0.1:[0-9]* belongs to another job (SLURM_JOB_ID differs)"

@@ -222,6 +222,18 @@ want=$(grep '^warning: .* differs\? from the' xchange.out | sed 's/ in xchange:/
     && grep -q "^warning: -c 0.2 differs from the -c 0.1 of" <<< "$want" && [ "$got" = "$want" ] \
     && ok "a resume with other -l, -x, -c: both trainers warn alike ($(tr '\n' ' ' <<< "$want" | cut -c10-200))" \
     || { bad "a resume with other -l, -x, -c: the warnings"; printf '  train_gpt2:    %s\n  train_gpt2.py: %s\n' "$want" "$got"; }
+# flags that differ past 6 significant digits: compared as the float32 values the state file keeps
+# (the same value: no warning; another: the digits that tell them apart), alike in both trainers
+PREC=("${ARGS[@]}" -b 4 -v 0 -h 0 -s 0 -n 2)
+"$TRAINER" "${PREC[@]}" -x 2 -c 0.1234565 -o prec > /dev/null 2>&1 && cp -r prec precsame && cp -r prec precpy
+timeout -k 10 300 $PY "$TORCH_TRAINER" "${PREC[@]}" -x 3 -c 0.1234565 -o precsame -y 1 > precsame.out 2>&1
+"$TRAINER" "${PREC[@]}" -x 3 -c 0.1234566 -o prec -y 1 > precc.out 2>&1
+timeout -k 10 300 $PY "$TORCH_TRAINER" "${PREC[@]}" -x 3 -c 0.1234566 -o precpy -y 1 > precpy.out 2>&1
+want="warning: -c 0.1234566 differs from the -c 0.1234565 of the run that wrote checkpoint 2 in DIR: the updates from here on use the new value(s)"
+grep -q "^resumed from checkpoint 2" precsame.out && ! grep "differs\? from the" precsame.out \
+    && grep -qxF "${want/DIR/prec}" precc.out && grep -qxF "${want/DIR/precpy}" precpy.out \
+    && ok "7-digit flags: the same value warns of nothing, another: $want" \
+    || { bad "7-digit flags on a resume"; grep -h "warning\|error" precsame.out precc.out precpy.out; }
 # llm.c's descriptors gpt2:dN and gpt3:cN: the same model and first loss
 for e in gpt2:d2 gpt3:c384; do
     "$TRAINER" "${ARGS[@]}" -e $e -b 1 -x 1 -v 0 -s 0 -n 0 -h 0 > desc_c.out 2>&1
