@@ -183,10 +183,10 @@ int main(int argc, char **argv) {
     fixture_args(&targs, model_path, state_path);
     const int B = targs.B, T = targs.T;
     GPT2Config config;
-    train_resolve_model(&targs, &config);
+    const char *model_file = train_resolve_model(&targs, &config);
     GPT2 model;
     gpt2_build_from_args(&model, &targs, &config, GRAD_REDUCE_NONE, &comm, NULL);
-    gpt2_init_from_args(&model, &targs, 1);
+    gpt2_init_from_args(&model, &targs, model_file);
     Backend bk;
     gpt2_make_backend(&bk, &model, T, gpu_peak_flops(device, NULL, 0));
     DebugState ds;
