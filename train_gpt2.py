@@ -841,7 +841,8 @@ def settings_from_header(h):
     if h[38] == 0:
         return types.SimpleNamespace(recorded=0)
     f = h[41:47].astype("<i4").view("<f4")
-    within = (f >= 0) & (f <= np.array([10, 1, 1, 10, 10, 0.999], dtype=np.float32))  # args.h's ranges; NaN is not
+    ranges = np.array([FLAGS[k][3:5] for k in ("l", "q", "kd", "c", "ml", "mm")], dtype=np.float32)  # the flags' own
+    within = (f >= ranges[:, 0]) & (f <= ranges[:, 1])  # compared in float32, as the flags are kept; NaN is not
     if h[38] != 1 or not 0 <= h[39] <= 3 or h[40] < 0 or not within.all():
         return None
     return types.SimpleNamespace(recorded=1, schedule=SCHEDULES[h[39]], warmup=int(h[40]), lr=f[0], final_lr_frac=f[1],

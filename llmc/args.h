@@ -198,6 +198,15 @@ typedef struct {
 static const ArgSpec args_table[] = {LLMC_FLAGS(ARGS_ROW)};
 #define ARGS_COUNT ((int)(sizeof(args_table) / sizeof(args_table[0])))
 
+// whether a float32 value lies in the range of flag -name (compared in float, as the flag is kept;
+// NaN does not): for values read back from a file that the flag once gave
+static inline int args_f32_in_range(const char *name, float v) {
+    for (int i = 0; i < ARGS_COUNT; i++) {
+        if (!strcmp(args_table[i].name, name)) { return v >= (float)args_table[i].lo && v <= (float)args_table[i].hi; }
+    }
+    return 0;
+}
+
 static inline void *args_field(TrainArgs *a, const ArgSpec *s) { return (char *)a + s->offset; }
 static inline const void *args_cfield(const TrainArgs *a, const ArgSpec *s) { return (const char *)a + s->offset; }
 

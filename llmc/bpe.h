@@ -567,15 +567,16 @@ static inline void bpe_index_tokens(BPE *b, BpeStrMap *m, const char *encoder_pa
     }
     // GPT-2 numbers the byte tokens 0..255 in the order of their code points in the byte map (as
     // tiktoken checks too): other ids would encode every text into other tokens without a word
-    uint32_t cp[256];
-    bpe_byte_map(cp);
-    for (int c = 0; c < 256; c++) {
-        uint32_t want = 0;
-        for (int d = 0; d < 256; d++) { want += cp[d] < cp[c]; }
+    int cp_to_byte[324];
+    bpe_cp_to_byte(cp_to_byte);
+    for (uint32_t cp = 0, want = 0; cp < 324; cp++) {
+        const int c = cp_to_byte[cp];
+        if (c < 0) { continue; }
         if (b->byte_token[c] != want) {
             llmc_die("%s: the byte 0x%02x has id %u, but GPT-2 numbers the 256 byte tokens first, in its byte order "
                      "(expected id %u): not GPT-2's encoder.json", encoder_path, c, b->byte_token[c], want);
         }
+        want++;
     }
 }
 

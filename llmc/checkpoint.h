@@ -162,9 +162,9 @@ static inline int run_settings_sound(const int *h) {
     if (h[38] == 0) { return 1; }
     const RunSettings r = run_settings_from_header(h);
     const float f[6] = {r.lr, r.final_frac, r.decay_frac, r.weight_decay, r.muon_lr, r.muon_momentum};
-    const float hi[6] = {10.0f, 1.0f, 1.0f, 10.0f, 10.0f, 0.999f};
+    static const char *flags[6] = {"l", "q", "kd", "c", "ml", "mm"};
     for (int i = 0; i < 6; i++) {
-        if (!(f[i] >= 0.0f && f[i] <= hi[i])) { return 0; }  // NaN too
+        if (!args_f32_in_range(flags[i], f[i])) { return 0; }
     }
     return h[38] == 1 && r.kind >= LR_COSINE && r.kind <= LR_WSD && r.warmup >= 0;
 }

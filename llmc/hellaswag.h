@@ -37,13 +37,13 @@ typedef struct {
 
 typedef struct {
     int num_examples;
-    int longest_bytes;  // the header's longest example (bytes of its stream), checked against them
     EvalExample *ex;
     uint16_t *stream;  // the file's token stream, which ex points into
 } EvalSet;
 
-// the file's header and its token stream into es->stream; returns the stream's length (uint16s)
-static inline long long evalset_read_stream(EvalSet *es, const char *path) {
+// the file's header and its token stream into es->stream; returns the stream's length (uint16s),
+// and in *longest the header's longest example in bytes (checked against the examples by the caller)
+static inline long long evalset_read_stream(EvalSet *es, const char *path, int *longest) {
     FILE *fp;
     long long size;
     char why[512];
@@ -63,7 +63,7 @@ static inline long long evalset_read_stream(EvalSet *es, const char *path) {
     freadCheck(es->stream, 2, (size_t)n16, fp);
     fcloseCheck(fp);
     es->num_examples = h[2];
-    es->longest_bytes = h[3];
+    *longest = h[3];
     // an example takes at least 9 uint16: start, bytes, index, label, completions, context length,
     // one context token, one completion length and one completion token
     if (es->num_examples <= 0 || es->num_examples > n16 / 9) {
@@ -122,7 +122,8 @@ static inline void eval_check_tokens(const EvalExample *e, int vocab_size, const
 }
 
 static inline void evalset_load(EvalSet *es, const char *path, int vocab_size) {
-    long long n16 = evalset_read_stream(es, path);
+    int header_longest;
+    long long n16 = evalset_read_stream(es, path, &header_longest);
     es->ex = (EvalExample *)mallocCheck((size_t)es->num_examples * sizeof(EvalExample));
     long long p = 0, longest = 0;
     for (int i = 0; i < es->num_examples; i++) {
@@ -132,9 +133,9 @@ static inline void evalset_load(EvalSet *es, const char *path, int vocab_size) {
         if ((p - start) * 2 > longest) { longest = (p - start) * 2; }
     }
     if (p != n16) { llmc_die("HellaSwag file '%s' has %lld bytes after its %d examples (corrupt?)", path, (n16 - p) * 2, es->num_examples); }
-    if (longest != es->longest_bytes) {
+    if (longest != header_longest) {
         llmc_die("HellaSwag file '%s' is corrupt: its header says the longest example is %d bytes, the longest is %lld; %s",
-                 path, es->longest_bytes, longest, EVAL_HINT);
+                 path, header_longest, longest, EVAL_HINT);
     }
 }
 

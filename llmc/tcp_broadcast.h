@@ -120,17 +120,17 @@ static inline int bs_recv(int fd, void *msg, size_t len, WaitClock *clock) {
     return 0;
 }
 
-// the launcher's id of this job, and the variable it came from ("" and 0 where none)
+// the launcher's id of this job, and (var not NULL) the variable it came from ("" and 0 where none)
 static inline uint32_t bootstrap_job_tag(const char **var) {
     static const char *vars[] = {"TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"};
     for (int i = 0; i < 2; i++) {
         const char *v = getenv(vars[i]);
         if (v && v[0]) {
-            *var = vars[i];
+            if (var) { *var = vars[i]; }
             return crc32_update(0, v, strlen(v)) | 1u;
         }
     }
-    *var = "";
+    if (var) { *var = ""; }
     return 0;
 }
 
@@ -170,8 +170,7 @@ static inline int bs_listen(int port) {
 // rank, ends the launch at once (both sides say why); another job's rank is told and turned away
 static inline void bs_serve(void *blob, size_t len, int world_size, int port, int timeout_s, WaitClock *clock) {
     int srv = bs_listen(port);
-    const char *tag_var;
-    const uint32_t tag = bootstrap_job_tag(&tag_var);
+    const uint32_t tag = bootstrap_job_tag(NULL);
     char *seen = (char *)callocCheck(world_size, 1);
     uint32_t *nonce = (uint32_t *)callocCheck(world_size, sizeof(uint32_t));
     int joined = 1;
@@ -296,8 +295,7 @@ static inline void bootstrap_tcp_bcast(void *blob, size_t len, int rank, int wor
     hints.ai_socktype = SOCK_STREAM;
     int gai = getaddrinfo(addr, portstr, &hints, &res);
     if (gai != 0) { llmc_die("bootstrap: cannot resolve rank 0's host '%s' (MASTER_ADDR or -ps): %s", addr, gai_strerror(gai)); }
-    const char *tag_var;
-    BsHello h = {BOOTSTRAP_MAGIC, (uint32_t)rank, (uint32_t)world_size, bootstrap_job_tag(&tag_var), bs_nonce()};
+    BsHello h = {BOOTSTRAP_MAGIC, (uint32_t)rank, (uint32_t)world_size, bootstrap_job_tag(NULL), bs_nonce()};
     int silent = 0;
     for (int done = 0; !done;) {
         silent = 0;  // of this round's tries
