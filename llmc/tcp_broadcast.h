@@ -24,7 +24,11 @@
 #include <sys/socket.h>
 #include "utils.h"
 
-#define BOOTSTRAP_MAGIC 0x4c4c4d44u  // "LLMD": the handshake below (its first version, "LLMC", sent the rank alone)
+#define BOOTSTRAP_MAGIC 0x4c4c4d44u  // "LLMD": the handshake below
+// the first version's magic, "LLMC", as its hello (magic and rank, in the sender's byte order) arrived from
+// a little- or a big-endian host; it then waited for a 4-byte size and the blob
+#define BOOTSTRAP_MAGIC_V1_LE 0x434d4c4cu
+#define BOOTSTRAP_MAGIC_V1_BE 0x4c4c4d43u
 
 // 1 once fd is ready for events, 0 when the clock runs out, -1 on an error. Polls in slices of
 // 0.2 s so that the clock (utils.h) counts every slice this process ran and none it was stopped for
@@ -191,10 +195,18 @@ static inline void bs_serve(void *blob, size_t len, int world_size, int port, in
         BsHello h;
         const double budget = clock->left < BS_HELLO_SECONDS ? clock->left : BS_HELLO_SECONDS;
         WaitClock hello = wait_clock_start(budget);
-        const int heard = bs_recv(fd, &h, sizeof(h), &hello) == 0;
+        // the magic first: the first version's hello is shorter than this one's
+        int heard = bs_recv(fd, &h.magic, sizeof(h.magic), &hello) == 0;
+        if (heard && (h.magic == BOOTSTRAP_MAGIC_V1_LE || h.magic == BOOTSTRAP_MAGIC_V1_BE)) {
+            uint32_t no_size = 0xffffffffu;  // what the old build's rank reads as the id's size: it stops
+            bs_io(fd, &no_size, sizeof(no_size), 1, &hello);
+            llmc_die("bootstrap: a process of an older build of this trainer connected (its handshake is the first "
+                     "version's): run the same build on every node");
+        }
+        heard = heard && h.magic == BOOTSTRAP_MAGIC && bs_recv(fd, &h.rank, sizeof(h) - sizeof(h.magic), &hello) == 0;
         clock->left -= budget - hello.left;  // the hello's wait counts against the launch's
         clock->last = hello.last;
-        if (!heard || h.magic != BOOTSTRAP_MAGIC) {
+        if (!heard) {
             close(fd);  // silent, or not one of ours
             continue;
         }
@@ -241,18 +253,30 @@ static inline uint32_t bs_nonce(void) {
     return crc32_update(crc, &t, sizeof(t));
 }
 
+#define BS_CLOSED_TRIES 3  // rank 0 closing on the hello this many times in a row is no rank 0 of this build
+
 // the outcome of one try to reach rank 0: 1 with the blob, 0 to try again; dies on an answer that
-// says this launch cannot work
+// says this launch cannot work. *silent: a connection never answered; *closed: the connections in a
+// row closed on the hello without an answer (a rank 0 of this build answers every hello it reads)
 static inline int bs_ask(const struct addrinfo *ai, void *blob, size_t len, const BsHello *h, const char *addr, int port,
-                         WaitClock *clock, int *silent) {
+                         WaitClock *clock, int *silent, int *closed) {
     int fd = bs_connect(ai, clock);
     if (fd < 0) { return 0; }
     BsAnswer ans;
     int got = 0;
     if (bs_send(fd, h, sizeof(*h), clock) == 0) {
         if (bs_recv(fd, &ans, sizeof(ans), clock) != 0) {
-            *silent = 1;  // connected, and no answer came
-        } else if (ans.magic != BOOTSTRAP_MAGIC) {
+            *silent = wait_clock_expired(clock);  // connected, and no answer came
+            if (!*silent && ++*closed >= BS_CLOSED_TRIES) {
+                llmc_die("bootstrap: rank 0 at %s:%d closed the connection on this rank's hello %d times without an answer: "
+                         "an older build of this trainer (run the same build on every node) or another program on that "
+                         "port (LLMC_BOOTSTRAP_PORT picks another)", addr, port, BS_CLOSED_TRIES);
+            }
+            close(fd);
+            return 0;
+        }
+        *closed = 0;
+        if (ans.magic != BOOTSTRAP_MAGIC) {
             llmc_die("bootstrap: the program that answers at %s:%d is not rank 0 of this trainer; another program holds "
                      "that port: pick a free one with LLMC_BOOTSTRAP_PORT (the same on every rank)", addr, port);
         } else if (ans.status == BS_OTHER_JOB) {
@@ -296,11 +320,11 @@ static inline void bootstrap_tcp_bcast(void *blob, size_t len, int rank, int wor
     int gai = getaddrinfo(addr, portstr, &hints, &res);
     if (gai != 0) { llmc_die("bootstrap: cannot resolve rank 0's host '%s' (MASTER_ADDR or -ps): %s", addr, gai_strerror(gai)); }
     BsHello h = {BOOTSTRAP_MAGIC, (uint32_t)rank, (uint32_t)world_size, bootstrap_job_tag(NULL), bs_nonce()};
-    int silent = 0;
+    int silent = 0, closed = 0;
     for (int done = 0; !done;) {
         silent = 0;  // of this round's tries
         for (struct addrinfo *ai = res; ai != NULL && !done; ai = ai->ai_next) {
-            done = bs_ask(ai, blob, len, &h, addr, port, &clock, &silent);
+            done = bs_ask(ai, blob, len, &h, addr, port, &clock, &silent, &closed);
         }
         if (!done && wait_clock_expired(&clock)) {
             llmc_die("bootstrap: could not get the NCCL id from rank 0 at %s:%d within %d s; %s (-pt sets the timeout)", addr,

@@ -195,6 +195,33 @@ c, _ = s.accept(); c.recv(64); c.sendall(b'HTTP/1.0 400 Bad Request\r\n\r\n'); c
 sleep 0.5
 LLMC_BOOTSTRAP_PORT=$port MASTER_ADDR=127.0.0.1 RANK=1 WORLD_SIZE=2 timeout 60 "${PROBE[@]}" > foreign.out 2>&1
 probe_has foreign "another program on the port" "error: bootstrap: the program that answers at 127.0.0.1:$port is not rank 0 of this trainer"
+# an older build (the handshake's first version: magic "LLMC" and the rank, then a 4-byte size and
+# the id) on either side: both stop at once, saying so
+port=$(free_port)
+MASTER_ADDR=127.0.0.1 LLMC_BOOTSTRAP_PORT=$port RANK=0 WORLD_SIZE=2 timeout 60 "${PROBE[@]}" > oldclient.out 2>&1 &
+r0=$!
+$PY -c "
+import socket, struct, sys, time
+for _ in range(50):
+    try: s = socket.create_connection(('127.0.0.1', int(sys.argv[1]))); break
+    except OSError: time.sleep(0.1)
+s.sendall(struct.pack('<II', 0x4c4c4d43, 1)); size = s.recv(4)
+print('old rank 1 read size', struct.unpack('<I', size)[0] if len(size) == 4 else None)" $port > oldclient.py.out
+wait $r0
+grep -q "old rank 1 read size 4294967295" oldclient.py.out || bad "the old build's rank 1 was not told an impossible id size: $(cat oldclient.py.out)"
+probe_has oldclient "a rank of an older build" "^\[rank 0\] error: bootstrap: a process of an older build of this trainer connected"
+port=$(free_port)
+$PY -c "
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen()
+s.settimeout(30)
+while True:
+    c, _ = s.accept(); c.recv(8); c.close()  # the old rank 0: a hello without its magic is closed" $port &
+old0=$!
+sleep 0.5
+LLMC_BOOTSTRAP_PORT=$port MASTER_ADDR=127.0.0.1 RANK=1 WORLD_SIZE=2 timeout 60 "${PROBE[@]}" > oldserver.out 2>&1
+kill $old0 2> /dev/null
+probe_has oldserver "rank 0 of an older build" "error: bootstrap: rank 0 at 127.0.0.1:$port closed the connection on this rank's hello 3 times without an answer"
 wait
 
 finish
