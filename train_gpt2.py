@@ -1881,17 +1881,65 @@ def load_gpt2_encoder(bpe_dir):
                 "the copies this project ships with: bash dev/data/tinyshakespeare.sh, or pass --bpe-dir <dir>")
     try:
         import tiktoken
-        from tiktoken.load import data_gym_to_mergeable_bpe_ranks
     except ImportError:
         die(f"--prompt in train_gpt2.py encodes with tiktoken: {sys.executable} -m pip install tiktoken "
             "(./train_gpt2 --prompt needs no Python)")
-    try:  # tiktoken checks that the two files agree: a damaged one ends here
-        ranks = data_gym_to_mergeable_bpe_ranks(os.path.join(bpe_dir, "vocab.bpe"), os.path.join(bpe_dir, "encoder.json"))
-        return tiktoken.Encoding("gpt2", pat_str=GPT2_SPLIT, mergeable_ranks=ranks, special_tokens={"<|endoftext|>": EOT})
-    except (ValueError, KeyError, IndexError, AssertionError, OSError) as e:
+    try:  # read here, not by tiktoken's loader: it caches files by their path in /tmp, and drops line 1 unread
+        ranks, eot = gpt2_bpe_ranks(os.path.join(bpe_dir, "encoder.json"), os.path.join(bpe_dir, "vocab.bpe"))
+        return tiktoken.Encoding("gpt2", pat_str=GPT2_SPLIT, mergeable_ranks=ranks, special_tokens={"<|endoftext|>": eot})
+    except (ValueError, KeyError, OSError) as e:
         die(f"--bpe-dir '{bpe_dir}': encoder.json and vocab.bpe are not GPT-2's encoder ({type(e).__name__}"
             f"{': ' + str(e).splitlines()[0] if str(e) else ''}); unpack the copies this project ships with: bash "
             "dev/data/tinyshakespeare.sh, or pass --bpe-dir <dir>")
+
+
+def gpt2_byte_order():
+    """GPT-2's 256 byte tokens in id order, each with the character that stands for it in its files: the
+    printable Latin-1 bytes as themselves first, then the others, in byte order, as U+0100 upwards"""
+    shown = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    hidden = [b for b in range(256) if b not in shown]
+    return [(b, chr(b)) for b in shown] + [(b, chr(0x100 + i)) for i, b in enumerate(hidden)]
+
+
+def gpt2_bpe_ranks(encoder_path, merges_path):
+    """(token bytes -> id, the <|endoftext|> id) from encoder.json, checked as llmc/bpe.h checks it against
+    vocab.bpe: the byte tokens first in GPT-2's order, then one token per merge line in file order (a
+    first line starting with '#' is the version line; blank lines and CRs are skipped)"""
+    order = gpt2_byte_order()
+    byte_of = {c: b for b, c in order}
+    with open(encoder_path, encoding="utf-8") as f:
+        encoder = json.load(f)
+    eot = encoder.pop("<|endoftext|>", None)
+    if not isinstance(eot, int):
+        raise ValueError(f"{encoder_path} has no <|endoftext|> id")
+    ranks = {}
+    for text, i in encoder.items():
+        if any(c not in byte_of for c in text):
+            raise ValueError(f"{encoder_path}: token {text!r} is not in GPT-2's byte encoding")
+        ranks[bytes(byte_of[c] for c in text)] = i
+    for i, (b, _) in enumerate(order):
+        if ranks.get(bytes([b])) != i:
+            raise ValueError(f"{encoder_path}: the byte 0x{b:02x} has id {ranks.get(bytes([b]))}, GPT-2's order gives {i}")
+    with open(merges_path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    first = 1 if lines and lines[0].startswith("#") else 0
+    n = 256
+    for k, line in enumerate(lines[first:], first + 1):
+        line = line.rstrip("\r")
+        if not line:
+            continue
+        parts = line.split(" ")
+        if len(parts) != 2 or not all(parts) or any(c not in byte_of for c in parts[0] + parts[1]):
+            raise ValueError(f"{merges_path} line {k}: expected two GPT-2 symbols separated by one space")
+        made = bytes(byte_of[c] for c in parts[0] + parts[1])
+        if ranks.get(made) != n:
+            raise ValueError(f"{merges_path} line {k}: this merge makes id {ranks.get(made)} in {encoder_path}, "
+                             f"expected {n} (the files disagree)")
+        n += 1
+    if n != len(ranks) or eot != n:
+        raise ValueError(f"{encoder_path} has {len(ranks) + 1} tokens but {merges_path} has {n - 256} merges, "
+                         f"and <|endoftext|> is {eot}: 256 bytes + merges + <|endoftext|> last")
+    return ranks, eot
 
 
 def generate_main(a, dist):

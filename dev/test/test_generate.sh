@@ -89,6 +89,19 @@ one_line_error "train_gpt2.py: missing encoder" "--bpe-dir '$TMP/nowhere', but '
 mkdir -p "$TMP/badbpe" && cp "$GPT2_DIR/vocab.bpe" "$TMP/badbpe/" && head -c 1000 "$GPT2_DIR/encoder.json" > "$TMP/badbpe/encoder.json"
 one_line_error "train_gpt2.py: a cut encoder.json" "--bpe-dir '$TMP/badbpe': encoder.json and vocab.bpe are not GPT-2's encoder" \
     $PY "$ROOT/train_gpt2.py" -e "$MODEL" --prompt "hi" --bpe-dir "$TMP/badbpe"
+# vocab.bpe without its "#version" line (C reads it so): both trainers the same text as with it; then the
+# same folder with two merges swapped: both refuse it (the twin read a copy cached by path before)
+mkdir -p "$TMP/nover" && cp "$GPT2_DIR/encoder.json" "$TMP/nover/" && tail -n +2 "$GPT2_DIR/vocab.bpe" > "$TMP/nover/vocab.bpe"
+for who in C twin; do
+    if [ $who = C ]; then gen --temperature 0 --bpe-dir "$TMP/nover" > "$TMP/nover.txt" 2>&1
+    else $PY "$ROOT/train_gpt2.py" -e "$MODEL" --prompt "$PROMPT" -g $N --bpe-dir "$TMP/nover" --temperature 0 > "$TMP/nover.txt" 2>&1; fi
+    cmp -s "$TMP/nover.txt" "$TMP/greedy.txt" && echo "  $who: vocab.bpe without its version line, the same text" \
+        || { bad "$who: vocab.bpe without its version line:"; head -c 300 "$TMP/nover.txt"; }
+done
+awk 'NR == 3 { l = $0; next } NR == 4 { print; print l; next } { print }' "$TMP/nover/vocab.bpe" > "$TMP/swap.bpe" && mv "$TMP/swap.bpe" "$TMP/nover/vocab.bpe"
+one_line_error "train_gpt2.py: two merges swapped (in the folder just read)" "vocab.bpe line 3: this merge makes id 259 in .*, expected 258" \
+    $PY "$ROOT/train_gpt2.py" -e "$MODEL" --prompt "hi" --bpe-dir "$TMP/nover"
+one_line_error "two merges swapped" "vocab.bpe line 3: this merge makes token id 259" "$TRAINER" -e "$MODEL" --prompt "hi" --bpe-dir "$TMP/nover"
 one_line_error "train_gpt2.py: a prompt that is not UTF-8 (was a traceback)" "--prompt is not UTF-8 text: train_gpt2.py encodes text" \
     $PY "$ROOT/train_gpt2.py" -e "$MODEL" --prompt "$(printf 'a\xff\xfeb')" --bpe-dir "$GPT2_DIR"
 one_line_error "train_gpt2.py: a vocabulary wider than GPT-2's" "has 50304 tokens, more than the GPT-2 encoder's 50257" \

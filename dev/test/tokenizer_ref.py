@@ -21,6 +21,7 @@ def load_tiktoken(gpt2_dir):
     except ImportError:
         sys.exit("error: these tests need tiktoken as the reference encoder: "
                  f"{sys.executable} -m pip install --break-system-packages tiktoken")
+    os.environ["TIKTOKEN_CACHE_DIR"] = ""  # read the files themselves: tiktoken caches a path's first contents in /tmp
     ranks = data_gym_to_mergeable_bpe_ranks(os.path.join(gpt2_dir, "vocab.bpe"), os.path.join(gpt2_dir, "encoder.json"))
     return tiktoken.Encoding("gpt2_local", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
                              special_tokens={"<|endoftext|>": EOT}, explicit_n_vocab=50257)
