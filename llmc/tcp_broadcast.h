@@ -21,6 +21,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include "utils.h"
 
@@ -139,9 +140,9 @@ static inline uint32_t bootstrap_job_tag(const char **var) {
 }
 
 static inline int bs_listen(int port) {
-    int srv = socket(AF_INET6, SOCK_STREAM, 0);
+    int srv = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);  // held for the run (bs_linger): not by children
     int v6 = 1;
-    if (srv < 0) { srv = socket(AF_INET, SOCK_STREAM, 0); v6 = 0; }
+    if (srv < 0) { srv = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0); v6 = 0; }
     if (srv < 0) { llmc_die("bootstrap: socket() failed: %s", strerror(errno)); }
     int one = 1, zero = 0;
     setsockopt(srv, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -170,6 +171,60 @@ static inline int bs_listen(int port) {
     return srv;
 }
 
+// a hello from fd within clock: 1 read, 0 none (silent, or not one of ours), -1 a rank of the
+// first version, told an impossible id size so that it stops (the magic comes first: that hello is shorter)
+static inline int bs_read_hello(int fd, BsHello *h, WaitClock *clock) {
+    if (bs_recv(fd, &h->magic, sizeof(h->magic), clock) != 0) { return 0; }
+    if (h->magic == BOOTSTRAP_MAGIC_V1_LE || h->magic == BOOTSTRAP_MAGIC_V1_BE) {
+        uint32_t no_size = 0xffffffffu;  // what the old build's rank reads as the id's size
+        bs_io(fd, &no_size, sizeof(no_size), 1, clock);
+        return -1;
+    }
+    return h->magic == BOOTSTRAP_MAGIC && bs_recv(fd, &h->rank, sizeof(*h) - sizeof(h->magic), clock) == 0;
+}
+
+// rank 0's answer to hello h, given the ranks that joined so far (seen) and their processes' nonces
+static inline uint32_t bs_status(const BsHello *h, uint32_t tag, int world_size, const char *seen, const uint32_t *nonce) {
+    if (h->tag != tag) { return BS_OTHER_JOB; }
+    if (h->world != (uint32_t)world_size || h->rank < 1 || h->rank >= (uint32_t)world_size) { return BS_WORLD; }
+    if (seen[h->rank] && nonce[h->rank] != h->nonce) { return BS_DUPLICATE; }
+    return BS_OK;
+}
+
+// the answer, and the blob after BS_OK; 0 when all of it was sent
+static inline int bs_answer(int fd, uint32_t status, int world_size, const void *blob, size_t len, WaitClock *clock) {
+    BsAnswer ans = {BOOTSTRAP_MAGIC, status, (uint32_t)world_size, (uint32_t)len};
+    if (bs_send(fd, &ans, sizeof(ans), clock) != 0) { return -1; }
+    return status == BS_OK ? bs_io(fd, (void *)blob, len, 1, clock) : 0;
+}
+
+// rank 0 after every rank joined, for the rest of its run: a process that comes late (a rank given
+// twice, another world size, an older build) hears at once why it cannot join, and stops, instead of
+// waiting -pt for a rank 0 that no longer listens; the same process asking again gets the blob again
+typedef struct { int srv, world_size; uint32_t tag; char *seen; uint32_t *nonce; void *blob; size_t len; } BsLinger;
+static void *bs_linger(void *arg) {
+    BsLinger *g = (BsLinger *)arg;
+    for (;;) {
+        int fd = accept(g->srv, NULL, NULL);
+        if (fd < 0) {
+            if (errno != EINTR && errno != ECONNABORTED) { usleep(100 * 1000); }  // out of descriptors: later
+            continue;
+        }
+        WaitClock clock = wait_clock_start(BS_HELLO_SECONDS);
+        BsHello h;
+        const int heard = bs_read_hello(fd, &h, &clock);
+        const uint32_t status = heard == 1 ? bs_status(&h, g->tag, g->world_size, g->seen, g->nonce) : BS_OK;
+        if (heard == 1) { bs_answer(fd, status, g->world_size, g->blob, g->len, &clock); }
+        close(fd);
+        if (heard < 0 || (heard == 1 && (status == BS_WORLD || status == BS_DUPLICATE))) {
+            llmc_warn("bootstrap: after all %d ranks joined, a process %s came and was told to stop; the run goes on",
+                      g->world_size, heard < 0 ? "of an older build of this trainer" :
+                      status == BS_WORLD ? "of another world size" : "with a rank already taken");
+        }
+    }
+    return NULL;
+}
+
 // rank 0: the blob to every other rank; a rank of another world size, or a second process of one
 // rank, ends the launch at once (both sides say why); another job's rank is told and turned away
 static inline void bs_serve(void *blob, size_t len, int world_size, int port, int timeout_s, WaitClock *clock) {
@@ -195,50 +250,46 @@ static inline void bs_serve(void *blob, size_t len, int world_size, int port, in
         BsHello h;
         const double budget = clock->left < BS_HELLO_SECONDS ? clock->left : BS_HELLO_SECONDS;
         WaitClock hello = wait_clock_start(budget);
-        // the magic first: the first version's hello is shorter than this one's
-        int heard = bs_recv(fd, &h.magic, sizeof(h.magic), &hello) == 0;
-        if (heard && (h.magic == BOOTSTRAP_MAGIC_V1_LE || h.magic == BOOTSTRAP_MAGIC_V1_BE)) {
-            uint32_t no_size = 0xffffffffu;  // what the old build's rank reads as the id's size: it stops
-            bs_io(fd, &no_size, sizeof(no_size), 1, &hello);
+        const int heard = bs_read_hello(fd, &h, &hello);
+        clock->left -= budget - hello.left;  // the hello's wait counts against the launch's
+        clock->last = hello.last;
+        if (heard < 0) {
             llmc_die("bootstrap: a process of an older build of this trainer connected (its handshake is the first "
                      "version's): run the same build on every node");
         }
-        heard = heard && h.magic == BOOTSTRAP_MAGIC && bs_recv(fd, &h.rank, sizeof(h) - sizeof(h.magic), &hello) == 0;
-        clock->left -= budget - hello.left;  // the hello's wait counts against the launch's
-        clock->last = hello.last;
         if (!heard) {
             close(fd);  // silent, or not one of ours
             continue;
         }
-        BsAnswer ans = {BOOTSTRAP_MAGIC, BS_OK, (uint32_t)world_size, (uint32_t)len};
-        const int in_range = h.rank >= 1 && h.rank < (uint32_t)world_size;
-        if (h.tag != tag) {
-            ans.status = BS_OTHER_JOB;
-        } else if (h.world != (uint32_t)world_size || !in_range) {
-            ans.status = BS_WORLD;
-        } else if (seen[h.rank] && nonce[h.rank] != h.nonce) {
-            ans.status = BS_DUPLICATE;
-        }
-        const int sent = bs_send(fd, &ans, sizeof(ans), clock) == 0 && (ans.status != BS_OK || bs_io(fd, blob, len, 1, clock) == 0);
+        const uint32_t status = bs_status(&h, tag, world_size, seen, nonce);
+        const int sent = bs_answer(fd, status, world_size, blob, len, clock) == 0;
         close(fd);
-        if (ans.status == BS_WORLD) {
+        if (status == BS_WORLD) {
             llmc_die("bootstrap: a process says it is rank %u of %u, but this rank 0 has %d processes: every process needs "
                      "the same world size (WORLD_SIZE, SLURM_NTASKS or -pn) and its own rank below it", h.rank, h.world,
                      world_size);
         }
-        if (ans.status == BS_DUPLICATE) {
+        if (status == BS_DUPLICATE) {
             llmc_die("bootstrap: two processes say they are rank %u: give each process its own rank (RANK, SLURM_PROCID "
                      "or -pr)", h.rank);
         }
-        if (ans.status == BS_OK && sent && !seen[h.rank]) {
+        if (status == BS_OK && sent && !seen[h.rank]) {
             seen[h.rank] = 1;
             nonce[h.rank] = h.nonce;
             joined++;
         }
     }
-    free(seen);
-    free(nonce);
-    close(srv);
+    BsLinger *g = (BsLinger *)mallocCheck(sizeof(BsLinger));  // the thread's for the rest of the process
+    g->srv = srv; g->world_size = world_size; g->tag = tag; g->seen = seen; g->nonce = nonce; g->len = len;
+    g->blob = mallocCheck(len);
+    memcpy(g->blob, blob, len);
+    pthread_t t;
+    if (pthread_create(&t, NULL, bs_linger, g) == 0) {
+        pthread_detach(t);
+    } else {  // late processes then wait -pt, as without it
+        close(srv);
+        free(g->blob); free(g); free(seen); free(nonce);
+    }
 }
 
 // this process's nonce: its host, pid and start time (another process of the same rank differs

@@ -12,7 +12,8 @@
  *   probe rank R batch M windows A..Z crc C
  *
  * (M: the global micro-batch it reads, llmc/dataloader.h's layout; C: CRC-32 of its input tokens),
- * so that a test can check that the ranks together read what one process reads.
+ * so that a test can check that the ranks together read what one process reads. LAUNCH_PROBE_HOLD=S:
+ * each process stays S seconds after the bootstrap (as a trainer would train), for processes that come late.
  *   dev/test/launch_probe -i <shards> -b B -t T -d D [the other flags of the trainers]
  */
 #include <time.h>
@@ -34,6 +35,8 @@ int main(int argc, char **argv) {
     }
     char host[256];
     llmc_hostname(host, sizeof(host), "?");
+    const char *hold = getenv("LAUNCH_PROBE_HOLD");
+    if (hold) { sleep((unsigned)atoi(hold)); }
     printf("probe rank %d of %d local %d host %s launcher %s token %llu\n", c.rank, c.world_size, c.local_rank, host,
            c.launcher, (unsigned long long)token);
     DataLoader dl;

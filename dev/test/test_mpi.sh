@@ -171,6 +171,23 @@ probe_has world "another world size" "^\[rank 0\] error: bootstrap: a process sa
 probes twice "RANK=0 WORLD_SIZE=3" "RANK=1 WORLD_SIZE=3" "RANK=1 WORLD_SIZE=3"
 probe_has twice "rank 1 twice" "^\[rank 0\] error: bootstrap: two processes say they are rank 1: give each process its own rank" \
     "^\[rank 1\] error: bootstrap: rank 0 at 127.0.0.1:[0-9]* already has a rank 1"
+# a second rank 1 that comes after the first joined (rank 0 no longer waits for anyone): told at once,
+# while rank 0 goes on (was a wait of -pt for a rank 0 that no longer listened)
+port=$(free_port)
+MASTER_ADDR=127.0.0.1 LLMC_BOOTSTRAP_PORT=$port RANK=0 WORLD_SIZE=2 LAUNCH_PROBE_HOLD=6 timeout 60 "${PROBE[@]}" > late.0.out 2>&1 &
+r0=$!
+sleep 0.3
+MASTER_ADDR=127.0.0.1 LLMC_BOOTSTRAP_PORT=$port RANK=1 WORLD_SIZE=2 timeout 60 "${PROBE[@]}" > late.1.out 2>&1 || bad "the first rank 1 failed"
+start=$(date +%s)
+MASTER_ADDR=127.0.0.1 LLMC_BOOTSTRAP_PORT=$port RANK=1 WORLD_SIZE=2 timeout 60 "${PROBE[@]}" > late.2.out 2>&1 && bad "the late rank 1 exited 0"
+late_s=$(( $(date +%s) - start ))
+wait $r0 || bad "rank 0 failed after a late rank 1 was turned away"
+cat late.*.out > late.out
+probe_has late "rank 1 twice, the second after the launch completed (in ${late_s} s)" \
+    "^\[rank 1\] error: bootstrap: rank 0 at 127.0.0.1:[0-9]* already has a rank 1" \
+    "^\[rank 0\] warning: bootstrap: after all 2 ranks joined, a process with a rank already taken came and was told to stop; the run goes on" \
+    "^probe rank 0 of 2 local 0"
+[ $late_s -le 3 ] || bad "the late rank 1 took ${late_s} s to stop"
 # a connection that never says a word (a port scanner, a health check) before rank 1: rank 0 turns
 # to the next one after BS_HELLO_SECONDS, and the launch completes
 port=$(free_port)
