@@ -179,8 +179,9 @@ def ema(values, beta):
 
 def auto_ema(n):
     """the default smoothing for n train steps: an averaging window of about 2% of the run (at least
-    2 steps), so the curve lags its raw values by the same share of the x axis for any run length"""
-    return round(1 - 1 / max(2.0, n / 50), 3)
+    2 steps), so the curve lags its raw values by the same share of the x axis for any run length;
+    1 - beta kept to 2 significant digits for the legend (rounding beta itself made it 1 past 100,000 steps)"""
+    return 1 - float(f"{1 / max(2.0, n / 50):.2g}")
 
 
 def best_val(run):
@@ -227,7 +228,7 @@ def make_figure(runs, args):
             beta = auto_ema(len(ys)) if args.ema is None else args.ema
             if beta > 0:
                 ax_loss.plot(xs, ema(ys, beta), "-", color=color, linewidth=1.6,
-                             label=name(run, f"train loss (EMA {beta:g})"))
+                             label=name(run, f"train loss (EMA {beta:.10g})"))
             drawn["loss"] = True
         xs, ys = xy(run, "tel")
         if xs:

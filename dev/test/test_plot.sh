@@ -215,8 +215,10 @@ for v in trl:
     want.append(sum(0.5 ** (k - 1 - i) * 0.5 * finite[i] for i in range(k)) / (1 - 0.5 ** k))
 check("train loss (EMA 0.5)" in L and same(list(L["train loss (EMA 0.5)"].get_ydata()), want),
       "the default EMA for 10 steps (0.5) equals its closed form", L.keys())
-check([pl.auto_ema(n) for n in (10, 100, 300, 19073)] == [0.5, 0.5, 0.833, 0.997],
-      "default EMA: a window of 2% of the run, at least 2 steps (0.5 0.5 0.833 0.997 for 10 100 300 19073 steps)")
+got = [pl.auto_ema(n) for n in (10, 100, 300, 19073, 101000, 10**8)]
+check(same(got, [0.5, 0.5, 0.83, 0.9974, 0.9995, 0.9999995]),
+      "default EMA: a window of 2% of the run, at least 2 steps (0.5 0.5 0.83 0.9974 0.9995 0.9999995 for 10 100 300 19073 "
+      "101000 1e8 steps)", got)
 val = L["val loss"]
 check(list(val.get_xdata()) == [0, 2, 4, 8, 10] and list(val.get_ydata()) == [10.95, 10.2, 9.9, 9.2, 9.1], "val loss points")
 stars = [l for l in axes["loss"].get_lines() if l.get_marker() == "*"]
@@ -277,6 +279,13 @@ if [ $rc -ne 0 ] && [ "$(wc -l < "$TMP/err.txt")" -eq 1 ] && grep -q "^error: pl
     ok "without matplotlib: $(cat "$TMP/err.txt")"
 else
     bad "without matplotlib (exit $rc)"; sed 's/^/     /' "$TMP/err.txt" | head -5
+fi
+
+# a run past 100,000 steps with the default smoothing (crashed: the EMA's beta rounded to 1)
+if "$PY" -c "import matplotlib" 2> /dev/null; then
+    awk 'BEGIN { for (s = 0; s < 101000; s++) printf "s:%d trl:%.4f\n", s, 3 + 8 / (1 + s / 1000) }' > "$TMP/long.log"
+    "${PLOT[@]}" "$TMP/long.log" -o "$TMP/long.png" > "$TMP/long.out" 2>&1 && [ -s "$TMP/long.png" ] \
+        && ok "101,000 steps with the default EMA: plotted" || { bad "101,000 steps"; tail -n 3 "$TMP/long.out"; }
 fi
 
 # bad input: non-zero exit and an error line naming the problem
