@@ -1257,7 +1257,14 @@ int main(int argc, char **argv) {
     int c;
     char given[64] = "";  // the flags on the command line, in order
     opterr = 0;  // we print our own messages
-    while ((c = getopt(argc, argv, ":e:m:i:o:O:f:dt:w:p:x:S:V:H:n:b:h")) != -1) {
+    static const char optstring[] = ":e:m:i:o:O:f:dt:w:p:x:S:V:H:n:b:h";
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {  // getopt reads "--help" as the flag "-"
+        if (strcmp(argv[i], "--help") == 0) { usage(stdout); return 0; }
+        if (strncmp(argv[i], "--", 2) == 0) { bad_flag("unknown flag %s (this tool's flags are short ones)", argv[i]); }
+        const char *f = argv[i][0] == '-' && argv[i][1] && !argv[i][2] ? strchr(optstring + 1, argv[i][1]) : NULL;
+        if (f && f[1] == ':') { i++; }  // a flag's value, whatever it looks like
+    }
+    while ((c = getopt(argc, argv, optstring)) != -1) {
         size_t ng = strlen(given);
         if (c != ':' && c != '?' && !strchr(given, c) && ng + 1 < sizeof(given)) { given[ng] = (char)c; given[ng + 1] = '\0'; }
         switch (c) {

@@ -512,6 +512,7 @@ def bad_input(ctx):
         ("decode: not a shard", ["-d", "-t", ctx.table, "-i", text, "-o", out], "too short for a token shard"),
         ("decode: truncated shard", ["-d", "-t", ctx.table, "-i", write(ctx, "truncshard.bin", struct.pack("<256i", 20240520, 1, 100, *([0] * 253)) + b"\0" * 10), "-o", out], "truncated"),
         ("unknown flag", ["-Q"], "unknown flag -Q"),
+        ("unknown long flag (getopt read it as '-')", ["--frobnicate"], "unknown flag --frobnicate"),
         ("flag without value", enc_args(ctx) + ["-i"], "needs a value"),
         ("bad -x", enc_args(ctx) + ["-x", "csv", "-p", tmp(ctx, "x"), text], "unknown input format"),
         ("bad -S", enc_args(ctx) + ["-S", "0", "-p", tmp(ctx, "x"), text], "tokens per shard"),
