@@ -393,7 +393,7 @@ def read_model_flat(path, in_checkpoint=False, probe_prefix=""):
     if h[252] in (CRC_TAG, CRC_TAG_V1) and crc != h[253]:  # llmc/checkpoint.h's words, or model_io.h's for -e
         return None, None, (f"model file '{path}' fails its checksum" if in_checkpoint else
                             f"model file '{path}' is corrupt: checksum {crc & 0xFFFFFFFF:08x}, header says "
-                            f"{int(h[253]) & 0xFFFFFFFF:08x}; restore it from a copy or give -e another model")
+                            f"{int(h[253]) & 0xFFFFFFFF:08x}; restore it from a copy, or use another model file")
     if version == 3:
         flat = np.frombuffer(payload, dtype="<f4").copy()
     else:  # bf16: the upper 16 bits of a float32

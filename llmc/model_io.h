@@ -391,7 +391,7 @@ static inline void model_file_load(const char *path, const ModelFileInfo *info, 
     free(buf);
     fcloseCheck(fp);
     if (info->has_crc && crc != info->crc) {
-        llmc_die("model file '%s' is corrupt: checksum %08x, header says %08x; restore it from a copy or give -e another model", path,
+        llmc_die("model file '%s' is corrupt: checksum %08x, header says %08x; restore it from a copy, or use another model file", path,
                  crc, info->crc);
     }
 }

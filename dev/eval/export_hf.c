@@ -20,6 +20,7 @@
 #include <dirent.h>
 #include <math.h>
 #include "../../llmc/model_io.h"
+#include "../../llmc/dataloader.h"  // SHARD_MAGIC: a shard given as -i is named as one
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "export_hf reads and writes little-endian files by reinterpreting memory; build it on a little-endian host"
@@ -90,9 +91,16 @@ typedef struct JsonValue {
     char **keys;              // JSON_OBJECT: their keys
 } JsonValue;
 
+// a bound on the values of one JSON text: GPT-2's largest safetensors header (1.5B) has about
+// 5,000, and each value parsed costs about 100 bytes, so a header cannot make us take gigabytes
+#define JSON_MAX_VALUES 400000
+#define TEXT_OF_(x) #x
+#define TEXT_OF(x) TEXT_OF_(x)  // a macro's value as a string literal
+
 typedef struct {
     const char *start, *p, *end;
     int depth;
+    long values;
     char err[200];
 } JsonParser;
 
@@ -265,6 +273,9 @@ static int json_literal(JsonParser *jp, const char *word) {
 }
 
 static int json_value(JsonParser *jp, JsonValue *v) {
+    if (++jp->values > JSON_MAX_VALUES) {
+        return json_fail(jp, "more than " TEXT_OF(JSON_MAX_VALUES) " values (a GPT-2 header has a few thousand)");
+    }
     json_skip_ws(jp);
     if (jp->p >= jp->end) { return json_fail(jp, "unexpected end of text"); }
     switch (*jp->p) {
@@ -291,7 +302,7 @@ static void json_free(JsonValue *v) {
 
 // parses text[0..len) as one JSON value; on failure returns 0 with the reason in err
 static int json_parse(const char *text, size_t len, JsonValue *root, char *err, size_t errlen) {
-    JsonParser jp = {text, text, text + len, 0, {0}};
+    JsonParser jp = {text, text, text + len, 0, 0, {0}};
     memset(root, 0, sizeof(*root));
     int ok = json_value(&jp, root);
     if (ok) {
@@ -558,6 +569,13 @@ static void export_work_dir(char *work_dir, size_t cap, const char *out_dir, int
     if ((size_t)snprintf(work_dir, cap, "%s.tmp.%d", out_dir, (int)getpid()) >= cap) {
         llmc_die("path too long: %s", out_dir);
     }
+    char parent[4096];  // -o's parent folders first, so that an error names them and not the temporary name
+    snprintf(parent, sizeof(parent), "%s", out_dir);
+    char *slash = strrchr(parent, '/');
+    if (slash && slash != parent) {
+        *slash = '\0';
+        make_dirs_for(parent, "-o");
+    }
     make_dirs(work_dir);
     snprintf(export_tmp_dir, sizeof(export_tmp_dir), "%s", work_dir);
     if (llmc_abort_hook != remove_export_tmp_dir) { export_next_abort_hook = llmc_abort_hook; }
@@ -618,12 +636,57 @@ static void copy_tokenizer_files(const char *tok_dir, const char *work_dir) {
     copy_file(src, path);
 }
 
+// -i's model file checked; a token shard or a safetensors file (often given by mistake) named as such
+static void export_model_info(const char *in_path, ModelFileInfo *info) {
+    char err[2048];
+    if (!model_file_probe_in(in_path, info, err, sizeof(err), 1)) { return; }
+    unsigned char head[9] = {0};
+    FILE *f;
+    char why[512];
+    size_t got = 0;
+    if (open_regular(in_path, &f, NULL, why, sizeof(why)) == 0) {  // never a FIFO: it would block
+        got = fread(head, 1, sizeof(head), f);
+        fclose(f);
+    }
+    int32_t magic;
+    uint64_t header_len;
+    memcpy(&magic, head, 4);
+    memcpy(&header_len, head, 8);
+    if (got >= 4 && magic == SHARD_MAGIC) {
+        llmc_die("-i '%s' is a token shard, not a model .bin; export a trainer's model_*.bin (its -o folder)", in_path);
+    }
+    if (got == 9 && head[8] == '{' && header_len >= 2 && header_len <= (uint64_t)ST_MAX_HEADER) {
+        llmc_die("-i '%s' is a safetensors file; add --to-bin to turn it into a model .bin", in_path);
+    }
+    llmc_die("-i: %s", err);
+}
+
+// --force into an existing folder: the tokenizer files there that this export does not write stay,
+// and transformers' AutoTokenizer reads them with the new model (say so: they may not fit it)
+static void warn_stale_tokenizer(const char *out_dir, int writes_tokenizer, int V) {
+    static const char *names[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+                                  "merges.txt"};
+    const int n = writes_tokenizer ? 3 : 5;  // --tokenizer writes the last two
+    char found[256] = "", path[4352];
+    for (int i = 0; i < n; i++) {
+        path_join(path, sizeof(path), out_dir, names[i]);
+        if (access(path, F_OK) == 0) {
+            snprintf(found + strlen(found), sizeof(found) - strlen(found), "%s%s", found[0] ? ", " : "", names[i]);
+        }
+    }
+    if (found[0]) {
+        llmc_warn("'%s' keeps tokenizer files from before that this export does not write (%s): they may not fit this "
+                  "model (V=%d); "
+                  "remove them%s", out_dir, found, V, writes_tokenizer ? "" : ", or pass --tokenizer DIR for GPT-2's");
+    }
+}
+
 static void export_to_hf(const char *in_path, const char *out_dir, int out_dtype, const char *tok_dir, int force) {
     if (dir_exists(in_path)) {
         llmc_die("-i '%s' is a folder; to turn a Hugging Face folder into a model .bin add --to-bin", in_path);
     }
     ModelFileInfo info;
-    model_file_info(in_path, &info);
+    export_model_info(in_path, &info);
     const GPT2Config *cfg = &info.config;
     const int bf16 = out_dtype ? out_dtype == MODEL_VERSION_BF16 : info.version == MODEL_VERSION_BF16;
     if (tok_dir) { export_check_tokenizer(tok_dir, in_path, cfg->vocab_size); }
@@ -641,6 +704,7 @@ static void export_to_hf(const char *in_path, const char *out_dir, int out_dtype
     write_safetensors(path, ts, n, bf16, in_path);
     write_hf_configs(work_dir, cfg, bf16);
     if (tok_dir) { copy_tokenizer_files(tok_dir, work_dir); }
+    if (exists) { warn_stale_tokenizer(out_dir, tok_dir != NULL, cfg->vocab_size); }
     if (!exists) {
         if (rename(work_dir, out_dir) != 0) {
             llmc_die("renaming '%s' to '%s' failed: %s", work_dir, out_dir, strerror(errno));
@@ -952,6 +1016,7 @@ static void import_check_output(const char *out_path, int force) {
 // the model a safetensors file holds, as its shapes (and config.json or --n-head for NH) give it
 typedef struct {
     long long V, C, maxT, L, NH;  // NH 0 until known
+    int untied;                   // config.json's tie_word_embeddings is false
 } HfDims;
 
 // V and C from wte (V, C), maxT from wpe (maxT, C), L from the highest layer number of h.N.*
@@ -1025,6 +1090,9 @@ static void hf_config_check_dims(const JsonValue *cfg, const char *cfg_path, con
     if (config_int(cfg, "n_head", cfg_path, &d->NH) && d->NH <= 0) {
         llmc_die("'%s' has n_head %lld; the number of heads must be positive", cfg_path, d->NH);
     }
+    const JsonValue *tie = json_get(cfg, "tie_word_embeddings");
+    if (tie && tie->type != JSON_BOOL) { llmc_die("'%s': \"tie_word_embeddings\" is not true or false", cfg_path); }
+    d->untied = tie && !tie->boolean;
 }
 
 // checks config.json against our model and the shapes when it is there (returns 1); 0 without one
@@ -1045,13 +1113,17 @@ static int hf_read_config(const char *cfg_path, const char *st_path, HfDims *d) 
     return 1;
 }
 
-// the number of heads: config.json's, or --n-head's (which must agree with it), or head size 64
-static void hf_choose_heads(HfDims *d, int n_head_flag, const char *cfg_path, const char *st_path) {
+// the number of heads: config.json's, or --n-head's (which must agree with it), or without
+// config.json head size 64 (a config.json without n_head would give transformers' default, 12)
+static void hf_choose_heads(HfDims *d, int n_head_flag, int have_cfg, const char *cfg_path, const char *st_path) {
     if (n_head_flag > 0) {
         if (d->NH && d->NH != n_head_flag) {
             llmc_die("--n-head %d contradicts n_head %lld in '%s'; drop the flag", n_head_flag, d->NH, cfg_path);
         }
         d->NH = n_head_flag;
+    }
+    if (d->NH == 0 && have_cfg) {
+        llmc_die("'%s' has no n_head (transformers would take 12); add \"n_head\" to it, or pass --n-head N", cfg_path);
     }
     if (d->NH == 0) {
         if (d->C % 64 != 0) {
@@ -1190,7 +1262,11 @@ static void import_from_hf(const char *in_path, const char *out_path, int out_ve
     HfDims d = {0};
     hf_dims_from_shapes(&sf, wte, wpe, &d);
     const int have_cfg = hf_read_config(cfg_path, st_path, &d);
-    hf_choose_heads(&d, n_head_flag, cfg_path, st_path);
+    if (d.untied && !st_find(&sf, "lm_head.weight")) {  // transformers would give this folder a new, random head
+        llmc_die("'%s' sets tie_word_embeddings to false, and '%s' holds no lm_head.weight: the model's LM head is "
+                 "not in the folder, and a model .bin ties it to wte", cfg_path, st_path);
+    }
+    hf_choose_heads(&d, n_head_flag, have_cfg, cfg_path, st_path);
     const GPT2Config c = hf_model_config(&d, st_path);
     hf_require_tensors(&sf, &d, &lnfw, &lnfb);
 

@@ -233,6 +233,16 @@ for name, change in [("nhead0", dict(n_head=0)), ("eps", dict(layer_norm_epsilon
     os.makedirs(f"{w}/bad/{name}")
     os.system(f"cp {w}/hf32/model.safetensors {w}/bad/{name}/model.safetensors")
     json.dump(dict(cfg, **change), open(f"{w}/bad/{name}/config.json", "w"))
+# config.json without n_head (transformers would take 12 heads): was "no config.json", head size 64
+os.makedirs(f"{w}/bad/nohead")
+os.system(f"cp {w}/hf32/model.safetensors {w}/bad/nohead/model.safetensors")
+json.dump({k: v for k, v in cfg.items() if k != "n_head"}, open(f"{w}/bad/nohead/config.json", "w"))
+# tie_word_embeddings false and no lm_head.weight: transformers gives the folder a random LM head
+os.makedirs(f"{w}/bad/untied_cfg")
+os.system(f"cp {w}/hf32/model.safetensors {w}/bad/untied_cfg/model.safetensors")
+json.dump(dict(cfg, tie_word_embeddings=False), open(f"{w}/bad/untied_cfg/config.json", "w"))
+# a header of 400,001 JSON values (800 KB, inside the header size limit): refused before it takes memory
+write_st(f"{w}/bad/values/model.safetensors", [], raw_header=b'{"x": [' + b"0," * 400000 + b'0]}')
 with open(f"{w}/bad/header.safetensors", "wb") as f:  # says 5000 header bytes, has 100
     f.write(struct.pack("<Q", 5000) + b"{" + b" " * 99)
 with open(f"{w}/bad/short.safetensors", "wb") as f:  # not even the 8-byte length
@@ -326,6 +336,22 @@ expect_error "config.json with n_head not dividing n_embd" "n_head 3 ($TMP/bad/n
 expect_error "config.json epsilon as a string" "layer_norm_epsilon\" is not a number" "$EXPORT" --to-bin -i "$TMP/bad/eps" -o "$TMP/o.bin"
 expect_error "config.json scale_attn_weights not a bool" "scale_attn_weights to something other than true" "$EXPORT" --to-bin -i "$TMP/bad/scale" -o "$TMP/o.bin"
 expect_error "--to-bin -o a folder" "-o '$TMP/hf32' exists and is not a file" "$EXPORT" --to-bin -i "$TMP/hf32" -o "$TMP/hf32"
+expect_error "config.json without n_head" "nohead/config.json' has no n_head (transformers would take 12)" \
+    "$EXPORT" --to-bin -i "$TMP/bad/nohead" -o "$TMP/o.bin"
+expect_error "tie_word_embeddings false, no lm_head.weight" "untied_cfg/config.json' sets tie_word_embeddings to false, and" \
+    "$EXPORT" --to-bin -i "$TMP/bad/untied_cfg" -o "$TMP/o.bin"
+expect_error "a header of 400,001 JSON values" "bad JSON header: more than 400000 values" "$EXPORT" --to-bin -i "$TMP/bad/values" -o "$TMP/o.bin"
+"$PY" "$ROOT/dev/bench/make_random_shard.py" "$TMP/shard.bin" 100 1 128 > /dev/null
+expect_error "a token shard as -i" "-i '$TMP/shard.bin' is a token shard, not a model .bin" "$EXPORT" -i "$TMP/shard.bin" -o "$TMP/o"
+expect_error "a safetensors file as -i without --to-bin" "is a safetensors file; add --to-bin" "$EXPORT" -i "$TMP/hf32/model.safetensors" -o "$TMP/o"
+expect_error "-o inside a file" "'$TMP/X.bin' exists and is not a directory" "$EXPORT" -i "$TMP/X.bin" -o "$TMP/X.bin/sub"
+ls -d "$TMP"/X.bin/sub.tmp.* "$TMP"/o.tmp.* > /dev/null 2>&1 && bad "a failed export left a temporary folder"
+# --force over an export that had tokenizer files: the ones not written again are named
+touch "$TMP/hf32/tokenizer.json"
+"$EXPORT" -i "$TMP/X.bin" -o "$TMP/hf32" --force > /dev/null 2> "$TMP/stale.err" \
+    && grep -q "^warning: '$TMP/hf32' keeps tokenizer files from before that this export does not write (tokenizer.json" "$TMP/stale.err" \
+    && ok "--force over an older export's tokenizer files: they are named" || { bad "stale tokenizer files under --force"; cat "$TMP/stale.err"; }
+rm -f "$TMP/hf32/tokenizer.json"
 [ -e "$TMP/o.bin" ] && bad "a failed conversion left an output file"
 
 # ---- 6. training against a reference that shares no code with this project: transformers'
