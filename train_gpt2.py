@@ -1696,21 +1696,27 @@ def token_losses(model, x, y, autocast):
         return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1), reduction="none").view(y.shape)
 
 
-def val_loss(a, dist, model, val, autocast):
-    """mean loss over the first -m*B windows of the val data (all with -m -1), any rank count"""
+def val_loss(a, dist, model, val, autocast, stop=()):
+    """mean loss over the first -m*B windows of the val data (all with -m -1), any rank count; None where
+    a stop signal (stop not empty) cut it short on some rank (train_loop.h's train_val_loss)"""
     B, T = a.B, a.T
     M = val.total_windows if a.val_batches < 0 else min(a.val_batches * B, val.total_windows)
     nmb = (M + B - 1) // B
     mine = (nmb + dist.world - 1) // dist.world  # rank 0's batches
     progress = Progress(dist.rank == 0, "val loss", "batches", nmb)
-    acc = [0.0, 0.0]  # loss sum, tokens
+    acc = [0.0, 0.0, 0.0]  # loss sum, tokens, the ranks that stopped
     for j in range(dist.rank, nmb, dist.world):
+        if stop:  # the run stops: its checkpoint first, not the rest of the evaluation
+            acc[2] = 1.0
+            break
         count = min(B, M - j * B)
         rows = torch.from_numpy(val.read(j * B, count)).to(dist.device)
         acc[0] += token_losses(model, rows[:, :-1], rows[:, 1:], autocast).double().sum().item()
         acc[1] += count * T
         progress.update((j // dist.world + 1) / mine)
     acc = dist.allreduce(acc)
+    if acc[2] > 0:
+        return None
     return float(np.float32(acc[0] / acc[1])) if acc[1] else math.nan  # -m 0: nothing evaluated
 
 
@@ -1753,9 +1759,10 @@ def load_hellaswag(path, vocab_size):
     return examples
 
 
-def hellaswag(a, dist, model, examples, autocast):
+def hellaswag(a, dist, model, examples, autocast, stop=()):
     """acc_norm as llmc/hellaswag.h scores it: each completion's mean loss after the context (rows
-    cut from the left to T+1 tokens), the lowest wins; examples rank, rank+W, ...; batches of B rows"""
+    cut from the left to T+1 tokens), the lowest wins; examples rank, rank+W, ...; batches of B rows.
+    (None, None) where a stop signal (stop not empty) cut it short on some rank"""
     n = len(examples) if a.hellaswag_max < 0 else min(a.hellaswag_max, len(examples))
     rows = []  # (example, completion, tokens, first scored position)
     for e in range(dist.rank, n, dist.world):
@@ -1766,7 +1773,11 @@ def hellaswag(a, dist, model, examples, autocast):
             rows.append((e, c, toks[skip:], max(0, len(ctx) - 1 - skip)))
     scores = {}
     progress = Progress(dist.rank == 0, "HellaSwag", "examples", n)
+    stopped = 0
     for b in range(0, len(rows), a.B):
+        if stop:  # the run stops: its checkpoint first, not the rest of the evaluation
+            stopped = 1
+            break
         batch = rows[b: b + a.B]
         Tb = max(len(r[2]) - 1 for r in batch)
         # pad with the row's last tokens; causal attention keeps padding out of the scored positions
@@ -1777,8 +1788,8 @@ def hellaswag(a, dist, model, examples, autocast):
             scores.setdefault(e, {})[c] = np.float32(losses[i, start: len(toks) - 1].sum() / (len(toks) - 1 - start))
         progress.update((b + len(batch)) / len(rows))
     correct = sum(int(min(sc, key=lambda c: (sc[c], c)) == examples[e][0]) for e, sc in scores.items())
-    acc = dist.allreduce([correct, len(scores)])
-    return acc[0], acc[1]
+    acc = dist.allreduce([correct, len(scores), stopped])
+    return (None, None) if acc[2] > 0 else (acc[0], acc[1])
 
 
 def sample_rng_seed(seed):
@@ -1947,6 +1958,9 @@ def generate_main(a, dist):
     model of -e, the window the last min(-t, maxT) tokens; no data is read"""
     if dist.world > 1:
         die("--prompt generates in one process; run it without mpirun/torchrun")
+    if a.resume or a.output_dir:  # a user's guess that -y 1 -o <run> generates from its checkpoint
+        warn(f"--prompt generates from -e's model ({a.model}); -y and -o are training's and are not read: to generate "
+             "from a checkpoint, pass -e <dir>/model_<step>.bin")
     enc = load_gpt2_encoder(a.bpe_dir)
     model = resolve_model(a, dist.device).eval()
     V, T = model.cfg.vocab_size, a.T
@@ -2395,6 +2409,27 @@ def train_main(argv):
 
     params = list(model.parameters())
     ckpts = CheckpointRecord(a.output_dir, rank, st.step if resumed else None)
+
+    def checkpoint_after(stopping, in_evaluation=False):
+        """train_loop.h's train_checkpoint: the checkpoint when due or stopping (in_evaluation: a stop
+        signal cut the evaluation after the step short, and the step's checkpoint is not written
+        again where it exists), then the stop line; True to stop"""
+        due = a.checkpoint_every > 0 and (st.step % a.checkpoint_every == 0 or st.step == M)
+        if a.output_dir and (due or stopping) and not (in_evaluation and ckpts.newest == st.step):
+            tc = time.time()
+            flat = torch.cat([p.detach().reshape(-1) for p in model.file_params()]).cpu().numpy()
+            written, err = checkpoint_save(a, a.output_dir, dist, st, cfg, flat, opt_state_flat(opt, model, "exp_avg", muon),
+                                           opt_state_flat(opt, model, "exp_avg_sq", muon))
+            if written and rank == 0:
+                print(f"checkpoint {st.step} written to {a.output_dir} ({time.time() - tc:.2f} s)", flush=True)
+            ckpts.took(st.step, st.step == M or stopping, written, err)
+        if stopping and rank == 0 and (ckpts.newest == st.step or not a.output_dir):
+            line = f"stopped by a signal after step {st.step}; " + (
+                f"checkpoint {st.step} is in {a.output_dir}; to resume, run the same command with -y 1"
+                if a.output_dir else "nothing was saved (no -o); next time pass -o <dir> to be able to resume")
+            # stdout's reader gone: the line on stderr instead
+            print(line, file=sys.stderr if sys.stdout.broken else sys.stdout, flush=True)
+        return stopping
     timed, timed_steps, first_step = 0.0, 0, st.step
     eval_time, sample_time = [0.0, 0], [0.0, 0]  # seconds, count: the ETA counts the events still to come
     s = st.step
@@ -2402,19 +2437,26 @@ def train_main(argv):
         last = s == M
         if val and (s % a.val_every == 0 or last):
             t0 = time.time()
-            vl = val_loss(a, dist, model, val, autocast)
-            if rank == 0:
+            vl = val_loss(a, dist, model, val, autocast, stop)
+            if vl is not None and rank == 0:
                 print(f"val loss {vl:.6f} ({time.time() - t0:.2f} s)", flush=True)
-            log_line(s, f"tel:{vl:.9g}")
-            hsw = {}
-            if examples:
+            hsw, correct = {}, 0
+            if examples and vl is not None:
                 t1 = time.time()
-                correct, evaluated = hellaswag(a, dist, model, examples, autocast)
-                acc = float(np.float32(correct / evaluated)) if evaluated else math.nan  # -hm 0
+                correct, evaluated = hellaswag(a, dist, model, examples, autocast, stop)
+                if correct is not None:
+                    acc = float(np.float32(correct / evaluated)) if evaluated else math.nan  # -hm 0
+                    if rank == 0:
+                        print(f"HellaSwag: {int(correct)}/{int(evaluated)} = {acc:.4f} ({time.time() - t1:.2f} s)", flush=True)
+                    hsw = {"hellaswag": (".6f", acc)}
+            if vl is None or correct is None:  # a stop signal: the checkpoint of step s, and -y 1 evaluates again
                 if rank == 0:
-                    print(f"HellaSwag: {int(correct)}/{int(evaluated)} = {acc:.4f} ({time.time() - t1:.2f} s)", flush=True)
-                log_line(s, f"hsw:{acc:.6f}")
-                hsw = {"hellaswag": (".6f", acc)}
+                    print(f"{'validation' if vl is None else 'HellaSwag'} cut short by a stop signal", flush=True)
+                checkpoint_after(True, in_evaluation=True)
+                break
+            log_line(s, f"tel:{vl:.9g}")
+            if hsw:
+                log_line(s, f"hsw:{hsw['hellaswag'][1]:.6f}")
             log_metrics("eval", s, tokens=s * a.total_batch, val_loss=(".9g", vl), **hsw, ms=(".3f", (time.time() - t0) * 1000))
             eval_time[0] += time.time() - t0
             eval_time[1] += 1
@@ -2495,22 +2537,7 @@ def train_main(argv):
                     "is diverging: lower -l, raise -u, or resume from an earlier checkpoint")
 
         # ---- checkpoint; preemption: every rank learns whether any rank got a signal
-        stopping = dist.allreduce([1.0 if stop else 0.0], "max")[0] > 0
-        if a.output_dir and ((a.checkpoint_every > 0 and (st.step % a.checkpoint_every == 0 or st.step == M)) or stopping):
-            tc = time.time()
-            flat = torch.cat([p.detach().reshape(-1) for p in model.file_params()]).cpu().numpy()
-            written, err = checkpoint_save(a, a.output_dir, dist, st, cfg, flat, opt_state_flat(opt, model, "exp_avg", muon),
-                                           opt_state_flat(opt, model, "exp_avg_sq", muon))
-            if written and rank == 0:
-                print(f"checkpoint {st.step} written to {a.output_dir} ({time.time() - tc:.2f} s)", flush=True)
-            ckpts.took(st.step, st.step == M or stopping, written, err)
-        if stopping:
-            if rank == 0 and (ckpts.newest == st.step or not a.output_dir):
-                line = f"stopped by a signal after step {st.step}; " + (
-                    f"checkpoint {st.step} is in {a.output_dir}; to resume, run the same command with -y 1"
-                    if a.output_dir else "nothing was saved (no -o); next time pass -o <dir> to be able to resume")
-                # stdout's reader gone: the line on stderr instead
-                print(line, file=sys.stderr if sys.stdout.broken else sys.stdout, flush=True)
+        if checkpoint_after(dist.allreduce([1.0 if stop else 0.0], "max")[0] > 0):
             break
         s += 1
     ckpts.require_last(st.step)

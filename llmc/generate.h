@@ -168,6 +168,10 @@ static inline int generate_run(const TrainArgs *a, Backend *b) {
              "then rebuild (make clean && make)");
     return 1;
 #else
+    if (a->resume || a->output_dir[0]) {  // a user's guess that -y 1 -o <run> generates from its checkpoint
+        llmc_warn("--prompt generates from -e's model (%s); -y and -o are training's and are not read: to generate "
+                  "from a checkpoint, pass -e <dir>/model_<step>.bin", a->model);
+    }
     BPE bpe;
     generate_load_bpe(&bpe, a->bpe_dir);
     const int V = b->config.vocab_size, Tctx = b->T;

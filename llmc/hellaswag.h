@@ -165,7 +165,8 @@ static inline int eval_row(const EvalExample *e, int c, int T, int *inputs, int 
     return len;
 }
 
-typedef void (*EvalForwardFn)(void *ctx, const int *inputs, const int *targets, int B, int T, float *losses);
+// the losses of B rows of T positions; returns nonzero where the evaluation is to stop there (a stop signal)
+typedef int (*EvalForwardFn)(void *ctx, const int *inputs, const int *targets, int B, int T, float *losses);
 
 // the examples evalset_run evaluates over all ranks: the first `limit`, or all if limit < 0
 static inline int evalset_count(const EvalSet *es, int limit) {
@@ -183,7 +184,7 @@ static inline long long evalset_rank_rows(const EvalSet *es, int limit, int rank
 /*
  * Evaluate examples rank, rank+W, ... (the first `limit` examples, or all if limit < 0) with
  * batches of up to B rows of at most T positions. Returns the number this rank got right and
- * writes how many it evaluated.
+ * writes how many it evaluated; -1 where the forward said stop.
  */
 static inline int evalset_run(const EvalSet *es, int limit, int rank, int world, int B, int T, EvalForwardFn fwd,
                               void *ctx, int *evaluated) {
@@ -198,8 +199,8 @@ static inline int evalset_run(const EvalSet *es, int limit, int rank, int world,
     int *row_c = (int *)mallocCheck(B * sizeof(int));   // completion
     float *score = (float *)mallocCheck(((size_t)mine + 1) * EVAL_MAX_COMPLETIONS * sizeof(float));
     // rows are queued example by example; a batch runs when B rows are queued or the examples end
-    int next_ex = 0, next_c = 0;
-    while (next_ex < mine) {
+    int next_ex = 0, next_c = 0, stopped = 0;
+    while (next_ex < mine && !stopped) {
         int nrows = 0;
         while (next_ex < mine && nrows < B) {
             row_ex[nrows] = next_ex;
@@ -221,7 +222,10 @@ static inline int evalset_run(const EvalSet *es, int limit, int rank, int world,
             // pad with the row's last tokens; causal attention keeps padding out of the scored positions
             for (int t = row_len[r]; t < Tb; t++) { in[t] = in[row_len[r] - 1]; tg[t] = tg[row_len[r] - 1]; }
         }
-        fwd(ctx, inputs, targets, nrows, Tb, losses);
+        if (fwd(ctx, inputs, targets, nrows, Tb, losses)) {
+            stopped = 1;
+            break;
+        }
         for (int r = 0; r < nrows; r++) {
             double sum = 0.0;
             for (int t = row_from[r]; t < row_len[r]; t++) { sum += losses[(size_t)r * Tb + t]; }
@@ -229,7 +233,7 @@ static inline int evalset_run(const EvalSet *es, int limit, int rank, int world,
         }
     }
     int correct = 0;
-    for (int li = 0; li < mine; li++) {
+    for (int li = 0; li < mine && !stopped; li++) {
         const EvalExample *e = &es->ex[rank + li * world];
         const float *sc = score + (size_t)li * EVAL_MAX_COMPLETIONS;
         int best = 0;
@@ -239,8 +243,8 @@ static inline int evalset_run(const EvalSet *es, int limit, int rank, int world,
         correct += best == e->label;
     }
     free(inputs); free(targets); free(losses); free(row_len); free(row_from); free(row_ex); free(row_c); free(score);
-    *evaluated = mine;
-    return correct;
+    *evaluated = stopped ? 0 : mine;
+    return stopped ? -1 : correct;
 }
 
 #endif  // LLMC_HELLASWAG_H

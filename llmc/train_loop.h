@@ -189,15 +189,18 @@ typedef struct {
     long long rows_done, rows_total;  // rows (example x completion) of rank 0's share
 } EvalCtx;
 
-static void train_eval_forward(void *ctx, const int *inputs, const int *targets, int B, int T, float *losses) {
+static int train_eval_forward(void *ctx, const int *inputs, const int *targets, int B, int T, float *losses) {
     EvalCtx *e = (EvalCtx *)ctx;
+    if (llmc_stop_signal) { return 1; }  // the run stops: its checkpoint first, not the rest of the evaluation
     e->b->forward_losses(e->b, inputs, targets, B, T, losses);
     e->rows_done += B;
     progress_update(&e->progress, (double)e->rows_done / (double)e->rows_total);
+    return 0;
 }
 
-// HellaSwag acc_norm over the first -hm examples (all with -hm -1), split across ranks
-static inline float train_hellaswag(const TrainArgs *a, Comm *c, Backend *b, const EvalSet *hs) {
+// HellaSwag acc_norm over the first -hm examples (all with -hm -1), split across ranks; *stopped: a
+// stop signal cut it short on some rank (every rank learns it)
+static inline float train_hellaswag(const TrainArgs *a, Comm *c, Backend *b, const EvalSet *hs, int *stopped) {
     EvalCtx e;
     e.b = b;
     e.rows_done = 0;
@@ -205,8 +208,10 @@ static inline float train_hellaswag(const TrainArgs *a, Comm *c, Backend *b, con
     progress_start(&e.progress, c->rank == 0, "HellaSwag", "examples", evalset_count(hs, a->hellaswag_max));
     int evaluated;
     int correct = evalset_run(hs, a->hellaswag_max, c->rank, c->world_size, a->B, a->T, train_eval_forward, &e, &evaluated);
-    double acc[2] = {(double)correct, (double)evaluated};
-    c->allreduce_sum_f64(c, acc, 2);
+    double acc[3] = {(double)correct, (double)evaluated, correct < 0};  // [2]: the ranks that stopped
+    c->allreduce_sum_f64(c, acc, 3);
+    *stopped = acc[2] > 0;
+    if (*stopped) { return 0.0f; }
     if (c->rank == 0) {
         printf("HellaSwag: %d/%d = %.4f (%.2f s)\n", (int)acc[0], (int)acc[1], acc[0] / acc[1],
                llmc_wall_seconds() - e.progress.t0);
@@ -214,9 +219,10 @@ static inline float train_hellaswag(const TrainArgs *a, Comm *c, Backend *b, con
     return (float)(acc[0] / acc[1]);
 }
 
-// mean validation loss over the first -m*B windows of the val data (all with -m -1), any rank count
+// mean validation loss over the first -m*B windows of the val data (all with -m -1), any rank count;
+// *stopped: a stop signal cut it short on some rank (every rank learns it)
 static inline float train_val_loss(const TrainArgs *a, Comm *c, Backend *b, DataLoader *val, int *inputs,
-                                   int *targets, float *losses) {
+                                   int *targets, float *losses, int *stopped) {
     int B = a->B, T = a->T;
     long long M = a->val_batches < 0 ? val->total_windows : (long long)a->val_batches * B;
     if (M > val->total_windows) { M = val->total_windows; }
@@ -224,8 +230,12 @@ static inline float train_val_loss(const TrainArgs *a, Comm *c, Backend *b, Data
     long long mine = (nmb + c->world_size - 1) / c->world_size;  // rank 0's batches
     Progress p;
     progress_start(&p, c->rank == 0, "val loss", "batches", nmb);
-    double acc[2] = {0.0, 0.0};  // loss sum, token count
+    double acc[3] = {0.0, 0.0, 0.0};  // loss sum, token count, the ranks that stopped
     for (long long j = c->rank; j < nmb; j += c->world_size) {
+        if (llmc_stop_signal) {  // the run stops: its checkpoint first, not the rest of the evaluation
+            acc[2] = 1.0;
+            break;
+        }
         int count = (int)(M - j * B < B ? M - j * B : B);
         dataloader_read(val, j * B, count, inputs, targets);
         b->forward_losses(b, inputs, targets, count, T, losses);
@@ -233,7 +243,9 @@ static inline float train_val_loss(const TrainArgs *a, Comm *c, Backend *b, Data
         acc[1] += (double)count * T;
         progress_update(&p, (double)(j / c->world_size + 1) / (double)mine);
     }
-    c->allreduce_sum_f64(c, acc, 2);
+    c->allreduce_sum_f64(c, acc, 3);
+    *stopped = acc[2] > 0;
+    if (*stopped) { return 0.0f; }
     float vl = (float)(acc[0] / acc[1]);
     if (c->rank == 0) { printf("val loss %.6f (%.2f s)\n", vl, llmc_wall_seconds() - p.t0); }
     return vl;
@@ -625,22 +637,29 @@ static inline void train_prepare(TrainRun *r) {
     r->eval_ms = 0.0;
 }
 
-// what runs before step s trains: validation and HellaSwag when due, a sample when due
-static inline void train_evaluate(TrainRun *r, int s) {
+// what runs before step s trains: validation and HellaSwag when due, a sample when due. Returns 0
+// where a stop signal cut the evaluation short (on every rank alike): nothing of it is logged
+static inline int train_evaluate(TrainRun *r, int s) {
     const TrainArgs *a = r->a;
     Backend *b = r->b;
     const int last = s == r->M;
     const int evaluate = r->have_val && (s % a->val_every == 0 || last);
     const int sample = r->rank == 0 && a->sample_every > 0 && ((s > 0 && s % a->sample_every == 0) || last);
-    if (!evaluate && !sample) { return; }
+    if (!evaluate && !sample) { return 1; }
     const double te = llmc_wall_seconds();
     if (b->range) { b->range("eval", 1); }
     if (evaluate) {
         double t0 = llmc_wall_seconds();
         flight_where(s + 1, 0, last ? "the final validation" : "validation before the step");
-        float vl = train_val_loss(a, r->c, b, &r->val, r->inputs, r->targets, r->losses);
+        int stopped_val = 0, stopped_hs = 0;
+        float vl = train_val_loss(a, r->c, b, &r->val, r->inputs, r->targets, r->losses, &stopped_val);
         flight_where(s + 1, 0, last ? "the final HellaSwag" : "HellaSwag before the step");
-        float hsw = a->hellaswag_eval ? train_hellaswag(a, r->c, b, &r->hs) : -1.0f;
+        float hsw = a->hellaswag_eval && !stopped_val ? train_hellaswag(a, r->c, b, &r->hs, &stopped_hs) : -1.0f;
+        if (stopped_val || stopped_hs) {
+            if (r->rank == 0) { printf("%s cut short by a stop signal\n", stopped_val ? "validation" : "HellaSwag"); }
+            if (b->range) { b->range(NULL, 0); }
+            return 0;
+        }
         double dt = llmc_wall_seconds() - t0;
         logger_eval(&r->lg, s, (long long)s * a->total_batch, vl, hsw, dt * 1000.0);
         r->eval_time.seconds += dt;
@@ -654,6 +673,7 @@ static inline void train_evaluate(TrainRun *r, int s) {
     }
     if (b->range) { b->range(NULL, 0); }
     r->eval_ms += (llmc_wall_seconds() - te) * 1000.0;
+    return 1;
 }
 
 // rank 0's step line: loss, norm, lr, time, throughput, MFU where known, ETA, SKIPPED
@@ -742,8 +762,10 @@ static inline int train_step(TrainRun *r, int s) {
  * After a step: the checkpoint in flight completed, a new one begun when due or when a signal asks
  * to stop. One all-reduce tells every rank whether any rank got a signal, and whether the
  * checkpoint being written in the background is done everywhere. Returns 1 to stop the run.
+ * in_evaluation: a stop signal cut the evaluation after the step short; the step's checkpoint may
+ * have begun already (it was due) or be the one the run resumed from, and is then not written again.
  */
-static inline int train_checkpoint(TrainRun *r) {
+static inline int train_checkpoint(TrainRun *r, int in_evaluation) {
     const TrainArgs *a = r->a;
     Comm *c = r->c;
     TrainState *st = &r->st;
@@ -758,7 +780,8 @@ static inline int train_checkpoint(TrainRun *r) {
     if (r->have_out && (want_ckpt || stop)) {
         double tc = llmc_wall_seconds();
         if (r->b->range) { r->b->range("checkpoint", 1); }
-        checkpoint_begin(&r->ckw, c, st);
+        const int have_it = r->ckw.last_begun == st->step || r->ckw.newest == st->step;  // or the one resumed from
+        if (!(in_evaluation && have_it)) { checkpoint_begin(&r->ckw, c, st); }
         if (stop) {
             r->ckw.ends_run = 1;
             checkpoint_settle(&r->ckw, c);
@@ -824,13 +847,16 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
         if (fault_due("start", 0)) { fflush(NULL); raise(SIGSTOP); }
         signals_install();
         for (int s = r.st.step;; s++) {
-            train_evaluate(&r, s);
+            if (!train_evaluate(&r, s)) {  // a stop signal: the checkpoint of step s, and -y 1 evaluates again
+                train_checkpoint(&r, 1);
+                break;
+            }
             if (s == r.M) { break; }
             if (train_step(&r, s)) {
                 s = r.st.step - 1;  // rolled back: the loop goes on from the checkpoint
                 continue;
             }
-            if (train_checkpoint(&r)) { break; }
+            if (train_checkpoint(&r, 0)) { break; }
         }
         train_finish(&r);
     }

@@ -9,7 +9,7 @@ typedef struct {
     int vocab, B, T;
 } EvalCase;
 
-static void stand_in_forward(void *ctx, const int *inputs, const int *targets, int B, int T, float *losses) {
+static int stand_in_forward(void *ctx, const int *inputs, const int *targets, int B, int T, float *losses) {
     const EvalCase *c = (const EvalCase *)ctx;
     if (B < 1 || B > c->B || T < 1 || T > c->T) { fuzz_fail("forward called with B=%d T=%d (limits %d, %d)", B, T, c->B, c->T); }
     for (int i = 0; i < B * T; i++) {
@@ -18,6 +18,7 @@ static void stand_in_forward(void *ctx, const int *inputs, const int *targets, i
         }
         losses[i] = (float)((inputs[i] * 31 + targets[i]) % 97);  // any deterministic score
     }
+    return 0;
 }
 
 static void run_eval(void *arg) {

@@ -77,6 +77,16 @@ for opts in "--temperature 0" "--temperature 5 --top-k 5 -rs 11"; do
     fi
 done
 
+# -y 1 -o <run> with --prompt (a guess that it generates from the run's checkpoint): the text of -e as
+# before, and a warning saying so (both trainers)
+for who in C twin; do
+    if [ $who = C ]; then gen --temperature 0 -y 1 -o "$TMP/somerun" > "$TMP/yo.txt" 2> "$TMP/yo.err"
+    else $PY "$ROOT/train_gpt2.py" -e "$MODEL" --prompt "$PROMPT" -g $N --bpe-dir "$GPT2_DIR" --temperature 0 -y 1 \
+        -o "$TMP/somerun" > "$TMP/yo.txt" 2> "$TMP/yo.err"; fi
+    cmp -s "$TMP/yo.txt" "$TMP/greedy.txt" && grep -q "^warning: --prompt generates from -e's model (.*); -y and -o are training's" "$TMP/yo.err" \
+        && echo "  $who: --prompt with -y 1 -o: -e's text, and a warning" || { bad "$who: --prompt with -y 1 -o"; cat "$TMP/yo.err"; }
+done
+
 # bad input (expect_error, lib.sh), and nothing printed but that one line
 one_line_error() {
     expect_error "$@" && { [ "$(wc -l < "$TMP/error.txt")" -eq 1 ] || { bad "$1: more than the error line:"; cat "$TMP/error.txt"; }; }

@@ -5,6 +5,7 @@
 #  - a corrupt newest checkpoint (model or state file) is skipped with a warning naming the file,
 #    and its marker retired (DONE_N.skipped): a rewrite of its step killed midway is not resumed;
 #  - SIGTERM / SIGINT on any rank: every rank finishes the step, a checkpoint is written, exit 0;
+#    during a validation or HellaSwag pass, the pass is cut short on every rank instead;
 #    a second signal exits at once; the same for SIGPIPE (stdout's reader gone: `| tee` killed, or
 #    ended by the same Ctrl-C), SIGHUP (which stays ignored under nohup), SIGUSR1 and SIGUSR2;
 #  - a second run into the -o of a running one (train_gpt2 or train_gpt2.py) is refused, naming
@@ -132,6 +133,40 @@ n=$(ls term | grep -c '^state_.*_0000[01].bin'); [ "$n" -eq 2 ] || bad "SIGTERM:
 "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -o term -y 1 > term.out2 2>&1 || bad "resume after SIGTERM failed"
 final_losses term > term.loss
 same "SIGTERM on one rank, resume: losses bitwise equal" term.loss ref2.loss
+
+# a stop signal during a long evaluation (validation on 2 ranks, the signal to one of them; HellaSwag
+# on one process): it is cut short on every rank, nothing of it is logged, the checkpoint of the step
+# before it is written (was: the whole pass, then one more step), and -y 1 evaluates again and trains
+# on bit for bit
+$PY "$ROOT/dev/bench/make_random_shard.py" longval.bin 400000 3 512 > /dev/null
+$PY "$ROOT/dev/bench/make_random_hellaswag.py" longhs.bin 3000 5 512 > /dev/null
+stop_in_eval() {  # stop_in_eval NAME WHAT TRAINER-COMMAND...: SIGTERM to its last process 1 s into step 0's evaluation
+    local name=$1 what=$2 pid
+    shift 2
+    "$@" "${ARGS[@]}" -v 100 -o $name $EVAL > $name.out1 2>&1 &
+    pid=$!
+    for i in $(seq 1200); do grep -q "^steps: " $name.out1 && break; sleep 0.05; done
+    sleep 1
+    kill -TERM "$(pgrep -f "train_gpt2.* -o $name" | tail -1)"
+    wait $pid; rc=$?
+    [ $rc -eq 0 ] && grep -q "^$what cut short by a stop signal$" $name.out1 && [ -f $name/DONE_00000000 ] \
+        && ! grep -q "^s:0 tel" $name/main.log && grep -q "stopped by a signal after step 0; checkpoint 0 is in $name" $name.out1 \
+        && ok "SIGTERM during $what ($name): cut short, checkpoint 0, nothing logged of it" \
+        || { bad "SIGTERM during $what ($name): exit $rc"; grep -v "^step\|\.\.\." $name.out1 | tail -n 5; }
+    "$@" "${ARGS[@]}" -v 100 -o $name $EVAL -y 1 > $name.out2 2>&1 || bad "resume after SIGTERM during $what failed"
+    grep -q "^s:0 tel" $name/main.log || bad "the resume did not evaluate step 0 again"
+    final_losses $name > $name.loss
+}
+EVAL="-j longval.bin -m -1"
+stop_in_eval stopval validation "${MPIRUN[@]}" -np 2 "$TRAINER"
+same "SIGTERM to one rank of 2 during validation, resume: losses bitwise equal" stopval.loss ref2.loss
+EVAL="-h 1 -hf longhs.bin"
+stop_in_eval stophs HellaSwag "$TRAINER"
+same "SIGTERM during HellaSwag, resume: losses bitwise equal" stophs.loss ref1.loss
+EVAL="-h 1 -hf longhs.bin -hm 800"  # (the twin scores more slowly)
+stop_in_eval stophs_py HellaSwag $PY "$ROOT/train_gpt2.py"
+compare_logs ref1/main.log stophs_py/main.log trl=1e-4 > cmp.out && ok "train_gpt2.py, the same: its losses those of ./train_gpt2 ($(head -1 cmp.out | sed 's/^ *//'))" \
+    || { bad "train_gpt2.py after SIGTERM during HellaSwag"; cat cmp.out; }
 
 # SIGINT on a single process
 "$TRAINER" "${ARGS[@]}" -o int > int.out1 2>&1 &
