@@ -820,7 +820,9 @@ static void cpu_set_opt_state(Backend *b, size_t offset, size_t count, const flo
     GPT2 *m = (GPT2 *)b->self;
     memcpy(m->m_memory + offset, mi, count * sizeof(float));
     memcpy(m->v_memory + offset, vi, count * sizeof(float));
-    (void)master;  // fp32 training: the parameters are the master weights
+    // fp32 training: the parameters are the master weights, and a train_gpt2cu checkpoint's are the
+    // exact values behind its bf16 model file
+    if (master) { memcpy(m->params_memory + offset, master, count * sizeof(float)); }
 }
 
 static uint32_t cpu_params_crc(Backend *b) {

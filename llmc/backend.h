@@ -65,7 +65,8 @@ typedef struct Backend {
     void (*host_free)(struct Backend *b, void *p);
     // Copy optimizer state of [offset, offset+count) (inside the held range) out of / into the
     // backend. master may be NULL: on get when !has_master; on set, to keep the master weights
-    // as load_model set them (the state file has none).
+    // as load_model set them (the state file has none). A backend without master weights of its
+    // own takes a file's as its parameters where they are fp32 (the CPU trainer), else ignores them.
     void (*get_opt_state)(struct Backend *b, size_t offset, size_t count, float *m, float *v, float *master);
     void (*set_opt_state)(struct Backend *b, size_t offset, size_t count, const float *m, const float *v,
                           const float *master);

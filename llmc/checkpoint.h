@@ -1006,6 +1006,10 @@ static inline void checkpoint_load(const char *dir, int step, Backend *b, TrainS
         if (state_file_header(path, hdr[r], err, sizeof(err))) { llmc_die("%s", err); }
     }
     int file_master = hdr[0][4];
+    if (file_master && !b->has_master && b->model_version == MODEL_VERSION_BF16 && llmc_rank == 0) {
+        llmc_warn("checkpoint %d in %s holds fp32 master weights, and this run keeps none (-w 0): it goes on from "
+                  "their bf16 rounding (-w 1 keeps them)", step, dir);
+    }
     for (size_t off = 0; off < n; off += chunk) {
         size_t m = n - off < chunk ? n - off : chunk;
         size_t a = lo + off, z = a + m;  // parameter range of this chunk
@@ -1021,7 +1025,7 @@ static inline void checkpoint_load(const char *dir, int step, Backend *b, TrainS
             }
             fcloseCheck(fp);
         }
-        b->set_opt_state(b, a, m, buf[0], buf[1], (file_master && b->has_master) ? buf[2] : NULL);
+        b->set_opt_state(b, a, m, buf[0], buf[1], file_master ? buf[2] : NULL);
     }
     // the train state is the same in every file; take rank 0's
     const int *h = hdr[0];

@@ -10,7 +10,8 @@
 #     from the weight-gradient matmuls' epilogue, added up over the 2 micro-steps) against the CPU;
 #     a token at 60% of the positions (the embedding backward's segments of 128) against the CPU;
 #  2. determinism (a second run is bitwise identical) and resume from a checkpoint (bitwise); the CPU
-#     trainer's checkpoint resumed with its fp32 weights as the master weights, exactly; NCCL
+#     trainer's checkpoint resumed with its fp32 weights as the master weights, exactly, and the CUDA
+#     trainer's by the CPU trainer from its master weights, exactly (-w 0 resuming it warns); NCCL
 #     on a 1-rank communicator (the simulator's NCCL, sim/nccl.h), -z 0 and -z 1, with the
 #     stream-order debug mode LLMC_DEBUG_STREAMS=1, is bitwise the plain run, and each of the four
 #     event waits between the streams left out (the dropwait build) makes it differ;
@@ -30,7 +31,7 @@
 #     -bg 1 (the bias gradients from the weight-gradient matmuls' epilogue, and with cuBLASLt
 #     refusing that epilogue, SIM_CUBLASLT_NO_BGRADB=1: our column sums take over), and the racecheck
 #     hook LLMC_TEST_GEMM_NO_CLUSTER=1 where GEMMs with a cluster fail (SIM_CUBLASLT_CLUSTER_FAULT=1);
-#  7. bad launches: unsupported head size, a padded vocabulary not a multiple of 8, -pb mpi without
+#  7. bad launches: unsupported head size, too little free GPU memory for cuBLAS's workspace, a padded vocabulary not a multiple of 8, -pb mpi without
 #     mpirun, several ranks without NCCL or on one GPU with NCCL, -at cudnn (and test_gpt2cu's
 #     LLMC_ATTENTION=cudnn) in a build without cuDNN, bad LLMC_DEBUG_STREAMS, LLMC_GELU_FUSION and
 #     LLMC_MATMUL_TUNE and LLMC_BIAS_GRAD and LLMC_TEST_GEMM_NO_CLUSTER, a clustered GEMM failing, a
@@ -265,6 +266,26 @@ print(f"  the CPU trainer's checkpoint resumed: master weights {'equal to' if np
       f"its fp32 model file (largest difference {np.abs(master - model).max():.2e})")
 sys.exit(0 if h[4] == 1 and np.array_equal(master, model) else 1)
 EOF
+# and the reverse: the CUDA trainer's checkpoint (a bf16 model file, fp32 master weights in the state
+# file) resumed by the CPU trainer goes on from the master weights, not from their bf16 rounding
+# (it did before); its fp32 checkpoint 3, one step at lr 1e-30 later, holds them exactly
+mkdir -p from_gpu && cp ck/*_00000002* from_gpu/
+run from_gpu "$CPU" "${ARGS[@]}" -l 1e-30 -c 0 -x 3 -n 1 -o from_gpu -y 1
+$PY - ck/state_00000002_00000.bin from_gpu/model_00000003.bin <<'EOF' || bad "the CPU trainer did not resume from the CUDA checkpoint's master weights"
+import sys, numpy as np
+h = np.fromfile(sys.argv[1], "<i4", count=256)
+n = int(h[16]) | int(h[17]) << 32
+master = np.fromfile(sys.argv[1], "<f4", offset=1024)[2 * n:3 * n]
+model = np.fromfile(sys.argv[2], "<f4", offset=1024)
+print(f"  the CUDA trainer's checkpoint resumed by the CPU trainer: its parameters {'equal' if np.array_equal(master, model) else 'differ from'} "
+      f"the master weights (largest difference {np.abs(master - model).max():.2e})")
+sys.exit(0 if h[4] == 1 and np.array_equal(master, model) else 1)
+EOF
+# the same checkpoint resumed by the CUDA trainer with -w 0: it says its master weights go unused
+mkdir -p from_gpu_w0 && cp ck/*_00000002* from_gpu_w0/
+run from_gpu_w0 "$SIM" "${ARGS[@]}" -w 0 -x 3 -o from_gpu_w0 -y 1
+grep -q "^warning: checkpoint 2 in from_gpu_w0 holds fp32 master weights, and this run keeps none (-w 0)" from_gpu_w0.txt \
+    && echo "  -w 0 resuming a checkpoint with master weights: a warning" || bad "-w 0 resuming a checkpoint with master weights: no warning"
 
 # NCCL on 1 rank changes no value, so only the events between the NCCL stream and the compute stream
 # could make it differ from the plain run (sim2): sim/streams.h runs the two streams' queued work
@@ -436,6 +457,8 @@ grep -q "^bias gradients (-bg 1): 0 in the weight-gradient matmuls' epilogue, [1
 # ---- 7. bad launches
 echo "7. bad input:"
 expect_error "head size 32" "fused attention supports head sizes 64 and 128" "$SIM" "${ARGS[@]}" -e L2:C64:H2:T32:V128
+expect_error "a GPU with less free memory than cuBLAS's workspace (was a raw CUDA error)" "less than cuBLAS's 32 MiB workspace" \
+    env SIM_DEVICE_MEMORY=20000000 "$SIM" "${ARGS[@]}"
 # a model file (no CRC, as llm.c writes them) whose padded vocabulary 132 is no multiple of 8
 "$PY" -c 'import numpy as np
 C, L, T, V, Vp = 64, 2, 32, 130, 132

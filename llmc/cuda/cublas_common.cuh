@@ -41,7 +41,16 @@ static inline void cublas_check(cublasStatus_t status, const char *call, const c
 static inline void cublas_init(void) {
     if (cublaslt_handle != NULL) { return; }
     cublasCheck(cublasLtCreate(&cublaslt_handle));
-    cudaCheck(cudaMalloc(&cublaslt_workspace, CUBLASLT_WORKSPACE_BYTES));
+    const cudaError_t err = cudaMalloc(&cublaslt_workspace, CUBLASLT_WORKSPACE_BYTES);
+    if (err == cudaErrorMemoryAllocation) {  // before the memory plan's check: say what it would
+        (void)cudaGetLastError();
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        llmc_die("the GPU has %.0f MiB free of %.2f GiB, less than cuBLAS's %d MiB workspace before the model's memory: "
+                 "other processes hold it (nvidia-smi lists them)", free_b / 1048576.0, total_b / 1073741824.0,
+                 (int)(CUBLASLT_WORKSPACE_BYTES >> 20));
+    }
+    cudaCheck(err);
 }
 
 static inline void cublas_free(void) {
