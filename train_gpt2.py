@@ -1920,6 +1920,8 @@ def gpt2_bpe_ranks(encoder_path, merges_path):
     byte_of = {c: b for b, c in order}
     with open(encoder_path, encoding="utf-8") as f:
         encoder = json.load(f)
+    if not isinstance(encoder, dict) or not all(isinstance(i, int) for i in encoder.values()):
+        raise ValueError(f"{encoder_path} is not a JSON object of token ids")
     eot = encoder.pop("<|endoftext|>", None)
     if not isinstance(eot, int):
         raise ValueError(f"{encoder_path} has no <|endoftext|> id")
@@ -1942,7 +1944,10 @@ def gpt2_bpe_ranks(encoder_path, merges_path):
         parts = line.split(" ")
         if len(parts) != 2 or not all(parts) or any(c not in byte_of for c in parts[0] + parts[1]):
             raise ValueError(f"{merges_path} line {k}: expected two GPT-2 symbols separated by one space")
-        made = bytes(byte_of[c] for c in parts[0] + parts[1])
+        left, right = (bytes(byte_of[c] for c in part) for part in parts)
+        if ranks.get(left, n) >= n or ranks.get(right, n) >= n:
+            raise ValueError(f"{merges_path} line {k}: a symbol that no earlier merge (or byte) makes")
+        made = left + right
         if ranks.get(made) != n:
             raise ValueError(f"{merges_path} line {k}: this merge makes id {ranks.get(made)} in {encoder_path}, "
                              f"expected {n} (the files disagree)")
@@ -2409,13 +2414,15 @@ def train_main(argv):
 
     params = list(model.parameters())
     ckpts = CheckpointRecord(a.output_dir, rank, st.step if resumed else None)
+    saved = [st.step if resumed else None]  # train_loop.h's saved_step: the step whose checkpoint is this state
 
     def checkpoint_after(stopping, in_evaluation=False):
         """train_loop.h's train_checkpoint: the checkpoint when due or stopping (in_evaluation: a stop
-        signal cut the evaluation after the step short, and the step's checkpoint is not written
-        again where it exists), then the stop line; True to stop"""
+        signal voided the evaluation after the step; a checkpoint of this very state is not written
+        again), then the stop line; True to stop"""
         due = a.checkpoint_every > 0 and (st.step % a.checkpoint_every == 0 or st.step == M)
-        if a.output_dir and (due or stopping) and not (in_evaluation and ckpts.newest == st.step):
+        if a.output_dir and (due or stopping) and not (in_evaluation and saved[0] == st.step):
+            saved[0] = st.step
             tc = time.time()
             flat = torch.cat([p.detach().reshape(-1) for p in model.file_params()]).cpu().numpy()
             written, err = checkpoint_save(a, a.output_dir, dist, st, cfg, flat, opt_state_flat(opt, model, "exp_avg", muon),
@@ -2437,13 +2444,16 @@ def train_main(argv):
         last = s == M
         if val and (s % a.val_every == 0 or last):
             t0 = time.time()
-            vl = val_loss(a, dist, model, val, autocast, stop)
+            # the final evaluation runs whole: it is the run's result, and a resume of its last step would not
+            # evaluate again
+            may_stop = () if last else stop
+            vl = val_loss(a, dist, model, val, autocast, may_stop)
             if vl is not None and rank == 0:
                 print(f"val loss {vl:.6f} ({time.time() - t0:.2f} s)", flush=True)
             hsw, correct = {}, 0
             if examples and vl is not None:
                 t1 = time.time()
-                correct, evaluated = hellaswag(a, dist, model, examples, autocast, stop)
+                correct, evaluated = hellaswag(a, dist, model, examples, autocast, may_stop)
                 if correct is not None:
                     acc = float(np.float32(correct / evaluated)) if evaluated else math.nan  # -hm 0
                     if rank == 0:
@@ -2531,6 +2541,7 @@ def train_main(argv):
                 log_line(frm, f"rollback:{st.step} data_skipped:{frm - st.step}")
                 log_metrics("rollback", frm, to=st.step, data_skipped=frm - st.step)
                 s = st.step
+                saved[0] = None  # the checkpoint's file lacks the steps passed over: not this state
                 continue
             if st.guard.consecutive >= st.guard.max_consecutive:
                 die(f"{st.guard.consecutive} consecutive steps skipped by the numeric guards (last: {reason}); the run "

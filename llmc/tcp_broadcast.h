@@ -202,9 +202,10 @@ static inline int bs_answer(int fd, uint32_t status, int world_size, const void 
 // twice, another world size, an older build) hears at once why it cannot join, and stops, instead of
 // waiting -pt for a rank 0 that no longer listens; the same process asking again gets the blob again
 typedef struct { int srv, world_size; uint32_t tag; char *seen; uint32_t *nonce; void *blob; size_t len; } BsLinger;
+#define BS_LATE_WARNINGS 3  // a process restarted in a loop must not fill rank 0's log
 static void *bs_linger(void *arg) {
     BsLinger *g = (BsLinger *)arg;
-    for (;;) {
+    for (int told = 0;;) {
         int fd = accept(g->srv, NULL, NULL);
         if (fd < 0) {
             if (errno != EINTR && errno != ECONNABORTED) { usleep(100 * 1000); }  // out of descriptors: later
@@ -214,12 +215,13 @@ static void *bs_linger(void *arg) {
         BsHello h;
         const int heard = bs_read_hello(fd, &h, &clock);
         const uint32_t status = heard == 1 ? bs_status(&h, g->tag, g->world_size, g->seen, g->nonce) : BS_OK;
-        if (heard == 1) { bs_answer(fd, status, g->world_size, g->blob, g->len, &clock); }
+        const int answered = heard == 1 && bs_answer(fd, status, g->world_size, g->blob, g->len, &clock) == 0;
         close(fd);
-        if (heard < 0 || (heard == 1 && (status == BS_WORLD || status == BS_DUPLICATE))) {
-            llmc_warn("bootstrap: after all %d ranks joined, a process %s came and was told to stop; the run goes on",
+        if ((heard < 0 || (answered && (status == BS_WORLD || status == BS_DUPLICATE))) && told++ < BS_LATE_WARNINGS) {
+            llmc_warn("bootstrap: after all %d ranks joined, a process %s came and was told to stop; the run goes on%s",
                       g->world_size, heard < 0 ? "of an older build of this trainer" :
-                      status == BS_WORLD ? "of another world size" : "with a rank already taken");
+                      status == BS_WORLD ? "of another world size" : "with a rank already taken",
+                      told == BS_LATE_WARNINGS ? " (later ones are not reported)" : "");
         }
     }
     return NULL;
@@ -304,11 +306,10 @@ static inline uint32_t bs_nonce(void) {
     return crc32_update(crc, &t, sizeof(t));
 }
 
-#define BS_CLOSED_TRIES 3  // rank 0 closing on the hello this many times in a row is no rank 0 of this build
-
 // the outcome of one try to reach rank 0: 1 with the blob, 0 to try again; dies on an answer that
-// says this launch cannot work. *silent: a connection never answered; *closed: the connections in a
-// row closed on the hello without an answer (a rank 0 of this build answers every hello it reads)
+// says this launch cannot work. *silent: a connection never answered; *closed: connections closed on
+// the hello without an answer, which a rank 0 of this build never does (an older build does, and so
+// does a forwarder, ssh -L or a container's port, whose rank 0 is not listening yet: so not fatal)
 static inline int bs_ask(const struct addrinfo *ai, void *blob, size_t len, const BsHello *h, const char *addr, int port,
                          WaitClock *clock, int *silent, int *closed) {
     int fd = bs_connect(ai, clock);
@@ -318,15 +319,10 @@ static inline int bs_ask(const struct addrinfo *ai, void *blob, size_t len, cons
     if (bs_send(fd, h, sizeof(*h), clock) == 0) {
         if (bs_recv(fd, &ans, sizeof(ans), clock) != 0) {
             *silent = wait_clock_expired(clock);  // connected, and no answer came
-            if (!*silent && ++*closed >= BS_CLOSED_TRIES) {
-                llmc_die("bootstrap: rank 0 at %s:%d closed the connection on this rank's hello %d times without an answer: "
-                         "an older build of this trainer (run the same build on every node) or another program on that "
-                         "port (LLMC_BOOTSTRAP_PORT picks another)", addr, port, BS_CLOSED_TRIES);
-            }
+            if (!*silent) { (*closed)++; }
             close(fd);
             return 0;
         }
-        *closed = 0;
         if (ans.magic != BOOTSTRAP_MAGIC) {
             llmc_die("bootstrap: the program that answers at %s:%d is not rank 0 of this trainer; another program holds "
                      "that port: pick a free one with LLMC_BOOTSTRAP_PORT (the same on every rank)", addr, port);
@@ -378,10 +374,14 @@ static inline void bootstrap_tcp_bcast(void *blob, size_t len, int rank, int wor
             done = bs_ask(ai, blob, len, &h, addr, port, &clock, &silent, &closed);
         }
         if (!done && wait_clock_expired(&clock)) {
+            char why[320];
+            snprintf(why, sizeof(why), "the port closed this rank's hello %d times without an answer: rank 0 is an older "
+                     "build of this trainer (run the same build on every node), or a forwarder's target never listened",
+                     closed);
             llmc_die("bootstrap: could not get the NCCL id from rank 0 at %s:%d within %d s; %s (-pt sets the timeout)", addr,
                      port, timeout_s, silent ? "a program there took the connection and never answered: rank 0 stopped, "
-                     "or another program on that port (LLMC_BOOTSTRAP_PORT picks another)" : "is rank 0 running, and are "
-                     "its host and port (MASTER_ADDR/MASTER_PORT, or -ps) right and reachable?");
+                     "or another program on that port (LLMC_BOOTSTRAP_PORT picks another)" : closed ? why : "is rank 0 "
+                     "running, and are its host and port (MASTER_ADDR/MASTER_PORT, or -ps) right and reachable?");
         }
         if (!done) { usleep(100 * 1000); }  // rank 0 may not be listening yet
     }

@@ -187,22 +187,25 @@ typedef struct {
     Backend *b;
     Progress progress;
     long long rows_done, rows_total;  // rows (example x completion) of rank 0's share
+    int may_stop;                     // a stop signal cuts the pass short
 } EvalCtx;
 
 static int train_eval_forward(void *ctx, const int *inputs, const int *targets, int B, int T, float *losses) {
     EvalCtx *e = (EvalCtx *)ctx;
-    if (llmc_stop_signal) { return 1; }  // the run stops: its checkpoint first, not the rest of the evaluation
+    if (e->may_stop && llmc_stop_signal) { return 1; }  // the run stops: its checkpoint first, not the rest of the pass
     e->b->forward_losses(e->b, inputs, targets, B, T, losses);
     e->rows_done += B;
     progress_update(&e->progress, (double)e->rows_done / (double)e->rows_total);
     return 0;
 }
 
-// HellaSwag acc_norm over the first -hm examples (all with -hm -1), split across ranks; *stopped: a
-// stop signal cut it short on some rank (every rank learns it)
-static inline float train_hellaswag(const TrainArgs *a, Comm *c, Backend *b, const EvalSet *hs, int *stopped) {
+// HellaSwag acc_norm over the first -hm examples (all with -hm -1), split across ranks; may_stop:
+// a stop signal ends this rank's share early, and then *stopped (on every rank: the result is void)
+static inline float train_hellaswag(const TrainArgs *a, Comm *c, Backend *b, const EvalSet *hs, int may_stop,
+                                    int *stopped) {
     EvalCtx e;
     e.b = b;
+    e.may_stop = may_stop;
     e.rows_done = 0;
     e.rows_total = evalset_rank_rows(hs, a->hellaswag_max, c->rank, c->world_size);
     progress_start(&e.progress, c->rank == 0, "HellaSwag", "examples", evalset_count(hs, a->hellaswag_max));
@@ -220,9 +223,9 @@ static inline float train_hellaswag(const TrainArgs *a, Comm *c, Backend *b, con
 }
 
 // mean validation loss over the first -m*B windows of the val data (all with -m -1), any rank count;
-// *stopped: a stop signal cut it short on some rank (every rank learns it)
+// may_stop: a stop signal ends this rank's share early, and then *stopped (on every rank: the result is void)
 static inline float train_val_loss(const TrainArgs *a, Comm *c, Backend *b, DataLoader *val, int *inputs,
-                                   int *targets, float *losses, int *stopped) {
+                                   int *targets, float *losses, int may_stop, int *stopped) {
     int B = a->B, T = a->T;
     long long M = a->val_batches < 0 ? val->total_windows : (long long)a->val_batches * B;
     if (M > val->total_windows) { M = val->total_windows; }
@@ -232,7 +235,7 @@ static inline float train_val_loss(const TrainArgs *a, Comm *c, Backend *b, Data
     progress_start(&p, c->rank == 0, "val loss", "batches", nmb);
     double acc[3] = {0.0, 0.0, 0.0};  // loss sum, token count, the ranks that stopped
     for (long long j = c->rank; j < nmb; j += c->world_size) {
-        if (llmc_stop_signal) {  // the run stops: its checkpoint first, not the rest of the evaluation
+        if (may_stop && llmc_stop_signal) {  // the run stops: its checkpoint first, not the rest of the pass
             acc[2] = 1.0;
             break;
         }
@@ -453,6 +456,7 @@ typedef struct {
     int M;                    // optimizer steps of the run
     long long epoch_steps;
     int have_out, have_val, resumed;
+    int saved_step;           // the step whose checkpoint holds this very state (resumed from, or begun): -1 none
     DataLoader train, val;
     EvalSet hs;
     TrainState st;            // what a checkpoint carries
@@ -530,9 +534,11 @@ static inline int train_restore(TrainRun *r) {
     st->optimizer = opt_is_muon(a);
     guard_init(&st->guard, a->guard_z_loss, a->guard_z_norm, a->guard_max_skips);
     r->resumed = 0;
+    r->saved_step = -1;
     if (a->resume) {
         flight_where(0, 0, "resume");
         r->resumed = checkpoint_resume(a->output_dir, b, c, st);
+        if (r->resumed > 0) { r->saved_step = st->step; }
         if (r->resumed < 0) {
             llmc_die("-y 1: none of the complete checkpoints in %s loads (the warnings above say why); a fresh start would "
                      "write among them: repair or move them, choose another -o, or pass --start-over 1 (without -y 1) to "
@@ -638,7 +644,8 @@ static inline void train_prepare(TrainRun *r) {
 }
 
 // what runs before step s trains: validation and HellaSwag when due, a sample when due. Returns 0
-// where a stop signal cut the evaluation short (on every rank alike): nothing of it is logged
+// where a stop signal voided the evaluation (every rank alike; the ranks that got the signal ended
+// their share early): nothing of it is logged
 static inline int train_evaluate(TrainRun *r, int s) {
     const TrainArgs *a = r->a;
     Backend *b = r->b;
@@ -651,10 +658,12 @@ static inline int train_evaluate(TrainRun *r, int s) {
     if (evaluate) {
         double t0 = llmc_wall_seconds();
         flight_where(s + 1, 0, last ? "the final validation" : "validation before the step");
+        // the final evaluation runs whole: it is the run's result, its checkpoint is written already, and
+        // a resume of the run's last step would not evaluate again
         int stopped_val = 0, stopped_hs = 0;
-        float vl = train_val_loss(a, r->c, b, &r->val, r->inputs, r->targets, r->losses, &stopped_val);
+        float vl = train_val_loss(a, r->c, b, &r->val, r->inputs, r->targets, r->losses, !last, &stopped_val);
         flight_where(s + 1, 0, last ? "the final HellaSwag" : "HellaSwag before the step");
-        float hsw = a->hellaswag_eval && !stopped_val ? train_hellaswag(a, r->c, b, &r->hs, &stopped_hs) : -1.0f;
+        float hsw = a->hellaswag_eval && !stopped_val ? train_hellaswag(a, r->c, b, &r->hs, !last, &stopped_hs) : -1.0f;
         if (stopped_val || stopped_hs) {
             if (r->rank == 0) { printf("%s cut short by a stop signal\n", stopped_val ? "validation" : "HellaSwag"); }
             if (b->range) { b->range(NULL, 0); }
@@ -762,8 +771,8 @@ static inline int train_step(TrainRun *r, int s) {
  * After a step: the checkpoint in flight completed, a new one begun when due or when a signal asks
  * to stop. One all-reduce tells every rank whether any rank got a signal, and whether the
  * checkpoint being written in the background is done everywhere. Returns 1 to stop the run.
- * in_evaluation: a stop signal cut the evaluation after the step short; the step's checkpoint may
- * have begun already (it was due) or be the one the run resumed from, and is then not written again.
+ * in_evaluation: a stop signal cut the evaluation after the step short; where a checkpoint of this
+ * very state exists (begun after the step, or the one resumed from) it is not written again.
  */
 static inline int train_checkpoint(TrainRun *r, int in_evaluation) {
     const TrainArgs *a = r->a;
@@ -780,8 +789,10 @@ static inline int train_checkpoint(TrainRun *r, int in_evaluation) {
     if (r->have_out && (want_ckpt || stop)) {
         double tc = llmc_wall_seconds();
         if (r->b->range) { r->b->range("checkpoint", 1); }
-        const int have_it = r->ckw.last_begun == st->step || r->ckw.newest == st->step;  // or the one resumed from
-        if (!(in_evaluation && have_it)) { checkpoint_begin(&r->ckw, c, st); }
+        if (!(in_evaluation && r->saved_step == st->step)) {
+            checkpoint_begin(&r->ckw, c, st);
+            r->saved_step = st->step;
+        }
         if (stop) {
             r->ckw.ends_run = 1;
             checkpoint_settle(&r->ckw, c);
@@ -854,6 +865,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
             if (s == r.M) { break; }
             if (train_step(&r, s)) {
                 s = r.st.step - 1;  // rolled back: the loop goes on from the checkpoint
+                r.saved_step = -1;  // whose file lacks the steps passed over: not this state
                 continue;
             }
             if (train_checkpoint(&r, 0)) { break; }

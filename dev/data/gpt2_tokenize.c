@@ -1261,8 +1261,13 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {  // getopt reads "--help" as the flag "-"
         if (strcmp(argv[i], "--help") == 0) { usage(stdout); return 0; }
         if (strncmp(argv[i], "--", 2) == 0) { bad_flag("unknown flag %s (this tool's flags are short ones)", argv[i]); }
-        const char *f = argv[i][0] == '-' && argv[i][1] && !argv[i][2] ? strchr(optstring + 1, argv[i][1]) : NULL;
-        if (f && f[1] == ':') { i++; }  // a flag's value, whatever it looks like
+        for (const char *c = argv[i][0] == '-' ? argv[i] + 1 : ""; *c; c++) {  // a cluster, as getopt reads it
+            const char *f = strchr(optstring + 1, *c);
+            if (f && f[1] == ':') {  // the rest of the word is its value, or else the next word
+                if (c[1] == '\0') { i++; }
+                break;
+            }
+        }
     }
     while ((c = getopt(argc, argv, optstring)) != -1) {
         size_t ng = strlen(given);

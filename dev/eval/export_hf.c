@@ -1319,7 +1319,10 @@ int main(int argc, char **argv) {
     if (to_bin) {
         import_from_hf(in, out, dtype ? dtype : MODEL_VERSION_FP32, n_head, force);
     } else {
-        export_to_hf(in, out, dtype, tok_dir, force);
+        char folder[4096];  // "out/" is the folder "out" (its temporary sibling is "out.tmp.<pid>")
+        snprintf(folder, sizeof(folder), "%s", out);
+        for (size_t n = strlen(folder); n > 1 && folder[n - 1] == '/'; n--) { folder[n - 1] = '\0'; }
+        export_to_hf(in, folder, dtype, tok_dir, force);
     }
     return 0;
 }

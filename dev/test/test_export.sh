@@ -346,6 +346,7 @@ expect_error "a token shard as -i" "-i '$TMP/shard.bin' is a token shard, not a 
 expect_error "a safetensors file as -i without --to-bin" "is a safetensors file; add --to-bin" "$EXPORT" -i "$TMP/hf32/model.safetensors" -o "$TMP/o"
 expect_error "-o inside a file" "'$TMP/X.bin' exists and is not a directory" "$EXPORT" -i "$TMP/X.bin" -o "$TMP/X.bin/sub"
 ls -d "$TMP"/X.bin/sub.tmp.* "$TMP"/o.tmp.* > /dev/null 2>&1 && bad "a failed export left a temporary folder"
+run "$EXPORT" -i "$TMP/X.bin" -o "$TMP/slash/" && [ -f "$TMP/slash/model.safetensors" ] && ok "-o with a trailing slash (was a failed rename of 'slash/.tmp.N')"
 # --force over an export that had tokenizer files: the ones not written again are named
 touch "$TMP/hf32/tokenizer.json"
 "$EXPORT" -i "$TMP/X.bin" -o "$TMP/hf32" --force > /dev/null 2> "$TMP/stale.err" \

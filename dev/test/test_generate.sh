@@ -112,6 +112,15 @@ awk 'NR == 3 { l = $0; next } NR == 4 { print; print l; next } { print }' "$TMP/
 one_line_error "train_gpt2.py: two merges swapped (in the folder just read)" "vocab.bpe line 3: this merge makes id 259 in .*, expected 258" \
     $PY "$ROOT/train_gpt2.py" -e "$MODEL" --prompt "hi" --bpe-dir "$TMP/nover"
 one_line_error "two merges swapped" "vocab.bpe line 3: this merge makes token id 259" "$TRAINER" -e "$MODEL" --prompt "hi" --bpe-dir "$TMP/nover"
+# "Ġt he" split as "Ġth e": the same token, from a symbol that only a later merge makes: both refuse it
+mkdir -p "$TMP/split" && cp "$GPT2_DIR/encoder.json" "$TMP/split/" && sed '8s/^Ġt he$/Ġth e/' "$GPT2_DIR/vocab.bpe" > "$TMP/split/vocab.bpe"
+one_line_error "train_gpt2.py: a merge of a symbol made later" "vocab.bpe line 8: a symbol that no earlier merge (or byte) makes" \
+    $PY "$ROOT/train_gpt2.py" -e "$MODEL" --prompt "hi" --bpe-dir "$TMP/split"
+one_line_error "a merge of a symbol made later" "vocab.bpe line 8: merge uses a symbol before the merge that makes it" \
+    "$TRAINER" -e "$MODEL" --prompt "hi" --bpe-dir "$TMP/split"
+echo '[1, 2]' > "$TMP/split/encoder.json"
+one_line_error "train_gpt2.py: encoder.json a JSON array (was a traceback)" "encoder.json is not a JSON object of token ids" \
+    $PY "$ROOT/train_gpt2.py" -e "$MODEL" --prompt "hi" --bpe-dir "$TMP/split"
 one_line_error "train_gpt2.py: a prompt that is not UTF-8 (was a traceback)" "--prompt is not UTF-8 text: train_gpt2.py encodes text" \
     $PY "$ROOT/train_gpt2.py" -e "$MODEL" --prompt "$(printf 'a\xff\xfeb')" --bpe-dir "$GPT2_DIR"
 one_line_error "train_gpt2.py: a vocabulary wider than GPT-2's" "has 50304 tokens, more than the GPT-2 encoder's 50257" \

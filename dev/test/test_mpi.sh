@@ -201,6 +201,30 @@ MASTER_ADDR=127.0.0.1 LLMC_BOOTSTRAP_PORT=$port RANK=1 WORLD_SIZE=2 timeout 60 "
 rc1=$?; wait $r0; rc0=$?; kill $idle 2> /dev/null; wait $idle 2> /dev/null
 [ $rc0 = 0 ] && [ $rc1 = 0 ] && ok "a silent connection before rank 1: the launch completes" \
     || { bad "a silent connection before rank 1 (exit $rc0, $rc1)"; cat idle.0.out idle.1.out | grep -v '^probe rank . batch'; }
+# rank 1 behind a forwarder (ssh -L, a container's published port) started before rank 0: the
+# forwarder takes each connection and closes it while rank 0 is not listening; once it is, the
+# launch completes
+fport=$(free_port); port=$(free_port)
+$PY -c "
+import socket, sys, threading
+src, dst = int(sys.argv[1]), int(sys.argv[2])
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', src)); s.listen()
+def pipe(a, b):
+    while (d := a.recv(65536)): b.sendall(d)
+    b.shutdown(socket.SHUT_WR)
+while True:
+    c, _ = s.accept()
+    try: t = socket.create_connection(('127.0.0.1', dst))
+    except OSError: c.close(); continue
+    threading.Thread(target=pipe, args=(c, t), daemon=True).start(); threading.Thread(target=pipe, args=(t, c), daemon=True).start()" $fport $port &
+fwd=$!
+MASTER_ADDR=127.0.0.1 LLMC_BOOTSTRAP_PORT=$fport RANK=1 WORLD_SIZE=2 timeout 60 "${PROBE[@]}" -pt 20 > fwd.1.out 2>&1 &
+r1=$!
+sleep 2
+MASTER_ADDR=127.0.0.1 LLMC_BOOTSTRAP_PORT=$port RANK=0 WORLD_SIZE=2 timeout 60 "${PROBE[@]}" -pt 20 > fwd.0.out 2>&1
+rc0=$?; wait $r1; rc1=$?; kill $fwd 2> /dev/null; wait $fwd 2> /dev/null
+[ $rc0 = 0 ] && [ $rc1 = 0 ] && ok "rank 1 through a forwarder, 2 s before rank 0 listens: the launch completes" \
+    || { bad "rank 1 through a forwarder (exit $rc0, $rc1)"; cat fwd.0.out fwd.1.out | grep -v '^probe rank . batch'; }
 PROBE+=(-pt 3)  # rank 0 of the one job below waits for a rank 1 that never comes
 probes jobs "RANK=0 WORLD_SIZE=2 SLURM_JOB_ID=101" "RANK=1 WORLD_SIZE=2 SLURM_JOB_ID=102"
 probe_has jobs "two jobs on one port" "^\[rank 1\] error: bootstrap: rank 0 at 127.0.0.1:[0-9]* belongs to another job (SLURM_JOB_ID differs)"
@@ -213,7 +237,8 @@ sleep 0.5
 LLMC_BOOTSTRAP_PORT=$port MASTER_ADDR=127.0.0.1 RANK=1 WORLD_SIZE=2 timeout 60 "${PROBE[@]}" > foreign.out 2>&1
 probe_has foreign "another program on the port" "error: bootstrap: the program that answers at 127.0.0.1:$port is not rank 0 of this trainer"
 # an older build (the handshake's first version: magic "LLMC" and the rank, then a 4-byte size and
-# the id) on either side: both stop at once, saying so
+# the id) on either side: rank 0 of this build stops at once, a rank of this build at its -pt, each
+# saying so
 port=$(free_port)
 MASTER_ADDR=127.0.0.1 LLMC_BOOTSTRAP_PORT=$port RANK=0 WORLD_SIZE=2 timeout 60 "${PROBE[@]}" > oldclient.out 2>&1 &
 r0=$!
@@ -238,7 +263,8 @@ old0=$!
 sleep 0.5
 LLMC_BOOTSTRAP_PORT=$port MASTER_ADDR=127.0.0.1 RANK=1 WORLD_SIZE=2 timeout 60 "${PROBE[@]}" > oldserver.out 2>&1
 kill $old0 2> /dev/null
-probe_has oldserver "rank 0 of an older build" "error: bootstrap: rank 0 at 127.0.0.1:$port closed the connection on this rank's hello 3 times without an answer"
+probe_has oldserver "rank 0 of an older build (within -pt: a forwarder closes alike while its target is not up)" \
+    "error: bootstrap: could not get the NCCL id from rank 0 at 127.0.0.1:$port within 3 s; the port closed this rank's hello [0-9]* times without an answer: rank 0 is an older build"
 wait
 
 finish

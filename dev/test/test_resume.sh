@@ -5,7 +5,7 @@
 #  - a corrupt newest checkpoint (model or state file) is skipped with a warning naming the file,
 #    and its marker retired (DONE_N.skipped): a rewrite of its step killed midway is not resumed;
 #  - SIGTERM / SIGINT on any rank: every rank finishes the step, a checkpoint is written, exit 0;
-#    during a validation or HellaSwag pass, the pass is cut short on every rank instead;
+#    during a validation or HellaSwag pass, the pass is voided on every rank instead (not the final one);
 #    a second signal exits at once; the same for SIGPIPE (stdout's reader gone: `| tee` killed, or
 #    ended by the same Ctrl-C), SIGHUP (which stays ignored under nohup), SIGUSR1 and SIGUSR2;
 #  - a second run into the -o of a running one (train_gpt2 or train_gpt2.py) is refused, naming
@@ -167,6 +167,15 @@ EVAL="-h 1 -hf longhs.bin -hm 800"  # (the twin scores more slowly)
 stop_in_eval stophs_py HellaSwag $PY "$ROOT/train_gpt2.py"
 compare_logs ref1/main.log stophs_py/main.log trl=1e-4 > cmp.out && ok "train_gpt2.py, the same: its losses those of ./train_gpt2 ($(head -1 cmp.out | sed 's/^ *//'))" \
     || { bad "train_gpt2.py after SIGTERM during HellaSwag"; cat cmp.out; }
+
+# ... but the final evaluation (the run's result, after its last checkpoint) runs whole
+"$TRAINER" "${ARGS[@]}" -x 2 -v 100 -j longval.bin -m -1 -o stopfinal > stopfinal.out 2>&1 &
+pid=$!
+for i in $(seq 2400); do grep -q "^step 2/2" stopfinal.out && break; sleep 0.05; done
+kill -TERM $pid; wait $pid; rc=$?
+[ $rc = 0 ] && ! grep -q "cut short" stopfinal.out && grep -q "^s:2 tel" stopfinal/main.log \
+    && ok "SIGTERM during the final validation: it runs whole and is logged" \
+    || { bad "SIGTERM during the final validation (exit $rc)"; grep -v "^step\|\.\.\." stopfinal.out | tail -n 4; }
 
 # SIGINT on a single process
 "$TRAINER" "${ARGS[@]}" -o int > int.out1 2>&1 &
