@@ -83,11 +83,19 @@ if [ ! -f "$hf_dir/model.safetensors" ]; then
     fetch "$url/config.json" "$hf_dir/config.json" "$hint"
     fetch "$url/model.safetensors" "$hf_dir/model.safetensors" "$hint"
 fi
-if [ ! -f "$model_bin" ] || [ "$hf_dir/model.safetensors" -nt "$model_bin" ]; then
+# the source of the converted file is kept beside it: two local folders of one name (two runs'
+# checkpoint-500) must not share it, nor the output folder that resumes from it
+src=$(realpath "$hf_dir/model.safetensors")
+was=$(cat "$model_bin.source" 2> /dev/null || true)
+if [ -n "$was" ] && [ "$was" != "$src" ] && [ -z "${MODEL_BIN:-}" ]; then
+    die "$model_bin was converted from $was, not $src (two folders named '$name'): give this one its own MODEL_BIN=... and OUT=..."
+fi
+if [ ! -f "$model_bin" ] || [ "$hf_dir/model.safetensors" -nt "$model_bin" ] || [ "$was" != "$src" ]; then
     make -s export_hf
     mkdir -p "$(dirname "$model_bin")"
     rm -f "$model_bin"
     ./export_hf --to-bin -i "$hf_dir" -o "$model_bin"
+    echo "$src" > "$model_bin.source"
 fi
 
 # ---- data and trainer

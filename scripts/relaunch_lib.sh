@@ -9,6 +9,7 @@
 # from a crash (Ctrl-C signals the whole foreground group). Sourced, with RETRIES and RETRY_WAIT set.
 #
 #   relaunch_check_settings             one error line and exit 2 where RETRIES or RETRY_WAIT is bad
+#   relaunch_out_dir ARGS...            the last -o or --out value among ARGS (the folder to watch)
 #   relaunch NAME OUT LAUNCH [ARGS...]  runs LAUNCH ARGS (a command or function) by the rule: 0 once
 #                                       it exits 0, 1 when the rule gives up (a line says why), its
 #                                       status where RELAUNCH_STOP is set (by a trap) after a launch,
@@ -20,6 +21,16 @@ RETRY_WAIT=${RETRY_WAIT:-30}
 relaunch_check_settings() {
     [[ "$RETRIES" =~ ^[1-9][0-9]*$ ]] || { echo "error: RETRIES='$RETRIES': expected a number of launches >= 1, e.g. 5" >&2; exit 2; }
     [[ "$RETRY_WAIT" =~ ^[0-9]+$ ]] || { echo "error: RETRY_WAIT='$RETRY_WAIT': expected whole seconds, e.g. 30" >&2; exit 2; }
+}
+
+# the trainer's output folder: the last -o or --out among the arguments
+relaunch_out_dir() {
+    local out= prev=
+    for a in "$@"; do
+        { [ "$prev" = -o ] || [ "$prev" = --out ]; } && out=$a
+        prev=$a
+    done
+    printf '%s\n' "$out"
 }
 
 # the step of the newest complete checkpoint in $1 (0: none)

@@ -33,9 +33,11 @@ LAUNCH=(mpirun -np "$NGPU" --bind-to none)
 [ "$(id -u)" -eq 0 ] && LAUNCH+=(--allow-run-as-root)
 [ "$NGPU" -eq 1 ] && LAUNCH=()
 
-relaunch run_gpt2_124M.sh "$OUT" "${LAUNCH[@]}" "$TRAINER" \
+# -m counts batches of B over all GPUs (the same sequences at any GPU count): 10,240 sequences, what
+# llm.c's 8-GPU run reads with its -m 20 per GPU
+relaunch run_gpt2_124M.sh "$(relaunch_out_dir -o "$OUT" "$@")" "${LAUNCH[@]}" "$TRAINER" \
     -i "$DATA/fineweb_train_*.bin" -j "$DATA/fineweb_val_*.bin" -o "$OUT" \
     -e d12 -b "$B" -t 1024 -d 524288 -x 19073 \
     -l 0.0006 -u 700 -q 0.0 -c 0.1 -k cosine \
-    -v 250 -m 20 "${HELLASWAG[@]}" -s 20000 -g 144 \
+    -v 250 -m $((10240 / B)) "${HELLASWAG[@]}" -s 20000 -g 144 \
     -n 1000 -nk 3 -y 1 -z 1 "$@"

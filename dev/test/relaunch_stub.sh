@@ -3,7 +3,8 @@
 # writes the marker of the checkpoint in line n of $STUB_PLAN ("-": none) into its -o (the last
 # one given) and exits with the code on that line; $STUB_CALLS counts the calls. A third word on
 # the line (INT, TERM) is a signal it sends its parent first, as Ctrl-C reaches the script too
-# while mpirun checkpoints its ranks and exits 1.
+# while mpirun checkpoints its ranks and exits 1. STUB_ARGS: a file for its command line.
+[ -z "${STUB_ARGS:-}" ] || printf '%s\n' "$@" > "$STUB_ARGS"  # its command line, one word per line
 out=; while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done
 n=$(( $(cat "$STUB_CALLS" 2> /dev/null || echo 0) + 1 )); echo $n > "$STUB_CALLS"
 read -r ckpt rc sig < <(sed -n "${n}p" "$STUB_PLAN")

@@ -121,6 +121,12 @@ for m in gpt2 gpt2-medium gpt2-large gpt2-xl; do
         bad "GPU plan for $m"; echo "$plan" | head -4
     fi
 done
+# a second local folder of the same name (another run's checkpoint folder): refused, naming the first
+# (it took the first one's converted file, and its output folder resumed the first fine-tune)
+mkdir -p other/gpt2-small-test && cp gpt2-small-test/* other/gpt2-small-test/ && touch -d '2000-01-01' other/gpt2-small-test/model.safetensors
+out=$(cd "$ROOT" && HF_DIR="$TMP/other/gpt2-small-test" OUT="$TMP/out_other" bash scripts/finetune_gpt2.sh "${RUN[@]}" 2>&1); rc=$?
+[ $rc -ne 0 ] && echo "$out" | grep -q "^error: .*gpt2-small-test.bin was converted from $TMP/gpt2-small-test/model.safetensors, not $TMP/other/gpt2-small-test/model.safetensors" \
+    && [ ! -e out_other ] && echo "ok   a second folder of the same name: $(echo "$out" | cut -c1-120)" || bad "a second folder of the same name: $out"
 out=$(cd "$ROOT" && bash scripts/finetune_gpt2.sh gpt3 2>&1); rc=$?
 [ $rc -ne 0 ] && echo "$out" | grep -q "^error: unknown model 'gpt3'" && echo "ok   $out" || bad "unknown model name: $out"
 mkdir -p empty

@@ -417,6 +417,19 @@ relaunch() {  # relaunch <name> <plan lines...>: the script's exit code; its out
     TRAINER=$ROOT/dev/test/relaunch_stub.sh NGPU=1 RETRY_WAIT=0 RETRIES=${RETRIES:-5} DATA=$TMP/fw OUT=$TMP/$name STUB_PLAN=$TMP/$name.plan \
         STUB_CALLS=$TMP/$name.calls bash "$ROOT/scripts/run_gpt2_124M.sh" > "$name.out" 2>&1
 }
+# -o given on the script's command line (extra flags override the recipe's): the relaunch watches
+# that folder (it watched OUT, and gave up as if no checkpoint had been written); OUT with a space
+# through the 1-GPU script; the recipe's validation is llm.c's 8-GPU 10,240 sequences (-m 160 at B 64)
+printf '%s\n' "1000 1" "- 1" "2000 0" > flag_o.plan
+TRAINER=$ROOT/dev/test/relaunch_stub.sh NGPU=1 RETRY_WAIT=0 DATA=$TMP/fw OUT=$TMP/flag_o_default STUB_PLAN=$TMP/flag_o.plan \
+    STUB_CALLS=$TMP/flag_o.calls STUB_ARGS=$TMP/flag_o.args bash "$ROOT/scripts/run_gpt2_124M.sh" -o "$TMP/flag o" > flag_o.out 2>&1; rc=$?
+[ $rc = 0 ] && [ "$(cat flag_o.calls)" = 3 ] && [ -f "$TMP/flag o/DONE_00002000" ] && grep -qx -- -m flag_o.args \
+    && [ "$(grep -A1 -x -- -m flag_o.args | tail -1)" = 160 ] && ok "run_gpt2_124M.sh -o <dir>: the relaunch watches <dir>; -m 160" \
+    || { bad "run_gpt2_124M.sh -o <dir> (exit $rc)"; cat flag_o.out; }
+printf '%s\n' "1000 0" > space.plan
+TRAINER=$ROOT/dev/test/relaunch_stub.sh RETRY_WAIT=0 DATA=$TMP/fw OUT="$TMP/my out" STUB_PLAN=$TMP/space.plan STUB_CALLS=$TMP/space.calls \
+    bash "$ROOT/scripts/run_gpt2_124M_1gpu.sh" > space.out 2>&1 && [ -f "$TMP/my out/DONE_00001000" ] \
+    && ok "run_gpt2_124M_1gpu.sh: OUT with a space" || { bad "run_gpt2_124M_1gpu.sh: OUT with a space"; cat space.out; }
 relaunch transient "1000 1" "2000 0" && [ "$(cat transient.calls)" = 2 ] \
     && ok "run_gpt2_124M.sh: a crash after checkpoint 1000 is relaunched, and the run ends" || { bad "run_gpt2_124M.sh: the crash was not relaunched"; cat transient.out; }
 relaunch repeats "1000 1" "- 1" "- 1" "- 0"

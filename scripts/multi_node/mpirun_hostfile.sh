@@ -33,8 +33,9 @@ for var in NCCL_SOCKET_IFNAME NCCL_IB_DISABLE NCCL_DEBUG PATH LD_LIBRARY_PATH OM
     [ -n "${!var+set}" ] && env_args+=(-x "$var")
 done
 
+[ "$(id -u)" -eq 0 ] && env_args+=(--allow-run-as-root)  # as root (containers) mpirun needs it; harmless otherwise
 mpirun -np "$NP" --hostfile "$HOSTFILE" --bind-to none --map-by "ppr:$PER_NODE:node" "${env_args[@]}" \
     "$TRAINER" \
     -i "data/fineweb10B/fineweb_train_*.bin" -j "data/fineweb10B/fineweb_val_*.bin" -o log_gpt2_124M_2nodes \
     -e d12 -b 32 -t 1024 -d 524288 -x 19073 \
-    -l 0.0006 -u 700 -q 0.0 -c 0.1 -v 250 -h 1 -s 20000 -n 1000 -nk 3 -y 1 -z 1 "$@"
+    -l 0.0006 -u 700 -q 0.0 -c 0.1 -v 250 -m 320 -h 1 -s 20000 -n 1000 -nk 3 -y 1 -z 1 "$@"  # -m: 10,240 sequences
