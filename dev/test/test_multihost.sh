@@ -320,10 +320,7 @@ fi
 near_time_limit() {
     local dir=$1 job
     shift
-    # each job its own Open MPI session directory: one job's tasks ending while the next one's start
-    # on the same host removed the shared one under them once (a shared-memory open() failed, ENOENT)
-    mkdir -p "$TMP/ompi.$dir"
-    on 1 env TRAINER="$TRAINER" OMPI_MCA_orte_tmpdir_base="$TMP/ompi.$dir" "$@" timeout -s KILL 180 "${SB[@]}" -o "$TMP/$dir.out" "$ROOT/scripts/multi_node/slurm.sbatch" \
+    on 1 env TRAINER="$TRAINER" "$@" timeout -s KILL 180 "${SB[@]}" -o "$TMP/$dir.out" "$ROOT/scripts/multi_node/slurm.sbatch" \
         "${LOST[@]}" -o "$TMP/$dir" > "sbatch_$dir.out" 2>&1 &
     job=$!
     at_step8 "$dir.out" || { bad "$dir: the job did not reach step 8"; show_output "$dir.out"; }
