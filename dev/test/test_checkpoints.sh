@@ -89,17 +89,17 @@ mkdir rb35 && cp rb/*_000000[0-3][05]* rb35/ && grep -v "^s:\(3[5-9]\) " rb/main
 "$TRAINER" "${RB[@]}" -o rb35 -y 1 > rb35.out 2>&1 || bad "resuming checkpoint 35 of the rolled-back run failed"
 grep -q "^resumed from checkpoint 35 in" rb35.out && compare_logs rb/main.log rb35/main.log trl=0 norm=0 > cmp.out \
     && ok "-rb 3: checkpoint 35, after the rollback, resumes bit for bit" || { bad "-rb 3: checkpoint 35 does not resume bit for bit"; cat cmp.out; }
-# a stop signal during the validation right after the rollback (-v 5: step 25's): checkpoint 25 is
+# a stop signal during the validation right after the rollback (-v 25: step 25's): checkpoint 25 is
 # written again, with the data position and the rollback count (it was taken for the checkpoint
 # resumed from, and the resume trained on the spikes and rolled back once more); both trainers
 $PY "$ROOT/dev/bench/make_random_shard.py" longval.bin 400000 3 512 > /dev/null
 for t in C py; do
     tr=("$TRAINER"); [ $t = py ] && tr=("$PY" "$ROOT/train_gpt2.py")
-    LLMC_TEST_LOSS_SPIKE=27,28,29 "${tr[@]}" "${RB[@]}" -v 5 -j longval.bin -m 1000 -o rbstop$t > rbstop$t.out 2>&1 &
+    LLMC_TEST_LOSS_SPIKE=27,28,29 "${tr[@]}" "${RB[@]}" -v 25 -j longval.bin -m 1000 -o rbstop$t > rbstop$t.out 2>&1 &
     pid=$!
     for i in $(seq 2400); do grep -q "^rollback 1 of 3" rbstop$t.out && break; sleep 0.05; done
     kill -TERM $pid; wait $pid; rc=$?
-    LLMC_TEST_LOSS_SPIKE=27,28,29 "${tr[@]}" "${RB[@]}" -v 5 -j longval.bin -m 2 -x 30 -o rbstop$t -y 1 > rbstop$t.2.out 2>&1
+    LLMC_TEST_LOSS_SPIKE=27,28,29 "${tr[@]}" "${RB[@]}" -v 25 -j longval.bin -m 2 -x 30 -o rbstop$t -y 1 > rbstop$t.2.out 2>&1
     [ $rc = 0 ] && grep -q "^validation cut short by a stop signal" rbstop$t.out && grep -q "^resumed from checkpoint 25" rbstop$t.2.out \
         && ! grep -q "^rollback" rbstop$t.2.out && grep -q "^step 30/30" rbstop$t.2.out \
         && ok "$t: a stop in the validation after a rollback: checkpoint 25 rewritten with the data position (no second rollback)" \

@@ -153,14 +153,15 @@ stop_in_eval() {  # stop_in_eval NAME WHAT TRAINER-COMMAND...: SIGTERM to its la
         && ! grep -q "^s:0 tel" $name/main.log && grep -q "stopped by a signal after step 0; checkpoint 0 is in $name" $name.out1 \
         && ok "SIGTERM during $what ($name): cut short, checkpoint 0, nothing logged of it" \
         || { bad "SIGTERM during $what ($name): exit $rc"; grep -v "^step\|\.\.\." $name.out1 | tail -n 5; }
-    "$@" "${ARGS[@]}" -v 100 -o $name $EVAL -y 1 > $name.out2 2>&1 || bad "resume after SIGTERM during $what failed"
+    "$@" "${ARGS[@]}" -v 100 -o $name $EVAL_RESUME -y 1 > $name.out2 2>&1 || bad "resume after SIGTERM during $what failed"
     grep -q "^s:0 tel" $name/main.log || bad "the resume did not evaluate step 0 again"
     final_losses $name > $name.loss
 }
-EVAL="-j longval.bin -m -1"
+# (the resumes evaluate less: -m and -hm may change on a resume, and the test takes no longer than it must)
+EVAL="-j longval.bin -m -1" EVAL_RESUME="-j longval.bin -m 2"
 stop_in_eval stopval validation "${MPIRUN[@]}" -np 2 "$TRAINER"
 same "SIGTERM to one rank of 2 during validation, resume: losses bitwise equal" stopval.loss ref2.loss
-EVAL="-h 1 -hf longhs.bin"
+EVAL="-h 1 -hf longhs.bin" EVAL_RESUME="-h 1 -hf longhs.bin -hm 20"
 stop_in_eval stophs HellaSwag "$TRAINER"
 same "SIGTERM during HellaSwag, resume: losses bitwise equal" stophs.loss ref1.loss
 EVAL="-h 1 -hf longhs.bin -hm 800"  # (the twin scores more slowly)
@@ -169,7 +170,7 @@ compare_logs ref1/main.log stophs_py/main.log trl=1e-4 > cmp.out && ok "train_gp
     || { bad "train_gpt2.py after SIGTERM during HellaSwag"; cat cmp.out; }
 
 # ... but the final evaluation (the run's result, after its last checkpoint) runs whole
-"$TRAINER" "${ARGS[@]}" -x 2 -v 100 -j longval.bin -m -1 -o stopfinal > stopfinal.out 2>&1 &
+"$TRAINER" "${ARGS[@]}" -x 2 -v 100 -j longval.bin -m 3000 -o stopfinal > stopfinal.out 2>&1 &
 pid=$!
 for i in $(seq 2400); do grep -q "^step 2/2" stopfinal.out && break; sleep 0.05; done
 kill -TERM $pid; wait $pid; rc=$?
