@@ -17,7 +17,8 @@
 #    skipped without touching parameters or optimizer state;
 #  - resuming with another model size is an error naming the file;
 #  - scripts/run_gpt2_124M.sh's relaunches (a stand-in trainer; Ctrl-C with mpirun exiting 1 is a stop): a crash after a new checkpoint is
-#    relaunched, two crashes in a row without one end the script with a line, RETRIES bounds them.
+#    relaunched, two crashes in a row without one end the script with a line, RETRIES bounds them;
+#    the recipes refuse bad NGPU/NPROC/B/NP/PER_NODE and a TRAINER that is not there in one line.
 source "$(dirname "$0")/lib.sh" test_resume "${1:-./train_gpt2}"
 # the references and the signal tests run 2 ranks as well
 require_mpi test-resume
@@ -454,5 +455,15 @@ expect_error "run_gpt2_124M.sh RETRY_WAIT=soon" "error: RETRY_WAIT='soon': expec
     env RETRY_WAIT=soon bash "$ROOT/scripts/run_gpt2_124M.sh"
 expect_error "run_gpt2_124M.sh RETRIES=0" "error: RETRIES='0': expected a number of launches >= 1" \
     env RETRIES=0 bash "$ROOT/scripts/run_gpt2_124M.sh"
+# the recipes' settings are checked before anything is built or launched (NGPU=abc was a shell's
+# "integer expression expected", then mpirun's own complaint)
+expect_error "run_gpt2_124M.sh NGPU=abc" "error: NGPU='abc': expected a whole number >= 1" \
+    env NGPU=abc bash "$ROOT/scripts/run_gpt2_124M.sh"
+expect_error "run_gpt2_124M.sh TRAINER missing" "error: TRAINER='$TMP/nope' is not a program here" \
+    env TRAINER="$TMP/nope" NGPU=1 DATA=$TMP/fw bash "$ROOT/scripts/run_gpt2_124M.sh"
+expect_error "run_gpt2_124M_cpu.sh NPROC=x" "error: NPROC='x': expected a whole number >= 1" \
+    env NPROC=x bash "$ROOT/scripts/run_gpt2_124M_cpu.sh"
+expect_error "mpirun_hostfile.sh PER_NODE=0" "error: PER_NODE='0': expected a whole number >= 1" \
+    env PER_NODE=0 bash "$ROOT/scripts/multi_node/mpirun_hostfile.sh"
 
 finish
