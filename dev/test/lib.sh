@@ -190,6 +190,11 @@ trap 'if [ "$BASHPID" = "$$" ]; then pkill -9 -f "$TMP" 2>/dev/null || true
       for m in "${LLMC_MOUNTS[@]}"; do umount -l "$m" 2>/dev/null; done; rm -rf "$TMP"; fi' EXIT
 # one thread per process: the tests run several ranks on two cores
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+# Open MPI's shared-memory files (4 MB per rank) in TMP, not /dev/shm: the ranks the tests kill
+# left theirs behind there for good (16 MB a run of test-multihost), and the two hosts of
+# test-multihost share this machine's /dev/shm, where its SLURM jobs, numbered from 1 in every run,
+# name theirs alike run after run
+export OMPI_MCA_btl_vader_backing_directory=$TMP
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 finish() {

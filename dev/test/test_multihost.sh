@@ -323,7 +323,7 @@ near_time_limit() {
     on 1 env TRAINER="$TRAINER" "$@" timeout -s KILL 180 "${SB[@]}" -o "$TMP/$dir.out" "$ROOT/scripts/multi_node/slurm.sbatch" \
         "${LOST[@]}" -o "$TMP/$dir" > "sbatch_$dir.out" 2>&1 &
     job=$!
-    at_step8 "$dir.out" || { bad "$dir: the job did not reach step 8"; show_output "$dir.out"; }
+    at_step8 "$dir.out" || { bad "$dir: the job did not reach step 8"; show_output "$dir.out"; ls -l --full-time "$TMP" | grep vader_segment; }
     jobid=$(grep -o 'Submitted batch job [0-9]*' "sbatch_$dir.out" | grep -o '[0-9]*$')
     what="USR1 to the batch script of job $jobid at step $(grep -o '^step [0-9]*' "$dir.out" | sed -n '$p' | cut -d' ' -f2)"
     on 1 scancel --signal=USR1 --batch "$jobid" || bad "scancel --signal=USR1 --batch $jobid failed"
