@@ -40,7 +40,7 @@ static void usage(FILE *f) {
         "  --to-bin         convert safetensors -> model .bin instead of .bin -> folder\n"
         "  --bf16, --fp32   output precision. Export: safetensors dtype, default that of the .bin\n"
         "                   (v3 -> F32, v5 -> BF16). --to-bin: .bin version 5 (bf16) or 3 (fp32, default)\n"
-        "  --force          replace an existing output (files in an existing folder are overwritten)\n"
+        "  --force          replace an existing output (files in an existing folder are overwritten; never the input)\n"
         "  --tokenizer DIR  export: also write vocab.json and merges.txt, copied from DIR/encoder.json and\n"
         "                   DIR/vocab.bpe (OpenAI's GPT-2 tokenizer files, e.g. ../shared/data/gpt2)\n"
         "  --n-head N       --to-bin: number of heads when there is no config.json (default: C/64)\n"
@@ -561,6 +561,17 @@ static void remove_export_tmp_dir(void) {
     if (export_next_abort_hook) { export_next_abort_hook(); }
 }
 
+// -o's parent folders, made where missing (as mkdir -p would)
+static void make_parent_dirs(const char *out_path) {
+    char parent[4096];
+    snprintf(parent, sizeof(parent), "%s", out_path);
+    char *slash = strrchr(parent, '/');
+    if (slash && slash != parent) {
+        *slash = '\0';
+        make_dirs_for(parent, "-o");
+    }
+}
+
 static void export_work_dir(char *work_dir, size_t cap, const char *out_dir, int exists) {
     if (exists) {
         snprintf(work_dir, cap, "%s", out_dir);
@@ -569,13 +580,7 @@ static void export_work_dir(char *work_dir, size_t cap, const char *out_dir, int
     if ((size_t)snprintf(work_dir, cap, "%s.tmp.%d", out_dir, (int)getpid()) >= cap) {
         llmc_die("path too long: %s", out_dir);
     }
-    char parent[4096];  // -o's parent folders first, so that an error names them and not the temporary name
-    snprintf(parent, sizeof(parent), "%s", out_dir);
-    char *slash = strrchr(parent, '/');
-    if (slash && slash != parent) {
-        *slash = '\0';
-        make_dirs_for(parent, "-o");
-    }
+    make_parent_dirs(out_dir);  // first, so that an error names them and not the temporary name
     make_dirs(work_dir);
     snprintf(export_tmp_dir, sizeof(export_tmp_dir), "%s", work_dir);
     if (llmc_abort_hook != remove_export_tmp_dir) { export_next_abort_hook = llmc_abort_hook; }
@@ -1002,14 +1007,18 @@ static void hf_input_paths(const char *in_path, char *st_path, char *cfg_path, s
     }
 }
 
-// --to-bin's output is a file, which only --force replaces
-static void import_check_output(const char *out_path, int force) {
-    struct stat ost;
-    if (stat(out_path, &ost) == 0 && !S_ISREG(ost.st_mode)) {
-        llmc_die("-o '%s' exists and is not a file; choose another -o", out_path);
-    }
-    if (file_exists(out_path) && !force) {
-        llmc_die("output '%s' already exists; choose another -o or pass --force to replace it", out_path);
+// --to-bin's output is a file, which only --force replaces, and never the input it reads
+static void import_check_output(const char *out_path, const char *st_path, const char *cfg_path, int force) {
+    struct stat ost, ist;
+    if (stat(out_path, &ost) == 0) {
+        if (!S_ISREG(ost.st_mode)) { llmc_die("-o '%s' exists and is not a file; choose another -o", out_path); }
+        const char *inputs[2] = {st_path, cfg_path};
+        for (int i = 0; i < 2; i++) {
+            if (stat(inputs[i], &ist) == 0 && ist.st_dev == ost.st_dev && ist.st_ino == ost.st_ino) {
+                llmc_die("-o '%s' is the input '%s' this reads; choose another -o", out_path, inputs[i]);
+            }
+        }
+        if (!force) { llmc_die("output '%s' already exists; choose another -o or pass --force to replace it", out_path); }
     }
 }
 
@@ -1253,7 +1262,7 @@ static float *hf_read_params(const StFile *sf, const GPT2Config *c, const HfDims
 static void import_from_hf(const char *in_path, const char *out_path, int out_version, int n_head_flag, int force) {
     char st_path[4352], cfg_path[4352];
     hf_input_paths(in_path, st_path, cfg_path, sizeof(st_path));
-    import_check_output(out_path, force);
+    import_check_output(out_path, st_path, cfg_path, force);
     StFile sf;
     st_open(&sf, st_path);
 
@@ -1271,6 +1280,7 @@ static void import_from_hf(const char *in_path, const char *out_path, int out_ve
     hf_require_tensors(&sf, &d, &lnfw, &lnfb);
 
     float *params = hf_read_params(&sf, &c, &d, wte, wpe, lnfw, lnfb);
+    make_parent_dirs(out_path);  // once the input has been read whole: a bad one leaves no folders
     model_file_write_fp32(out_path, &c, params, out_version);
     printf("wrote %s (version %d, L=%d C=%d NH=%d V=%d Vp=%d maxT=%d) from %s%s\n", out_path, out_version, c.num_layers,
            c.channels, c.num_heads, c.vocab_size, c.padded_vocab_size, c.max_seq_len, st_path,

@@ -258,6 +258,11 @@ run "$EXPORT" --to-bin -i "$TMP/hf5f" -o "$TMP/R5f.bin" --bf16 && same_params "$
 run "$EXPORT" --to-bin -i "$TMP/hub" -o "$TMP/Rhub.bin" && same_params "$TMP/X.bin" "$TMP/Rhub.bin" "hub layout (no prefix, attn.bias/masked_bias buffers) converts back"
 run "$EXPORT" --to-bin -i "$TMP/f16" -o "$TMP/R16.bin" && same_params "$TMP/E16.bin" "$TMP/R16.bin" "F16 checkpoint with a tied lm_head converts back (values = fp16-rounded)"
 run "$EXPORT" --to-bin -i "$TMP/bare/gpt2.safetensors" -o "$TMP/Rbare.bin" && same_params "$TMP/X.bin" "$TMP/Rbare.bin" "a bare .safetensors file without config.json converts back"
+run "$EXPORT" --to-bin -i "$TMP/hf32" -o "$TMP/new/sub/R.bin" && same_params "$TMP/X.bin" "$TMP/new/sub/R.bin" "--to-bin makes -o's missing parent folders"
+# --force replaces an output, never the input being read (it was overwritten with the .bin)
+cp "$TMP/bare/gpt2.safetensors" "$TMP/self.safetensors"
+expect_error "--to-bin --force with -o = -i" "-o '$TMP/self.safetensors' is the input" "$EXPORT" --to-bin -i "$TMP/self.safetensors" -o "$TMP/self.safetensors" --force \
+    && cmp -s "$TMP/bare/gpt2.safetensors" "$TMP/self.safetensors" || bad "--to-bin --force with -o = -i changed the input"
 if [ "$("$PY" -c "import numpy as np; print(np.fromfile('$TMP/R5.bin', dtype='<i4', count=2)[1])")" = 5 ]; then
     ok "--to-bin --bf16 writes version 5"
 else
