@@ -439,6 +439,14 @@ static inline void args_parse(TrainArgs *a, int argc, char **argv) {
     if (a->start_over && (a->resume || a->output_dir[0] == '\0')) {
         args_fail("--start-over 1 starts a new run in -o <dir> in place of the one there; it needs -o and excludes -y 1");
     }
+    if (a->rollback_after > 0 && (a->output_dir[0] == '\0' || a->checkpoint_every <= 0)) {
+        args_fail("-rb %d rolls back to a checkpoint: give the run -o <dir> and -n <steps>", a->rollback_after);
+    }
+    if (a->rollback_after > a->guard_max_skips) {
+        args_fail("-rb %d is more than -sm %d, which stops the run first; use -rb %d or less, or raise -sm",
+                  a->rollback_after, a->guard_max_skips, a->guard_max_skips);
+    }
+    if (a->hellaswag_eval && a->val_every <= 0) { args_fail("-h 1 evaluates HellaSwag at every validation; set -v > 0"); }
     // values whose result would mean nothing (a loss or an accuracy over no data)
     if (a->val_batches == 0) { args_fail("-m 0 validates on no batches; give -m N >= 1, -1 for all, or -v 0 for no validation"); }
     if (a->hellaswag_max == 0) { args_fail("-hm 0 evaluates no examples; give -hm N >= 1, -1 for all, or -h 0 for no HellaSwag"); }

@@ -63,15 +63,15 @@ typedef struct {
     long long *window_perm;    // (max windows per shard)
 } DataLoader;
 
-// one shard: header checks, then the mapping (of the descriptor the checks read: what is mapped is
-// what was checked)
-static inline void shard_open(DataLoader *dl, int i, const char *flag) {
-    const char *path = dl->paths[i];
+// one shard of glob `pattern`, opened and its header checked (dies otherwise): the open file, its
+// size in bytes and token count
+static inline FILE *shard_open_checked(const char *path, const char *pattern, const char *flag, long long *size_out,
+                                       long long *ntok_out) {
     FILE *fp;
     long long size;
     char why[512];
     if (open_regular(path, &fp, &size, why, sizeof(why)) != 0) {
-        llmc_die("%s %s: '%s' %s; the glob must match token shards only (%s)", flag, dl->glob_pattern, path, why, SHARD_HINT);
+        llmc_die("%s %s: '%s' %s; the glob must match token shards only (%s)", flag, pattern, path, why, SHARD_HINT);
     }
     if (size < HEADER_BYTES_SHARD) {
         llmc_die("%s: shard '%s' is %lld bytes, smaller than its 1024-byte header (truncated?); %s", flag, path, size, SHARD_HINT);
@@ -92,6 +92,17 @@ static inline void shard_open(DataLoader *dl, int i, const char *flag) {
         llmc_die("%s: shard '%s' is %lld bytes but its header says %lld tokens (%lld bytes): %s; %s", flag, path,
                  size, ntok, expected, size < expected ? "truncated" : "trailing bytes", SHARD_HINT);
     }
+    *size_out = size;
+    *ntok_out = ntok;
+    return fp;
+}
+
+// one shard: header checks, then the mapping (of the descriptor the checks read: what is mapped is
+// what was checked)
+static inline void shard_open(DataLoader *dl, int i, const char *flag) {
+    const char *path = dl->paths[i];
+    long long size, ntok;
+    FILE *fp = shard_open_checked(path, dl->glob_pattern, flag, &size, &ntok);
     void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fileno(fp), 0);
     int map_errno = errno;
     fclose(fp);
@@ -132,6 +143,31 @@ static inline long long dataloader_plan_bytes(const char *pattern, int T, long l
     return bytes + (long long)dataloader_index_bytes(max_windows);
 }
 
+// the shards that `pattern` matches, sorted (dies if none)
+static inline void shard_glob(glob_t *g, const char *pattern, const char *flag) {
+    int rc = glob(pattern, 0, NULL, g);
+    if (rc != 0 || g->gl_pathc == 0) {
+        if (rc == 0) { globfree(g); }
+        llmc_die("%s %s: no files match; prepare data first (e.g. bash dev/data/tinyshakespeare.sh) or fix the path",
+                 flag, pattern);
+    }
+}
+
+/*
+ * The checks dataloader_init makes of the shards' files (they match, open, have a right header and
+ * size), nothing mapped or kept: a trainer runs them before its slow start-up (a GPU, NCCL), so a
+ * mistyped -i fails at once.
+ */
+static inline void dataloader_check(const char *pattern, const char *flag) {
+    glob_t g;
+    shard_glob(&g, pattern, flag);
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        long long size, ntok;
+        fclose(shard_open_checked(g.gl_pathv[i], pattern, flag, &size, &ntok));
+    }
+    globfree(&g);
+}
+
 /*
  * Open all shards matching `pattern` for windows of T+1 tokens.
  * flag: "-i" or "-j", for messages. Dies if nothing matches or a shard is bad.
@@ -145,12 +181,7 @@ static inline void dataloader_init(DataLoader *dl, const char *pattern, const ch
     dl->shuffle = shuffle;
     dl->seed = seed;
     glob_t g;
-    int rc = glob(pattern, 0, NULL, &g);
-    if (rc != 0 || g.gl_pathc == 0) {
-        if (rc == 0) { globfree(&g); }
-        llmc_die("%s %s: no files match; prepare data first (e.g. bash dev/data/tinyshakespeare.sh) or fix the path",
-                 flag, pattern);
-    }
+    shard_glob(&g, pattern, flag);
     dl->num_shards = (int)g.gl_pathc;  // glob() returns the names sorted
     int n = dl->num_shards;
     dl->paths = (char **)mallocCheck(n * sizeof(char *));

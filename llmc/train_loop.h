@@ -44,6 +44,10 @@ static inline void train_start(TrainSetup *run, int *argc, char ***argv) {
     args_parse(&run->args, *argc, *argv);
     comm_apply_args(&run->comm, &run->args);
     run->model_file = train_resolve_model(&run->args, &run->config);
+    if (!run->args.prompt[0] && run->args.plan <= 0) {  // the data a run opens later, checked before a GPU starts
+        dataloader_check(run->args.train_glob, "-i");
+        if (run->args.val_every > 0) { dataloader_check(run->args.val_glob, "-j"); }
+    }
 }
 
 /*
@@ -481,13 +485,6 @@ static inline void train_open_data(TrainRun *r) {
     dataloader_init(&r->train, a->train_glob, "-i", r->T, r->V, a->shuffle, a->seed);
     dataloader_require(&r->train, r->N, "-i", "one optimizer step (d/T windows)");
     r->have_val = a->val_every > 0;
-    if (a->rollback_after > 0 && (!r->have_out || a->checkpoint_every <= 0)) {
-        llmc_die("-rb %d rolls back to a checkpoint: give the run -o <dir> and -n <steps>", a->rollback_after);
-    }
-    if (a->rollback_after > a->guard_max_skips) {
-        llmc_die("-rb %d is more than -sm %d, which stops the run first; use -rb %d or less, or raise -sm",
-                 a->rollback_after, a->guard_max_skips, a->guard_max_skips);
-    }
     if (r->have_val) {
         dataloader_init(&r->val, a->val_glob, "-j", r->T, r->V, 0, 0);
         dataloader_require(&r->val, 1, "-j", "validation");
@@ -496,7 +493,6 @@ static inline void train_open_data(TrainRun *r) {
     r->M = a->max_steps >= 0 ? a->max_steps : (int)(r->epoch_steps < INT_MAX ? r->epoch_steps : INT_MAX);
     memset(&r->hs, 0, sizeof(r->hs));
     if (a->hellaswag_eval) {
-        if (a->val_every <= 0) { llmc_die("-h 1 evaluates HellaSwag at every validation; set -v > 0"); }
         evalset_load(&r->hs, a->hellaswag, r->V);
     }
 

@@ -35,7 +35,7 @@
 #     mpirun, several ranks without NCCL or on one GPU with NCCL, -at cudnn (and test_gpt2cu's
 #     LLMC_ATTENTION=cudnn) in a build without cuDNN, bad LLMC_DEBUG_STREAMS, LLMC_GELU_FUSION and
 #     LLMC_MATMUL_TUNE and LLMC_BIAS_GRAD and LLMC_TEST_GEMM_NO_CLUSTER, a clustered GEMM failing, a
-#     driver older than the runtime and none at all;
+#     driver older than the runtime and none at all; bad -i and -j named before the GPU starts;
 #  8. the memory plan (--plan) equals the simulator's allocator peak, byte for byte (-r 0/1/2, -w 0,
 #     ZeRO-1 on 2 ranks); -b auto on a device of SIM_DEVICE_MEMORY bytes picks the B whose measured
 #     peak fits the budget while B+1's does not, and on 2 ranks the smaller device decides; -r auto
@@ -493,6 +493,12 @@ expect_error "LLMC_FORCE_NCCL=yes" "LLMC_FORCE_NCCL=yes: expected 0, 1 or 2" env
 expect_error "a driver for CUDA 12.4" "the NVIDIA driver here supports CUDA 12.4, older than the CUDA 13.0 this train_gpt2cu was built with; update the driver, or build with a CUDA toolkit of 12.4 at most" \
     env SIM_DRIVER_VERSION=12040 "$SIM" "${ARGS[@]}"
 expect_error "no driver" "no NVIDIA driver is installed" env SIM_DRIVER_VERSION=0 "$SIM" "${ARGS[@]}"
+# the data flags are checked before the GPU starts (a mistyped -i on 8 GPUs used to wait for CUDA, NCCL
+# and the model's build first): here the driver is missing too, and the data's error comes first
+expect_error "-i matching nothing, before the GPU's start-up" "-i nothing_\*.bin: no files match" \
+    env SIM_DRIVER_VERSION=0 "$SIM" "${ARGS[@]}" -i 'nothing_*.bin'
+expect_error "-j not a shard, before the GPU's start-up" "-j: 'fx.bin' is not a token shard" \
+    env SIM_DRIVER_VERSION=0 "$SIM" "${ARGS[@]}" -v 1 -j fx.bin
 # --plan prints its plan there, and its device line names the same reason
 for drv in 0 12040; do
     reason="no NVIDIA driver is installed"; [ $drv = 0 ] || reason="the NVIDIA driver here supports CUDA 12.4, older than"
