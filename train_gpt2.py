@@ -1662,6 +1662,26 @@ class LogFile:
             self.f = open(path, "a" if append else "w")
         except OSError as e:
             die(f"-o: cannot write the log '{path}': {e.strerror}; remove what is there or choose another -o")
+        if append:
+            self.drop_cut_line()
+
+    def drop_cut_line(self):
+        """a last line cut by the run before (killed mid-write) goes, as logger_drop_cut_line does"""
+        with contextlib.suppress(OSError), open(self.path, "rb+") as f:
+            size = f.seek(0, os.SEEK_END)
+            n = min(size, 65536)
+            f.seek(size - n)
+            tail = f.read(n)
+            if not tail or tail.endswith(b"\n"):
+                return
+            i = tail.rfind(b"\n")
+            keep = size - n + i + 1 if i >= 0 else (0 if n == size else -1)
+            if keep >= 0:
+                f.truncate(keep)
+                warn(f"-o: the last line of '{self.path}' was cut ({size - keep} bytes; the run before ended while "
+                     "writing it): dropped")
+            else:
+                f.write(b"\n")
 
     def write(self, step, text):
         if self.f is None:

@@ -59,16 +59,40 @@ typedef struct {
     char lost_why[NUM_LOGS][128];
 } Logger;
 
+// A log appended to whose last line was cut (the run before ended in the middle of a write: killed,
+// a full disk) loses that part line first: the next record glued to it read as the cut one's step
+// (and a cut number as a value). Only a tail of one record's size: a longer one without a newline is
+// no cut record, and gets a newline instead.
+static inline void logger_drop_cut_line(int fd, const char *path) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size == 0) { return; }
+    char tail[65536];
+    const off_t n = st.st_size < (off_t)sizeof(tail) ? st.st_size : (off_t)sizeof(tail);
+    if (pread(fd, tail, (size_t)n, st.st_size - n) != (ssize_t)n || tail[n - 1] == '\n') { return; }
+    off_t keep = -1;
+    for (off_t i = n - 1; i >= 0 && keep < 0; i--) {
+        if (tail[i] == '\n') { keep = st.st_size - n + i + 1; }
+    }
+    if (keep < 0 && n == st.st_size) { keep = 0; }  // the whole file is the one cut line
+    if (keep >= 0 && ftruncate(fd, keep) == 0) {
+        llmc_warn("-o: the last line of '%s' was cut (%lld bytes; the run before ended while writing it): dropped",
+                  path, (long long)(st.st_size - keep));
+    } else if (write(fd, "\n", 1) != 1) {
+        llmc_warn("-o: cannot end the last line of '%s': %s", path, strerror(errno));
+    }
+}
+
 // open a log for writing; a name in -o that is not a regular file (a FIFO, whose open would wait
 // for a reader; a folder) is an error
 static inline FILE *logger_open(const char *path, int append) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
+    int fd = open(path, (append ? O_RDWR | O_APPEND : O_WRONLY | O_TRUNC) | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         const char *why = fd < 0 ? strerror(errno) : "it is not a regular file";
         if (fd >= 0) { close(fd); }
         llmc_die("-o: cannot write the log '%s': %s; remove what is there or choose another -o", path, why);
     }
+    if (append) { logger_drop_cut_line(fd, path); }
     FILE *f = fdopen(fd, append ? "a" : "w");
     if (f == NULL) { llmc_die("-o: cannot write the log '%s': %s", path, strerror(errno)); }
     return f;

@@ -59,7 +59,17 @@ for K in 5 27; do
     for i in $(seq 1200); do grep -q "^step $K/" $d.out1 && break; sleep 0.05; done
     kill -9 $pid; wait $pid 2>/dev/null
     grep -q "^step 40/40" $d.out1 && bad "the run ended before SIGKILL at step $K arrived (machine too fast for this test?)"
+    # a kill in the middle of a log write: the record cut short (the resume drops it; appended to,
+    # it read as one record of the cut step with the next one's values)
+    [ $K = 27 ] && printf 's:%d trl:3.' $K >> $d/main.log && printf '{"step": %d, "tr' $K >> $d/metrics.jsonl
     "$TRAINER" "${ARGS[@]}" -o $d -n 4 -y 1 > $d.out2 2>&1 || bad "resume after SIGKILL at step $K failed"
+    [ $K = 27 ] && { $PY - $d <<'EOF' && [ "$(grep -c "was cut" $d.out2)" = 2 ] && ok "a log record cut by the kill: dropped on resume (both logs, a warning each)" || bad "the cut log records after the resume"
+import json, re, sys
+d = sys.argv[1]
+assert all(len(re.findall(r"(?<![a-z])s:", line)) == 1 for line in open(f"{d}/main.log")), "a main.log line with two records"
+[json.loads(line) for line in open(f"{d}/metrics.jsonl")]
+EOF
+    }
     final_losses $d > $d.loss
     same "SIGKILL after step $K, resume: losses bitwise equal" $d.loss ref1.loss
     from=$(grep -o "resumed from checkpoint [0-9]*" $d.out2 | grep -o "[0-9]*$")
