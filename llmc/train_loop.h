@@ -215,7 +215,7 @@ static inline float train_hellaswag(const TrainArgs *a, Comm *c, Backend *b, con
     progress_start(&e.progress, c->rank == 0, "HellaSwag", "examples", evalset_count(hs, a->hellaswag_max));
     int evaluated;
     int correct = evalset_run(hs, a->hellaswag_max, c->rank, c->world_size, a->B, a->T, train_eval_forward, &e, &evaluated);
-    double acc[3] = {(double)correct, (double)evaluated, correct < 0};  // [2]: the ranks that stopped
+    double acc[3] = {(double)correct, (double)evaluated, (double)(correct < 0)};  // [2]: the ranks that stopped
     c->allreduce_sum_f64(c, acc, 3);
     *stopped = acc[2] > 0;
     if (*stopped) { return 0.0f; }
