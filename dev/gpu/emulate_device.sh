@@ -78,8 +78,13 @@ check() {
             fi
         done
     done
-    # the loader resolves everything: the trainer starts and stops only at the missing GPU (or driver)
-    if ./train_gpt2cu -at cudnn -e d12 > "$out/start.txt" 2>&1 || ! grep -qE "no CUDA GPU is visible|no NVIDIA driver is installed" "$out/start.txt"; then
+    # the loader resolves everything: the trainer starts and stops only at the missing GPU (or driver);
+    # a shard of its own, since the data flags are checked before the GPU
+    python3 -c 'import struct, sys; n = 4096; open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, n, *[0] * 253) + bytes(2 * n))' "$out/x.bin"
+    # (with the OpenMPI that test_gpu.sh unpacked, on the library path as test_gpu.sh sets it)
+    local mpi_lib=$ROOT/build/gpu_test/mpi/usr/lib/x86_64-linux-gnu
+    if LD_LIBRARY_PATH=$mpi_lib:$mpi_lib/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+        ./train_gpt2cu -at cudnn -e d12 -i "$out/x.bin" -v 0 > "$out/start.txt" 2>&1 || ! grep -qE "no CUDA GPU is visible|no NVIDIA driver is installed" "$out/start.txt"; then
         echo "   FAIL ./train_gpt2cu did not start up to the GPU check:"; tail -3 "$out/start.txt"; fail=1
     else
         echo "   ok   ./train_gpt2cu -at cudnn starts (all libraries load) and stops at: $(tail -1 "$out/start.txt" | cut -c1-60)..."

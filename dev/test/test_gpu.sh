@@ -405,10 +405,10 @@ if has_part test; then
     rm -rf "$D/mt_a" "$D/mt_r"
     step resume_mt1 90 "./train_gpt2cu $A -d $MULTI_D -n 5 -mt 1 -o $D/mt_a > $D/mt_a.txt 2>&1 && resume_copy $D/mt_a $D/mt_r && ./train_gpt2cu $A -d $MULTI_D -n 5 -mt 1 -o $D/mt_r -y 1 > $D/mt_r.txt 2>&1; rc=\$?; grep -h 'matmul algorithms' $D/mt_a.txt $D/mt_r.txt; [ \$rc -eq 0 ] && grep -q 'of them by an earlier run' $D/mt_r.txt && $(resumed "$D/mt_r.txt" "$D/mt_r" "$D/mt_a" 0)"
     $PY dev/bench/make_random_shard.py "$WORK/small.bin" 300000 3 > /dev/null
-    step bad_no_gpu 60 "CUDA_VISIBLE_DEVICES= ./train_gpt2cu -i $WORK/small.bin -e d12 > $WORK/nogpu.txt 2>&1; rc=\$?; cat $WORK/nogpu.txt; [ \$rc -ne 0 ] && grep -q 'no CUDA GPU is visible' $WORK/nogpu.txt"
-    step bad_too_large 60 "./train_gpt2cu -i $WORK/small.bin -e d48 -b 512 -t 1024 -x 1 > $WORK/big.txt 2>&1; rc=\$?; cat $WORK/big.txt; [ \$rc -ne 0 ] && grep -q 'GiB of GPU memory' $WORK/big.txt && grep -q -- '-r 2' $WORK/big.txt"
+    step bad_no_gpu 60 "CUDA_VISIBLE_DEVICES= ./train_gpt2cu -i $WORK/small.bin -v 0 -e d12 > $WORK/nogpu.txt 2>&1; rc=\$?; cat $WORK/nogpu.txt; [ \$rc -ne 0 ] && grep -q 'no CUDA GPU is visible' $WORK/nogpu.txt"
+    step bad_too_large 60 "./train_gpt2cu -i $WORK/small.bin -v 0 -e d48 -b 512 -t 1024 -x 1 > $WORK/big.txt 2>&1; rc=\$?; cat $WORK/big.txt; [ \$rc -ne 0 ] && grep -q 'GiB of GPU memory' $WORK/big.txt && grep -q -- '-r 2' $WORK/big.txt"
     bg_wait build_sm80_only
-    step bad_arch 60 "build/arch_80/train_gpt2cu -i $WORK/small.bin -e d12 > $WORK/arch.txt 2>&1; rc=\$?; cat $WORK/arch.txt; [ \$rc -ne 0 ] && grep -q 'no machine code for GPU' $WORK/arch.txt"
+    step bad_arch 60 "build/arch_80/train_gpt2cu -i $WORK/small.bin -v 0 -e d12 > $WORK/arch.txt 2>&1; rc=\$?; cat $WORK/arch.txt; [ \$rc -ne 0 ] && grep -q 'no machine code for GPU' $WORK/arch.txt"
 fi
 
 if has_part multi; then

@@ -131,7 +131,7 @@ if [ -x "$CU" ]; then
     else bad "train_gpt2cu --plan without a GPU (exit $rc)"; head -20 cuplan.txt; fi
     # without a GPU: a machine with the driver has none visible; one without it (CI) has no driver
     expect_error "train_gpt2cu -b auto without a GPU" "no CUDA GPU is visible\|no NVIDIA driver is installed" \
-        "$CU" -i train.bin -e d12 -b auto -t 64
+        "$CU" -i train.bin -j train.bin -e d12 -b auto -t 64
 else
     skip_or_fail "test-plan: train_gpt2cu without a GPU" "./train_gpt2cu (nvcc)" "make train_gpt2cu" || bad "train_gpt2cu part not run"
 fi
