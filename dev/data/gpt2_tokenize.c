@@ -28,11 +28,8 @@
 #include "../../llmc/utils.h"
 #include "../../llmc/bpe.h"
 #include "../../llmc/tokenizer.h"
-
-#define SHARD_MAGIC 20240520
-#define SHARD_VERSION 1
-#define EVAL_MAGIC 20240522
-#define EVAL_VERSION 1
+#include "../../llmc/dataloader.h"  // the shard format the trainers read (SHARD_MAGIC, SHARD_VERSION)
+#include "../../llmc/hellaswag.h"   // the eval file format (EVAL_MAGIC, EVAL_VERSION)
 // the sizes that streaming works in; dev/fuzz/fuzz_tokenize.c builds this file with small ones so
 // that short inputs cross many cut points and window refills
 #ifndef ITEM_TARGET
@@ -259,7 +256,7 @@ static void shard_flush(ShardWriter *w) {
     w->nbuf = 0;
 }
 
-static void shard_open(ShardWriter *w) {
+static void shard_writer_open(ShardWriter *w) {
     shard_name(w, w->name, sizeof(w->name));
     output_open(&w->af, w->name, w->flag);
     int32_t header[256];
@@ -287,7 +284,7 @@ static void shard_close(ShardWriter *w) {
 static void shard_put(ShardWriter *w, const uint32_t *toks, size_t n) {
     const size_t cap = sizeof(w->buf) / sizeof(w->buf[0]);
     while (n > 0) {
-        if (!w->is_open) { shard_open(w); }
+        if (!w->is_open) { shard_writer_open(w); }
         if (w->path && w->in_shard + (long long)n > INT32_MAX) {
             llmc_die("%s: more than %d tokens do not fit one shard (its header holds an int32 count); "
                      "use prepare mode (-p) to write several shards", w->path, INT32_MAX);
