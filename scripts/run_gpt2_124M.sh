@@ -26,14 +26,12 @@ OUT=${OUT:-log_gpt2_124M}
 DATA=${DATA:-data/fineweb10B}
 TRAINER=${TRAINER:-./train_gpt2cu}
 source scripts/relaunch_lib.sh
+source scripts/recipe_checks.sh
 relaunch_check_settings
-for var in NGPU B; do
-    [[ "${!var}" =~ ^[1-9][0-9]*$ ]] || { echo "error: $var='${!var}': expected a whole number >= 1" >&2; exit 2; }
-done
-[ "$NGPU" -eq 1 ] || command -v mpirun > /dev/null \
-    || { echo "error: NGPU=$NGPU launches with mpirun, which is not installed (apt-get install openmpi-bin); NGPU=1 runs one GPU without it" >&2; exit 2; }
+recipe_counts NGPU B
+[ "$NGPU" -eq 1 ] || recipe_mpirun "NGPU=$NGPU" "NGPU=1 runs one GPU without it"
 if [ "$TRAINER" = ./train_gpt2cu ]; then make train_gpt2cu || exit 1; fi
-command -v "$TRAINER" > /dev/null || { echo "error: TRAINER='$TRAINER' is not a program here (a path from the repository's root, or a command)" >&2; exit 2; }
+recipe_program TRAINER "a path from the repository's root, or a command"
 ls "$DATA"/fineweb_train_*.bin > /dev/null 2>&1 || { echo "error: no FineWeb shards in $DATA: run bash dev/data/fineweb.sh (or set DATA=<folder>)" >&2; exit 1; }
 HELLASWAG=(-h 1 -hf data/hellaswag/hellaswag_val.bin)
 [ -e data/hellaswag/hellaswag_val.bin ] || { echo "note: no data/hellaswag/hellaswag_val.bin (bash dev/data/hellaswag.sh): HellaSwag off"; HELLASWAG=(-h 0); }

@@ -9,11 +9,9 @@ NPROC=${NPROC:-1}
 B=${B:-4}
 OUT=${OUT:-log_gpt2_124M_cpu}
 DATA=${DATA:-data/fineweb10B}
-for var in NPROC B; do
-    [[ "${!var}" =~ ^[1-9][0-9]*$ ]] || { echo "error: $var='${!var}': expected a whole number >= 1" >&2; exit 2; }
-done
-[ "$NPROC" -eq 1 ] || command -v mpirun > /dev/null \
-    || { echo "error: NPROC=$NPROC launches with mpirun, which is not installed (apt-get install openmpi-bin); NPROC=1 runs one process without it" >&2; exit 2; }
+source scripts/recipe_checks.sh
+recipe_counts NPROC B
+[ "$NPROC" -eq 1 ] || recipe_mpirun "NPROC=$NPROC" "NPROC=1 runs one process without it"
 make train_gpt2 || exit 1
 LAUNCH=()
 if [ "$NPROC" -gt 1 ]; then

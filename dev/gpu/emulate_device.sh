@@ -80,7 +80,7 @@ check() {
     done
     # the loader resolves everything: the trainer starts and stops only at the missing GPU (or driver);
     # a shard of its own, since the data flags are checked before the GPU
-    python3 -c 'import struct, sys; n = 4096; open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, n, *[0] * 253) + bytes(2 * n))' "$out/x.bin"
+    python3 dev/bench/make_random_shard.py "$out/x.bin" 4096 1 > /dev/null
     # (with the OpenMPI that test_gpu.sh unpacked, on the library path as test_gpu.sh sets it)
     local mpi_lib=$ROOT/build/gpu_test/mpi/usr/lib/x86_64-linux-gnu
     if LD_LIBRARY_PATH=$mpi_lib:$mpi_lib/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \

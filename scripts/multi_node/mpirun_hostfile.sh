@@ -20,11 +20,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 HOSTFILE=${HOSTFILE:-hostfile} TRAINER=${TRAINER:-./train_gpt2cu} NP=${NP:-16} PER_NODE=${PER_NODE:-8}
 
-for var in NP PER_NODE; do
-    [[ "${!var}" =~ ^[1-9][0-9]*$ ]] || { echo "error: $var='${!var}': expected a whole number >= 1" >&2; exit 2; }
-done
-command -v mpirun > /dev/null || { echo "error: mpirun is not installed here (apt-get install openmpi-bin, or your cluster's module)" >&2; exit 2; }
-command -v "$TRAINER" > /dev/null || { echo "error: TRAINER='$TRAINER' is not a program here (build it: make train_gpt2cu; a path from the repository's root)" >&2; exit 2; }
+source scripts/recipe_checks.sh
+recipe_counts NP PER_NODE
+recipe_mpirun "this script" "or load your cluster's MPI module"
+recipe_program TRAINER "build it: make train_gpt2cu; a path from the repository's root"
 # a host that does not resolve stops here with one line, not in mpirun's launch
 [ -f "$HOSTFILE" ] || { echo "error: no hostfile '$HOSTFILE' (set HOSTFILE=<file>: one 'host slots=N' line per node)" >&2; exit 1; }
 for host in $(sed -e 's/#.*//' "$HOSTFILE" | awk 'NF {print $1}'); do

@@ -254,12 +254,13 @@ static inline int sim_lt_no_bgradb(const char *mode) {
 // SIM_LT_BURST_CALLS calls of each shape (one timing of -mt 1's: a warm-up and 5 calls), and slower
 // than the first afterwards, as an algorithm whose speed a GPU at its power cap does not sustain
 #define SIM_LT_BURST_CALLS 6
+static inline int sim_lt_burst(void) {
+    const char *v = getenv("SIM_LT_BURST");
+    return v != NULL && strcmp(v, "1") == 0;
+}
 // the candidates' wait step: 4x under SIM_LT_BURST=1, whose test needs the burst's winner to win its
 // first timing on a loaded machine too (5 ms went under scheduling noise once in CI)
-static inline uint64_t sim_lt_wait_unit(void) {
-    const char *v = getenv("SIM_LT_BURST");
-    return (v != NULL && strcmp(v, "1") == 0 ? 4 : 1) * (uint64_t)SIM_LT_CANDIDATE_WAIT_US;
-}
+static inline uint64_t sim_lt_wait_unit(void) { return (sim_lt_burst() ? 4 : 1) * (uint64_t)SIM_LT_CANDIDATE_WAIT_US; }
 static inline uint64_t sim_lt_burst_wait(const SimLtDesc *d, const SimLtLayout *A, const SimLtLayout *B,
                                          const SimLtLayout *D, float beta, const cublasLtMatmulAlgo_t *algo) {
     // the shape as the trainer's GEMM key has it: sizes, transposes, strides, epilogue, beta, alignments
@@ -269,8 +270,7 @@ static inline uint64_t sim_lt_burst_wait(const SimLtDesc *d, const SimLtLayout *
                               algo->data[2] * 512 + algo->data[3]};
     static uint64_t seen[256][16];
     static int calls[256], nseen = 0;
-    const char *v = getenv("SIM_LT_BURST");
-    if (v == NULL || strcmp(v, "1") != 0) { return 0; }
+    if (!sim_lt_burst()) { return 0; }
     int i = 0;
     while (i < nseen && memcmp(seen[i], key, sizeof(key)) != 0) { i++; }
     if (i == nseen) {
