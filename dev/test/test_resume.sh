@@ -149,8 +149,10 @@ same "SIGTERM on one rank, resume: losses bitwise equal" term.loss ref2.loss
 # on one process): it is cut short on every rank, nothing of it is logged, the checkpoint of the step
 # before it is written (was: the whole pass, then one more step), and -y 1 evaluates again and trains
 # on bit for bit
-$PY "$ROOT/dev/bench/make_random_shard.py" longval.bin 400000 3 512 > /dev/null
-$PY "$ROOT/dev/bench/make_random_hellaswag.py" longhs.bin 3000 5 512 > /dev/null
+# (evaluations of 8 s on an idle machine, and 18 for train_gpt2.py's HellaSwag, each cut after 1 s:
+# 400000 tokens and 3000 examples took 0.8 s there, the signal landing in training after them)
+$PY "$ROOT/dev/bench/make_random_shard.py" longval.bin 4000000 3 512 > /dev/null
+$PY "$ROOT/dev/bench/make_random_hellaswag.py" longhs.bin 20000 5 512 > /dev/null
 stop_in_eval() {  # stop_in_eval NAME WHAT TRAINER-COMMAND...: SIGTERM to its last process 1 s into step 0's evaluation
     local name=$1 what=$2 pid
     shift 2
@@ -175,7 +177,6 @@ same "SIGTERM to one rank of 2 during validation, resume: losses bitwise equal" 
 EVAL="-h 1 -hf longhs.bin" EVAL_RESUME="-h 1 -hf longhs.bin -hm 20"
 stop_in_eval stophs HellaSwag "$TRAINER"
 same "SIGTERM during HellaSwag, resume: losses bitwise equal" stophs.loss ref1.loss
-EVAL="-h 1 -hf longhs.bin -hm 800"  # (the twin scores more slowly)
 stop_in_eval stophs_py HellaSwag $PY "$ROOT/train_gpt2.py"
 compare_logs ref1/main.log stophs_py/main.log trl=1e-4 > cmp.out && ok "train_gpt2.py, the same: its losses those of ./train_gpt2 ($(head -1 cmp.out | sed 's/^ *//'))" \
     || { bad "train_gpt2.py after SIGTERM during HellaSwag"; cat cmp.out; }
