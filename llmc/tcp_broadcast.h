@@ -337,6 +337,9 @@ static inline int bs_ask(const struct addrinfo *ai, void *blob, size_t len, cons
         } else if (ans.status == BS_DUPLICATE) {
             llmc_die("bootstrap: rank 0 at %s:%d already has a rank %u: give each process its own rank (RANK, "
                      "SLURM_PROCID or -pr)", addr, port, h->rank);
+        } else if (ans.status != BS_OK) {  // a later build's answer: this one cannot tell what it means
+            llmc_die("bootstrap: rank 0 at %s:%d answered with status %u, which this build does not know (different "
+                     "builds on the ranks? run the same build on every node)", addr, port, ans.status);
         } else if (ans.size != (uint32_t)len) {
             llmc_die("bootstrap: rank 0 sent a %u-byte id, expected %zu (different builds on the ranks?)", ans.size, len);
         } else {

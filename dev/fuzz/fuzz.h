@@ -199,16 +199,16 @@ static int fuzz_closedir(DIR *d) {
     fuzz_slot_drop((void **)fuzz_dirs, d);
     return closedir(d);
 }
-static int fuzz_open(const char *path, int flags, ...) {
-    int fd = open(path, flags, 0644);
-    if (fd >= 0) {
-        for (int i = 0; i < FUZZ_MAX_HANDLES; i++) {
-            if (fuzz_fds[i] <= 0) { fuzz_fds[i] = fd + 1; return fd; }  // stored +1: 0 is empty
-        }
-        fuzz_fail("more than %d open descriptors", FUZZ_MAX_HANDLES);
+// a descriptor the code under test opened (open, or a harness's socket and accept), into the ledger
+static int fuzz_fd_put(int fd) {
+    if (fd < 0) { return fd; }
+    for (int i = 0; i < FUZZ_MAX_HANDLES; i++) {
+        if (fuzz_fds[i] <= 0) { fuzz_fds[i] = fd + 1; return fd; }  // stored +1: 0 is empty
     }
+    fuzz_fail("more than %d open descriptors", FUZZ_MAX_HANDLES);
     return fd;
 }
+static int fuzz_open(const char *path, int flags, ...) { return fuzz_fd_put(open(path, flags, 0644)); }
 static int fuzz_close(int fd) {
     for (int i = 0; i < FUZZ_MAX_HANDLES; i++) {
         if (fuzz_fds[i] == fd + 1) { fuzz_fds[i] = 0; }

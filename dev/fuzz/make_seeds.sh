@@ -8,7 +8,7 @@ set -euo pipefail
 OUT=$1
 PY=${PYTHON:-/usr/bin/python3}
 ROOT=$(pwd)
-rm -rf "$OUT" && mkdir -p "$OUT"/{shard,model,checkpoint,tokenizer,hellaswag,bpe_load,bpe_encode,tokenize,safetensors,args,fs_bootstrap,tiny} \
+rm -rf "$OUT" && mkdir -p "$OUT"/{shard,model,checkpoint,tokenizer,hellaswag,bpe_load,bpe_encode,tokenize,safetensors,args,fs_bootstrap,tcp_bootstrap,tiny} \
     "$OUT"/{tokenize_args,export_args,algo_file,work_files/hf,work_files/tok}
 W=$(mktemp -d /tmp/fuzz_seeds.XXXXXX)
 trap 'rm -rf "$W"' EXIT
@@ -72,8 +72,8 @@ printf "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80 \xff\xc0\x80 <|end
 { printf '\4'; cat "$OUT/shard/text.bin"; } > "$OUT/tokenize/decode"
 
 # command lines (arguments separated by NUL bytes)
-# fs_bootstrap: nothing made here; its complete exchanges (one per side) are committed in
-# dev/fuzz/corpus/fs_bootstrap (the harness fixes the ranks' nonces)
+# fs_bootstrap, tcp_bootstrap: nothing made here; their exchanges (complete ones of either side, and
+# the refusals) are committed in dev/fuzz/corpus/<name> (the fs harness fixes the ranks' nonces)
 args_seed() { local name=$1; shift; printf '%s\0' "$@" | head -c -1 > "$OUT/args/$name"; }
 args_seed full -e d12 -b 4 -t 1024 -d 8192 -x 10 -k linear -n 5 -o out -y 1
 args_seed small -i train.bin -e L2:C64:H4 -b 2 -t 32 -l 1e-3 -sl 3.5 -pb mpi -hm -1

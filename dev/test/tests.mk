@@ -328,7 +328,7 @@ sim-coverage: train_gpt2
 
 FUZZ_CC ?= clang
 FUZZ_BUILD := build/fuzz
-FUZZ_NAMES := shard model checkpoint tokenizer hellaswag bpe_load bpe_encode tokenize safetensors args fs_bootstrap \
+FUZZ_NAMES := shard model checkpoint tokenizer hellaswag bpe_load bpe_encode tokenize safetensors args fs_bootstrap tcp_bootstrap \
               tokenize_args export_args algo_file
 FUZZ_PCRE2 := bpe_load bpe_encode tokenize tokenize_args
 FUZZ_SECONDS ?= 60
@@ -366,7 +366,7 @@ ifeq ($(FUZZ_OK),1)
 	bash dev/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_PARALLEL) $(FUZZ_NAMES)
 endif
 
-# CI: 8 s per harness, two at a time (about 60 s for the 14): each replays its seeds and
+# CI: 8 s per harness, two at a time (about 65 s for the 15): each replays its seeds and
 # regression inputs and mutates from them; the long runs are make fuzz (dev/fuzz/README.md)
 test-fuzz:
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=8 FUZZ_PARALLEL=2
