@@ -155,12 +155,29 @@ def dump(runs):
             print(f"skip {step} {run.skips[step]}")
 
 
-def fmt_count(x):
-    """a token count for an axis: 0, 512, 1.5K, 20K, 3M, 10.2B"""
+def fmt_count(x, digits=3):
+    """a token count for an axis, to `digits` significant digits: 0, 512, 1.5K, 20K, 3M, 10.2B"""
     for div, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
         if abs(x) >= div:
-            return f"{x / div:.3g}{unit}"
-    return f"{x:.3g}"
+            return f"{x / div:.{digits}g}{unit}"
+    return f"{x:.{digits}g}"
+
+
+def fmt_sci(x, digits=2):
+    """a learning rate for an axis, to `digits` significant digits: 6.0e-04 (no offset text, which
+    would sit under the token axis on top)"""
+    return f"{x:.{digits - 1}e}"
+
+
+def fewest_digits(fmt, values, digits, most=8):
+    """the fewest significant digits, from `digits` up, with which fmt(value, digits) labels the
+    different values differently: a constant learning rate's axis, 0.00096 to 0.00104 in steps of
+    0.00002, read 1.0e-03 three times at 2 digits"""
+    values = sorted(set(values))
+    for d in range(digits, most + 1):
+        if len({fmt(v, d) for v in values}) == len(values):
+            return d
+    return most
 
 
 def ema(values, beta):
@@ -195,7 +212,19 @@ def make_figure(runs, args):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import Formatter
+
+    class DistinctFormatter(Formatter):
+        """fmt's labels, with as many digits as the axis's ticks need to differ (fewest_digits)"""
+        def __init__(self, fmt, digits):
+            self.fmt, self.least, self.digits = fmt, digits, digits
+
+        def set_locs(self, locs):
+            super().set_locs(locs)
+            self.digits = fewest_digits(self.fmt, locs, self.least)
+
+        def __call__(self, x, pos=None):
+            return self.fmt(x, self.digits)
 
     has_hsw = any(run.series["hsw"] for run in runs)
     fig = plt.figure(figsize=(13, 8.5))
@@ -263,7 +292,6 @@ def make_figure(runs, args):
     if not by_tokens and not token_axis:
         warn("no token axis: " + ("the runs differ in tokens per step (plot them with --xaxis tokens)"
                                   if len(tps) > 1 else "no tok: in the logs (pass --tokens-per-step N)"))
-    count_fmt = FuncFormatter(lambda x, _: fmt_count(x))
     ylabels = {"loss": "loss", "lr": "learning rate", "norm": "gradient norm (before clipping)",
                "hsw": "HellaSwag acc_norm"}
     for key, ax in panels.items():
@@ -271,11 +299,11 @@ def make_figure(runs, args):
         ax.grid(True, alpha=0.3)
         ax.set_xlabel("tokens seen" if by_tokens else "optimizer step", fontsize=9)
         if by_tokens:
-            ax.xaxis.set_major_formatter(count_fmt)
+            ax.xaxis.set_major_formatter(DistinctFormatter(fmt_count, 3))
         if token_axis:
             t = next(iter(tps))
             top = ax.secondary_xaxis("top", functions=(lambda s: s * t, lambda x: x / t))
-            top.xaxis.set_major_formatter(count_fmt)
+            top.xaxis.set_major_formatter(DistinctFormatter(fmt_count, 3))
             top.tick_params(labelsize=8)
             if key == "loss":
                 top.set_xlabel("tokens seen", fontsize=9)
@@ -287,7 +315,7 @@ def make_figure(runs, args):
             ax.legend(fontsize=8)
     if args.logy and drawn["loss"]:
         ax_loss.set_yscale("log")
-    panels["lr"].yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:.1e}"))  # no offset text under the top axis
+    panels["lr"].yaxis.set_major_formatter(DistinctFormatter(fmt_sci, 2))
     fig.suptitle(args.title or ", ".join(r.label for r in runs), fontsize=10)
     fig.tight_layout()
     return fig

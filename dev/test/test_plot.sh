@@ -3,7 +3,8 @@
 # twice), its continuation in a second log (merged by label), a log without tok: and without val or
 # HellaSwag lines, junk lines and unknown keys. The merged series are checked through --dump; the
 # figure's panels through matplotlib's own objects (the data of every line against the logs, the
-# EMA against its closed form, the best val mark, the token axis and its K/M/B labels, HellaSwag
+# EMA against its closed form, the best val mark, the token axis and its K/M/B labels, tick labels
+# with the digits that tell them apart (a constant learning rate), HellaSwag
 # only when logged); the PNGs by decoding the container; a missing matplotlib and bad inputs by
 # their one-line errors.
 # Needs $PYTHON (default /usr/bin/python3) with matplotlib. Usage, from the repo root:
@@ -257,6 +258,14 @@ check(same(got, [11.0, (0.09 * 11 + 0.1 * 10) / 0.19, (0.081 * 11 + 0.09 * 10 + 
 fig, axes = figure([f"{w}/b.log", "--tokens-per-step", "2000000"])
 labels = [t.get_text() for t in axes["loss"].child_axes[0].get_xticklabels() if t.get_text()]
 check(any(l.endswith("M") for l in labels), f"--tokens-per-step 2000000: labels in M {labels}")
+# a constant learning rate: the ticks around it are 2% apart (labelled 1.0e-03 three times at 2 digits)
+open(f"{w}/const.log", "w").write("".join(f"s:{s} trl:{5 - s / 100} lr:0.001 norm:1 tok:{1024 * (s + 1)}\n" for s in range(300)))
+fig, axes = figure([f"{w}/const.log"])
+labels = [t.get_text() for t in axes["learning rate"].get_yticklabels() if t.get_text()]
+check(len(labels) >= 3 and len(set(labels)) == len(labels) and "1.00e-03" in labels,
+      f"a constant learning rate: every label of its axis differs {labels}")
+check([pl.fmt_count(x, pl.fewest_digits(pl.fmt_count, [1e9, 1.0005e9, 1.001e9], 3)) for x in (1e9, 1.0005e9, 1.001e9)]
+      == ["1B", "1.0005B", "1.001B"], "token labels take the digits that tell them apart: 1B 1.0005B 1.001B")
 # --xaxis tokens: runs with different batch sizes on one axis; --ema 0: raw train loss only
 fig, axes = figure([f"{w}/a.log", f"{w}/b.log", "--label", "A", "--label", "B", "--tokens-per-step", "512", "--xaxis", "tokens", "--ema", "0"])
 L = lines(axes["loss"])
