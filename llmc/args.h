@@ -111,7 +111,8 @@
       "-pi tcp: rank 0's host (port LLMC_BOOTSTRAP_PORT, MASTER_PORT+1, else 12345); empty = MASTER_ADDR")           \
     X(STR, init_dir, "pf", "sync-dir", "<dir>", "", 0, 0, "-pi fs: a directory every node mounts; empty = -o")         \
     X(INT, comm_timeout, "pt", "comm-timeout", "<int>", 300, 1, 86400,                                                  \
-      "seconds before a collective (MPI, NCCL) or the bootstrap that has not completed is an error")                                                    \
+      "seconds before a collective (MPI, NCCL), the bootstrap or MPI_Init that has not completed is "                  \
+      "an error")                                                                                                      \
     X(CHOICE, attention, "at", "attention", "auto|own|cudnn", "auto", 0, 0,                                            \
       "attention: own (llmc/cuda/attention.cuh), cudnn (cuDNN's fused SDPA, in builds with cuDNN);\nauto = cudnn "     \
       "where the build has it and -t >= 256 (measured faster there), else own")                                       \
@@ -385,6 +386,36 @@ static inline const ArgSpec *args_find(const char *flag, char *hint, size_t hint
     return NULL;
 }
 
+// argv[*i] split into its flag and its value (--name=value, else the next argument, *i moved onto
+// it; NULL where there is none); 0 where argv[*i] is no flag or too long to be one
+static inline int args_split(int argc, char **argv, int *i, char *flag, size_t flag_n, const char **value) {
+    const char *arg = argv[*i];
+    const char *eq = arg[0] == '-' && arg[1] == '-' ? strchr(arg, '=') : NULL;
+    const size_t flag_len = eq ? (size_t)(eq - arg) : strlen(arg);
+    if (arg[0] != '-' || arg[1] == '\0' || flag_len >= flag_n) { return 0; }
+    memcpy(flag, arg, flag_len);
+    flag[flag_len] = '\0';
+    *value = eq ? eq + 1 : *i + 1 < argc ? argv[++*i] : NULL;
+    return 1;
+}
+
+// the integer flag `name`'s value on the command line, where it is there and sound, else fallback:
+// for what runs before the flags are parsed (MPI_Init, bounded by -pt); args_parse reports errors
+static inline int args_peek_int(int argc, char **argv, const char *name, int fallback) {
+    int v = fallback;
+    for (int i = 1; i < argc; i++) {
+        char flag[128], hint[96], *end;
+        const char *value;
+        if (!args_split(argc, argv, &i, flag, sizeof(flag), &value)) { continue; }
+        const ArgSpec *s = args_find(flag, hint, sizeof(hint));
+        if (s == NULL || strcmp(s->name, name) != 0 || value == NULL) { continue; }
+        errno = 0;
+        const long long x = strtoll(value, &end, 10);
+        if (errno == 0 && end != value && *end == '\0' && x >= s->lo && x <= s->hi) { v = (int)x; }
+    }
+    return v;
+}
+
 static inline void args_parse(TrainArgs *a, int argc, char **argv) {
     args_defaults(a);
     for (int i = 1; i < argc; i++) {
@@ -394,26 +425,14 @@ static inline void args_parse(TrainArgs *a, int argc, char **argv) {
         }
     }
     for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
+        const char *arg = argv[i], *value;
+        char flag[128], hint[96];
         if (arg[0] != '-' || arg[1] == '\0') { args_fail("unexpected argument '%s': flags come as -x <value>", arg); }
-        // --name=value
-        char flag[128];
-        const char *value = NULL;
-        const char *eq = arg[1] == '-' ? strchr(arg, '=') : NULL;
-        size_t flag_len = eq ? (size_t)(eq - arg) : strlen(arg);
-        if (flag_len >= sizeof(flag)) { args_fail("unknown flag '%.40s...'", arg); }
-        memcpy(flag, arg, flag_len);
-        flag[flag_len] = '\0';
-        char hint[96];
+        if (!args_split(argc, argv, &i, flag, sizeof(flag), &value)) { args_fail("unknown flag '%.40s...'", arg); }
         const ArgSpec *s = args_find(flag, hint, sizeof(hint));
         if (!s) { args_fail("unknown flag %s%s", flag, hint); }
-        if (eq) {
-            value = eq + 1;
-        } else {
-            if (i + 1 >= argc) {  // -h alone is mostly someone asking for help: -h is llm.c's HellaSwag flag
-                args_fail("flag %s needs a value%s", flag, !strcmp(flag, "-h") ? ": -h is HellaSwag's 0|1" : "");
-            }
-            value = argv[++i];
+        if (value == NULL) {  // -h alone is mostly someone asking for help: -h is llm.c's HellaSwag flag
+            args_fail("flag %s needs a value%s", flag, !strcmp(flag, "-h") ? ": -h is HellaSwag's 0|1" : "");
         }
         args_set(a, s, flag, value);
     }

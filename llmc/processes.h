@@ -90,6 +90,42 @@ static inline void mpi_check(int err, const char *call, const char *file, int li
 
 static void comm_mpi_abort(void) { MPI_Abort(MPI_COMM_WORLD, 1); }
 
+/*
+ * MPI_Init waits for every process of the job (Open MPI's start-up exchange): one that never calls
+ * it (stuck on its node before the trainer ran, a wrapper script that waits, not started at all)
+ * would hold every other rank there for good, before anything that -pt bounds. So a thread gives
+ * MPI_Init -pt seconds (read from the command line ahead of the parse; counted as the other waits
+ * count them, the time this process ran), then ends this process with a line that says so, and the
+ * launcher ends the job.
+ */
+static int comm_mpi_init_done;  // set (atomically) once MPI_Init returned
+static void *comm_mpi_init_watch(void *arg) {
+    const int timeout_s = (int)(intptr_t)arg;
+    WaitClock clock = wait_clock_start(timeout_s);
+    while (!__atomic_load_n(&comm_mpi_init_done, __ATOMIC_ACQUIRE)) {
+        if (wait_clock_expired(&clock)) {
+            llmc_error("MPI_Init did not complete within -pt %d s: a process of this job never reached it (not "
+                       "started, or stuck before the trainer ran, on its node); check that every node can start "
+                       "this trainer, or raise -pt for a slow start", timeout_s);
+            _exit(EXIT_FAILURE);
+        }
+        usleep(20 * 1000);
+    }
+    return NULL;
+}
+
+static inline void comm_mpi_init(int *argc, char ***argv, int timeout_s) {
+    // the rank of the watch's line, as the launcher gave it (MPI_Init has not yet)
+    int r = comm_env_int("OMPI_COMM_WORLD_RANK"), w = comm_env_int("OMPI_COMM_WORLD_SIZE");
+    if (r < 0) { r = comm_env_int("PMI_RANK"); w = comm_env_int("PMI_SIZE"); }
+    llmc_set_rank(r, w);
+    pthread_t watch;
+    const int watching = pthread_create(&watch, NULL, comm_mpi_init_watch, (void *)(intptr_t)timeout_s) == 0;
+    mpiCheck(MPI_Init(argc, argv));
+    __atomic_store_n(&comm_mpi_init_done, 1, __ATOMIC_RELEASE);
+    if (watching) { pthread_join(watch, NULL); }
+}
+
 #define COMM_NOTICE_TAG 0x11c
 #define COMM_NOTICE_GRACE_S 2.0  // how long a failing rank listens for the others before it reports
 
@@ -262,7 +298,7 @@ static inline int comm_launched_by_mpi(void) {
 static inline void comm_init_mpi(Comm *c, int *argc, char ***argv) {
     c->launcher = "mpirun";
 #ifdef USE_MPI
-    mpiCheck(MPI_Init(argc, argv));
+    comm_mpi_init(argc, argv, args_peek_int(*argc, *argv, "pt", c->timeout_s));
     c->mpi = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &c->world_size);

@@ -126,6 +126,17 @@ else
     echo "ok   a rank killed with SIGKILL: the job ended in $(( $(date +%s) - start )) s with exit code $rc"
 fi
 
+# a process of the job that never reaches MPI_Init (a node stuck before the trainer ran): the others
+# waited in MPI_Init for good; -pt bounds it, and the job ends (rank 1 is a sleep, mpirun ends it)
+start=$(date +%s)
+timeout -k 5 60 "${MPIRUN[@]}" -np 2 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then exec sleep 120; fi; exec "$0" "$@"' \
+    "$TRAINER" "${ARGS[@]}" --comm-timeout=3 > noinit.txt 2>&1; rc=$?
+took=$(( $(date +%s) - start ))
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -lt 30 ] \
+    && grep -q "^\[rank 0\] error: MPI_Init did not complete within -pt 3 s: a process of this job never reached it" noinit.txt \
+    && ok "a rank that never reaches MPI_Init: rank 0 stops after -pt 3 s, the job in $took s (exit $rc)" \
+    || { bad "a rank that never reaches MPI_Init: exit $rc after $took s"; grep -v "^ *$" noinit.txt | head -n 4; }
+
 # ---- 4. launches without MPI, on loopback
 PROBE=("$ROOT/dev/test/launch_probe" "${ARGS[@]}" -d 384 -pt 20)  # -d: 2 and 3 ranks
 expect_fail "RANK without WORLD_SIZE" "RANK=1 is set but WORLD_SIZE is not: torchrun sets both" env RANK=1 "${PROBE[@]}"
