@@ -118,6 +118,7 @@ static inline void comm_mpi_init(int *argc, char ***argv, int timeout_s) {
     // the rank of the watch's line, as the launcher gave it (MPI_Init has not yet)
     int r = comm_env_int("OMPI_COMM_WORLD_RANK"), w = comm_env_int("OMPI_COMM_WORLD_SIZE");
     if (r < 0) { r = comm_env_int("PMI_RANK"); w = comm_env_int("PMI_SIZE"); }
+    if (r < 0) { r = comm_env_int("PMIX_RANK"); w = comm_env_int("SLURM_NTASKS"); }  // srun --mpi=pmix
     llmc_set_rank(r, w);
     pthread_t watch;
     const int watching = pthread_create(&watch, NULL, comm_mpi_init_watch, (void *)(intptr_t)timeout_s) == 0;
