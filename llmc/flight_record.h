@@ -384,6 +384,7 @@ static inline void flight_arm(const char *dir) {
     if (dir && dir[0]) {
         snprintf(f->path, sizeof(f->path), "%s/flight_rank%d.txt", dir, f->rank);
         snprintf(f->tmp_path, sizeof(f->tmp_path), "%s.tmp", f->path);
+        unlink(f->tmp_path);  // an earlier run's, killed while writing it (a second Ctrl-C on mpirun)
     }
     llmc_add_fatal_hook(flight_on_fatal);
     const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};

@@ -47,8 +47,11 @@ EOF
 # ---- 2. resume: drop the last checkpoint of the np=2 run and resume from step 5
 cp -r run2 resume2
 rm resume2/DONE_00000010
+echo "flight record of rank 1 of 2 (pid" > resume2/flight_rank1.txt.tmp  # a run killed while writing it
 "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -o resume2 -n 5 -y 1 > out_r2.txt 2>&1 || { bad "resume np=2 failed"; tail out_r2.txt; }
 grep -q "resumed from checkpoint 5" out_r2.txt || bad "np=2 did not resume from checkpoint 5"
+[ -e resume2/flight_rank1.txt.tmp ] && bad "a flight record's .tmp of the run before stayed in -o" \
+    || ok "the half-written flight record of a run killed while writing it is removed at the next start"
 # the resumed run appends steps 6-10 to the copied main.log; for a step logged twice the later wins
 echo "resume np=2 -> np=2 (bitwise):"; compare_logs resume2/main.log run2/main.log trl=0 --last 5 || bad "resume on the same rank count is not bitwise"
 for np in 1 4; do
