@@ -201,27 +201,38 @@ static inline int bs_answer(int fd, uint32_t status, int world_size, const void 
 // rank 0 after every rank joined, for the rest of its run: a process that comes late (a rank given
 // twice, another world size, an older build) hears at once why it cannot join, and stops, instead of
 // waiting -pt for a rank 0 that no longer listens; the same process asking again gets the blob again
-typedef struct { int srv, world_size; uint32_t tag; char *seen; uint32_t *nonce; void *blob; size_t len; } BsLinger;
+typedef struct { int srv, world_size; uint32_t tag; char *seen; uint32_t *nonce; void *blob; size_t len; int told; } BsLinger;
 #define BS_LATE_WARNINGS 3  // a process restarted in a loop must not fill rank 0's log
+
+// one late process, connected on fd (closed here): its hello heard and answered
+static void bs_linger_answer(BsLinger *g, int fd) {
+    WaitClock clock = wait_clock_start(BS_HELLO_SECONDS);
+    BsHello h;
+    const int heard = bs_read_hello(fd, &h, &clock);
+    const uint32_t status = heard == 1 ? bs_status(&h, g->tag, g->world_size, g->seen, g->nonce) : BS_OK;
+    const int answered = heard == 1 && bs_answer(fd, status, g->world_size, g->blob, g->len, &clock) == 0;
+    close(fd);
+    if ((heard < 0 || (answered && (status == BS_WORLD || status == BS_DUPLICATE))) && g->told++ < BS_LATE_WARNINGS) {
+        llmc_warn("bootstrap: after all %d ranks joined, a process %s came and was told to stop; the run goes on%s",
+                  g->world_size, heard < 0 ? "of an older build of this trainer" :
+                  status == BS_WORLD ? "of another world size" : "with a rank already taken",
+                  g->told == BS_LATE_WARNINGS ? " (later ones are not reported)" : "");
+    }
+}
+
+static void bs_linger_free(BsLinger *g) {
+    close(g->srv);
+    free(g->blob); free(g->seen); free(g->nonce); free(g);
+}
+
 static void *bs_linger(void *arg) {
     BsLinger *g = (BsLinger *)arg;
-    for (int told = 0;;) {
+    for (;;) {
         int fd = accept(g->srv, NULL, NULL);
-        if (fd < 0) {
-            if (errno != EINTR && errno != ECONNABORTED) { usleep(100 * 1000); }  // out of descriptors: later
-            continue;
-        }
-        WaitClock clock = wait_clock_start(BS_HELLO_SECONDS);
-        BsHello h;
-        const int heard = bs_read_hello(fd, &h, &clock);
-        const uint32_t status = heard == 1 ? bs_status(&h, g->tag, g->world_size, g->seen, g->nonce) : BS_OK;
-        const int answered = heard == 1 && bs_answer(fd, status, g->world_size, g->blob, g->len, &clock) == 0;
-        close(fd);
-        if ((heard < 0 || (answered && (status == BS_WORLD || status == BS_DUPLICATE))) && told++ < BS_LATE_WARNINGS) {
-            llmc_warn("bootstrap: after all %d ranks joined, a process %s came and was told to stop; the run goes on%s",
-                      g->world_size, heard < 0 ? "of an older build of this trainer" :
-                      status == BS_WORLD ? "of another world size" : "with a rank already taken",
-                      told == BS_LATE_WARNINGS ? " (later ones are not reported)" : "");
+        if (fd >= 0) {
+            bs_linger_answer(g, fd);
+        } else if (errno != EINTR && errno != ECONNABORTED) {
+            usleep(100 * 1000);  // out of descriptors: later
         }
     }
     return NULL;
@@ -282,15 +293,14 @@ static inline void bs_serve(void *blob, size_t len, int world_size, int port, in
         }
     }
     BsLinger *g = (BsLinger *)mallocCheck(sizeof(BsLinger));  // the thread's for the rest of the process
-    g->srv = srv; g->world_size = world_size; g->tag = tag; g->seen = seen; g->nonce = nonce; g->len = len;
+    g->srv = srv; g->world_size = world_size; g->tag = tag; g->seen = seen; g->nonce = nonce; g->len = len; g->told = 0;
     g->blob = mallocCheck(len);
     memcpy(g->blob, blob, len);
     pthread_t t;
     if (pthread_create(&t, NULL, bs_linger, g) == 0) {
         pthread_detach(t);
     } else {  // late processes then wait -pt, as without it
-        close(srv);
-        free(g->blob); free(g); free(seen); free(nonce);
+        bs_linger_free(g);
     }
 }
 

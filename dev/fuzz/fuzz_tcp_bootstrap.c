@@ -11,12 +11,14 @@
 //
 // Time is virtual: a wait that finds nothing ready moves the clock on by its timeout at once, and
 // the retry's sleep by its length, so the 5 s deadline and the 2 s hello budget pass without sleeping.
-// Rank 0's thread for late processes is refused (its fallback closes the port and frees its copy).
+// Rank 0's thread for late processes is not started: once the launch completed, the harness answers
+// the connections still waiting as that thread does (bs_linger_answer), then frees what it holds.
 //
 // Checks beyond no sanitizer report: every answer rank 0 gives has its magic, world size and one of
 // the four statuses, the status the hello calls for (another job's tag; another world size or a rank
 // outside it), and the whole blob exactly when it is OK; rank 0 completes only when every rank
-// 1..W-1 got an OK and the blob, and never after telling a process to stop. A rank r > 0 introduces
+// 1..W-1 got an OK and the blob, and never after telling a process to stop (late processes may be
+// told, and the thread that answers them never stops the run). A rank r > 0 introduces
 // itself with its rank, world size and job on every connection, with one nonce; it completes only on
 // an answer that is OK, of this build's magic and blob size, and then holds that answer's blob.
 #include <time.h>
@@ -146,11 +148,21 @@ static int fuzz_usleep(useconds_t us) {
 
 // the code under test's sockets go into the ledger (released after a rejection)
 static int fuzz_socket(int domain, int type, int protocol) { return fuzz_fd_put(socket(domain, type, protocol)); }
-static int fuzz_accept(int fd, struct sockaddr *addr, socklen_t *len) { return fuzz_fd_put(accept(fd, addr, len)); }
-static int fuzz_no_thread(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
-    (void)t; (void)attr; (void)fn; (void)arg;
-    return EAGAIN;
+static int accepted;  // connections the code under test accepted
+static int fuzz_accept(int fd, struct sockaddr *addr, socklen_t *len) {
+    const int s = accept(fd, addr, len);
+    accepted += s >= 0;
+    return fuzz_fd_put(s);
 }
+// rank 0's thread for late processes is not started: the harness keeps its argument and answers the
+// connections still waiting after the launch, one by one as the thread would (bs_linger_answer)
+static void *lingering;  // the BsLinger of a completed rank 0
+static int fuzz_thread(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
+    (void)t; (void)attr; (void)fn;
+    lingering = arg;
+    return 0;
+}
+static int fuzz_detach(pthread_t t) { (void)t; return 0; }
 // at most one result outstanding: a rejection leaves it, the next lookup frees it
 static struct addrinfo *fuzz_addrinfo;
 static int fuzz_getaddrinfo(const char *node, const char *service, const struct addrinfo *hints, struct addrinfo **res) {
@@ -170,7 +182,8 @@ static void fuzz_freeaddrinfo(struct addrinfo *ai) {
 #define usleep(us) fuzz_usleep(us)
 #define socket(d, t, p) fuzz_socket(d, t, p)
 #define accept(fd, a, l) fuzz_accept(fd, a, l)
-#define pthread_create(t, a, f, g) fuzz_no_thread(t, a, f, g)
+#define pthread_create(t, a, f, g) fuzz_thread(t, a, f, g)
+#define pthread_detach(t) fuzz_detach(t)
 #define getaddrinfo(n, s, h, r) fuzz_getaddrinfo(n, s, h, r)
 #define freeaddrinfo(ai) fuzz_freeaddrinfo(ai)
 #include "../../llmc/tcp_broadcast.h"
@@ -202,8 +215,9 @@ static void fields(const uint8_t *bytes, uint32_t *f, int n) {
 
 static int blob_byte(int i) { return (i * 37 + 11) & 0xff; }
 
-// rank 0: the answer on each connection, and whether every rank got the blob
-static void check_rank0(const TcpCase *c, int completed) {
+// rank 0: the answer on each connection, and whether every rank got the blob in the launch (its first
+// `launch` connections; the rest were answered as late processes, who may be told to stop)
+static void check_rank0(const TcpCase *c, int completed, int launch) {
     const uint32_t tag = bootstrap_job_tag(NULL);
     int served[16] = {0}, stopped = 0;
     for (int i = 0; i < npeers; i++) {
@@ -215,7 +229,7 @@ static void check_rank0(const TcpCase *c, int completed) {
         fields(records[i].bytes, h, 1);
         if (h[0] == BOOTSTRAP_MAGIC_V1_LE || h[0] == BOOTSTRAP_MAGIC_V1_BE) {
             if (n != 4 || memcmp(rx, "\xff\xff\xff\xff", 4) != 0) { fuzz_fail("connection %d: a first-version hello got %zu bytes, not the impossible size", i, n); }
-            stopped = 1;
+            stopped |= i < launch;
             continue;
         }
         if (h[0] != BOOTSTRAP_MAGIC || records[i].len < sizeof(BsHello)) { fuzz_fail("connection %d: %zu bytes answered to no hello", i, n); }
@@ -230,9 +244,9 @@ static void check_rank0(const TcpCase *c, int completed) {
             for (int k = 0; k < BLOB_LEN; k++) {
                 if (rx[sizeof(BsAnswer) + k] != blob_byte(k)) { fuzz_fail("connection %d: the blob differs at byte %d", i, k); }
             }
-            served[h[1]] = 1;
+            served[h[1]] |= i < launch;
         }
-        stopped |= a[1] == BS_WORLD || a[1] == BS_DUPLICATE;
+        stopped |= i < launch && (a[1] == BS_WORLD || a[1] == BS_DUPLICATE);
     }
     if (!completed) { return; }
     if (stopped) { fuzz_fail("rank 0 completed after telling a process to stop"); }
@@ -291,8 +305,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     for (int i = 0; i < BLOB_LEN; i++) { c.blob[i] = (unsigned char)(c.rank == 0 ? blob_byte(i) : 0); }
     serving = c.rank == 0;
-    const int completed = fuzz_call(run_bootstrap, &c);
-    if (c.rank == 0) { check_rank0(&c, completed); } else { check_rank(&c, completed); }
+    accepted = 0;
+    lingering = NULL;
+    const int completed = fuzz_call(run_bootstrap, &c), launch = accepted;
+    if (lingering) {  // the connections still waiting: late processes (llmc_die here would end the run: a finding)
+        BsLinger *g = (BsLinger *)lingering;
+        struct pollfd p = {g->srv, POLLIN, 0};
+        for (int fd; poll(&p, 1, 0) == 1 && (fd = accept(g->srv, NULL, NULL)) >= 0;) { bs_linger_answer(g, fd); }
+        bs_linger_free(g);
+    }
+    if (c.rank == 0) { check_rank0(&c, completed, launch); } else { check_rank(&c, completed); }
     for (int i = 0; i < npeers; i++) { close(peers[i]); }
     if (completed) { fuzz_end(); }
     return 0;
