@@ -909,12 +909,18 @@ int main(int argc, char **argv) {
     TrainSetup run;
     train_start(&run, &argc, &argv);
     if (run.comm.world_size > 1 && !comm_has_collectives(&run.comm)) {
+#ifdef USE_MPI
+        const char *build = "";
+#else
+        const char *build = " (this build has none: install OpenMPI, e.g. libopenmpi-dev, and run make again)";
+#endif
         // SLURM_NTASKS reaches an sbatch script itself too, outside any srun: one process is meant there
-        const char *batch = !strcmp(run.comm.launcher, "slurm") ? "; in an sbatch script outside srun, SLURM_NTASKS is "
-                            "the job's: unset SLURM_NTASKS to run one process" : "";
-        llmc_die("%d processes (launcher: %s), but train_gpt2 runs several processes only with MPI; use: mpirun -np %d "
+        const char *batch = !strcmp(run.comm.launcher, "slurm") && !comm_launched_by_mpi()
+                                ? "; in an sbatch script outside srun, SLURM_NTASKS is the job's: unset SLURM_NTASKS to run one process"
+                                : "";
+        llmc_die("%d processes (launcher: %s), but train_gpt2 runs several processes only with MPI%s; use: mpirun -np %d "
                  "./train_gpt2 ..., or under SLURM srun --mpi=pmix (the default of scripts/multi_node/slurm.sbatch)%s",
-                 run.comm.world_size, run.comm.launcher, run.comm.world_size, batch);
+                 run.comm.world_size, run.comm.launcher, build, run.comm.world_size, batch);
     }
     const int plan_ranks = run.args.plan > 0 ? run.args.plan : run.comm.world_size;
     CpuPlan cp = {&run.args, run.config, plan_ranks, plan_process_rss()};

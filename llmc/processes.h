@@ -70,6 +70,21 @@ static inline int comm_env_int(const char *name) {
     return (int)v;
 }
 
+// the rank and world size an MPI launcher gave this process, before MPI_Init (-1 where not given):
+// Open MPI's, MPICH's (PMI), else srun --mpi=pmix's PMIX_RANK with srun's own SLURM_NTASKS (PMIx
+// names no size in the environment). Returns whether they are srun's
+static inline int comm_launcher_ranks(int *rank, int *world) {
+    *rank = comm_env_int("OMPI_COMM_WORLD_RANK");
+    *world = comm_env_int("OMPI_COMM_WORLD_SIZE");
+    if (*rank < 0 && *world < 0) { *rank = comm_env_int("PMI_RANK"); *world = comm_env_int("PMI_SIZE"); }
+    if (*rank < 0 && *world < 0) {
+        *rank = comm_env_int("PMIX_RANK");
+        *world = comm_env_int("SLURM_NTASKS");
+        return *rank >= 0;
+    }
+    return 0;
+}
+
 // ---- single process: every collective is the identity
 static void comm_single_allreduce_f64(Comm *c, double *buf, int n) { (void)c; (void)buf; (void)n; }
 static void comm_single_allreduce_i32(Comm *c, int *buf, int n) { (void)c; (void)buf; (void)n; }
@@ -116,9 +131,8 @@ static void *comm_mpi_init_watch(void *arg) {
 
 static inline void comm_mpi_init(int *argc, char ***argv, int timeout_s) {
     // the rank of the watch's line, as the launcher gave it (MPI_Init has not yet)
-    int r = comm_env_int("OMPI_COMM_WORLD_RANK"), w = comm_env_int("OMPI_COMM_WORLD_SIZE");
-    if (r < 0) { r = comm_env_int("PMI_RANK"); w = comm_env_int("PMI_SIZE"); }
-    if (r < 0) { r = comm_env_int("PMIX_RANK"); w = comm_env_int("SLURM_NTASKS"); }  // srun --mpi=pmix
+    int r, w;
+    comm_launcher_ranks(&r, &w);
     llmc_set_rank(r, w);
     pthread_t watch;
     const int watching = pthread_create(&watch, NULL, comm_mpi_init_watch, (void *)(intptr_t)timeout_s) == 0;
@@ -289,39 +303,6 @@ static inline void comm_mpi_allreduce_sum_f32(Comm *c, float *buf, size_t n) {
 }
 #endif
 
-// was this process started by an MPI launcher?
-static inline int comm_launched_by_mpi(void) {
-    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
-}
-
-// started by an MPI launcher: MPI's ranks and node-local ranks, where MPI was compiled in; else a
-// job of several processes stops here (one process runs on)
-static inline void comm_init_mpi(Comm *c, int *argc, char ***argv) {
-    c->launcher = "mpirun";
-#ifdef USE_MPI
-    comm_mpi_init(argc, argv, args_peek_int(*argc, *argv, "pt", c->timeout_s));
-    c->mpi = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &c->world_size);
-    MPI_Comm local;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
-    MPI_Comm_rank(local, &c->local_rank);
-    MPI_Comm_size(local, &c->local_size);
-    MPI_Comm_free(&local);
-    mpiCheck(MPI_Comm_dup(MPI_COMM_WORLD, &comm_notice.comm));
-    comm_notice_post();
-    llmc_abort_hook = comm_mpi_abort;
-#else
-    (void)c; (void)argc; (void)argv;
-    int w = comm_env_int("OMPI_COMM_WORLD_SIZE");
-    if (w < 0) { w = comm_env_int("PMI_SIZE"); }
-    if (w > 1) {
-        llmc_die("started by an MPI launcher with %d processes, but this binary was built without MPI "
-                 "(NO_MPI=1 / NO_MULTI_GPU=1 or no mpicc); rebuild with MPI or run a single process", w);
-    }
-#endif
-}
-
 static inline int comm_env_set(const char *name) {
     const char *s = getenv(name);
     return s != NULL && s[0] != '\0';
@@ -364,6 +345,47 @@ static inline void comm_init_from_env(Comm *c) {
         l = comm_env_int("SLURM_LOCALID");
         c->local_rank = l >= 0 ? l : 0;
     }
+}
+
+// was this process started by an MPI launcher?
+static inline int comm_launched_by_mpi(void) {
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+}
+
+// started by an MPI launcher: MPI's ranks and node-local ranks, where MPI was compiled in; else a
+// job of several processes stops here (one process runs on), but for srun --mpi=pmix's, whose ranks
+// srun's variables give
+static inline void comm_init_mpi(Comm *c, int *argc, char ***argv) {
+    c->launcher = "mpirun";
+#ifdef USE_MPI
+    comm_mpi_init(argc, argv, args_peek_int(*argc, *argv, "pt", c->timeout_s));
+    c->mpi = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &c->world_size);
+    MPI_Comm local;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
+    MPI_Comm_rank(local, &c->local_rank);
+    MPI_Comm_size(local, &c->local_size);
+    MPI_Comm_free(&local);
+    mpiCheck(MPI_Comm_dup(MPI_COMM_WORLD, &comm_notice.comm));
+    comm_notice_post();
+    llmc_abort_hook = comm_mpi_abort;
+#else
+    (void)argc; (void)argv;
+    int r, w;
+    if (comm_launcher_ranks(&r, &w)) {
+        // srun --mpi=pmix (slurm.sbatch's default): srun's own variables give the ranks, as under srun
+        // without MPI (the CUDA trainer's ranks meet through the bootstrap; the CPU trainer stops)
+        comm_init_from_env(c);
+        if (c->world_size > 1) { return; }
+    }
+    if (w > 1 || r > 0) {
+        char world[16] = "several";
+        if (w > 0) { snprintf(world, sizeof(world), "%d", w); }
+        llmc_die("started by an MPI launcher as rank %d of %s processes, but this binary was built without MPI "
+                 "(NO_MPI=1 / NO_MULTI_GPU=1 or no mpicc); rebuild with MPI or run a single process", r, world);
+    }
+#endif
 }
 
 /*

@@ -66,6 +66,13 @@ if have_mpi "$W/train_gpt2"; then
     NOMPI_PATH="$TMP/nompi:/usr/local/sbin:/usr/local/bin:/usr/sbin"
     PATH=$NOMPI_PATH mk train_gpt2 export_hf
     ! links libmpi && ok "without mpicc on PATH, train_gpt2 is rebuilt without MPI" || bad "train_gpt2 kept MPI with mpicc gone"
+    # that build under srun --mpi=pmix (PMIX_RANK and srun's variables, no MPI size): task 0 of 2 stops
+    # naming the build (it had trained alone, as every task did, into the same -o)
+    "$PY" "$ROOT/dev/bench/make_random_shard.py" "$TMP/t.bin" 20000 1 512 > /dev/null
+    expect_error "the build without MPI, task 0 of 2 under srun --mpi=pmix" \
+        "2 processes (launcher: slurm), but train_gpt2 runs several processes only with MPI (this build has none" \
+        env PMIX_RANK=0 SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_LOCALID=0 "$W/train_gpt2" -i "$TMP/t.bin" -j "$TMP/t.bin" \
+        -e L1:C32:H2:T32:V512 -b 1 -t 32 -x 1 -v 0 -o "$TMP/pmix"
     PATH=$NOMPI_PATH up_to_date "MPI gone again: nothing more to rebuild" train_gpt2
     stale "MPI installed (mpicc back on PATH): train_gpt2 is due" train_gpt2
     up_to_date "... but export_hf, which does not use MPI, is not" export_hf

@@ -10,7 +10,8 @@
 #     batch, a rank that dies (the others must exit within 60 s), torchrun variables without MPI.
 #  4. launches without MPI (dev/test/launch_probe: rank discovery and the TCP bootstrap of
 #     train_gpt2cu, on loopback): half of torchrun's variables; torchrun's ranks where an MPI
-#     launcher's variables reach its processes too (torchrun under srun); the handshake against
+#     launcher's variables reach its processes too (torchrun under srun); srun's ranks for the
+#     tasks of srun --mpi=pmix (a build without MPI, as launch_probe is); the handshake against
 #     another world size, a rank given twice, another job's rank 0 on the port, a program there
 #     that is not rank 0: each an error line on the rank that finds it, at once.
 source "$(dirname "$0")/lib.sh" test_mpi "${1:-./train_gpt2}"
@@ -179,6 +180,14 @@ probes under_srun "$TE RANK=0" "$TE RANK=1"
 [ "$(grep -c '^probe rank [01] of 2 local [01] host .* launcher torchrun token' under_srun.out)" = 2 ] \
     && ok "torchrun's processes with an MPI launcher's variables too (torchrun under srun): torchrun's ranks, one bootstrap" \
     || { bad "torchrun under srun"; cat under_srun.out; }
+# srun --mpi=pmix's tasks (PMIX_RANK, no size of MPI's) of a build without MPI, as launch_probe is:
+# srun's ranks, one bootstrap (each had run alone as rank 0 of 1)
+PX="SLURM_NTASKS=2 SLURM_JOB_ID=7"
+probes pmix "$PX PMIX_RANK=0 SLURM_PROCID=0 SLURM_LOCALID=0" "$PX PMIX_RANK=1 SLURM_PROCID=1 SLURM_LOCALID=1"
+[ "$(grep -c '^probe rank \([01]\) of 2 local \1 host .* launcher slurm token [1-9]' pmix.out)" = 2 ] \
+    && [ "$(grep -o 'token [0-9]*' pmix.out | sort -u | wc -l)" = 1 ] \
+    && ok "srun --mpi=pmix's tasks of a build without MPI: srun's ranks, one bootstrap" \
+    || { bad "srun --mpi=pmix's tasks of a build without MPI"; cat pmix.out; }
 probes world "RANK=0 WORLD_SIZE=2" "RANK=1 WORLD_SIZE=3"
 probe_has world "another world size" "^\[rank 0\] error: bootstrap: a process says it is rank 1 of 3, but this rank 0 has 2 processes" \
     "^\[rank 1\] error: bootstrap: rank 0 at 127.0.0.1:[0-9]* has 2 processes, this process says 3"

@@ -11,7 +11,8 @@
 #     scripts/multi_node/slurm.sbatch on 2 nodes x 2 tasks, through srun --mpi=pmix: the same
 #     losses; with SRUN_MPI=none, the ranks found from SLURM_*, meeting through the TCP bootstrap,
 #     read together what one process reads (dev/test/launch_probe); train_gpt2 itself refuses. So
-#     do the ranks of llm.c's multi-node scripts (-pn/-pr/-pg from SLURM_*, -pi fs or -pi tcp -ps)
+#     do a build without MPI (the probe) under srun --mpi=pmix, slurm.sbatch's default, the ranks
+#     of llm.c's multi-node scripts (-pn/-pr/-pg from SLURM_*, -pi fs or -pi tcp -ps)
 #     and the same processes started by hand on each host.
 #  3. A host is lost (all its processes SIGKILLed, or frozen with SIGSTOP) under mpirun and under
 #     SLURM: every rank left exits non-zero within -pt + 30 s with a line naming the step.
@@ -193,6 +194,11 @@ EOF
 on 1 env TRAINER="$ROOT/dev/test/launch_probe" SRUN_MPI=none "${SB[@]}" -o "$TMP/slurm_none.out" \
     "$ROOT/scripts/multi_node/slurm.sbatch" "${RUN[@]}" > sbatch.out 2>&1 || { bad "sbatch with SRUN_MPI=none failed"; tail -5 slurm_none.out; }
 probe_ok slurm_none.out slurm "srun without MPI: ranks 0-3 from SLURM_*, local 0-1 on each node, rank 0's token through the TCP bootstrap, the data of one process"
+if [ $SRUN_PMIX = 1 ]; then  # slurm.sbatch's default with a build without MPI (as the probe is): srun's ranks
+    on 1 env TRAINER="$ROOT/dev/test/launch_probe" "${SB[@]}" -o "$TMP/slurm_pmix_nompi.out" "$ROOT/scripts/multi_node/slurm.sbatch" \
+        "${RUN[@]}" > sbatch.out 2>&1 || { bad "sbatch of a build without MPI (srun --mpi=pmix) failed"; tail -5 slurm_pmix_nompi.out; }
+    probe_ok slurm_pmix_nompi.out slurm "srun --mpi=pmix, a build without MPI: srun's ranks, the TCP bootstrap, the data of one process"
+fi
 # llm.c's multi-node scripts: each task is given -pn/-pr/-pg from SLURM_* and meets the others
 # through -pi fs (files in a directory both nodes see) or -pi tcp -ps <node1>, without MPI or MASTER_ADDR
 cat > llmc_task.sh <<EOF
