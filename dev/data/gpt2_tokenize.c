@@ -1248,6 +1248,9 @@ static const char *mode_flags(const Args *a, const char **mode) {
 int main(int argc, char **argv) {
     llmc_std_fds_open();
     if (llmc_abort_hook != remove_partial_outputs) { next_abort_hook = llmc_abort_hook; }
+    // no shards of an earlier run to remove: main runs again in one process in the fuzz harness,
+    // after a run that died, whose list the harness released
+    done_outputs_begin();
     llmc_abort_hook = remove_partial_outputs;
     Args a;
     args_defaults(&a);
