@@ -352,6 +352,22 @@ static inline int comm_launched_by_mpi(void) {
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
 }
 
+// the PID of Open MPI's mpirun where it is this process's parent (on mpirun's node), else 0. mpirun
+// ends the job 2 s after a SIGINT or SIGTERM of its own (SIGTERM to the ranks 1 s later, SIGKILL 1 s
+// after that: too soon for a step and a checkpoint), but passes SIGUSR1 on to every rank
+static inline int comm_mpirun_pid(void) {
+    if (!getenv("OMPI_COMM_WORLD_SIZE")) { return 0; }
+    const int parent = (int)getppid();
+    char path[64], name[32] = "";
+    snprintf(path, sizeof(path), "/proc/%d/comm", parent);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) { return 0; }
+    if (fgets(name, sizeof(name), f) == NULL) { name[0] = '\0'; }
+    fclose(f);
+    name[strcspn(name, "\n")] = '\0';
+    return !strcmp(name, "mpirun") || !strcmp(name, "mpiexec") || !strcmp(name, "orterun") ? parent : 0;
+}
+
 // started by an MPI launcher: MPI's ranks and node-local ranks, where MPI was compiled in; else a
 // job of several processes stops here (one process runs on), but for srun --mpi=pmix's, whose ranks
 // srun's variables give

@@ -578,6 +578,11 @@ static inline void train_print_banner(const TrainRun *r) {
     const TrainArgs *a = r->a;
     const Backend *b = r->b;
     printf("trainer %s | %d process(es) (%s) | model %s\n", b->name, r->W, r->c->launcher, a->model);
+    const int mpirun = comm_mpirun_pid();
+    if (mpirun > 0) {
+        printf("to stop with a checkpoint: kill -USR1 %d (mpirun passes it on; Ctrl-C or SIGTERM to mpirun ends the "
+               "ranks within 2 s)\n", mpirun);
+    }
     printf("model: L %d | C %d | NH %d | maxT %d | V %d | Vp %d | %zu parameters\n", b->config.num_layers,
            b->config.channels, b->config.num_heads, b->config.max_seq_len, r->V, b->config.padded_vocab_size,
            b->num_params);

@@ -6,7 +6,14 @@
 # stopped by a signal is not relaunched: the trainer exits 0, or the launcher exits non-zero after
 # a signal of its own (Open MPI's mpirun exits 1 whenever it was signalled, though its ranks
 # checkpointed and exited 0), which SIGINT, SIGTERM or SIGHUP reaching this shell too tell apart
-# from a crash (Ctrl-C signals the whole foreground group). Sourced, with RETRIES and RETRY_WAIT set.
+# from a crash. Sourced, with RETRIES and RETRY_WAIT set.
+#
+# And how the recipes launch: a stop signal to the script (SIGINT, SIGTERM, SIGHUP: Ctrl-C, kill
+# PID, docker stop, a closed terminal) must reach the trainers once, as one they stop on cleanly.
+# The launch runs in a process group of its own, so Ctrl-C reaches only the script, which passes
+# each stop signal on: to mpirun as SIGUSR1, since Open MPI's mpirun answers SIGINT and SIGTERM by
+# ending the job (SIGTERM to the ranks 1 s later, SIGKILL 1 s after that: no time to finish a step
+# and write a checkpoint) but passes SIGUSR1 on to every rank, which stops them the same way.
 #
 #   relaunch_check_settings             one error line and exit 2 where RETRIES or RETRY_WAIT is bad
 #   relaunch_out_dir ARGS...            the last -o or --out value among ARGS (the folder to watch)
@@ -14,7 +21,10 @@
 #                                       it exits 0, 1 when the rule gives up (a line says why), its
 #                                       status where RELAUNCH_STOP is set (by a trap) after a launch,
 #                                       0 after a stop signal where the launch wrote a new checkpoint.
-#                                       NAME starts the lines; OUT is the trainer's -o.
+#                                       NAME starts the lines; OUT is the trainer's -o. Each launch
+#                                       by launch_stoppable, but where RELAUNCH_PASS_STOPS=0 (SLURM
+#                                       signals its tasks itself) in the foreground.
+#   launch_stoppable CMD [ARGS...]      runs CMD ARGS so, and returns its status
 RETRIES=${RETRIES:-5}
 RETRY_WAIT=${RETRY_WAIT:-30}
 
@@ -36,14 +46,52 @@ relaunch_out_dir() {
 # the step of the newest complete checkpoint in $1 (0: none)
 relaunch_newest_checkpoint() { ls "$1" 2> /dev/null | sed -n 's/^DONE_0*\([0-9][0-9]*\)$/\1/p' | sort -n | tail -1 | grep . || echo 0; }
 
+LAUNCH_PID=    # the launch in progress (its process group), if any
+LAUNCH_MPIRUN= # 1 where it is mpirun
+
+# the trap of the stop signals: $1 the signal, passed on to the launch in progress
+launch_on_stop() {
+    RELAUNCH_STOP=${RELAUNCH_STOP:-signal} LAUNCH_STOP_SIGNAL=$1
+    [ -n "$LAUNCH_PID" ] || return 0
+    kill -s "$([ "$LAUNCH_MPIRUN" = 1 ] && echo USR1 || echo "$1")" -- "-$LAUNCH_PID" 2> /dev/null || true
+}
+
+# wait PID out: bash's wait returns early (above 128) when a trap runs; wait again while it lives
+launch_wait() {
+    local rc
+    while :; do
+        wait "$1" && rc=0 || rc=$?
+        [ $rc -gt 128 ] && kill -0 "$1" 2> /dev/null || break
+    done
+    return $rc
+}
+
+launch_stoppable() {
+    local rc
+    trap 'launch_on_stop INT' INT
+    trap 'launch_on_stop TERM' TERM
+    trap 'launch_on_stop HUP' HUP
+    case ${1##*/} in mpirun|mpiexec|orterun) LAUNCH_MPIRUN=1 ;; *) LAUNCH_MPIRUN=0 ;; esac
+    set -m  # job control: the launch gets a process group of its own
+    "$@" < /dev/null &  # stdin: a process group not in the terminal's foreground that reads it is stopped
+    LAUNCH_PID=$!
+    set +m
+    # a signal before the launch's PID was known
+    [ -z "${LAUNCH_STOP_SIGNAL:-}" ] || launch_on_stop "$LAUNCH_STOP_SIGNAL"
+    launch_wait "$LAUNCH_PID"
+    rc=$?
+    LAUNCH_PID=
+    return $rc
+}
+
 relaunch() {
     local name=$1 out=$2 attempt before rc stalled=0 newest
     shift 2
-    # bash runs the trap once the launch in the foreground has ended: the launch stops by itself
-    trap 'RELAUNCH_STOP=${RELAUNCH_STOP:-signal}' INT TERM HUP
+    # in the foreground, bash runs the trap once the launch has ended: the launch stops by itself
+    [ "${RELAUNCH_PASS_STOPS:-1}" = 1 ] || trap 'RELAUNCH_STOP=${RELAUNCH_STOP:-signal}' INT TERM HUP
     for attempt in $(seq "$RETRIES"); do
         before=$(relaunch_newest_checkpoint "$out")
-        "$@"
+        if [ "${RELAUNCH_PASS_STOPS:-1}" = 1 ]; then launch_stoppable "$@"; else "$@"; fi
         rc=$?
         [ $rc -eq 0 ] && return 0
         if [ "${RELAUNCH_STOP:-}" = signal ] && [ "$(relaunch_newest_checkpoint "$out")" != "$before" ]; then

@@ -12,9 +12,8 @@
 # times, but not after two crashes in a row that left no newer checkpoint (an error that repeats,
 # such as a damaged shard, is not retried away); a run stopped by SIGTERM/SIGINT (preemption)
 # exits 0 and is not relaunched (scripts/relaunch_lib.sh, shared with multi_node/slurm.sbatch).
-# Stop it as Ctrl-C, timeout(1), systemd and SLURM do, by signalling its process group (kill -TERM
-# -<PGID>) or the trainer: a signal to this script's PID alone reaches no trainer (passing it on
-# would be a second signal to the trainers that got it from the group, which end at once).
+# Stop it with Ctrl-C or kill <PID>: the script passes the signal on to mpirun as SIGUSR1 (mpirun
+# itself would end the job 2 s after a SIGINT or SIGTERM, too soon for the checkpoint).
 # Overrides: NGPU (8), B (64, micro-batch per GPU), OUT (log_gpt2_124M), DATA (data/fineweb10B),
 # RETRIES (5), RETRY_WAIT (30), TRAINER (./train_gpt2cu, built first; another is run as it is),
 # and extra trainer flags as arguments.

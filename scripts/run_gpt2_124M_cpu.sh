@@ -10,6 +10,7 @@ B=${B:-4}
 OUT=${OUT:-log_gpt2_124M_cpu}
 DATA=${DATA:-data/fineweb10B}
 source scripts/recipe_checks.sh
+source scripts/relaunch_lib.sh  # launch_stoppable: Ctrl-C or SIGTERM to this script stops the run with a checkpoint
 recipe_counts NPROC B
 [ "$NPROC" -eq 1 ] || recipe_mpirun "NPROC=$NPROC" "NPROC=1 runs one process without it"
 make train_gpt2 || exit 1
@@ -18,7 +19,7 @@ if [ "$NPROC" -gt 1 ]; then
     LAUNCH=(mpirun -np "$NPROC" --bind-to none)
     [ "$(id -u)" -eq 0 ] && LAUNCH+=(--allow-run-as-root)
 fi
-exec "${LAUNCH[@]}" ./train_gpt2 \
+launch_stoppable "${LAUNCH[@]}" ./train_gpt2 \
     -i "$DATA/fineweb_train_*.bin" -j "$DATA/fineweb_val_*.bin" -o "$OUT" \
     -e d12 -b "$B" -t 1024 -d 524288 -x 19073 \
     -l 0.0006 -u 700 -q 0.0 -c 0.1 -k cosine \

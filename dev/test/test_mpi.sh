@@ -290,4 +290,47 @@ probe_has oldserver "rank 0 of an older build (within -pt: a forwarder closes al
     "error: bootstrap: could not get the NCCL id from rank 0 at 127.0.0.1:$port within 3 s; the port closed this rank's hello [0-9]* times without an answer: rank 0 is an older build"
 wait
 
+# ---- 5. stopping an mpirun job. A stop signal to run_gpt2_124M.sh (NGPU=2): the script passes it on as
+# SIGUSR1, which mpirun forwards (its own SIGINT/SIGTERM end the job: SIGTERM to the ranks 1 s
+# later, SIGKILL 1 s after that); the ranks checkpoint, mpirun and the script exit 0.
+# SIGTERM to the script's PID alone (kill PID, docker stop; it had reached no rank), and Ctrl-C
+# (SIGINT to the script's process group in a new session, whose SIGINT is not ignored as a
+# script's background job's is; it had reached mpirun alone)
+mkdir -p fw && ln -sf "$PWD/train.bin" fw/fineweb_train_000001.bin && ln -sf "$PWD/val.bin" fw/fineweb_val_000000.bin
+recipe_stop() {  # recipe_stop NAME HOW: the recipe's run in NAME/, stopped after step 2 by HOW (pid or group)
+    $PY - "$1" "$2" "$ROOT/scripts/run_gpt2_124M.sh" "${ARGS[@]:4}" -x 100000 -s 0 -v 0 -o "$TMP/$1" > "$1.txt" 2>&1 << 'PYEOF'
+import os, signal, subprocess, sys, time
+name, how, script, args = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+env = dict(os.environ, NGPU="2", TRAINER=os.environ["TRAINER_ABS"], DATA=os.getcwd() + "/fw")
+with open(name + ".out", "w") as out:
+    p = subprocess.Popen(["bash", script] + args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+for _ in range(1200):
+    if "step 2/" in open(name + ".out").read(): break
+    time.sleep(0.05)
+if how == "pid": os.kill(p.pid, signal.SIGTERM)
+else: os.killpg(p.pid, signal.SIGINT)
+try: print(p.wait(timeout=60))
+except subprocess.TimeoutExpired: os.killpg(p.pid, signal.SIGKILL); print("timeout")
+PYEOF
+    local rc=$(tail -1 "$1.txt") what="run_gpt2_124M.sh NGPU=2, $3"
+    [ "$rc" = 0 ] && grep -q "^mpirun: Forwarding signal 10 to job" "$1.out" && grep -q "^stopped by a signal after step" "$1.out" \
+        && ! grep -q "launcher exited" "$1.out" && ls "$1" | grep -q '^DONE_' \
+        && ok "$what: the ranks checkpointed ($(ls "$1" | grep -m1 DONE_)), mpirun and the script exit 0" \
+        || { bad "$what: exit '$rc', checkpoints: $(ls "$1" 2> /dev/null | grep DONE_ | tr '\n' ' ')"; grep -v '^step' "$1.out" | tail -n 4; }
+}
+# mpirun by hand: the banner names mpirun's PID for SIGUSR1, which stops the job with a checkpoint
+"${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -x 100000 -s 0 -v 0 -o usr1 > usr1.out 2>&1 &
+job=$!
+for _ in $(seq 1200); do grep -q '^step 2/' usr1.out && break; sleep 0.05; done
+pid=$(sed -n 's/^to stop with a checkpoint: kill -USR1 \([0-9]*\) (mpirun passes it on.*/\1/p' usr1.out)
+[ -n "$pid" ] && kill -USR1 "$pid"
+timeout 60 tail --pid=$job -f /dev/null; kill -9 $job 2> /dev/null
+wait $job && grep -q "^stopped by a signal after step" usr1.out && ls usr1 | grep -q '^DONE_' \
+    && ok "mpirun by hand: kill -USR1 <the PID its banner names>: the ranks checkpointed ($(ls usr1 | grep -m1 DONE_)), mpirun exits 0" \
+    || { bad "mpirun by hand, SIGUSR1 to the PID of its banner ('$pid')"; grep -v '^step' usr1.out | tail -n 4; }
+export TRAINER_ABS=$(realpath "$TRAINER")  # the recipe runs in the repository's root
+recipe_stop rstop_pid pid "SIGTERM to the script's PID alone"
+recipe_stop rstop_ctrlc group "Ctrl-C (SIGINT to its process group)"
+
 finish

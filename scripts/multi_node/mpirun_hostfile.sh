@@ -21,6 +21,7 @@ cd "$(dirname "$0")/../.."
 HOSTFILE=${HOSTFILE:-hostfile} TRAINER=${TRAINER:-./train_gpt2cu} NP=${NP:-16} PER_NODE=${PER_NODE:-8}
 
 source scripts/recipe_checks.sh
+source scripts/relaunch_lib.sh  # launch_stoppable: Ctrl-C or SIGTERM to this script stops the run with a checkpoint
 recipe_counts NP PER_NODE
 recipe_mpirun "this script" "or load your cluster's MPI module"
 recipe_program TRAINER "build it: make train_gpt2cu; a path from the repository's root"
@@ -38,7 +39,7 @@ for var in NCCL_SOCKET_IFNAME NCCL_IB_DISABLE NCCL_DEBUG PATH LD_LIBRARY_PATH OM
 done
 
 [ "$(id -u)" -eq 0 ] && env_args+=(--allow-run-as-root)  # as root (containers) mpirun needs it; harmless otherwise
-mpirun -np "$NP" --hostfile "$HOSTFILE" --bind-to none --map-by "ppr:$PER_NODE:node" "${env_args[@]}" \
+launch_stoppable mpirun -np "$NP" --hostfile "$HOSTFILE" --bind-to none --map-by "ppr:$PER_NODE:node" "${env_args[@]}" \
     "$TRAINER" \
     -i "data/fineweb10B/fineweb_train_*.bin" -j "data/fineweb10B/fineweb_val_*.bin" -o log_gpt2_124M_2nodes \
     -e d12 -b 32 -t 1024 -d 524288 -x 19073 \
