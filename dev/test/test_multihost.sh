@@ -6,7 +6,8 @@
 # checkpoints and failure handling are the same host code).
 #  1. OpenMPI across hosts: scripts/multi_node/mpirun_hostfile.sh with a hostfile of 2 hosts x 2
 #     slots (its rsh launcher through an agent that enters the host's namespace; TCP between hosts)
-#     gives the losses of 1 process with 4x accumulation on the same data.
+#     gives the losses of 1 process with 4x accumulation on the same data; given SIGTERM, it
+#     stops the 4 ranks with a checkpoint (passed on to mpirun as SIGUSR1) and exits 0.
 #  2. A real SLURM (slurmctld, a slurmd per host, munge; no cgroups): sbatch
 #     scripts/multi_node/slurm.sbatch on 2 nodes x 2 tasks, through srun --mpi=pmix: the same
 #     losses; with SRUN_MPI=none, the ranks found from SLURM_*, meeting through the TCP bootstrap,
@@ -166,6 +167,18 @@ on 1 env HOSTFILE="$TMP/hostfile" TRAINER="$TRAINER" NP=4 PER_NODE=2 bash "$ROOT
 grep -q "^trainer .* 4 process(es) (mpirun)" mpi.out && same_losses "mpirun --hostfile, 2 hosts x 2 ranks" mpi
 # ranks 2 and 3 ran on node2: their state files exist, their flight ring recorded TCP traffic
 [ -f mpi/state_00000020_00003.bin ] || bad "no state file of rank 3 (node2)"
+# SIGTERM to the recipe's PID: passed on to mpirun as SIGUSR1, which reaches node2's ranks through
+# its daemon there; every rank checkpoints, the script exits 0 (mpirun's own SIGTERM ends the job)
+on 1 env HOSTFILE="$TMP/hostfile" TRAINER="$TRAINER" NP=4 PER_NODE=2 bash "$ROOT/scripts/multi_node/mpirun_hostfile.sh" \
+    "${RUN[@]}" -x 100000 -n 0 -o "$TMP/mpistop" > mpistop.out 2>&1 &
+job=$!
+for _ in $(seq 1200); do grep -q '^step 2/' mpistop.out && break; sleep 0.05; done
+kill -TERM "$(pgrep -P $job)"  # the script (`on`, a function, runs in a subshell of its own)
+timeout 60 tail --pid=$job -f /dev/null; kill -9 $job 2> /dev/null
+wait $job && step=$(sed -n 's/^stopped by a signal after step \([0-9]*\);.*/\1/p' mpistop.out) && [ -n "$step" ] \
+    && [ "$(ls mpistop | grep -c "^state_$(printf %08d "$step")_")" = 4 ] && [ -f "mpistop/DONE_$(printf %08d "$step")" ] \
+    && ok "mpirun_hostfile.sh given SIGTERM: the 4 ranks on 2 hosts checkpointed at step $step, exit 0" \
+    || { bad "mpirun_hostfile.sh given SIGTERM: no checkpoint of the 4 ranks, or not exit 0"; grep -v '^step' mpistop.out | tail -n 4; }
 
 # ---- 2. SLURM: sbatch the recipe (its #SBATCH lines overridden for these hosts)
 SB=(sbatch --wait --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 --gpus-per-node=0)
