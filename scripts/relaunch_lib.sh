@@ -4,9 +4,9 @@
 # launch again, up to RETRIES launches (5) in all, but not after two crashes in a row that left no
 # newer checkpoint (an error that repeats, such as a damaged shard, is not retried away). A run
 # stopped by a signal is not relaunched: the trainer exits 0, or the launcher exits non-zero after
-# a signal of its own (Open MPI's mpirun exits 1 whenever it was signalled, though its ranks
-# checkpointed and exited 0), which SIGINT, SIGTERM or SIGHUP reaching this shell too tell apart
-# from a crash. Sourced, with RETRIES and RETRY_WAIT set.
+# a signal of its own (srun; mpirun where the signal reached it too, as it does from systemd), which
+# SIGINT, SIGTERM or SIGHUP reaching this shell too tell apart from a crash where the stop wrote a
+# checkpoint. Sourced, with RETRIES and RETRY_WAIT set.
 #
 # And how the recipes launch: a stop signal to the script (SIGINT, SIGTERM, SIGHUP: Ctrl-C, kill
 # PID, docker stop, a closed terminal) must reach the trainers once, as one they stop on cleanly.
@@ -85,18 +85,21 @@ launch_stoppable() {
 }
 
 relaunch() {
-    local name=$1 out=$2 attempt before rc stalled=0 newest
+    local name=$1 out=$2 attempt before rc stalled=0 newest launch=launch_stoppable
     shift 2
-    # in the foreground, bash runs the trap once the launch has ended: the launch stops by itself
-    [ "${RELAUNCH_PASS_STOPS:-1}" = 1 ] || trap 'RELAUNCH_STOP=${RELAUNCH_STOP:-signal}' INT TERM HUP
+    if [ "${RELAUNCH_PASS_STOPS:-1}" != 1 ]; then
+        # in the foreground, bash runs the trap once the launch has ended: the launch stops by itself
+        launch=
+        trap 'RELAUNCH_STOP=${RELAUNCH_STOP:-signal}' INT TERM HUP
+    fi
     for attempt in $(seq "$RETRIES"); do
         before=$(relaunch_newest_checkpoint "$out")
-        if [ "${RELAUNCH_PASS_STOPS:-1}" = 1 ]; then launch_stoppable "$@"; else "$@"; fi
+        $launch "$@"
         rc=$?
         [ $rc -eq 0 ] && return 0
         if [ "${RELAUNCH_STOP:-}" = signal ] && [ "$(relaunch_newest_checkpoint "$out")" != "$before" ]; then
             echo "$name: stopped by a signal with checkpoint $(relaunch_newest_checkpoint "$out") in $out (the launcher" \
-                 "exited with $rc, as mpirun does when signalled); run this script again to resume"
+                 "exited with $rc after the stop); run this script again to resume"
             return 0
         fi
         [ -n "${RELAUNCH_STOP:-}" ] && return $rc
