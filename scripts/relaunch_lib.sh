@@ -56,12 +56,17 @@ launch_on_stop() {
     kill -s "$([ "$LAUNCH_MPIRUN" = 1 ] && echo USR1 || echo "$1")" -- "-$LAUNCH_PID" 2> /dev/null || true
 }
 
-# wait PID out: bash's wait returns early (above 128) when a trap runs; wait again while it lives
+# wait PID out and return its status. bash's wait returns early (above 128) when a trap runs, and
+# the launch may have ended and been reaped by then (asking whether it still lives said no: the
+# trap's 143 was taken for its status); waiting again returns its status, which bash keeps, and
+# the same again once that is what the first wait gave
 launch_wait() {
-    local rc
-    while :; do
-        wait "$1" && rc=0 || rc=$?
-        [ $rc -gt 128 ] && kill -0 "$1" 2> /dev/null || break
+    local rc next
+    wait "$1" && rc=0 || rc=$?
+    while [ $rc -gt 128 ]; do
+        wait "$1" && next=0 || next=$?
+        [ $next -eq $rc ] && ! kill -0 "$1" 2> /dev/null && break
+        rc=$next
     done
     return $rc
 }

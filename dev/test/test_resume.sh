@@ -450,6 +450,14 @@ rc=$?
 line=$(grep -m1 "twice in a row" repeats.out)
 [ $rc -eq 1 ] && [ "$(cat repeats.calls)" = 3 ] && grep -q "without a new checkpoint (newest: checkpoint 1000; attempt 3)" <<< "$line" \
     && ok "run_gpt2_124M.sh: an error that repeats stops it: ${line:0:150}" || { bad "run_gpt2_124M.sh: an error that repeats (exit $rc)"; cat repeats.out; }
+# launch_wait's status when the launch ends, and is reaped, while the trap that cut the wait short
+# still runs (seen once in CI as exit 143, the trap's, for a stand-in that exited 1)
+bash -c 'source "$1"; sh -c "trap \"exit 1\" TERM; sleep 5 & wait" & child=$!
+         trap "kill -TERM $child; sleep 0.5" TERM; ( sleep 0.3; kill -TERM $$ ) &
+         launch_wait $child' _ "$ROOT/scripts/relaunch_lib.sh"
+rc=$?
+[ $rc = 1 ] && ok "launch_wait: a launch reaped while the trap ran: its status (1), not the trap's" \
+    || bad "launch_wait: a launch reaped while the trap ran: status $rc, want 1"
 # Ctrl-C: the script passes SIGINT on to the trainer, once; a launcher that exits 1 after the
 # checkpoint (as mpirun does after a signal of its own) is a stop, exit 0 (a real mpirun: test_mpi)
 STUB_SIGNALS=$TMP/stopped.signals relaunch stopped "1000 1 INT" "2000 0" && [ "$(cat stopped.calls)" = 1 ] \
