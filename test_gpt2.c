@@ -11,6 +11,9 @@
  * 4. checkpoint: train, save (model + state files through llmc/checkpoint.h), keep training;
  *    then load the checkpoint into a fresh model and train the same steps: losses and final
  *    parameters must be bitwise equal.
+ * 5. threads: the forward and backward give the same loss and gradients, bit for bit, on one
+ *    OpenMP thread as on all the model was built for (every sum has an order fixed by the shapes;
+ *    where the built-in matmul runs: OpenBLAS makes no such promise).
  * Exits 1 on any mismatch, printing the first few differences.
  *
  * Tolerances (fp32 on both sides; the two differ only in summation order and in library
@@ -67,6 +70,35 @@ static int check_backward(GPT2 *model, const DebugState *ds, int B, int T) {
     return check_param_grads(model->grads_memory, ds, model->param_sizes, tols);
 }
 
+// 5. one thread against all of them, bitwise
+static int check_threads(GPT2 *model, const DebugState *ds, int B, int T) {
+#ifdef _OPENMP
+    const int threads = model->att_work.threads;
+    if (threads < 2 || !gemm_builtin()) {
+        printf("threads: not checked (%s)\n", threads < 2 ? "OpenMP runs 1 thread here" : "OpenBLAS runs the matmuls");
+        return 0;
+    }
+    const size_t bytes = model->num_params * sizeof(float);
+    float *one = (float *)mallocCheck(bytes);
+    float loss[2];
+    for (int run = 0; run < 2; run++) {
+        omp_set_num_threads(run == 0 ? 1 : threads);
+        memset(model->grads_memory, 0, bytes);
+        loss[run] = gpt2_forward(model, ds->x, ds->y, B, T);
+        gpt2_backward(model, 1.0f / (B * T), B, T);
+        if (run == 0) { memcpy(one, model->grads_memory, bytes); }
+    }
+    const int same = memcmp(&loss[0], &loss[1], sizeof(float)) == 0 && memcmp(one, model->grads_memory, bytes) == 0;
+    printf("threads: forward and backward on 1 and on %d threads: %s\n", threads, same ? "bitwise equal ok" : "they differ FAIL");
+    free(one);
+    return !same;
+#else
+    (void)model; (void)ds; (void)B; (void)T;
+    printf("threads: not checked (a build without OpenMP)\n");
+    return 0;
+#endif
+}
+
 int main(int argc, char **argv) {
     Comm comm;
     ModelTestArgs args = model_test_start(argc, argv, &comm);
@@ -111,6 +143,10 @@ int main(int argc, char **argv) {
         failed |= check_checkpoint_roundtrip(&comm, &bk, &bf, &ds, &tr);
         gpt2_free(&fresh);
     }
+
+    // ---- 5. the thread count changes no bit
+    reset_model(&model, model_path);
+    failed |= check_threads(&model, &ds, B, T);
 
     debug_state_free(&ds);
     trajectory_free(&tr);

@@ -159,39 +159,118 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
     }
 }
 
+// p[i] = exp(p[i] - shift); returns the sum of the results in double
+__attribute__((noinline)) static double exp_shift_sum(float *restrict p, float shift, int n) {
+    #pragma omp simd
+    for (int i = 0; i < n; i++) { p[i] = expf(p[i] - shift); }
+    double sum = 0.0;
+    #pragma omp simd reduction(+ : sum)
+    for (int i = 0; i < n; i++) { sum += p[i]; }
+    return sum;
+}
+
 /*
- * Causal self-attention. inp = qkv (B,T,3C): q, k, v of head h at columns h*HS of each third.
- * out (B,T,C); att (B,NH,T,T) keeps the softmax probabilities (row t, columns 0..t) for backward.
+ * Causal self-attention as small matrix products: for each head and each block of ATT_ROWS
+ * queries t in [r0, r1), the scores against keys 0..r1-1 (the keys past r1 are masked for every
+ * query of the block, so they are never computed), their softmax over t2 <= t, and the output from
+ * the values 0..r1-1. Each product runs on one thread (gemm_serial, in that thread's workspace) while
+ * the threads take heads and blocks in turn, so no result depends on the thread count.
+ * inp = qkv (B,T,3C): q, k, v of head h at columns h*HS of each third; out (B,T,C);
+ * att (B,NH,T,T) keeps the softmax probabilities (row t: columns 0..t, zero past t) for backward.
  */
-void attention_forward(float *out, float *att, const float *inp, int B, int T, int C, int NH) {
-    int C3 = 3 * C, HS = C / NH;
-    float scale = 1.0f / sqrtf((float)HS);
-    #pragma omp parallel for collapse(3)
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < NH; h++) {
-            for (int t = 0; t < T; t++) {
-                const float *q = inp + ((size_t)b * T + t) * C3 + h * HS;
-                float *a = att + (((size_t)b * NH + h) * T + t) * T;
-                float maxv = -INFINITY;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *k = inp + ((size_t)b * T + t2) * C3 + C + h * HS;
-                    float s = 0.0f;
-                    #pragma omp simd reduction(+ : s)
-                    for (int i = 0; i < HS; i++) { s += q[i] * k[i]; }
-                    s *= scale;
-                    a[t2] = s;
-                    if (s > maxv) { maxv = s; }
-                }
-                float sum = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) { a[t2] = expf(a[t2] - maxv); sum += a[t2]; }
-                float inv = 1.0f / sum;
-                for (int t2 = 0; t2 <= t; t2++) { a[t2] *= inv; }
-                float *o = out + ((size_t)b * T + t) * C + h * HS;
-                for (int i = 0; i < HS; i++) { o[i] = 0.0f; }
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *v = inp + ((size_t)b * T + t2) * C3 + 2 * C + h * HS;
-                    float p = a[t2];
-                    for (int i = 0; i < HS; i++) { o[i] += p * v[i]; }
+#define ATT_ROWS 128
+
+static inline int omp_thread(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static inline int omp_threads_max(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static size_t round_up_16(size_t n) { return (n + 15) / 16 * 16; }  // 64 bytes: the packed operands are vectors
+
+// one thread's attention workspace: A's and B's packed operands, for the largest of its products,
+// and a block's (ATT_ROWS, T) score gradients; each part a multiple of 64 bytes
+typedef struct {
+    size_t ap, bp, ds, total;  // floats
+} AttWorkSize;
+
+static AttWorkSize attention_work_size(int T, int HS) {
+    const size_t R = T < ATT_ROWS ? T : ATT_ROWS;
+    const size_t shapes[3][3] = {{R, T, HS}, {R, HS, T}, {T, HS, R}};  // rows, cols, inner: scores; out, dq; dk, dv
+    AttWorkSize w = {0, 0, round_up_16(R * T), 0};
+    for (int i = 0; i < 3; i++) {
+        const size_t a = round_up_16(gemm_chunk_floats(0, shapes[i][0], shapes[i][1], shapes[i][2]));
+        const size_t b = round_up_16(gemm_chunk_floats(1, shapes[i][0], shapes[i][1], shapes[i][2]));
+        w.ap = a > w.ap ? a : w.ap;
+        w.bp = b > w.bp ? b : w.bp;
+    }
+    w.total = w.ap + w.bp + w.ds;
+    return w;
+}
+
+// the workspace of `threads` threads, in floats
+static size_t attention_work_floats(int threads, int T, int HS) { return (size_t)threads * attention_work_size(T, HS).total; }
+
+// the attention's workspace: room for this many threads (its parallel loops run at most these)
+typedef struct {
+    float *mem;  // 64-byte aligned
+    int threads;
+} AttWorkspace;
+
+// this thread's part of the workspace
+typedef struct {
+    float *ap, *bp, *ds;
+} AttWork;
+
+static AttWork attention_work(const AttWorkspace *ws, int T, int HS) {
+    const AttWorkSize n = attention_work_size(T, HS);
+    float *mine = ws->mem + (size_t)omp_thread() * n.total;
+    AttWork w = {mine, mine + n.ap, mine + n.ap + n.bp};
+    return w;
+}
+
+// one row of scores (row t of its head, T wide) in place: scaled, softmax over columns 0..t, zero past t
+static void attention_softmax_row(float *row, int t, int T, float scale) {
+    float maxv = -INFINITY;
+    for (int j = 0; j <= t; j++) {
+        row[j] *= scale;
+        if (row[j] > maxv) { maxv = row[j]; }
+    }
+    const float inv = (float)(1.0 / exp_shift_sum(row, maxv, t + 1));
+    for (int j = 0; j <= t; j++) { row[j] *= inv; }
+    for (int j = t + 1; j < T; j++) { row[j] = 0.0f; }
+}
+
+void attention_forward(float *out, float *att, const float *inp, const AttWorkspace *ws, int B, int T, int C, int NH) {
+    const int C3 = 3 * C, HS = C / NH, blocks = (T + ATT_ROWS - 1) / ATT_ROWS;
+    const float scale = 1.0f / sqrtf((float)HS);
+    #pragma omp parallel num_threads(ws->threads)
+    {
+        const AttWork w = attention_work(ws, T, HS);
+        #pragma omp for collapse(3) schedule(dynamic, 1)
+        for (int b = 0; b < B; b++) {
+            for (int h = 0; h < NH; h++) {
+                for (int blk = 0; blk < blocks; blk++) {
+                    const int r0 = blk * ATT_ROWS, r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T, n = r1 - r0;
+                    const float *q = inp + (size_t)b * T * C3 + h * HS, *k = q + C, *v = q + 2 * C;
+                    float *a = att + (((size_t)b * NH + h) * T + r0) * T;  // rows r0..r1-1 of the head's (T, T)
+                    // scores (n, r1) = q[r0:r1] . k[0:r1]^T
+                    gemm_serial(a, T, (GemmOperand){q + (size_t)r0 * C3, C3, 1}, (GemmOperand){k, C3, 1}, n, r1, HS, 0,
+                                w.ap, w.bp);
+                    for (int t = r0; t < r1; t++) { attention_softmax_row(a + (size_t)(t - r0) * T, t, T, scale); }
+                    // out[r0:r1] (n, HS) = att (n, r1) . v[0:r1]
+                    gemm_serial(out + ((size_t)b * T + r0) * C + h * HS, C, (GemmOperand){a, T, 1},
+                                (GemmOperand){v, 1, C3}, n, HS, r1, 0, w.ap, w.bp);
                 }
             }
         }
@@ -199,54 +278,55 @@ void attention_forward(float *out, float *att, const float *inp, int B, int T, i
 }
 
 /*
- * dinp (B,T,3C) = gradient of the forward above. Each (b, h) is one task: it owns the dq, dk,
- * dv columns of its head, so tasks never write the same memory. scratch: T floats per thread.
- * Softmax backward: dpre = p * (dp - sum(p * dp)); then dq = scale * dpre @ k, dk = scale * dpre^T @ q.
+ * dinp (B,T,3C) = gradient of the forward above. Each (b, h) is one task: it owns the dq, dk, dv
+ * columns of its head, so tasks never write the same memory, and it takes its query blocks in
+ * order, so that dk and dv sum the blocks in an order fixed by T alone. Per block, with dp = dy . v^T,
+ * the softmax backward ds = att * (dp - rowsum(att * dp)) * scale; then dq = ds . k, dk += ds^T . q,
+ * dv += att^T . dy.
  */
-void attention_backward(float *dinp, const float *dout, const float *inp, const float *att, int B, int T, int C, int NH) {
-    int C3 = 3 * C, HS = C / NH;
-    float scale = 1.0f / sqrtf((float)HS);
-    #pragma omp parallel
+void attention_backward(float *dinp, const float *dout, const float *inp, const float *att, const AttWorkspace *ws, int B,
+                        int T, int C, int NH) {
+    const int C3 = 3 * C, HS = C / NH, blocks = (T + ATT_ROWS - 1) / ATT_ROWS;
+    const float scale = 1.0f / sqrtf((float)HS);
+    #pragma omp parallel num_threads(ws->threads)
     {
-        float *dp = (float *)mallocCheck((size_t)T * sizeof(float));
-        #pragma omp for collapse(2)
+        const AttWork w = attention_work(ws, T, HS);
+        #pragma omp for collapse(2) schedule(dynamic, 1)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < NH; h++) {
-                for (int t = 0; t < T; t++) {  // zero this head's columns of dq, dk, dv
-                    float *d = dinp + ((size_t)b * T + t) * C3 + h * HS;
-                    for (int i = 0; i < HS; i++) { d[i] = 0.0f; d[C + i] = 0.0f; d[2 * C + i] = 0.0f; }
-                }
+                const float *q = inp + (size_t)b * T * C3 + h * HS, *k = q + C, *v = q + 2 * C;
+                const float *dy = dout + (size_t)b * T * C + h * HS;
+                float *dq = dinp + (size_t)b * T * C3 + h * HS, *dk = dq + C, *dv = dq + 2 * C;
                 for (int t = 0; t < T; t++) {
-                    const float *a = att + (((size_t)b * NH + h) * T + t) * T;
-                    const float *dy = dout + ((size_t)b * T + t) * C + h * HS;
-                    const float *q = inp + ((size_t)b * T + t) * C3 + h * HS;
-                    float *dq = dinp + ((size_t)b * T + t) * C3 + h * HS;
-                    // out = att @ v: dp = dy @ v^T, dv += att^T dy
-                    float dot = 0.0f;
-                    for (int t2 = 0; t2 <= t; t2++) {
-                        const float *v = inp + ((size_t)b * T + t2) * C3 + 2 * C + h * HS;
-                        float *dv = dinp + ((size_t)b * T + t2) * C3 + 2 * C + h * HS;
-                        float s = 0.0f;
-                        #pragma omp simd reduction(+ : s)
-                        for (int i = 0; i < HS; i++) { s += dy[i] * v[i]; }
-                        dp[t2] = s;
-                        dot += a[t2] * s;
-                        float p = a[t2];
-                        for (int i = 0; i < HS; i++) { dv[i] += p * dy[i]; }
+                    for (int i = 0; i < HS; i++) { dk[(size_t)t * C3 + i] = 0.0f; dv[(size_t)t * C3 + i] = 0.0f; }
+                }
+                for (int blk = 0; blk < blocks; blk++) {
+                    const int r0 = blk * ATT_ROWS, r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T, n = r1 - r0;
+                    const float *a = att + (((size_t)b * NH + h) * T + r0) * T;
+                    // dv[0:r1] (r1, HS) += att^T (r1, n) . dy[r0:r1]
+                    gemm_serial(dv, C3, (GemmOperand){a, 1, T}, (GemmOperand){dy + (size_t)r0 * C, 1, C}, r1, HS, n, 1,
+                                w.ap, w.bp);
+                    // dp (n, r1) = dy[r0:r1] . v[0:r1]^T, then ds in its place
+                    gemm_serial(w.ds, T, (GemmOperand){dy + (size_t)r0 * C, C, 1}, (GemmOperand){v, C3, 1}, n, r1, HS, 0,
+                                w.ap, w.bp);
+                    for (int t = r0; t < r1; t++) {
+                        const float *p = a + (size_t)(t - r0) * T;
+                        float *d = w.ds + (size_t)(t - r0) * T;
+                        float dot = 0.0f;
+                        #pragma omp simd reduction(+ : dot)
+                        for (int j = 0; j <= t; j++) { dot += p[j] * d[j]; }
+                        for (int j = 0; j <= t; j++) { d[j] = p[j] * (d[j] - dot) * scale; }
+                        for (int j = t + 1; j < r1; j++) { d[j] = 0.0f; }
                     }
-                    for (int t2 = 0; t2 <= t; t2++) {
-                        float dpre = a[t2] * (dp[t2] - dot) * scale;
-                        const float *k = inp + ((size_t)b * T + t2) * C3 + C + h * HS;
-                        float *dk = dinp + ((size_t)b * T + t2) * C3 + C + h * HS;
-                        for (int i = 0; i < HS; i++) {
-                            dq[i] += dpre * k[i];
-                            dk[i] += dpre * q[i];
-                        }
-                    }
+                    // dq[r0:r1] (n, HS) = ds (n, r1) . k[0:r1]
+                    gemm_serial(dq + (size_t)r0 * C3, C3, (GemmOperand){w.ds, T, 1}, (GemmOperand){k, 1, C3}, n, HS, r1,
+                                0, w.ap, w.bp);
+                    // dk[0:r1] (r1, HS) += ds^T (r1, n) . q[r0:r1]
+                    gemm_serial(dk, C3, (GemmOperand){w.ds, 1, T}, (GemmOperand){q + (size_t)r0 * C3, 1, C3}, r1, HS, n,
+                                1, w.ap, w.bp);
                 }
             }
         }
-        free(dp);
     }
 }
 
@@ -305,16 +385,6 @@ void residual_forward(float *out, const float *a, const float *b, size_t N) {
     for (size_t i = 0; i < N; i += ELEMENTWISE_CHUNK) {
         add_chunk(out + i, a + i, b + i, (int)(N - i < ELEMENTWISE_CHUNK ? N - i : ELEMENTWISE_CHUNK));
     }
-}
-
-// p[i] = exp(p[i] - shift); returns the sum of the results in double
-__attribute__((noinline)) static double exp_shift_sum(float *restrict p, float shift, int n) {
-    #pragma omp simd
-    for (int i = 0; i < n; i++) { p[i] = expf(p[i] - shift); }
-    double sum = 0.0;
-    #pragma omp simd reduction(+ : sum)
-    for (int i = 0; i < n; i++) { sum += p[i]; }
-    return sum;
 }
 
 /*
@@ -474,6 +544,7 @@ typedef struct {
     ParameterTensors grads;
     ActivationTensors acts;
     float *acts_memory;
+    AttWorkspace att_work;  // for the threads OpenMP would run when the model was built
     int batch_size;   // the maxima acts were sized for
     int seq_len;
     int *targets_copy;  // (B, T) the targets of the last forward, for backward
@@ -540,6 +611,11 @@ static void gpt2_alloc_activations(GPT2 *m, int B, int T) {
     m->targets_copy = (int *)mallocCheck((size_t)B * T * sizeof(int));
     m->inputs_copy = (int *)mallocCheck((size_t)B * T * sizeof(int));
     for (int which = 0; which < 2; which++) { gemm_reserve(which, gpt2_matmul_scratch_floats(which, &m->config, B, T)); }
+    m->att_work.threads = omp_threads_max();
+    const size_t work = attention_work_floats(m->att_work.threads, T, m->config.channels / m->config.num_heads);
+    if (posix_memalign((void **)&m->att_work.mem, 64, work * sizeof(float)) != 0) {
+        llmc_die("out of host memory allocating %zu bytes for the attention's workspace; use a smaller -t", work * sizeof(float));
+    }
 }
 
 // allocate parameters, gradients, optimizer state and activations; params are uninitialised.
@@ -579,7 +655,7 @@ void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, const Planner *
 
 void gpt2_free(GPT2 *m) {
     free(m->params_memory); free(m->grads_memory); free(m->m_memory); free(m->v_memory); free(m->muon_scratch);
-    free(m->acts_memory); free(m->targets_copy); free(m->inputs_copy);
+    free(m->acts_memory); free(m->att_work.mem); free(m->targets_copy); free(m->inputs_copy);
 }
 
 // load parameters from a model file (v3 or v5); the file must match the built config
@@ -640,7 +716,7 @@ void gpt2_forward_logits(GPT2 *m, const int *inputs, int B, int T) {
         // residual2 = residual + attproj(attention(qkv(ln1(residual))))
         layernorm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.residual, lp.ln1w, lp.ln1b, B, T, C);
         matmul_forward(la.qkv, la.ln1, lp.qkvw, lp.qkvb, B, T, C, 3 * C);
-        attention_forward(la.atty, la.att, la.qkv, B, T, C, NH);
+        attention_forward(la.atty, la.att, la.qkv, &m->att_work, B, T, C, NH);
         matmul_forward(a->proj, la.atty, lp.attprojw, lp.attprojb, B, T, C, C);
         residual_forward(la.residual2, la.residual, a->proj, BT * C);
         // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
@@ -697,7 +773,7 @@ void gpt2_backward(GPT2 *m, float dloss, int B, int T) {
                            T, C);
         // residual2 = residual + attproj(attention(qkv(ln1(residual))))
         matmul_backward(a->dbuf_c, lg.attprojw, lg.attprojb, a->dresidual, la.atty, lp.attprojw, B, T, C, C);
-        attention_backward(a->dbuf_3c, a->dbuf_c, la.qkv, la.att, B, T, C, NH);
+        attention_backward(a->dbuf_3c, a->dbuf_c, la.qkv, la.att, &m->att_work, B, T, C, NH);
         matmul_backward(a->dbuf_c, lg.qkvw, lg.qkvb, a->dbuf_3c, la.ln1, lp.qkvw, B, T, C, 3 * C);
         layernorm_backward(a->dresidual, lg.ln1w, lg.ln1b, a->dbuf_c, la.residual, lp.ln1w, la.ln1_mean, la.ln1_rstd, B, T,
                            C);
@@ -893,9 +969,10 @@ static void cpu_plan(void *ctx, int B, int recompute, MemPlan *p) {
     plan_note(p, PLAN_LOGITS, "(B, T, Vp) fp32: logits, probabilities, their gradient");
     plan_note(p, PLAN_ATTENTION, "softmax probabilities kept for the backward, (L, B, NH, T, T) fp32");
     const size_t matmul_scratch = gpt2_matmul_scratch_floats(0, c, B, cp->a->T) + gpt2_matmul_scratch_floats(1, c, B, cp->a->T);
-    plan_add(p, PLAN_SCRATCH, 1, 2 * BT * sizeof(int) + matmul_scratch * F);
-    plan_note(p, PLAN_SCRATCH, "the backward's layer buffers, token copies%s",
-              matmul_scratch > 0 ? ", the built-in matmul's packed operands" : "");
+    const size_t att_work = attention_work_floats(omp_threads_max(), cp->a->T, c->channels / c->num_heads);
+    plan_add(p, PLAN_SCRATCH, 1, 2 * BT * sizeof(int) + (matmul_scratch + att_work) * F);
+    plan_note(p, PLAN_SCRATCH, "the backward's layer buffers, token copies%s, the attention's per-thread product buffers (%d threads)",
+              matmul_scratch > 0 ? ", the built-in matmul's packed operands" : "", omp_threads_max());
     plan_note(p, PLAN_COMM, "%s", cp->ranks > 1 ? "none: MPI all-reduces the gradients in place (its own buffers not counted)"
                                                : "none (one process)");
     train_data_plan(p, 1, cp->a, B, c->vocab_size);

@@ -10,6 +10,8 @@
  * keeps an OpenBLAS older than the CPU on its AVX2 kernels (its AVX-512 ones can crash or
  * miscompute on CPUs it does not know): there the built-in kernel's d12 step is 1.36x faster.
  * LLMC_CPU_MATMUL=openblas or builtin in the environment overrides the choice.
+ * gemm_serial runs one product of any operand layout with the built-in kernel on the calling
+ * thread alone, in the caller's scratch: the attention's small products, one per thread.
  * The built-in kernel packs its operands into two scratch buffers that grow on demand;
  * gemm_scratch_floats says how large a shape needs them, so that a caller can reserve them up
  * front with gemm_reserve (and count them in its memory plan). OpenBLAS needs none.
@@ -82,6 +84,19 @@ static float *gemm_buffer(int which, size_t n) {
 // 0 past n rows (the outputs those feed are never stored, but they stay finite)
 static void gemm_pack_panel(float *restrict dst, GemmOperand x, int p, int w, int n, int k0, int kc) {
     const int i0 = p * w, valid = n - i0 < w ? n - i0 : w;
+    if (x.si == 1 && valid == w) {  // a whole panel whose w values of each k lie side by side (tn's operands):
+        // copies of a size known here, which the compiler makes a few vector moves (a call of
+        // memcpy for each 48 or 128 bytes was 6% of a small model's step)
+        const float *src = x.p + (size_t)i0 + (size_t)k0 * x.sk;
+        if (w == GEMM_NR) {
+            for (int k = 0; k < kc; k++) { __builtin_memcpy(dst + (size_t)k * GEMM_NR, src + (size_t)k * x.sk, GEMM_NR * sizeof(float)); }
+            return;
+        }
+        if (w == GEMM_MR) {
+            for (int k = 0; k < kc; k++) { __builtin_memcpy(dst + (size_t)k * GEMM_MR, src + (size_t)k * x.sk, GEMM_MR * sizeof(float)); }
+            return;
+        }
+    }
     for (int k = 0; k < kc; k++) {
         const float *src = x.p + (size_t)i0 * x.si + (size_t)(k0 + k) * x.sk;
         float *d = dst + (size_t)k * w;
@@ -148,8 +163,6 @@ static void gemm_tile(float *out, size_t ldo, int rows, int cols, const float *a
     }
 }
 
-static size_t gemm_round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
-
 // one block of the output, rows x cols of out (ldo apart), over the whole inner dimension: the
 // chunks in turn, each packed by all threads, then its tiles shared out
 static void gemm_block(float *out, size_t ldo, GemmOperand a, GemmOperand b, int rows, int cols, int inner,
@@ -167,15 +180,24 @@ static void gemm_block(float *out, size_t ldo, GemmOperand a, GemmOperand b, int
     }
 }
 
+static size_t gemm_round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// the floats of scratch buffer `which` (0: A's packed chunk, 1: B's) that one product of
+// rows x cols over inner takes
+static size_t gemm_chunk_floats(int which, size_t rows, size_t cols, size_t inner) {
+    const size_t kc = inner < GEMM_KC ? inner : GEMM_KC;
+    return which == 0 ? gemm_round_up(rows < GEMM_BLOCK ? rows : GEMM_BLOCK, GEMM_MR) * kc
+                      : gemm_round_up(cols < GEMM_BLOCK ? cols : GEMM_BLOCK, GEMM_NR) * kc;
+}
+
 // out (rows, cols; rows ldo apart) (+)= A (rows, inner) . B (cols, inner)^T, in blocks of at most
 // GEMM_BLOCK x GEMM_BLOCK outputs, so that the packed chunks of a block (at most 3 MiB each) stay
-// in the last-level cache however wide the product (the vocabulary's 50304 columns or rows)
-static void gemm_packed(float *out, size_t ldo, GemmOperand a, GemmOperand b, int rows, int cols, int inner,
-                        int accumulate) {
-    const int kc_max = inner < GEMM_KC ? inner : GEMM_KC;
-    float *ap = gemm_buffer(0, gemm_round_up(rows < GEMM_BLOCK ? rows : GEMM_BLOCK, GEMM_MR) * kc_max);
-    float *bp = gemm_buffer(1, gemm_round_up(cols < GEMM_BLOCK ? cols : GEMM_BLOCK, GEMM_NR) * kc_max);
-    #pragma omp parallel
+// in the last-level cache however wide the product (the vocabulary's 50304 columns or rows); by
+// all threads (share 1), or by the calling thread alone (0: a team of one, whose work-sharing
+// loops bind to it and not to a parallel region the caller is in)
+static void gemm_blocks(float *out, size_t ldo, GemmOperand a, GemmOperand b, int rows, int cols, int inner,
+                        int accumulate, float *ap, float *bp, int share) {
+    #pragma omp parallel if (share)
     for (int i0 = 0; i0 < rows; i0 += GEMM_BLOCK) {
         for (int j0 = 0; j0 < cols; j0 += GEMM_BLOCK) {
             const GemmOperand ab = {a.p + (size_t)i0 * a.si, a.si, a.sk}, bb = {b.p + (size_t)j0 * b.si, b.si, b.sk};
@@ -183,6 +205,23 @@ static void gemm_packed(float *out, size_t ldo, GemmOperand a, GemmOperand b, in
                        cols - j0 < GEMM_BLOCK ? cols - j0 : GEMM_BLOCK, inner, accumulate, ap, bp);
         }
     }
+}
+
+// the product above by all threads, in the shared scratch buffers
+static void gemm_packed(float *out, size_t ldo, GemmOperand a, GemmOperand b, int rows, int cols, int inner,
+                        int accumulate) {
+    float *ap = gemm_buffer(0, gemm_chunk_floats(0, rows, cols, inner));
+    float *bp = gemm_buffer(1, gemm_chunk_floats(1, rows, cols, inner));
+    gemm_blocks(out, ldo, a, b, rows, cols, inner, accumulate, ap, bp, 1);
+}
+
+// the product above on the calling thread alone, in the caller's scratch (ap and bp: 64-byte
+// aligned, gemm_chunk_floats(0 and 1, rows, cols, inner) floats): for the small products that the
+// threads of a parallel loop run side by side, each its own (the CPU trainer's attention). Any
+// operand layout (the strides of GemmOperand), and the built-in kernel whatever gemm_builtin says.
+static void gemm_serial(float *out, size_t ldo, GemmOperand a, GemmOperand b, int rows, int cols, int inner,
+                        int accumulate, float *ap, float *bp) {
+    gemm_blocks(out, ldo, a, b, rows, cols, inner, accumulate, ap, bp, 0);
 }
 
 static void builtin_nt(float *out, const float *a, const float *w, int M, int N, int K) {
@@ -261,10 +300,7 @@ static size_t gemm_scratch_floats(int which, size_t M, size_t N, size_t K) {
     const size_t shapes[3][3] = {{M, N, K}, {M, K, N}, {N, K, M}};  // rows, cols, inner: nt, nn, tn
     size_t most = 0;
     for (int s = 0; s < 3; s++) {
-        const size_t kc = shapes[s][2] < GEMM_KC ? shapes[s][2] : GEMM_KC;
-        const size_t rows = shapes[s][0] < GEMM_BLOCK ? shapes[s][0] : GEMM_BLOCK;
-        const size_t cols = shapes[s][1] < GEMM_BLOCK ? shapes[s][1] : GEMM_BLOCK;
-        const size_t need = which == 0 ? gemm_round_up(rows, GEMM_MR) * kc : gemm_round_up(cols, GEMM_NR) * kc;
+        const size_t need = gemm_chunk_floats(which, shapes[s][0], shapes[s][1], shapes[s][2]);
         if (need > most) { most = need; }
     }
     return most;

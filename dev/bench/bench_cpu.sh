@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CPU trainer benchmark: one training step (forward, backward, AdamW) of GPT-2 124M (d12) at
-# B=4, T=64 on random tokens, the configuration of issue 2's speed target. Prints the mean step
-# time over the steps after the first (which also faults in the memory).
+# B=4, T=64 on random tokens, the configuration of issue 2's speed target (B and T in the
+# environment choose others for ours; llm.c's are fixed). Prints the mean step time over the
+# steps after the first (which also faults in the memory).
 #   bash dev/bench/bench_cpu.sh                       # OpenBLAS build, all cores
 #   NO_BLAS=1 bash dev/bench/bench_cpu.sh             # the dependency-free build
 #   LLMC=path/to/llm.c bash dev/bench/bench_cpu.sh    # the peer: llm.c's train_gpt2.c
@@ -12,16 +13,18 @@
 # its Tiny Shakespeare files), and is stopped after STEPS steps. Its own "took" figures are
 # averaged the same way as ours, so the two last lines compare.
 # Our trainer's matmul kernel is the one it picks (its first line); LLMC_CPU_MATMUL chooses.
-# Env: STEPS (10), THREADS (all cores), PYTHON, BIN, LLMC, BENCH_DIR (LLMC's folder, kept between runs:
-# /tmp/bench_cpu_llmc).
+# Env: STEPS (10), THREADS (all cores), B (4) and T (64) for ours, PYTHON, BIN, LLMC, BENCH_DIR (LLMC's
+# folder, kept between runs: /tmp/bench_cpu_llmc).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-/usr/bin/python3}
 STEPS=${STEPS:-10}
 THREADS=${THREADS:-$(nproc)}
+B=${B:-4} T=${T:-64}
 die() { echo "bench_cpu: $*" >&2; exit 1; }
 [[ $STEPS =~ ^[0-9]+$ ]] && [ "$STEPS" -ge 2 ] || die "STEPS must be an integer >= 2, not '$STEPS'"
 [[ $THREADS =~ ^[1-9][0-9]*$ ]] || die "THREADS must be a positive integer, not '$THREADS'"
+[[ $B =~ ^[1-9][0-9]*$ ]] && [[ $T =~ ^[1-9][0-9]*$ ]] && [ "$T" -le 1024 ] || die "B must be a positive integer and T one up to 1024, not B='$B' T='$T'"
 CPU="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 
 # our trainer, built as the Makefile builds it (or NO_BLAS=1), on a fresh random shard
@@ -37,9 +40,9 @@ bench_ours() {
     fi
     DATA=$(mktemp /tmp/bench_cpu.XXXXXX.bin)
     trap 'rm -f "$DATA"' EXIT
-    $PY dev/bench/make_random_shard.py "$DATA" $(( (STEPS + 1) * 4 * 64 + 1 ))
-    echo "bench_cpu: $bin d12 B=4 T=64, $STEPS steps, OMP_NUM_THREADS=$THREADS, $(nproc) cores: $CPU"
-    OMP_NUM_THREADS=$THREADS "$bin" -i "$DATA" -e d12 -b 4 -t 64 -x "$STEPS" -v 0 -s 0 -sh 0 2>&1 | grep -E "^trainer|^step|average"
+    $PY dev/bench/make_random_shard.py "$DATA" $(( (STEPS + 1) * B * T + 1 ))
+    echo "bench_cpu: $bin d12 B=$B T=$T, $STEPS steps, OMP_NUM_THREADS=$THREADS, $(nproc) cores: $CPU"
+    OMP_NUM_THREADS=$THREADS "$bin" -i "$DATA" -e d12 -b "$B" -t "$T" -x "$STEPS" -v 0 -s 0 -sh 0 2>&1 | grep -E "^trainer|^step|average"
 }
 
 # llm.c's folder: its trainer (rebuilt when its train_gpt2.c changes), the model, the tokens
@@ -88,6 +91,7 @@ bench_llmc() {
 
 if [ -n "${LLMC:-}" ]; then
     [ "${NO_BLAS:-0}" = 1 ] && die "LLMC and NO_BLAS=1 measure different programs: run them one at a time"
+    [ "$B" = 4 ] && [ "$T" = 64 ] || die "llm.c's train_gpt2 runs B=4 T=64 only (it takes no flags): unset B and T"
     bench_llmc
 else
     bench_ours

@@ -9,7 +9,9 @@
  * Built with OpenBLAS (run with LLMC_CPU_MATMUL=openblas and =builtin) and without (NO_BLAS),
  * and without at AVX2 and at SSE width (the built-in kernel's other panel sizes). The built-in
  * kernel also gives the same bits on 1 and on 2 threads, and takes no more scratch than
- * gemm_scratch_floats promised for the layer shapes.
+ * gemm_scratch_floats promised for the layer shapes. gemm_serial (the attention's products: any
+ * strides, one thread each, the caller's scratch) is checked the same way with products that the
+ * threads of a parallel loop run side by side, in the operand layouts the attention uses.
  */
 #include <math.h>
 #ifdef _OPENMP
@@ -110,6 +112,71 @@ static void check_shape(int s, int M, int N, int K) {
     free(a); free(w); free(before); free(out);
 }
 
+// element (i, k) of an operand as gemm_serial reads it
+static double operand_at(GemmOperand x, int i, int k) { return x.p[(size_t)i * x.si + (size_t)k * x.sk]; }
+
+// products by gemm_serial, several at once on the threads of one parallel loop, each in its own
+// scratch of the size gemm_chunk_floats names: out (rows, cols; ldo = cols + 3) (+)= A . B^T, with
+// A and B read row-major (si = row length, sk = 1) or column-major (si = 1, sk = column length) from
+// wider matrices, as the attention reads q, k, v from qkv rows; the columns past cols stay as they were
+enum { SERIAL_PRODUCTS = 12 };
+typedef struct {
+    int rows, cols, inner, accumulate;
+    size_t ldo;
+    GemmOperand a, b;
+    float *before, *out, *ap, *bp;
+} SerialProduct;
+
+static void check_serial(void) {
+    const int dims[SERIAL_PRODUCTS][3] = {{128, 300, 64}, {44, 300, 64}, {128, 64, 300}, {44, 64, 256}, {300, 64, 128},
+                                          {256, 64, 44}, {1, 1, 1}, {13, 33, 17}, {97, 129, 513}, {5, 40, 3},
+                                          {64, 64, 64}, {2051, 3, 5}};
+    SerialProduct pr[SERIAL_PRODUCTS];
+    for (int n = 0; n < SERIAL_PRODUCTS; n++) {  // the operands, drawn in order (one generator)
+        SerialProduct *p = &pr[n];
+        p->rows = dims[n][0], p->cols = dims[n][1], p->inner = dims[n][2], p->accumulate = n % 4 == 1;
+        p->ldo = (size_t)p->cols + 3;
+        const size_t wide = 3;  // operands inside rows 3x as long, as q, k and v in qkv
+        float *a = random_floats((size_t)p->rows * p->inner * wide), *b = random_floats((size_t)p->cols * p->inner * wide);
+        p->a = n % 2 ? (GemmOperand){a, p->inner * wide, 1} : (GemmOperand){a, 1, p->rows * wide};
+        p->b = n % 3 ? (GemmOperand){b, p->inner * wide, 1} : (GemmOperand){b, 1, p->cols * wide};
+        p->before = random_floats((size_t)p->rows * p->ldo);
+        p->out = (float *)mallocCheck((size_t)p->rows * p->ldo * sizeof(float));
+        memcpy(p->out, p->before, (size_t)p->rows * p->ldo * sizeof(float));
+        if (posix_memalign((void **)&p->ap, 64, gemm_chunk_floats(0, p->rows, p->cols, p->inner) * sizeof(float)) != 0 ||
+            posix_memalign((void **)&p->bp, 64, gemm_chunk_floats(1, p->rows, p->cols, p->inner) * sizeof(float)) != 0) {
+            llmc_die("out of host memory for gemm_serial's scratch");
+        }
+    }
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (int n = 0; n < SERIAL_PRODUCTS; n++) {
+        SerialProduct *p = &pr[n];
+        gemm_serial(p->out, p->ldo, p->a, p->b, p->rows, p->cols, p->inner, p->accumulate, p->ap, p->bp);
+    }
+    for (int n = 0; n < SERIAL_PRODUCTS; n++) {
+        SerialProduct *p = &pr[n];
+        int bad = 0;
+        for (int i = 0; i < p->rows; i++) {
+            for (size_t j = 0; j < p->ldo; j++) {
+                const double was = p->before[(size_t)i * p->ldo + j], got = p->out[(size_t)i * p->ldo + j];
+                double want = j >= (size_t)p->cols || p->accumulate ? was : 0.0, abs_sum = fabs(want);
+                for (int k = 0; k < p->inner && j < (size_t)p->cols; k++) {
+                    const double x = operand_at(p->a, i, k) * operand_at(p->b, (int)j, k);
+                    want += x;
+                    abs_sum += fabs(x);
+                }
+                if (!(fabs(got - want) <= 1e-5 * abs_sum + 1e-30) && bad++ == 0) {
+                    CHECK(0, "gemm_serial rows=%d cols=%d inner=%d (A by %s, B by %s%s): out[%d][%zu] = %.9g, want %.9g", p->rows,
+                          p->cols, p->inner, n % 2 ? "rows" : "columns", n % 3 ? "rows" : "columns",
+                          p->accumulate ? ", accumulating" : "", i, j, got, want);
+                }
+            }
+        }
+        if (bad > 1) { printf("  (%d wrong outputs of %d)\n", bad, (int)(p->rows * p->ldo)); }
+        free((void *)p->a.p); free((void *)p->b.p); free(p->before); free(p->out); free(p->ap); free(p->bp);
+    }
+}
+
 int main(void) {
     // (M, N, K): single elements, edges of every panel and tile size, inner widths across chunks
     const int sizes[][3] = {{1, 1, 1}, {1, 7, 3}, {5, 1, 9}, {13, 33, 17}, {12, 32, 256}, {25, 65, 257},
@@ -135,6 +202,7 @@ int main(void) {
                   K, N, which, reserved[which], gemm_scratch_size[which]);
         }
     }
+    check_serial();
     char kernel[96];
     gemm_kernel_name(kernel, sizeof(kernel));
     if (gemm_builtin()) { snprintf(kernel + strlen(kernel), sizeof(kernel) - strlen(kernel), ", %dx%d blocks", GEMM_MR, GEMM_NR); }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CPU suite's core under AddressSanitizer and UBSan (make test-sanitize): the tiny model test,
+# The CPU suite's core under AddressSanitizer and UBSan (make test-sanitize): the tiny model tests,
 # the loader test, bad input and resume, with the binaries of BUILD (built with
 # -fsanitize=address,undefined); and the trainer's threads under ThreadSanitizer (test_threads.sh,
 # BUILD/train_gpt2_tsan). Every report goes to a file under BUILD/reports, whatever the
@@ -23,6 +23,8 @@ step() {
         bad "$name: exit code $? (log $BUILD/$name.log)"; tail -5 "$BUILD/$name.log"; fi
 }
 step model  "$BUILD/test_gpt2" "$FIXTURES/tiny.bin" "$FIXTURES/tiny_state.bin" "$FIXTURES/tiny_traj.txt"
+# T=300: the attention's query blocks past the first (their products, workspace and masks)
+step model_t300 "$BUILD/test_gpt2" "$FIXTURES/tiny300.bin" "$FIXTURES/tiny300_state.bin" "$FIXTURES/tiny300_traj.txt" nockpt
 step loader "$BUILD/test_dataloader"
 step bad_input bash "$ROOT/dev/test/test_bad_input.sh" "$BUILD/train_gpt2"
 # resume runs ranks under mpirun; OpenMPI unloads its plugins before LeakSanitizer looks, so their

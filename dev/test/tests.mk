@@ -55,9 +55,10 @@ test-builds-sim-trainer: test-builds-sim-src train_gpt2
 
 # ---------------------------------------------------------------------------------------------
 # fixtures from the PyTorch reference: a tiny model (fast, many checks), GPT-2 124M (the real
-# shapes), and a model with head size 64 (the fused attention's) for the GPU tests
+# shapes), a tiny model at T=300 (the CPU attention's query blocks of 128: two whole, one part),
+# and a model with head size 64 (the fused attention's) for the GPU tests
 
-fixtures: $(FIXTURES)/tiny.bin $(FIXTURES)/d12.bin
+fixtures: $(FIXTURES)/tiny.bin $(FIXTURES)/d12.bin $(FIXTURES)/tiny300.bin
 fixtures-cuda: $(FIXTURES)/tiny64.bin $(FIXTURES)/d12.bin
 
 $(FIXTURES)/tiny.bin: train_gpt2.py
@@ -69,6 +70,11 @@ $(FIXTURES)/d12.bin: train_gpt2.py
 	@mkdir -p $(FIXTURES)
 	$(PYTHON) train_gpt2.py --model d12 --seed 2 --write-model $@ \
 	  --batch 4 --seq 64 --debug-state $(FIXTURES)/d12_state.bin --trajectory $(FIXTURES)/d12_traj.txt --steps 5 --lr 1e-4
+
+$(FIXTURES)/tiny300.bin: train_gpt2.py
+	@mkdir -p $(FIXTURES)
+	$(PYTHON) train_gpt2.py --model L2:C64:H4:T512 --seed 3 --write-model $@ \
+	  --batch 2 --seq 300 --debug-state $(FIXTURES)/tiny300_state.bin --trajectory $(FIXTURES)/tiny300_traj.txt --steps 5
 
 $(FIXTURES)/tiny64.bin: train_gpt2.py
 	@mkdir -p $(FIXTURES)
@@ -87,6 +93,7 @@ test-model: test_gpt2 test_gpt2_noblas fixtures
 	./test_gpt2 $(FIXTURES)/tiny.bin $(FIXTURES)/tiny_state.bin $(FIXTURES)/tiny_traj.txt
 	if [ -n "$(CPU_BLAS)" ]; then LLMC_CPU_MATMUL=openblas ./test_gpt2 $(FIXTURES)/tiny.bin $(FIXTURES)/tiny_state.bin $(FIXTURES)/tiny_traj.txt nockpt; fi
 	./test_gpt2 $(FIXTURES)/d12.bin $(FIXTURES)/d12_state.bin $(FIXTURES)/d12_traj.txt nockpt
+	OMP_NUM_THREADS=2 LLMC_CPU_MATMUL=builtin ./test_gpt2 $(FIXTURES)/tiny300.bin $(FIXTURES)/tiny300_state.bin $(FIXTURES)/tiny300_traj.txt nockpt
 	./test_gpt2_noblas $(FIXTURES)/tiny.bin $(FIXTURES)/tiny_state.bin $(FIXTURES)/tiny_traj.txt
 
 # the matmuls against a double reference: OpenBLAS (as the trainer is built), the built-in kernel,
@@ -397,8 +404,8 @@ $(SAN_BUILD)/train_gpt2_tsan: train_gpt2.c $(CPU_HEADERS) $(CPU_STAMPS)
 	@mkdir -p $(@D)
 	$(CC) $(TSAN_FLAGS) $(MPI_CFLAGS) $< -o $@ -lm -lpthread $(MPI_LDLIBS)
 
-# the tiny model test, the loader, bad input and resume; the threads: every sanitizer report fails the target
-test-sanitize: $(SAN_BUILD)/train_gpt2 $(SAN_BUILD)/test_gpt2 $(SAN_BUILD)/test_dataloader $(SAN_BUILD)/train_gpt2_tsan $(FIXTURES)/tiny.bin export_hf
+# the tiny model tests (T=32 and 300), the loader, bad input and resume; the threads: every sanitizer report fails the target
+test-sanitize: $(SAN_BUILD)/train_gpt2 $(SAN_BUILD)/test_gpt2 $(SAN_BUILD)/test_dataloader $(SAN_BUILD)/train_gpt2_tsan $(FIXTURES)/tiny.bin $(FIXTURES)/tiny300.bin export_hf
 	PYTHON=$(PYTHON) bash dev/test/test_sanitize.sh $(SAN_BUILD) $(FIXTURES)
 
 # ---------------------------------------------------------------------------------------------
