@@ -121,18 +121,29 @@ MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 MPI_HINT="apt-get install openmpi-bin libopenmpi-dev, then make clean && make"
 # have_mpi [binary]: mpirun is here and the binary (default: the trainer) was built with MPI
 have_mpi() { command -v mpirun >/dev/null 2>&1 && ldd "${1:-$TRAINER}" 2>/dev/null | grep -q libmpi; }
+# wait_line PATTERN FILE [SECONDS [PID]]: until FILE has a line that grep's PATTERN matches, for at
+# most SECONDS (60), or until process PID has ended; 0 if the line is there, 1 if not
+wait_line() {
+    local pattern=$1 file=$2 ticks=$(( ${3:-60} * 20 )) pid=${4:-} i
+    for ((i = 0; i < ticks; i++)); do
+        grep -q -- "$pattern" "$file" 2> /dev/null && return 0
+        if [ -n "$pid" ] && ! kill -0 "$pid" 2> /dev/null; then break; fi
+        sleep 0.05
+    done
+    grep -q -- "$pattern" "$file" 2> /dev/null
+}
 # tee_killed NAME MODE CMD...: CMD | tee NAME.out in TMP, and tee killed once that shows step 2
 # (stdout's reader gone); CMD's exit status in NAME.rc. MODE err: CMD's stderr in NAME.err; both:
 # stderr into the pipe too (2>&1)
 tee_killed() {
-    local name=$1 mode=$2 sub i; shift 2
+    local name=$1 mode=$2 sub; shift 2
     if [ "$mode" = both ]; then
         ( "$@" 2>&1 | tee "$TMP/$name.out" > /dev/null; echo "${PIPESTATUS[0]}" > "$TMP/$name.rc" ) &
     else
         ( "$@" 2> "$TMP/$name.err" | tee "$TMP/$name.out" > /dev/null; echo "${PIPESTATUS[0]}" > "$TMP/$name.rc" ) &
     fi
     sub=$!
-    for i in $(seq 1200); do grep -q "^step 2/" "$TMP/$name.out" 2> /dev/null && break; sleep 0.05; done
+    wait_line "^step 2/" "$TMP/$name.out" 60
     pkill -TERM -f "tee $TMP/$name.out"
     wait $sub
 }

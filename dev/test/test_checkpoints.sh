@@ -97,7 +97,7 @@ for t in C py; do
     tr=("$TRAINER"); [ $t = py ] && tr=("$PY" "$ROOT/train_gpt2.py")
     LLMC_TEST_LOSS_SPIKE=27,28,29 "${tr[@]}" "${RB[@]}" -v 25 -j longval.bin -m 1000 -o rbstop$t > rbstop$t.out 2>&1 &
     pid=$!
-    for i in $(seq 2400); do grep -q "^rollback 1 of 3" rbstop$t.out && break; sleep 0.05; done
+    wait_line "^rollback 1 of 3" rbstop$t.out 120
     kill -TERM $pid; wait $pid; rc=$?
     LLMC_TEST_LOSS_SPIKE=27,28,29 "${tr[@]}" "${RB[@]}" -v 25 -j longval.bin -m 2 -x 30 -o rbstop$t -y 1 > rbstop$t.2.out 2>&1
     [ $rc = 0 ] && grep -q "^validation cut short by a stop signal" rbstop$t.out && grep -q "^resumed from checkpoint 25" rbstop$t.2.out \

@@ -684,7 +684,7 @@ echo "12. SIGTERM:"
 bg sig_ref "$SIM" "${ARGS[@]}" -x 30 -o sig_ref
 "$SIM" "${ARGS[@]}" -x 30 -o sig > sig.txt 2>&1 &
 pid=$!
-for _ in $(seq 2400); do grep -q "^step 8/" sig.txt && break; sleep 0.05; done
+wait_line "^step 8/" sig.txt 120
 kill -TERM $pid
 wait $pid
 rc=$?

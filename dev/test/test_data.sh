@@ -147,7 +147,7 @@ ok "quickstart.sh: $(echo "$out" | cut -c1-60)... -x 7"
 if [ "$want" = ./train_gpt2 ]; then
     bash scripts/quickstart.sh -e L1:C32:H2 -t 64 -b 2 -d 128 -x 100000 -v 50 -m 1 -s 0 -o "$TMP/qs" > "$TMP/qs.txt" 2>&1 &
     qs=$!
-    for _ in $(seq 600); do grep -q "^step 60/" "$TMP/qs.txt" 2> /dev/null && break; sleep 0.1; done
+    wait_line "^step 60/" "$TMP/qs.txt" 60 || true  # the checks below say what went wrong
     pkill -TERM -f -- "-o $TMP/qs\$"  # the script and the trainer, as a signal to their group
     wait $qs && rc=0 || rc=$?
     line=$(grep '^quickstart:' "$TMP/qs.txt" || true)

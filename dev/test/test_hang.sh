@@ -83,7 +83,7 @@ pause_all() {
     local at=$1 dir=$2 p0 p1 job
     "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -o "$TMP/$dir" > "$dir.out" 2>&1 &
     job=$!
-    for _ in $(seq 600); do grep -q "^step $at/" "$dir.out" && break; sleep 0.1; done
+    wait_line "^step $at/" "$dir.out" 60
     p0=$(rank_pid 0 "$TRAINER .*-o $TMP/$dir\$") p1=$(rank_pid 1 "$TRAINER .*-o $TMP/$dir\$")
     kill -STOP "$p0"
     sleep 1

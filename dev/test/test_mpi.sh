@@ -117,7 +117,7 @@ FT=("${ARGS[@]}" -i "$PWD/train.bin" -j "$PWD/val.bin" -e base.bin -o "$PWD/ftru
 # (rank 1 found by its -o, a folder of this test's own: other tests may run ./train_gpt2 beside it)
 "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -x 100000 -v 0 -o "$TMP/dies" > dies.txt 2>&1 &
 MPI_PID=$!
-for i in $(seq 300); do grep -q "^step 2/" dies.txt && break; sleep 0.2; done
+wait_line "^step 2/" dies.txt 60
 victim=$(rank_pid 1 "$TRAINER .*-o $TMP/dies\$")
 start=$(date +%s)
 kill -9 "$victim"
@@ -322,7 +322,7 @@ PYEOF
 # mpirun by hand: the banner names mpirun's PID for SIGUSR1, which stops the job with a checkpoint
 "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -x 100000 -s 0 -v 0 -o usr1 > usr1.out 2>&1 &
 job=$!
-for _ in $(seq 1200); do grep -q '^step 2/' usr1.out && break; sleep 0.05; done
+wait_line '^step 2/' usr1.out 60
 pid=$(sed -n 's/^to stop with a checkpoint: kill -USR1 \([0-9]*\) (mpirun passes it on.*/\1/p' usr1.out)
 [ -n "$pid" ] && kill -USR1 "$pid"
 timeout 60 tail --pid=$job -f /dev/null; kill -9 $job 2> /dev/null

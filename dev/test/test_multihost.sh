@@ -172,7 +172,7 @@ grep -q "^trainer .* 4 process(es) (mpirun)" mpi.out && same_losses "mpirun --ho
 on 1 env HOSTFILE="$TMP/hostfile" TRAINER="$TRAINER" NP=4 PER_NODE=2 bash "$ROOT/scripts/multi_node/mpirun_hostfile.sh" \
     "${RUN[@]}" -x 100000 -n 0 -o "$TMP/mpistop" > mpistop.out 2>&1 &
 job=$!
-for _ in $(seq 1200); do grep -q '^step 2/' mpistop.out && break; sleep 0.05; done
+wait_line '^step 2/' mpistop.out 60
 kill -TERM "$(pgrep -P $job)"  # the script (`on`, a function, runs in a subshell of its own)
 timeout 60 tail --pid=$job -f /dev/null; kill -9 $job 2> /dev/null
 wait $job && step=$(sed -n 's/^stopped by a signal after step \([0-9]*\);.*/\1/p' mpistop.out) && [ -n "$step" ] \
@@ -256,7 +256,7 @@ ERROR_LINES=4 expect_error "train_gpt2 under srun without MPI (each rank says so
 LOST=("${RUN[@]}" -x 400 -e L2:C128:H4:T64:V512)
 # at_step8 OUT: 0 once OUT has the step line of step 8 (within 120 s: make test runs another test
 # beside this one), else 1
-at_step8() { for _ in $(seq 2400); do grep -q "^step 8/400 " "$1" 2> /dev/null && return 0; sleep 0.05; done; return 1; }
+at_step8() { wait_line "^step 8/400 " "$1" 120; }
 # a failed run's output but its step lines (a crash's stack under mpirun or srun is long)
 show_output() { grep -v '^step ' "$1" | tail -40; }
 "$TRAINER" "${LOST[@]}" -o "$TMP/ref400" > ref400.out 2>&1 || bad "the 400-step reference failed"
@@ -396,7 +396,7 @@ crash_at_limit() {
     local name=$1 job jobid
     ( RETRY_WAIT=10 stub_job "$@"; exit $rc ) &
     job=$!
-    for _ in $(seq 600); do grep -q "relaunching in 10 s" "$name.out" 2> /dev/null && break; sleep 0.1; done
+    wait_line "relaunching in 10 s" "$name.out" 60
     jobid=$(grep -o 'Submitted batch job [0-9]*' "sbatch_$name.out" | grep -o '[0-9]*$')
     on 1 scancel --signal=USR1 --batch "$jobid" || bad "scancel --signal=USR1 --batch '$jobid' failed"
     wait $job && rc=0 || rc=$?

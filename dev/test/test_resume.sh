@@ -56,7 +56,7 @@ for K in 5 27; do
     d=kill$K
     "$TRAINER" "${ARGS[@]}" -o $d -n 4 > $d.out1 2>&1 &
     pid=$!
-    for i in $(seq 1200); do grep -q "^step $K/" $d.out1 && break; sleep 0.05; done
+    wait_line "^step $K/" $d.out1 60
     kill -9 $pid; wait $pid 2>/dev/null
     grep -q "^step 40/40" $d.out1 && bad "the run ended before SIGKILL at step $K arrived (machine too fast for this test?)"
     # a kill in the middle of a log write: the record cut short (the resume drops it; appended to,
@@ -134,7 +134,7 @@ grep -q "checkpoint 36 stays in $d as it is, its marker renamed DONE_00000036.sk
 # ---- preemption: SIGTERM to one rank of two; every rank checkpoints and exits 0
 "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -o term > term.out1 2>&1 &
 mpid=$!
-for i in $(seq 1200); do grep -q "^step 5/" term.out1 && break; sleep 0.05; done
+wait_line "^step 5/" term.out1 60
 kill -TERM "$(pgrep -f "$TRAINER .*-o term" | tail -1)"
 wait $mpid; rc=$?
 [ $rc -eq 0 ] || bad "SIGTERM: mpirun exited $rc, expected 0"
@@ -158,7 +158,7 @@ stop_in_eval() {  # stop_in_eval NAME WHAT TRAINER-COMMAND...: SIGTERM to its la
     shift 2
     "$@" "${ARGS[@]}" -v 100 -o $name $EVAL > $name.out1 2>&1 &
     pid=$!
-    for i in $(seq 1200); do grep -q "^steps: " $name.out1 && break; sleep 0.05; done
+    wait_line "^steps: " $name.out1 60
     sleep 1
     kill -TERM "$(pgrep -f "train_gpt2.* -o $name" | tail -1)"
     wait $pid; rc=$?
@@ -184,7 +184,7 @@ compare_logs ref1/main.log stophs_py/main.log trl=1e-4 > cmp.out && ok "train_gp
 # ... but the final evaluation (the run's result, after its last checkpoint) runs whole
 "$TRAINER" "${ARGS[@]}" -x 2 -v 100 -j longval.bin -m 3000 -o stopfinal > stopfinal.out 2>&1 &
 pid=$!
-for i in $(seq 2400); do grep -q "^step 2/2" stopfinal.out && break; sleep 0.05; done
+wait_line "^step 2/2" stopfinal.out 120
 kill -TERM $pid; wait $pid; rc=$?
 [ $rc = 0 ] && ! grep -q "cut short" stopfinal.out && grep -q "^s:2 tel" stopfinal/main.log \
     && ok "SIGTERM during the final validation: it runs whole and is logged" \
@@ -193,7 +193,7 @@ kill -TERM $pid; wait $pid; rc=$?
 # SIGINT on a single process
 "$TRAINER" "${ARGS[@]}" -o int > int.out1 2>&1 &
 pid=$!
-for i in $(seq 1200); do grep -q "^step 2/" int.out1 && break; sleep 0.05; done
+wait_line "^step 2/" int.out1 60
 kill -INT $pid; wait $pid; rc=$?
 [ $rc -eq 0 ] || bad "SIGINT: exit code $rc, expected 0"
 grep -q "^step 40/40" int.out1 && bad "the run ended before SIGINT arrived"
@@ -236,14 +236,14 @@ rcs=$(tail -1 ctrlc.txt)
 for sig in HUP USR1 USR2; do
     "$TRAINER" "${ARGS[@]}" -o $sig > $sig.out1 2>&1 &
     pid=$!
-    for i in $(seq 1200); do grep -q "^step 2/" $sig.out1 && break; sleep 0.05; done
+    wait_line "^step 2/" $sig.out1 60
     kill -$sig $pid; wait $pid; rc=$?
     [ $rc -eq 0 ] && grep -q "^stopped by a signal after step [0-9]*; checkpoint" $sig.out1 && ! grep -q "^step 40/40" $sig.out1 \
         && ok "SIG$sig: $(grep -m1 '^stopped' $sig.out1 | cut -c1-60)" || { bad "SIG$sig: exit $rc"; tail -2 $sig.out1; }
 done
 nohup "$TRAINER" "${ARGS[@]}" -o nohup > nohup.out 2>&1 &
 pid=$!
-for i in $(seq 1200); do grep -q "^step 2/" nohup.out && break; sleep 0.05; done
+wait_line "^step 2/" nohup.out 60
 kill -HUP $pid; wait $pid; rc=$?
 [ $rc -eq 0 ] && grep -q "^step 40/40" nohup.out && ok "SIGHUP under nohup: ignored, the run went on to step 40" \
     || { bad "SIGHUP under nohup: exit $rc"; tail -2 nohup.out; }
@@ -252,7 +252,7 @@ kill -HUP $pid; wait $pid; rc=$?
 $PY "$ROOT/dev/bench/make_random_shard.py" big.bin 300000 5
 "$TRAINER" -i big.bin -e L4:C256:H4:T128 -b 8 -t 128 -x 50 -v 0 -s 0 -o twice > twice.out 2>&1 &
 pid=$!
-for i in $(seq 1200); do grep -q "^step 1/" twice.out && break; sleep 0.05; done
+wait_line "^step 1/" twice.out 60
 kill -TERM $pid; sleep 0.05; kill -TERM $pid; wait $pid; rc=$?
 [ $rc -eq 143 ] || bad "second SIGTERM: exit code $rc, expected 143"
 grep -q "second signal: exiting immediately" twice.out || bad "no message for the second signal"
@@ -266,7 +266,7 @@ ls twice | grep -q DONE && bad "a checkpoint was completed despite the second si
 # folder is free. (A SIGKILLed holder leaves no lock: the resumes after SIGKILL above.)
 "$TRAINER" "${ARGS[@]}" -x 100000 -o busy > busy.out 2>&1 &
 pid=$!
-for i in $(seq 1200); do grep -q "^step 2/" busy.out && break; sleep 0.05; done
+wait_line "^step 2/" busy.out 60
 touch busy/model_00000099.bin.tmp.7  # as if the holder were writing a checkpoint
 held="error: -o busy is in use by another run (pid $pid on $(hostname), started [0-9-]* [0-9:]* UTC): two runs"
 "$TRAINER" "${ARGS[@]}" -o busy -y 1 > busy2.out 2>&1; rc=$?
@@ -286,7 +286,7 @@ import fcntl, os, sys, time
 fd = os.open('odd/llmc_run.lock', os.O_RDWR | os.O_CREAT)
 os.write(fd, b'\x1b[2Jodd\x07\xff holder\n'); fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)" > odd.held &
 hpid=$!
-for i in $(seq 100); do grep -q held odd.held && break; sleep 0.05; done
+wait_line held odd.held 5
 "$TRAINER" "${ARGS[@]}" -o odd > odd.out 2>&1; rc=$?
 $PY "$ROOT/train_gpt2.py" "${ARGS[@]}" -o odd > odd2.out 2>&1; rc2=$?
 kill $hpid; wait $hpid 2> /dev/null

@@ -17,7 +17,7 @@ ARGS=(-j val.bin -e L2:C64:H4:T64:V512 -b 4 -t 32 -d 512 -v 0 -s 0 -n 2 -x 12 -s
 # stops after its step with a checkpoint, exit 0; then a resume runs to the end
 "${MPIRUN[@]}" -np 2 "$TRAINER" -i train.bin "${ARGS[@]}" -x 10000 -o sig > sig.out 2>&1 &
 job=$!
-for _ in $(seq 600); do grep -q "^step 4/" sig.out && break; kill -0 $job 2> /dev/null || break; sleep 0.1; done
+wait_line "^step 4/" sig.out 60 $job
 rank1=$(rank_pid 1 "$TRAINER -i train.bin")
 if [ -n "$rank1" ] && tgkill_other "$rank1" 15; then
     ( sleep 120; kill -9 $job 2> /dev/null ) & watchdog=$!

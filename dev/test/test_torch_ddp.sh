@@ -461,7 +461,7 @@ tee_killed tpipe2 both "${LONG[@]}" -o tpipe2
     || bad "train_gpt2.py 2>&1 | tee, tee killed: exit $(cat tpipe2.rc), $(ls tpipe2 | tr '\n' ' ')"
 "${LONG[@]}" -o thup > thup.out 2>&1 &
 pid=$!
-for i in $(seq 600); do grep -q "^step 2/" thup.out && break; sleep 0.1; done
+wait_line "^step 2/" thup.out 60
 kill -HUP $pid; wait $pid; rc=$?
 [ "$(cat tpipe.rc)" = 0 ] && grep -q "^stopped by a signal after step [0-9]*; checkpoint [0-9]* is in tpipe" tpipe.err \
     && [ $rc = 0 ] && grep -q "^stopped by a signal after step [0-9]*; checkpoint [0-9]* is in thup" thup.out \
