@@ -219,7 +219,9 @@ static AttWorkSize attention_work_size(int T, int HS) {
 }
 
 // the workspace of `threads` threads, in floats
-static size_t attention_work_floats(int threads, int T, int HS) { return (size_t)threads * attention_work_size(T, HS).total; }
+static size_t attention_work_floats(int threads, int T, int HS) {
+    return (size_t)threads * attention_work_size(T, HS).total;
+}
 
 // the attention's workspace: room for this many threads (its parallel loops run at most these)
 typedef struct {
