@@ -223,10 +223,12 @@ static size_t attention_work_floats(int threads, int T, int HS) {
     return (size_t)threads * attention_work_size(T, HS).total;
 }
 
-// the attention's workspace: room for this many threads (its parallel loops run at most these)
+// the attention's workspace: room for this many threads (its parallel loops run at most these),
+// each with its part laid out as size says
 typedef struct {
     float *mem;  // 64-byte aligned
     int threads;
+    AttWorkSize size;
 } AttWorkspace;
 
 // this thread's part of the workspace
@@ -234,10 +236,10 @@ typedef struct {
     float *ap, *bp, *ds;
 } AttWork;
 
-static AttWork attention_work(const AttWorkspace *ws, int T, int HS) {
-    const AttWorkSize n = attention_work_size(T, HS);
-    float *mine = ws->mem + (size_t)omp_thread() * n.total;
-    AttWork w = {mine, mine + n.ap, mine + n.ap + n.bp};
+static AttWork attention_work(const AttWorkspace *ws) {
+    const AttWorkSize *n = &ws->size;
+    float *mine = ws->mem + (size_t)omp_thread() * n->total;
+    AttWork w = {mine, mine + n->ap, mine + n->ap + n->bp};
     return w;
 }
 
@@ -258,7 +260,7 @@ void attention_forward(float *out, float *att, const float *inp, const AttWorksp
     const float scale = 1.0f / sqrtf((float)HS);
     #pragma omp parallel num_threads(ws->threads)
     {
-        const AttWork w = attention_work(ws, T, HS);
+        const AttWork w = attention_work(ws);
         #pragma omp for collapse(3) schedule(dynamic, 1)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < NH; h++) {
@@ -292,7 +294,7 @@ void attention_backward(float *dinp, const float *dout, const float *inp, const 
     const float scale = 1.0f / sqrtf((float)HS);
     #pragma omp parallel num_threads(ws->threads)
     {
-        const AttWork w = attention_work(ws, T, HS);
+        const AttWork w = attention_work(ws);
         #pragma omp for collapse(2) schedule(dynamic, 1)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < NH; h++) {
@@ -614,6 +616,7 @@ static void gpt2_alloc_activations(GPT2 *m, int B, int T) {
     m->inputs_copy = (int *)mallocCheck((size_t)B * T * sizeof(int));
     for (int which = 0; which < 2; which++) { gemm_reserve(which, gpt2_matmul_scratch_floats(which, &m->config, B, T)); }
     m->att_work.threads = omp_threads_max();
+    m->att_work.size = attention_work_size(T, m->config.channels / m->config.num_heads);
     const size_t work = attention_work_floats(m->att_work.threads, T, m->config.channels / m->config.num_heads);
     if (posix_memalign((void **)&m->att_work.mem, 64, work * sizeof(float)) != 0) {
         llmc_die("out of host memory allocating %zu bytes for the attention's workspace; use a smaller -t", work * sizeof(float));

@@ -80,26 +80,23 @@ static float *gemm_buffer(int which, size_t n) {
     return gemm_scratch[which];
 }
 
+// dst[k * w + i] = src[k * sk + i] for k < kc, i < w; inlined where w is a constant
+__attribute__((always_inline)) static inline void gemm_copy_rows(float *restrict dst, const float *restrict src, size_t sk,
+                                                                  int kc, int w) {
+    for (int k = 0; k < kc; k++) { __builtin_memcpy(dst + (size_t)k * w, src + (size_t)k * sk, (size_t)w * sizeof(float)); }
+}
+
 // panel p of width w (MR or NR) of operand x over k0 .. k0+kc: dst[k * w + i] = x(p w + i, k0 + k),
 // 0 past n rows (the outputs those feed are never stored, but they stay finite)
 static void gemm_pack_panel(float *restrict dst, GemmOperand x, int p, int w, int n, int k0, int kc) {
     const int i0 = p * w, valid = n - i0 < w ? n - i0 : w;
-    if (x.si == 1 && valid == w) {  // a whole panel whose w values of each k lie side by side (tn, nn's w):
-        // copies of a size known here, which the compiler makes a few vector moves (a call of
-        // memcpy for each 48 or 128 bytes was 6% of a small model's step)
+    if (x.si == 1 && valid == w && (w == GEMM_NR || w == GEMM_MR)) {  // a whole panel whose w values of each k
+        // lie side by side (tn's operands, nn's w): copies of a size known at compile time, a few
+        // vector moves each (a call of memcpy for each 48 or 128 bytes was 6% of a small model's step)
         const float *src = x.p + (size_t)i0 + (size_t)k0 * x.sk;
-        if (w == GEMM_NR) {
-            for (int k = 0; k < kc; k++) {
-                __builtin_memcpy(dst + (size_t)k * GEMM_NR, src + (size_t)k * x.sk, GEMM_NR * sizeof(float));
-            }
-            return;
-        }
-        if (w == GEMM_MR) {
-            for (int k = 0; k < kc; k++) {
-                __builtin_memcpy(dst + (size_t)k * GEMM_MR, src + (size_t)k * x.sk, GEMM_MR * sizeof(float));
-            }
-            return;
-        }
+        if (w == GEMM_NR) { gemm_copy_rows(dst, src, x.sk, kc, GEMM_NR); }
+        else { gemm_copy_rows(dst, src, x.sk, kc, GEMM_MR); }
+        return;
     }
     for (int k = 0; k < kc; k++) {
         const float *src = x.p + (size_t)i0 * x.si + (size_t)(k0 + k) * x.sk;
