@@ -923,7 +923,7 @@ void gpt2_make_backend(Backend *b, GPT2 *m, int T) {
     b->B = m->batch_size;
     b->T = m->seq_len;
     b->has_master = 0;
-    b->recompute = -1;  // every activation is kept
+    b->kernels = (KernelChoices){-1, -1, -1, -1};  // every activation kept; one kernel of each
     b->opt_offset = 0;
     b->opt_count = m->num_params;
     b->flops_per_token = gpt2_flops_per_token(&m->config, T);

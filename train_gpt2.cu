@@ -980,7 +980,8 @@ void gpt2_make_backend(Backend *b, GPT2 *m, int T, double peak_flops) {
     b->B = m->batch_size;
     b->T = m->seq_len;
     b->has_master = m->master != NULL;
-    b->recompute = m->recompute;
+    const KernelChoices kernels = {m->recompute, m->gelu_fusion, matmul_bias_grad_epilogue, (int)m->attention};
+    b->kernels = kernels;
     b->opt_offset = m->red.offset;
     b->opt_count = m->red.count;
     b->flops_per_token = gpt2_flops_per_token(&m->config, T);

@@ -21,6 +21,15 @@
 #include "device_readings.h"
 #include "optimizer.h"
 
+// the kernel choices that change a run's bits (train_gpt2cu's -r -ge -bg -at), each -1 where the
+// trainer has none (the CPU trainer): checkpoints record them, and a resume that changes one is told
+typedef struct {
+    int recompute;    // -r level of the activations (0..2)
+    int gelu_fusion;  // -ge (0..2)
+    int bias_grad;    // -bg (0, 1)
+    int attention;    // -at: 0 our kernel, 1 cuDNN's
+} KernelChoices;
+
 typedef struct Backend {
     void *self;                 // the trainer's model object
     const char *name;           // "cpu" or "cuda", for messages
@@ -28,7 +37,7 @@ typedef struct Backend {
     size_t num_params;
     int B, T;                   // the maxima the activations were sized for
     int has_master;             // fp32 master weights are kept apart from the params (checkpointed)
-    int recompute;              // the -r level of the activations (0..2), -1 where the trainer has none (CPU)
+    KernelChoices kernels;
     size_t opt_offset;          // optimizer-state range held by this rank (see above)
     size_t opt_count;
     double flops_per_token;     // training FLOPs per token (forward + backward), for MFU; 0 = unknown

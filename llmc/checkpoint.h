@@ -25,6 +25,9 @@
  *     [36] steps of data skipped by rollbacks  [37] rollbacks so far (both 0 in older files)
  *     [38] 1 where [39..46] hold the run's optimizer settings (0 in older files): [39] -k (schedule.h's
  *          LRKind)  [40] -u  [41] -l  [42] -q  [43] -kd  [44] -c  [45] -ml  [46] -mm (the floats' bits)
+ *     [47] 1 where [48..50] hold train_gpt2cu's kernel choices (0 in the CPU trainer's, train_gpt2.py's
+ *          and older files): [48] -ge  [49] -bg  [50] -at (0 ours, 1 cuDNN's); a resume that
+ *          changes them or [29] is told it matches only to rounding (train_loop.h)
  *     [250] CRC-32 of the header (read with [250] as 0)  [251] CRC-32 of the guard history
  *     [252] CRC_TAG (model_io.h)  [253] CRC-32 of m  [254] of v  [255] of master
  *   payload: m[count], v[count], master[count] (if [4]), guard loss history[100], norm history[100]
@@ -73,6 +76,7 @@ typedef struct {
     int rollbacks;                   // rollbacks so far in this run (-rb)
     int optimizer;                   // 0 AdamW, 1 Muon (-opt): the meaning of the optimizer state
     RunSettings settings;            // of the run that wrote it (the LR schedule's length: max_steps)
+    KernelChoices kernels;           // of the run that wrote it (-1: not recorded)
     Guard guard;
     // settings that define the data stream; a resume must use the same
     int B, T, shuffle;
@@ -157,6 +161,18 @@ static inline RunSettings run_settings_from_header(const int *h) {
     return r;
 }
 
+// fields [47..50] from the choices (the recompute level has its own field, [29])
+static inline void kernel_choices_to_header(const KernelChoices *k, int *h) {
+    h[47] = k->gelu_fusion >= 0;
+    h[48] = h[47] ? k->gelu_fusion : 0; h[49] = h[47] ? k->bias_grad : 0; h[50] = h[47] ? k->attention : 0;
+}
+
+// the choices of [29] and [47..50]; -1 for those the file does not record
+static inline KernelChoices kernel_choices_from_header(const int *h) {
+    const KernelChoices k = {h[29] - 1, h[47] ? h[48] : -1, h[47] ? h[49] : -1, h[47] ? h[50] : -1};
+    return k;
+}
+
 // whether fields [38..46] hold settings the flags could have given (args.h's ranges), or none
 static inline int run_settings_sound(const int *h) {
     if (h[38] == 0) { return 1; }
@@ -204,6 +220,9 @@ static inline const char *state_header_problem(const int *h) {
     if (h[36] < 0 || h[36] > 1000000000 || h[37] < 0 || h[37] > 1000) { return "rollback fields [36..37]"; }
     if (h[28] != 0 && h[28] != 1) { return "optimizer [28]"; }
     if (h[29] < 0 || h[29] > 3) { return "recompute level [29]"; }
+    if (h[47] < 0 || h[47] > 1 || (h[47] && (h[48] < 0 || h[48] > 2 || h[49] < 0 || h[49] > 1 || h[50] < 0 || h[50] > 1))) {
+        return "kernel choices [47..50]";
+    }
     if (!run_settings_sound(h)) { return "an optimizer setting [38..46]"; }
     return NULL;
 }
@@ -609,7 +628,8 @@ static inline int ckpt_write_state(CkptWriter *w, const char *path, float *buf[3
     hdr_set64(h, 25, st->guard.total_skipped);
     h[27] = st->max_steps;
     h[28] = st->optimizer;
-    h[29] = b->recompute + 1;  // 0: none (and so in the files of earlier versions and of train_gpt2.py)
+    h[29] = b->kernels.recompute + 1;  // 0: none (and so in the files of earlier versions and of train_gpt2.py)
+    kernel_choices_to_header(&b->kernels, h);
     h[36] = st->data_skip; h[37] = st->rollbacks;
     run_settings_to_header(&st->settings, h);
     const GPT2Config *cf = &b->config;
@@ -1040,6 +1060,7 @@ static inline void checkpoint_load(const char *dir, int step, Backend *b, TrainS
     st->data_skip = h[36];
     st->rollbacks = h[37];
     st->settings = run_settings_from_header(h);
+    st->kernels = kernel_choices_from_header(h);
     ckpt_path(path, sizeof(path), dir, "state", step, 0);
     FILE *fp = fopen_regular(path, "state file", NULL);
     long long fn = hdr_get64(h, 16);

@@ -190,6 +190,9 @@ static inline size_t plan_process_rss(void) {
 static char plan_auto_note[640];
 static char plan_recompute_note[512];
 
+// whether -r auto chose this run's level (it then says why, and warns where a resume's level does not fit)
+static inline int plan_recompute_was_auto(void) { return plan_recompute_note[0] != '\0'; }
+
 // the -r at which -b auto searches: -r itself, or 1 (the level before -r auto existed) for -r auto
 static inline int plan_batch_recompute(const TrainArgs *a) { return a->recompute == ARGS_AUTO ? 1 : a->recompute; }
 

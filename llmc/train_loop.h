@@ -371,6 +371,31 @@ static inline void warn_settings_change(const TrainArgs *a, const LRSchedule *no
     if (o.n > 0) { warn_flag_diffs(&o, st->step, a->output_dir, "the updates from here on use the new value(s)"); }
 }
 
+/*
+ * A resumed train_gpt2cu run whose -r, -ge, -bg or -at differ from the run that wrote its checkpoint
+ * (recorded in it): the steps from here on are computed by other kernels, so they match an
+ * uninterrupted run only to rounding; one warning on rank 0 naming them. -r auto says its own choice
+ * (plan.h), so only a -r given as a number is compared.
+ */
+static inline void warn_kernel_change(const TrainArgs *a, const KernelChoices *now, const TrainState *st) {
+    static const char *attention[] = {"own", "cudnn"};
+    const KernelChoices *was = &st->kernels;
+    FlagDiffs d = {0};
+    if (!plan_recompute_was_auto() && now->recompute >= 0 && was->recompute >= 0) {
+        flag_diff_d(&d, "-r", now->recompute, was->recompute);
+    }
+    if (now->gelu_fusion >= 0 && was->gelu_fusion >= 0) {
+        flag_diff_d(&d, "-ge", now->gelu_fusion, was->gelu_fusion);
+        flag_diff_d(&d, "-bg", now->bias_grad, was->bias_grad);
+        flag_diff(&d, "-at", attention[now->attention], attention[was->attention]);
+    }
+    if (d.n > 0) {
+        warn_flag_diffs(&d, st->step, a->output_dir,
+                        "other kernels compute the steps from here on, so they match an uninterrupted run only to rounding, "
+                        "not bit for bit");
+    }
+}
+
 #define TRAIN_MAX_ROLLBACKS 3
 
 /*
@@ -604,7 +629,10 @@ static inline void train_prepare(TrainRun *r) {
     const TrainArgs *a = r->a;
     TrainState *st = &r->st;
     lr_schedule_init(&r->sched, a->schedule, a->lr, a->warmup, r->M, a->final_lr_frac, a->decay_frac);
-    if (r->resumed && r->rank == 0) { warn_settings_change(a, &r->sched, st); }
+    if (r->resumed && r->rank == 0) {
+        warn_settings_change(a, &r->sched, st);
+        warn_kernel_change(a, &r->b->kernels, st);
+    }
     st->max_steps = r->M;
     st->settings = run_settings_of(a, &r->sched);
 

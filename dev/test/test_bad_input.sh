@@ -186,6 +186,8 @@ damage state_00000002_00000.bin "h[41] = np.array([np.nan], dtype='<f4').view('<
 fallback "state: a NaN learning rate among the run's settings" "state_00000002_00000.bin' has a corrupt header: an optimizer setting"
 damage state_00000002_00000.bin "h[39] = 9"
 fallback "state: a schedule past the four kinds" "state_00000002_00000.bin' has a corrupt header: an optimizer setting"
+damage state_00000002_00000.bin "h[47] = 1; h[48] = 7"
+fallback "state: a -ge past 2 among the kernel choices" "state_00000002_00000.bin' has a corrupt header: kernel choices"
 damage DONE_00000002 "b = bytearray(b'step -2\\nworld_size 1\\n')"
 fallback "DONE: negative step" "marker DONE_00000002 .* is unreadable"
 damage DONE_00000002 "b = bytearray(b'step 2\\nworld_size 99999999999\\n')"

@@ -11,7 +11,8 @@
 #     a token at 60% of the positions (the embedding backward's segments of 128) against the CPU;
 #  2. determinism (a second run is bitwise identical) and resume from a checkpoint (bitwise); the CPU
 #     trainer's checkpoint resumed with its fp32 weights as the master weights, exactly, and the CUDA
-#     trainer's by the CPU trainer from its master weights, exactly (-w 0 resuming it warns); NCCL
+#     trainer's by the CPU trainer from its master weights, exactly (-w 0 resuming it warns, and so
+#     does a resume with other -r, -ge and -bg than its checkpoint's); NCCL
 #     on a 1-rank communicator (the simulator's NCCL, sim/nccl.h), -z 0 and -z 1, with the
 #     stream-order debug mode LLMC_DEBUG_STREAMS=1, is bitwise the plain run, and each of the four
 #     event waits between the streams left out (the dropwait build) makes it differ;
@@ -286,6 +287,13 @@ mkdir -p from_gpu_w0 && cp ck/*_00000002* from_gpu_w0/
 run from_gpu_w0 "$SIM" "${ARGS[@]}" -w 0 -x 3 -o from_gpu_w0 -y 1
 grep -q "^warning: checkpoint 2 in from_gpu_w0 holds fp32 master weights, and this run keeps none (-w 0)" from_gpu_w0.txt \
     && echo "  -w 0 resuming a checkpoint with master weights: a warning" || bad "-w 0 resuming a checkpoint with master weights: no warning"
+# a resume with other kernels (-r, -ge, -bg, recorded in the checkpoint) is told it matches only to
+# rounding; the resume above with the same ones is not
+mkdir -p kernels && cp ck/*_00000002* kernels/
+run kernels "$SIM" "${ARGS[@]}" -r 2 -ge 0 -bg 1 -x 3 -o kernels -y 1
+grep -q "^warning: -r 2, -ge 0 and -bg 1 differ from the -r 0, -ge 2 and -bg 0 of the run that wrote checkpoint 2 in kernels: other kernels" kernels.txt \
+    && ! grep -q "other kernels" ck_resume.txt && echo "  a resume with other -r, -ge and -bg: named in one warning (none with the same ones)" \
+    || { bad "a resume with other kernels: $(grep -h 'other kernels' kernels.txt ck_resume.txt)"; }
 
 # NCCL on 1 rank changes no value, so only the events between the NCCL stream and the compute stream
 # could make it differ from the plain run (sim2): sim/streams.h runs the two streams' queued work
