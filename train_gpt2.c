@@ -175,8 +175,11 @@ __attribute__((noinline)) static double exp_shift_sum(float *restrict p, float s
  * query of the block, so they are never computed), their softmax over t2 <= t, and the output from
  * the values 0..r1-1. Each product runs on one thread (gemm_serial, in that thread's workspace) while
  * the threads take heads and blocks in turn, so no result depends on the thread count.
- * inp = qkv (B,T,3C): q, k, v of head h at columns h*HS of each third; out (B,T,C);
- * att (B,NH,T,T) keeps the softmax probabilities (row t: columns 0..t, zero past t) for backward.
+ * inp = qkv (B,T,3C): q, k, v of head h at columns h*HS of each third; out (B,T,C).
+ * A block's probabilities live only in the thread's workspace: stats (B,NH,T,2) keeps each query
+ * row's largest scaled score and 1/sum of its exponentials, from which the backward recomputes
+ * them bit for bit (the same product into the same workspace, the same exp) instead of keeping
+ * (B,NH,T,T) of them per layer (2.25 GiB of a d12 step's 7.3 at B=4, T=1024).
  */
 #define ATT_ROWS 128
 
@@ -199,22 +202,22 @@ static inline int omp_threads_max(void) {
 static size_t round_up_16(size_t n) { return (n + 15) / 16 * 16; }  // 64 bytes: the packed operands are vectors
 
 // one thread's attention workspace: A's and B's packed operands, for the largest of its products,
-// and a block's (ATT_ROWS, T) score gradients; each part a multiple of 64 bytes
+// and a block's (ATT_ROWS, T) probabilities and their gradients; each part a multiple of 64 bytes
 typedef struct {
-    size_t ap, bp, ds, total;  // floats
+    size_t ap, bp, p, ds, total;  // floats
 } AttWorkSize;
 
 static AttWorkSize attention_work_size(int T, int HS) {
     const size_t R = T < ATT_ROWS ? T : ATT_ROWS;
     const size_t shapes[3][3] = {{R, T, HS}, {R, HS, T}, {T, HS, R}};  // rows, cols, inner: scores; out, dq; dk, dv
-    AttWorkSize w = {0, 0, round_up_16(R * T), 0};
+    AttWorkSize w = {0, 0, round_up_16(R * T), round_up_16(R * T), 0};
     for (int i = 0; i < 3; i++) {
         const size_t a = round_up_16(gemm_chunk_floats(0, shapes[i][0], shapes[i][1], shapes[i][2]));
         const size_t b = round_up_16(gemm_chunk_floats(1, shapes[i][0], shapes[i][1], shapes[i][2]));
         w.ap = a > w.ap ? a : w.ap;
         w.bp = b > w.bp ? b : w.bp;
     }
-    w.total = w.ap + w.bp + w.ds;
+    w.total = w.ap + w.bp + w.p + w.ds;
     return w;
 }
 
@@ -233,18 +236,19 @@ typedef struct {
 
 // this thread's part of the workspace
 typedef struct {
-    float *ap, *bp, *ds;
+    float *ap, *bp, *p, *ds;
 } AttWork;
 
 static AttWork attention_work(const AttWorkspace *ws) {
     const AttWorkSize *n = &ws->size;
     float *mine = ws->mem + (size_t)omp_thread() * n->total;
-    AttWork w = {mine, mine + n->ap, mine + n->ap + n->bp};
+    AttWork w = {mine, mine + n->ap, mine + n->ap + n->bp, mine + n->ap + n->bp + n->p};
     return w;
 }
 
-// one row of scores (row t of its head, T wide) in place: scaled, softmax over columns 0..t, zero past t
-static void attention_softmax_row(float *row, int t, int T, float scale) {
+// one row of scores (query t, its first `width` >= t+1 columns) in place: scaled, softmax over
+// columns 0..t, zero past t; stats gets the row's shift (its largest scaled score) and 1/sum
+static void attention_softmax_row(float *row, float stats[2], int t, int width, float scale) {
     float maxv = -INFINITY;
     for (int j = 0; j <= t; j++) {
         row[j] *= scale;
@@ -252,10 +256,27 @@ static void attention_softmax_row(float *row, int t, int T, float scale) {
     }
     const float inv = (float)(1.0 / exp_shift_sum(row, maxv, t + 1));
     for (int j = 0; j <= t; j++) { row[j] *= inv; }
-    for (int j = t + 1; j < T; j++) { row[j] = 0.0f; }
+    for (int j = t + 1; j < width; j++) { row[j] = 0.0f; }
+    stats[0] = maxv;
+    stats[1] = inv;
 }
 
-void attention_forward(float *out, float *att, const float *inp, const AttWorkspace *ws, int B, int T, int C, int NH) {
+// the same row again from the same scores and the forward's stats: the same operations, so the
+// same bits (exp_shift_sum is one noinline function and the row sits where it sat in the forward)
+static void attention_probs_row(float *row, const float stats[2], int t, int width, float scale) {
+    for (int j = 0; j <= t; j++) { row[j] *= scale; }
+    (void)exp_shift_sum(row, stats[0], t + 1);
+    for (int j = 0; j <= t; j++) { row[j] *= stats[1]; }
+    for (int j = t + 1; j < width; j++) { row[j] = 0.0f; }
+}
+
+// a block's scores (n, r1) = q[r0:r1] . k[0:r1]^T into the thread's w.p, row stride T
+static void attention_scores(const AttWork *w, const float *q, const float *k, int r0, int r1, int T, int C3, int HS) {
+    gemm_serial(w->p, T, (GemmOperand){q + (size_t)r0 * C3, C3, 1}, (GemmOperand){k, C3, 1}, r1 - r0, r1, HS, 0, w->ap,
+                w->bp);
+}
+
+void attention_forward(float *out, float *stats, const float *inp, const AttWorkspace *ws, int B, int T, int C, int NH) {
     const int C3 = 3 * C, HS = C / NH, blocks = (T + ATT_ROWS - 1) / ATT_ROWS;
     const float scale = 1.0f / sqrtf((float)HS);
     #pragma omp parallel num_threads(ws->threads)
@@ -267,13 +288,13 @@ void attention_forward(float *out, float *att, const float *inp, const AttWorksp
                 for (int blk = 0; blk < blocks; blk++) {
                     const int r0 = blk * ATT_ROWS, r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T, n = r1 - r0;
                     const float *q = inp + (size_t)b * T * C3 + h * HS, *k = q + C, *v = q + 2 * C;
-                    float *a = att + (((size_t)b * NH + h) * T + r0) * T;  // rows r0..r1-1 of the head's (T, T)
-                    // scores (n, r1) = q[r0:r1] . k[0:r1]^T
-                    gemm_serial(a, T, (GemmOperand){q + (size_t)r0 * C3, C3, 1}, (GemmOperand){k, C3, 1}, n, r1, HS, 0,
-                                w.ap, w.bp);
-                    for (int t = r0; t < r1; t++) { attention_softmax_row(a + (size_t)(t - r0) * T, t, T, scale); }
-                    // out[r0:r1] (n, HS) = att (n, r1) . v[0:r1]
-                    gemm_serial(out + ((size_t)b * T + r0) * C + h * HS, C, (GemmOperand){a, T, 1},
+                    float *st = stats + (((size_t)b * NH + h) * T + r0) * 2;  // rows r0..r1-1 of the head's (T, 2)
+                    attention_scores(&w, q, k, r0, r1, T, C3, HS);
+                    for (int t = r0; t < r1; t++) {
+                        attention_softmax_row(w.p + (size_t)(t - r0) * T, st + (size_t)(t - r0) * 2, t, r1, scale);
+                    }
+                    // out[r0:r1] (n, HS) = p (n, r1) . v[0:r1]
+                    gemm_serial(out + ((size_t)b * T + r0) * C + h * HS, C, (GemmOperand){w.p, T, 1},
                                 (GemmOperand){v, 1, C3}, n, HS, r1, 0, w.ap, w.bp);
                 }
             }
@@ -284,11 +305,11 @@ void attention_forward(float *out, float *att, const float *inp, const AttWorksp
 /*
  * dinp (B,T,3C) = gradient of the forward above. Each (b, h) is one task: it owns the dq, dk, dv
  * columns of its head, so tasks never write the same memory, and it takes its query blocks in
- * order, so that dk and dv sum the blocks in an order fixed by T alone. Per block, with dp = dy . v^T,
- * the softmax backward ds = att * (dp - rowsum(att * dp)) * scale; then dq = ds . k, dk += ds^T . q,
- * dv += att^T . dy.
+ * order, so that dk and dv sum the blocks in an order fixed by T alone. Per block, the probabilities p
+ * recomputed from the forward's stats, dp = dy . v^T, the softmax backward
+ * ds = p * (dp - rowsum(p * dp)) * scale; then dq = ds . k, dk += ds^T . q, dv += p^T . dy.
  */
-void attention_backward(float *dinp, const float *dout, const float *inp, const float *att, const AttWorkspace *ws, int B,
+void attention_backward(float *dinp, const float *dout, const float *inp, const float *stats, const AttWorkspace *ws, int B,
                         int T, int C, int NH) {
     const int C3 = 3 * C, HS = C / NH, blocks = (T + ATT_ROWS - 1) / ATT_ROWS;
     const float scale = 1.0f / sqrtf((float)HS);
@@ -306,15 +327,19 @@ void attention_backward(float *dinp, const float *dout, const float *inp, const 
                 }
                 for (int blk = 0; blk < blocks; blk++) {
                     const int r0 = blk * ATT_ROWS, r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T, n = r1 - r0;
-                    const float *a = att + (((size_t)b * NH + h) * T + r0) * T;
-                    // dv[0:r1] (r1, HS) += att^T (r1, n) . dy[r0:r1]
-                    gemm_serial(dv, C3, (GemmOperand){a, 1, T}, (GemmOperand){dy + (size_t)r0 * C, 1, C}, r1, HS, n, 1,
+                    const float *st = stats + (((size_t)b * NH + h) * T + r0) * 2;
+                    attention_scores(&w, q, k, r0, r1, T, C3, HS);
+                    for (int t = r0; t < r1; t++) {
+                        attention_probs_row(w.p + (size_t)(t - r0) * T, st + (size_t)(t - r0) * 2, t, r1, scale);
+                    }
+                    // dv[0:r1] (r1, HS) += p^T (r1, n) . dy[r0:r1]
+                    gemm_serial(dv, C3, (GemmOperand){w.p, 1, T}, (GemmOperand){dy + (size_t)r0 * C, 1, C}, r1, HS, n, 1,
                                 w.ap, w.bp);
                     // dp (n, r1) = dy[r0:r1] . v[0:r1]^T, then ds in its place
                     gemm_serial(w.ds, T, (GemmOperand){dy + (size_t)r0 * C, C, 1}, (GemmOperand){v, C3, 1}, n, r1, HS, 0,
                                 w.ap, w.bp);
                     for (int t = r0; t < r1; t++) {
-                        const float *p = a + (size_t)(t - r0) * T;
+                        const float *p = w.p + (size_t)(t - r0) * T;
                         float *d = w.ds + (size_t)(t - r0) * T;
                         float dot = 0.0f;
                         #pragma omp simd reduction(+ : dot)
@@ -514,7 +539,7 @@ typedef struct {
     float *ln1_rstd;   // (L, B, T)
     float *qkv;        // (L, B, T, 3C)
     float *atty;       // (L, B, T, C)
-    float *att;        // (L, B, NH, T, T)
+    float *att_stats;  // (L, B, NH, T, 2) each query row's softmax shift and 1/sum
     float *residual2;  // (L, B, T, C)
     float *ln2;        // (L, B, T, C)
     float *ln2_mean;   // (L, B, T)
@@ -572,7 +597,7 @@ static int gpt2_activation_slots(ActSlot *slots, ActivationTensors *a, const GPT
     ActSlot table[] = {
         {&a->encoded, BT * C, ACT},      {&a->ln1, L * BT * C, ACT},        {&a->ln1_mean, L * BT, ACT},
         {&a->ln1_rstd, L * BT, ACT},     {&a->qkv, L * BT * 3 * C, ACT},    {&a->atty, L * BT * C, ACT},
-        {&a->att, L * B * NH * (size_t)T * T, PLAN_ATTENTION},            {&a->residual2, L * BT * C, ACT},
+        {&a->att_stats, L * B * NH * (size_t)T * 2, PLAN_ATTENTION},      {&a->residual2, L * BT * C, ACT},
         {&a->ln2, L * BT * C, ACT},      {&a->ln2_mean, L * BT, ACT},       {&a->ln2_rstd, L * BT, ACT},
         {&a->fch, L * BT * 4 * C, ACT},  {&a->fch_gelu, L * BT * 4 * C, ACT}, {&a->residual3, L * BT * C, ACT},
         {&a->lnf, BT * C, ACT},          {&a->lnf_mean, BT, ACT},           {&a->lnf_rstd, BT, ACT},
@@ -626,12 +651,14 @@ static void gpt2_alloc_activations(GPT2 *m, int B, int T) {
 // allocate parameters, gradients, optimizer state and activations; params are uninitialised.
 // planner (NULL: no check): stops with the plan's figures when they exceed the RAM available
 void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, const Planner *planner) {
-    // -b and -t can make the attention matrices' count overflow 64 bits, and the plan's sums with it:
-    // bounded in double first, so that an absurd -b or -t is one line, not a crash
-    const double att_bytes = 4.0 * config->num_layers * B * config->num_heads * (double)T * T;
-    if (att_bytes > 1e18) {
-        llmc_die("-b %d -t %d: the attention matrices alone would take %.3g GiB; use a smaller -b or -t", B, T,
-                 att_bytes / PLAN_GiB);
+    // -b and -t can make the activations' counts overflow 64 bits, and the plan's sums with them:
+    // bounded in double first (16C per layer and token, and the logits), so that an absurd -b or -t
+    // is one line, not a crash
+    const double act_bytes =
+        4.0 * B * (double)T * (16.0 * config->num_layers * config->channels + config->padded_vocab_size);
+    if (act_bytes > 1e18) {
+        llmc_die("-b %d -t %d: the activations alone would take %.3g GiB; use a smaller -b or -t", B, T,
+                 act_bytes / PLAN_GiB);
     }
     if (planner && planner->dev.known) {
         MemPlan p;
@@ -675,7 +702,7 @@ void gpt2_load(GPT2 *m, const char *path) {
 // backward reads them: one definition of where each lives)
 typedef struct {
     const float *residual;  // (B, T, C) the layer's input: the embedding or the previous layer's output
-    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att, *residual2;
+    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att_stats, *residual2;
     float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *residual3;
 } LayerActs;
 
@@ -689,7 +716,7 @@ static LayerActs layer_acts(GPT2 *m, int l, int B, int T) {
     la.ln1_rstd = a->ln1_rstd + l * BT;
     la.qkv = a->qkv + l * BT * 3 * C;
     la.atty = a->atty + l * BT * C;
-    la.att = a->att + l * B * NH * T * T;
+    la.att_stats = a->att_stats + l * B * NH * T * 2;
     la.residual2 = a->residual2 + l * BT * C;
     la.ln2 = a->ln2 + l * BT * C;
     la.ln2_mean = a->ln2_mean + l * BT;
@@ -721,7 +748,7 @@ void gpt2_forward_logits(GPT2 *m, const int *inputs, int B, int T) {
         // residual2 = residual + attproj(attention(qkv(ln1(residual))))
         layernorm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.residual, lp.ln1w, lp.ln1b, B, T, C);
         matmul_forward(la.qkv, la.ln1, lp.qkvw, lp.qkvb, B, T, C, 3 * C);
-        attention_forward(la.atty, la.att, la.qkv, &m->att_work, B, T, C, NH);
+        attention_forward(la.atty, la.att_stats, la.qkv, &m->att_work, B, T, C, NH);
         matmul_forward(a->proj, la.atty, lp.attprojw, lp.attprojb, B, T, C, C);
         residual_forward(la.residual2, la.residual, a->proj, BT * C);
         // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
@@ -778,7 +805,7 @@ void gpt2_backward(GPT2 *m, float dloss, int B, int T) {
                            T, C);
         // residual2 = residual + attproj(attention(qkv(ln1(residual))))
         matmul_backward(a->dbuf_c, lg.attprojw, lg.attprojb, a->dresidual, la.atty, lp.attprojw, B, T, C, C);
-        attention_backward(a->dbuf_3c, a->dbuf_c, la.qkv, la.att, &m->att_work, B, T, C, NH);
+        attention_backward(a->dbuf_3c, a->dbuf_c, la.qkv, la.att_stats, &m->att_work, B, T, C, NH);
         matmul_backward(a->dbuf_c, lg.qkvw, lg.qkvb, a->dbuf_3c, la.ln1, lp.qkvw, B, T, C, 3 * C);
         layernorm_backward(a->dresidual, lg.ln1w, lg.ln1b, a->dbuf_c, la.residual, lp.ln1w, la.ln1_mean, la.ln1_rstd, B, T,
                            C);
@@ -972,7 +999,7 @@ static void cpu_plan(void *ctx, int B, int recompute, MemPlan *p) {
     for (int i = 0; i < n; i++) { plan_add(p, slots[i].row, 1, slots[i].count * F); }
     plan_note(p, PLAN_ACTS, "every layer's, fp32 (no recomputation here)");
     plan_note(p, PLAN_LOGITS, "(B, T, Vp) fp32: logits, probabilities, their gradient");
-    plan_note(p, PLAN_ATTENTION, "softmax probabilities kept for the backward, (L, B, NH, T, T) fp32");
+    plan_note(p, PLAN_ATTENTION, "each query row's softmax shift and 1/sum, (L, B, NH, T, 2) fp32: the backward recomputes the probabilities");
     const size_t matmul_scratch = gpt2_matmul_scratch_floats(0, c, B, cp->a->T) + gpt2_matmul_scratch_floats(1, c, B, cp->a->T);
     const size_t att_work = attention_work_floats(omp_threads_max(), cp->a->T, c->channels / c->num_heads);
     plan_add(p, PLAN_SCRATCH, 1, 2 * BT * sizeof(int) + (matmul_scratch + att_work) * F);

@@ -113,7 +113,7 @@ expect "-hm 0"                 "-hm 0 evaluates no examples" -- "${HS[@]}" -hf "
 expect "-d 0"                  "-d 0: the total batch is -1" -- -i "$TMP/good.bin" "${BASE[@]}" -d 0
 expect "B*T past an int"       "B\*T = 3000000000 positions" -- -i "$TMP/good.bin" -e L1:C32:H2:T1000000 -b 3000 -t 1000000
 expect "memory past the machine" "B=1000000 T=64 needs [0-9.]* GiB of RAM per process" -- -i "$TMP/good.bin" "${BASE[@]}" -b 1000000 -t 64
-expect "-b and -t past 64 bits" "-b 2147 -t 1000000: the attention matrices alone would take" -- -i "$TMP/good.bin" "${BASE[@]}" -e L100:C64:H16:T1000000 -b 2147 -t 1000000
+expect "-b and -t near 64 bits" "-b 2147 -t 1000000: the activations alone would take" -- -i "$TMP/good.bin" "${BASE[@]}" -e L16384:C4096:H64:T1000000 -b 2147 -t 1000000
 expect "--start-over with -y 1" "--start-over 1 .* excludes -y 1" -- -i "$TMP/good.bin" "${BASE[@]}" -o "$TMP/so" -y 1 --start-over 1
 expect_error "bad LLMC_FAULT" "LLMC_FAULT=state:x: expected" env LLMC_FAULT=state:x "$TRAINER" -i "$TMP/good.bin" "${BASE[@]}"
 expect "-o longer than a path can take below it" "-o: the directory's path is 4001 characters" -- -i "$TMP/good.bin" "${BASE[@]}" -o "/tmp/$(printf 'd%.0s' $(seq 3996))"
