@@ -632,7 +632,7 @@ static void gpt2_alloc_activations(GPT2 *m, int B, int T) {
     const int n = gpt2_activation_slots(slots, &m->acts, &m->config, B, T);
     size_t total = 0;
     for (int i = 0; i < n; i++) { total += slots[i].count; }
-    m->acts_memory = (float *)mallocCheck(total * sizeof(float));
+    m->acts_memory = (float *)host_alloc_huge(total * sizeof(float), "the activations");
     float *p = m->acts_memory;
     for (int i = 0; i < n; i++) { *slots[i].ptr = p; p += slots[i].count; }
     m->batch_size = B;
@@ -676,18 +676,19 @@ void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, const Planner *
     m->config = *config;
     gpt2_param_sizes(m->param_sizes, config);
     m->num_params = gpt2_num_params(config);
-    m->params_memory = (float *)mallocCheck(m->num_params * sizeof(float));
-    m->grads_memory = (float *)callocCheck(m->num_params, sizeof(float));
-    m->m_memory = (float *)callocCheck(m->num_params, sizeof(float));
-    m->v_memory = (float *)callocCheck(m->num_params, sizeof(float));
+    m->params_memory = (float *)host_alloc_huge(m->num_params * sizeof(float), "the parameters");
+    m->grads_memory = (float *)host_alloc_huge(m->num_params * sizeof(float), "the gradients");
+    m->m_memory = (float *)host_alloc_huge(m->num_params * sizeof(float), "AdamW's first moments");
+    m->v_memory = (float *)host_alloc_huge(m->num_params * sizeof(float), "AdamW's second moments");
     point_parameters(&m->params, m->params_memory, m->param_sizes);
     point_parameters(&m->grads, m->grads_memory, m->param_sizes);
     gpt2_alloc_activations(m, B, T);
 }
 
 void gpt2_free(GPT2 *m) {
-    free(m->params_memory); free(m->grads_memory); free(m->m_memory); free(m->v_memory); free(m->muon_scratch);
-    free(m->acts_memory); free(m->att_work.mem); free(m->targets_copy); free(m->inputs_copy);
+    host_free_huge(m->params_memory); host_free_huge(m->grads_memory); host_free_huge(m->m_memory);
+    host_free_huge(m->v_memory); host_free_huge(m->acts_memory);
+    free(m->muon_scratch); free(m->att_work.mem); free(m->targets_copy); free(m->inputs_copy);
 }
 
 // load parameters from a model file (v3 or v5); the file must match the built config

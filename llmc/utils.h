@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
@@ -216,6 +217,53 @@ static inline void *calloc_check(size_t n, size_t size, const char *file, int li
 
 static inline int ckd_mul_size(size_t *out, size_t a, size_t b) { return __builtin_mul_overflow(a, b, out); }
 static inline int ckd_add_size(size_t *out, size_t a, size_t b) { return __builtin_add_overflow(a, b, out); }
+
+// ----------------------------------------------------------------------------
+// large host arrays on transparent huge pages
+
+#define HUGE_PAGE_BYTES ((size_t)2 << 20)
+
+// a huge-page buffer's whole mapping, kept just below the buffer for host_free_huge
+typedef struct {
+    void *base;
+    size_t length;
+} HugeMapping;
+
+/*
+ * A zeroed buffer of `size` bytes for the CPU trainer's large arrays (parameters, gradients, AdamW's
+ * moments, activations), aligned to 2 MiB and marked for transparent huge pages. Linux's default
+ * THP mode ("madvise") gives huge pages only to memory marked so; with 4 KiB pages the passes that
+ * stream through these arrays (AdamW, the elementwise kernels, the packing of matmul operands)
+ * take a TLB miss every 4 KiB, and the hardware prefetchers stop at every page boundary
+ * (dev/bench/RESULTS.md: a d12 step at B=4, T=64 about 9% faster). Where the kernel has no THP the
+ * advice is refused and the buffer stays an ordinary one. `what` names the buffer in the
+ * out-of-memory error. Freed with host_free_huge.
+ */
+static inline void *host_alloc_huge(size_t size, const char *what) {
+    // the body starts past the header at the first 2 MiB boundary, at most 2 MiB into the mapping
+    size_t body, length;
+    if (ckd_add_size(&body, size, HUGE_PAGE_BYTES - 1) || ckd_add_size(&length, body - body % HUGE_PAGE_BYTES, HUGE_PAGE_BYTES)) {
+        llmc_die("out of host memory: %s would take %zu bytes; use a smaller -b or -t", what, size);
+    }
+    body -= body % HUGE_PAGE_BYTES;
+    void *base = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
+        llmc_die("out of host memory allocating %zu bytes (%.2f GiB) for %s: %s; use a smaller -b or -t", size,
+                 size / (1024.0 * 1024.0 * 1024.0), what, strerror(errno));
+    }
+    const uintptr_t start = ((uintptr_t)base + sizeof(HugeMapping) + HUGE_PAGE_BYTES - 1) & ~(uintptr_t)(HUGE_PAGE_BYTES - 1);
+    HugeMapping *mapping = (HugeMapping *)start - 1;
+    mapping->base = base;
+    mapping->length = length;
+    (void)madvise((void *)start, body, MADV_HUGEPAGE);  // refused without THP: 4 KiB pages then
+    return (void *)start;
+}
+
+static inline void host_free_huge(void *p) {
+    if (p == NULL) { return; }
+    const HugeMapping *mapping = (const HugeMapping *)p - 1;
+    munmap(mapping->base, mapping->length);
+}
 
 // ----------------------------------------------------------------------------
 // files and directories

@@ -3,6 +3,7 @@
 # are in test_cuda_sim.sh, against the simulator's allocator):
 #  - --plan prints every row and exits without reading data; its total is within 10% of the peak
 #    RSS the kernel measures for a short run (two model sizes);
+#  - the large arrays are on transparent huge pages where the kernel's THP mode gives them;
 #  - -b auto takes the largest B that fits and divides -d over the ranks, says why on rank 0 and in
 #    main.log's header, the same on 2 ranks; a resume keeps the checkpoint's B (bitwise, and -d -1
 #    keeps its batch), and --plan with -y 1 shows that choice; bad uses stop with one error line;
@@ -40,6 +41,22 @@ EOF
 }
 rss_check L4:C256:H4 8 256
 rss_check L6:C384:H6 4 256
+
+# ---- the large arrays on transparent huge pages, where the kernel gives them to memory marked for
+# them ("madvise", the usual default; with "always" every large allocation has them anyway)
+thp=$(cat /sys/kernel/mm/transparent_hugepage/enabled 2> /dev/null)
+if [[ $thp == *"[madvise]"* || $thp == *"[always]"* ]]; then
+    "$TRAINER" -i train.bin -e L4:C256:H4:T64:V512 -b 8 -t 32 -x 100000 -v 0 -s 0 > thp.txt 2>&1 & pid=$!
+    wait_line "^step 2/" thp.txt 60 "$pid"
+    huge=$(awk '/^AnonHugePages:/ {print $2}' "/proc/$pid/smaps_rollup" 2> /dev/null)
+    kill "$pid" 2> /dev/null; wait "$pid" 2> /dev/null
+    # parameters, gradients and AdamW's moments are 12.6 MB each: 24 huge pages in all if the kernel
+    # had them to give; at least 4 (8 MiB) must be there
+    [ "${huge:-0}" -ge 8192 ] && ok "transparent huge pages (THP mode ${thp}): ${huge} kB of the run's memory" \
+        || bad "transparent huge pages: ${huge:-no} kB AnonHugePages in the run (THP mode $thp)"
+else
+    echo "skip transparent huge pages: THP is off here ($thp)"
+fi
 
 # ---- -b auto
 "$TRAINER" "${SMALL[@]}" -b auto -d 2048 -x 2 -v 0 -o auto > auto.txt 2>&1 || bad "-b auto run failed"
