@@ -276,8 +276,11 @@ static void attention_scores(const AttWork *w, const float *q, const float *k, i
                 w->bp);
 }
 
-void attention_forward(float *out, float *stats, const float *inp, const AttWorkspace *ws, int B, int T, int C, int NH) {
-    const int C3 = 3 * C, HS = C / NH, blocks = (T + ATT_ROWS - 1) / ATT_ROWS;
+// queries [from, T) of each sequence (generation's forward, B = 1, has the rows before `from`; training
+// computes all, from = 0): the blocks start at `from`
+void attention_forward(float *out, float *stats, const float *inp, const AttWorkspace *ws, int B, int T, int from, int C,
+                       int NH) {
+    const int C3 = 3 * C, HS = C / NH, blocks = (T - from + ATT_ROWS - 1) / ATT_ROWS;
     const float scale = 1.0f / sqrtf((float)HS);
     #pragma omp parallel num_threads(ws->threads)
     {
@@ -286,7 +289,7 @@ void attention_forward(float *out, float *stats, const float *inp, const AttWork
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < NH; h++) {
                 for (int blk = 0; blk < blocks; blk++) {
-                    const int r0 = blk * ATT_ROWS, r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T, n = r1 - r0;
+                    const int r0 = from + blk * ATT_ROWS, r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T, n = r1 - r0;
                     const float *q = inp + (size_t)b * T * C3 + h * HS, *k = q + C, *v = q + 2 * C;
                     float *st = stats + (((size_t)b * NH + h) * T + r0) * 2;  // rows r0..r1-1 of the head's (T, 2)
                     attention_scores(&w, q, k, r0, r1, T, C3, HS);
@@ -732,37 +735,48 @@ static LayerActs layer_acts(GPT2 *m, int l, int B, int T) {
  * Forward pass up to the logits for B sequences of T tokens (B, T at most the built sizes):
  * acts.logits (B, T, Vp) holds the raw logits afterwards.
  */
-void gpt2_forward_logits(GPT2 *m, const int *inputs, int B, int T) {
-    if (B > m->batch_size || T > m->seq_len) {
-        llmc_die("internal: forward with B=%d T=%d, built for B=%d T=%d", B, T, m->batch_size, m->seq_len);
+/*
+ * The forward up to the logits of B sequences laid out as (B, T), of each the rows [from, to) only.
+ * Training computes all of them (from 0 to T). Generation's forward (B = 1, T the model's whole
+ * window, so that the layout stays put as the text grows) computes its new tokens' rows on the
+ * activations of the rows before `from`, which an earlier call left there for the same tokens:
+ * every operation but the attention is per row, and a row's attention reads only the rows up to it.
+ */
+static void gpt2_forward_span(GPT2 *m, const int *inputs, int B, int T, int from, int to) {
+    if (B > m->batch_size || T > m->seq_len || from < 0 || from >= to || to > T || (B > 1 && (from > 0 || to < T))) {
+        llmc_die("internal: forward with B=%d T=%d rows %d..%d, built for B=%d T=%d", B, T, from, to, m->batch_size,
+                 m->seq_len);
     }
     const int C = m->config.channels, NH = m->config.num_heads, L = m->config.num_layers, Vp = m->config.padded_vocab_size;
-    const size_t BT = (size_t)B * T;
+    const size_t o = from, N = (size_t)B * to - from;  // the first row computed, and how many (B = 1, or all rows)
     ParameterTensors *p = &m->params;
     ActivationTensors *a = &m->acts;
-    memcpy(m->inputs_copy, inputs, BT * sizeof(int));
+    memcpy(m->inputs_copy + o, inputs + o, N * sizeof(int));
 
-    encoder_forward(a->encoded, inputs, p->wte, p->wpe, B, T, C);
+    encoder_forward(a->encoded + o * C, inputs + o, p->wte, p->wpe + o * C, B, to - from, C);
     for (int l = 0; l < L; l++) {
         LayerParams lp = layer_params(p, &m->config, l);
         LayerActs la = layer_acts(m, l, B, T);
         // residual2 = residual + attproj(attention(qkv(ln1(residual))))
-        layernorm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.residual, lp.ln1w, lp.ln1b, B, T, C);
-        matmul_forward(la.qkv, la.ln1, lp.qkvw, lp.qkvb, B, T, C, 3 * C);
-        attention_forward(la.atty, la.att_stats, la.qkv, &m->att_work, B, T, C, NH);
-        matmul_forward(a->proj, la.atty, lp.attprojw, lp.attprojb, B, T, C, C);
-        residual_forward(la.residual2, la.residual, a->proj, BT * C);
+        layernorm_forward(la.ln1 + o * C, la.ln1_mean + o, la.ln1_rstd + o, la.residual + o * C, lp.ln1w, lp.ln1b, 1, N, C);
+        matmul_forward(la.qkv + o * 3 * C, la.ln1 + o * C, lp.qkvw, lp.qkvb, 1, N, C, 3 * C);
+        attention_forward(la.atty, la.att_stats, la.qkv, &m->att_work, B, to, from, C, NH);  // B = 1 or to = T
+        matmul_forward(a->proj + o * C, la.atty + o * C, lp.attprojw, lp.attprojb, 1, N, C, C);
+        residual_forward(la.residual2 + o * C, la.residual + o * C, a->proj + o * C, N * C);
         // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
-        layernorm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, lp.ln2w, lp.ln2b, B, T, C);
-        matmul_forward(la.fch, la.ln2, lp.fcw, lp.fcb, B, T, C, 4 * C);
-        gelu_forward(la.fch_gelu, la.fch, BT * 4 * C);
-        matmul_forward(a->proj, la.fch_gelu, lp.fcprojw, lp.fcprojb, B, T, 4 * C, C);
-        residual_forward(la.residual3, la.residual2, a->proj, BT * C);
+        layernorm_forward(la.ln2 + o * C, la.ln2_mean + o, la.ln2_rstd + o, la.residual2 + o * C, lp.ln2w, lp.ln2b, 1, N,
+                          C);
+        matmul_forward(la.fch + o * 4 * C, la.ln2 + o * C, lp.fcw, lp.fcb, 1, N, C, 4 * C);
+        gelu_forward(la.fch_gelu + o * 4 * C, la.fch + o * 4 * C, N * 4 * C);
+        matmul_forward(a->proj + o * C, la.fch_gelu + o * 4 * C, lp.fcprojw, lp.fcprojb, 1, N, 4 * C, C);
+        residual_forward(la.residual3 + o * C, la.residual2 + o * C, a->proj + o * C, N * C);
     }
-    const float *last = a->residual3 + (L - 1) * BT * C;
-    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, last, p->lnfw, p->lnfb, B, T, C);
-    matmul_forward(a->logits, a->lnf, p->wte, NULL, B, T, C, Vp);
+    const float *last = a->residual3 + (L - 1) * (size_t)B * T * C;
+    layernorm_forward(a->lnf + o * C, a->lnf_mean + o, a->lnf_rstd + o, last + o * C, p->lnfw, p->lnfb, 1, N, C);
+    matmul_forward(a->logits + o * Vp, a->lnf + o * C, p->wte, NULL, 1, N, C, Vp);
 }
+
+void gpt2_forward_logits(GPT2 *m, const int *inputs, int B, int T) { gpt2_forward_span(m, inputs, B, T, 0, T); }
 
 /*
  * Forward pass for B sequences of T tokens. With targets, fills acts.losses (B,T) and returns
@@ -906,10 +920,17 @@ static void cpu_forward_losses(Backend *b, const int *inputs, const int *targets
     memcpy(losses, m->acts.losses, (size_t)B * T * sizeof(float));
 }
 
-static void cpu_forward_probs(Backend *b, const int *tokens, int T, int pos, float *probs) {
+// generation: rows laid out as one sequence of the whole window (m->seq_len), so that a growing
+// text keeps its rows where they are and each call computes only the tokens after `cached`
+// (the rows of an earlier call's tokens are only read: the text's new rows cost what one token's
+// forward costs, not what the whole text's does)
+static void cpu_forward_probs(Backend *b, const int *tokens, int T, int pos, int cached, float *probs) {
     GPT2 *m = (GPT2 *)b->self;
-    gpt2_forward(m, tokens, NULL, 1, T);
-    memcpy(probs, m->acts.logits + (size_t)pos * m->config.padded_vocab_size, m->config.vocab_size * sizeof(float));
+    const int Vp = m->config.padded_vocab_size, from = cached < pos ? cached : pos;
+    gpt2_forward_span(m, tokens, 1, m->seq_len, from, T);
+    float *rows = m->acts.logits + (size_t)from * Vp;
+    softmax_crossentropy_forward(rows, m->acts.losses + from, NULL, 1, T - from, m->config.vocab_size, Vp);
+    memcpy(probs, m->acts.logits + (size_t)pos * Vp, m->config.vocab_size * sizeof(float));
 }
 
 static void cpu_copy_params(Backend *b, size_t offset, size_t count, void *dst) {

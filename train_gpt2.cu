@@ -891,7 +891,8 @@ static void cuda_forward_losses(Backend *b, const int *inputs, const int *target
 
 // softmax over the V real tokens of the logits at position pos, on the host (V values, once per
 // sampled token: not worth a kernel), from the bf16 logits
-static void cuda_forward_probs(Backend *b, const int *tokens, int T, int pos, float *probs) {
+static void cuda_forward_probs(Backend *b, const int *tokens, int T, int pos, int cached, float *probs) {
+    (void)cached;  // the whole forward each time: a GPU runs it in milliseconds
     GPT2 *m = (GPT2 *)b->self;
     const int V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
     gpt2_forward(m, tokens, NULL, 1, T, FWD_LOGITS, 0.0f);

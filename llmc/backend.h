@@ -60,8 +60,10 @@ typedef struct Backend {
     // Forward only: per-token losses (B*T floats, host memory) of a batch.
     void (*forward_losses)(struct Backend *b, const int *inputs, const int *targets, int B, int T, float *losses);
     // Forward only, one sequence of length T: softmax probabilities over the V real tokens at
-    // position pos (host memory, V floats).
-    void (*forward_probs)(struct Backend *b, const int *tokens, int T, int pos, float *probs);
+    // position pos (host memory, V floats). cached: how many leading tokens are those of the
+    // previous call, with the same parameters since (generation's growing text; 0 for a new one):
+    // the backend may keep their activations and compute only the positions after them.
+    void (*forward_probs)(struct Backend *b, const int *tokens, int T, int pos, int cached, float *probs);
     // Model files: the parameters as the backend saves them (model_version 3: fp32, 5: bf16, the
     // element type copy_params writes), and loading. copy_params copies parameters [offset,
     // offset+count) into host memory.

@@ -225,7 +225,34 @@ static void gemm_serial(float *out, size_t ldo, GemmOperand a, GemmOperand b, in
     gemm_blocks(out, ldo, a, b, rows, cols, inner, accumulate, ap, bp, 0);
 }
 
+// up to this many rows, the forward's product skips the packing (gemm_nt_few_rows)
+#define GEMM_FEW_ROWS 4
+
+/*
+ * out (M,N) = a (M,K) @ w (N,K)^T for a few rows, as generation's forward has (its one new token):
+ * each output is a dot product of two contiguous rows, so w is read once, straight from memory,
+ * where packing it would read it and write it again for a single use (one token of a d12 forward:
+ * dev/bench/RESULTS.md). The threads take columns; each output is one thread's sum.
+ */
+static void gemm_nt_few_rows(float *out, const float *a, const float *w, int M, int N, int K) {
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *wn = w + (size_t)n * K;
+        for (int m = 0; m < M; m++) {
+            const float *am = a + (size_t)m * K;
+            float sum = 0.0f;
+            #pragma omp simd reduction(+ : sum)
+            for (int k = 0; k < K; k++) { sum += am[k] * wn[k]; }
+            out[(size_t)m * N + n] = sum;
+        }
+    }
+}
+
 static void builtin_nt(float *out, const float *a, const float *w, int M, int N, int K) {
+    if (M <= GEMM_FEW_ROWS) {
+        gemm_nt_few_rows(out, a, w, M, N, K);
+        return;
+    }
     gemm_packed(out, N, (GemmOperand){a, K, 1}, (GemmOperand){w, K, 1}, M, N, K, 0);
 }
 static void builtin_nn(float *out, const float *a, const float *w, int M, int N, int K) {

@@ -105,7 +105,7 @@ static inline void train_sample(const TrainArgs *a, Backend *b, Tokenizer *tok, 
     tokens[0] = GPT2_EOT < V ? GPT2_EOT : 0;
     printf("generating:\n---\n");
     for (int t = 1; t <= n; t++) {
-        b->forward_probs(b, tokens, t, t - 1, probs);
+        b->forward_probs(b, tokens, t, t - 1, t - 1, probs);  // tokens[0, t-1) as in the previous call
         int next = sample_token(probs, V, a->temperature, a->top_k, sample_random_f32(rng), scratch);
         if (t < a->T) { tokens[t] = next; }
         if (tok->init_ok) { safe_printf(tokenizer_decode(tok, (uint32_t)next)); } else { printf("%d ", next); }
@@ -187,7 +187,9 @@ static inline int generate_run(const TrainArgs *a, Backend *b) {
     fflush(stdout);
     for (size_t n = prompt.n; n < total; n++) {
         size_t len = n < (size_t)Tctx ? n : (size_t)Tctx;  // the window: the last Tctx tokens
-        b->forward_probs(b, tokens + (n - len), (int)len, (int)len - 1, probs);
+        // the previous call's tokens lead this one's until the window starts to slide
+        const int cached = n > prompt.n && n <= (size_t)Tctx ? (int)n - 1 : 0;
+        b->forward_probs(b, tokens + (n - len), (int)len, (int)len - 1, cached, probs);
         int next = sample_token(probs, V, a->temperature, a->top_k, sample_random_f32(&rng), scratch);
         tokens[n] = next;
         size_t nb;

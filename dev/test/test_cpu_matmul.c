@@ -181,7 +181,8 @@ int main(void) {
     // (M, N, K): single elements, edges of every panel and tile size, inner widths across chunks
     const int sizes[][3] = {{1, 1, 1}, {1, 7, 3}, {5, 1, 9}, {13, 33, 17}, {12, 32, 256}, {25, 65, 257},
                             {97, 129, 513}, {6, 16, 700}, {200, 70, 31}, {64, 520, 40},
-                            {2051, 2050, 9}};  // past one output block (GEMM_BLOCK) both ways
+                            {2051, 2050, 9},  // past one output block (GEMM_BLOCK) both ways
+                            {3, 50, 300}, {4, 2304, 768}, {5, 31, 300}};  // gemm_nt's few rows, and one more
     for (size_t n = 0; n < sizeof(sizes) / sizeof(sizes[0]); n++) {
         for (int s = 0; s < 3; s++) { check_shape(s, sizes[n][0], sizes[n][1], sizes[n][2]); }
     }
