@@ -225,14 +225,15 @@ static void gemm_serial(float *out, size_t ldo, GemmOperand a, GemmOperand b, in
     gemm_blocks(out, ldo, a, b, rows, cols, inner, accumulate, ap, bp, 0);
 }
 
-// up to this many rows, the forward's product skips the packing (gemm_nt_few_rows)
+// up to this many rows, the forward's product is gemm_nt_few_rows, with either kernel
 #define GEMM_FEW_ROWS 4
 
 /*
  * out (M,N) = a (M,K) @ w (N,K)^T for a few rows, as generation's forward has (its one new token):
  * each output is a dot product of two contiguous rows, so w is read once, straight from memory,
- * where packing it would read it and write it again for a single use (one token of a d12 forward:
- * dev/bench/RESULTS.md). The threads take columns; each output is one thread's sum.
+ * where the built-in kernel's packing would read it and write it again for a single use, and
+ * OpenBLAS took 2.3x as long (one token of a d12 forward: dev/bench/RESULTS.md). The threads take
+ * columns; each output is one thread's sum.
  */
 static void gemm_nt_few_rows(float *out, const float *a, const float *w, int M, int N, int K) {
     #pragma omp parallel for schedule(static)
@@ -249,10 +250,6 @@ static void gemm_nt_few_rows(float *out, const float *a, const float *w, int M, 
 }
 
 static void builtin_nt(float *out, const float *a, const float *w, int M, int N, int K) {
-    if (M <= GEMM_FEW_ROWS) {
-        gemm_nt_few_rows(out, a, w, M, N, K);
-        return;
-    }
     gemm_packed(out, N, (GemmOperand){a, K, 1}, (GemmOperand){w, K, 1}, M, N, K, 0);
 }
 static void builtin_nn(float *out, const float *a, const float *w, int M, int N, int K) {
@@ -311,6 +308,10 @@ static void openblas_tn_acc(float *out, const float *a, const float *x, int M, i
 #endif
 
 static void gemm_nt(float *out, const float *a, const float *w, int M, int N, int K) {
+    if (M <= GEMM_FEW_ROWS) {
+        gemm_nt_few_rows(out, a, w, M, N, K);
+        return;
+    }
     (gemm_builtin() ? builtin_nt : openblas_nt)(out, a, w, M, N, K);
 }
 static void gemm_nn(float *out, const float *a, const float *w, int M, int N, int K) {
