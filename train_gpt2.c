@@ -270,10 +270,19 @@ static void attention_probs_row(float *row, const float stats[2], int t, int wid
     for (int j = t + 1; j < width; j++) { row[j] = 0.0f; }
 }
 
-// a block's scores (n, r1) = q[r0:r1] . k[0:r1]^T into the thread's w.p, row stride T
-static void attention_scores(const AttWork *w, const float *q, const float *k, int r0, int r1, int T, int C3, int HS) {
+// a block's probabilities (n, r1) into the thread's w.p, row stride T: the scores q[r0:r1] . k[0:r1]^T,
+// then each row's softmax. The forward writes each row's stats into stats_out; the backward passes
+// the forward's as stats_in (stats_out NULL) to recompute the same bits. Both point at row r0's.
+static void attention_block_probs(const AttWork *w, const float *q, const float *k, float *stats_out, const float *stats_in,
+                                  int r0, int r1, int T, int C3, int HS, float scale) {
     gemm_serial(w->p, T, (GemmOperand){q + (size_t)r0 * C3, C3, 1}, (GemmOperand){k, C3, 1}, r1 - r0, r1, HS, 0, w->ap,
                 w->bp);
+    for (int t = r0; t < r1; t++) {
+        float *row = w->p + (size_t)(t - r0) * T;
+        const size_t s = (size_t)(t - r0) * 2;
+        if (stats_out) { attention_softmax_row(row, stats_out + s, t, r1, scale); }
+        else { attention_probs_row(row, stats_in + s, t, r1, scale); }
+    }
 }
 
 // queries [from, T) of each sequence (generation's forward, B = 1, has the rows before `from`; training
@@ -292,10 +301,7 @@ void attention_forward(float *out, float *stats, const float *inp, const AttWork
                     const int r0 = from + blk * ATT_ROWS, r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T, n = r1 - r0;
                     const float *q = inp + (size_t)b * T * C3 + h * HS, *k = q + C, *v = q + 2 * C;
                     float *st = stats + (((size_t)b * NH + h) * T + r0) * 2;  // rows r0..r1-1 of the head's (T, 2)
-                    attention_scores(&w, q, k, r0, r1, T, C3, HS);
-                    for (int t = r0; t < r1; t++) {
-                        attention_softmax_row(w.p + (size_t)(t - r0) * T, st + (size_t)(t - r0) * 2, t, r1, scale);
-                    }
+                    attention_block_probs(&w, q, k, st, NULL, r0, r1, T, C3, HS, scale);
                     // out[r0:r1] (n, HS) = p (n, r1) . v[0:r1]
                     gemm_serial(out + ((size_t)b * T + r0) * C + h * HS, C, (GemmOperand){w.p, T, 1},
                                 (GemmOperand){v, 1, C3}, n, HS, r1, 0, w.ap, w.bp);
@@ -331,10 +337,7 @@ void attention_backward(float *dinp, const float *dout, const float *inp, const 
                 for (int blk = 0; blk < blocks; blk++) {
                     const int r0 = blk * ATT_ROWS, r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T, n = r1 - r0;
                     const float *st = stats + (((size_t)b * NH + h) * T + r0) * 2;
-                    attention_scores(&w, q, k, r0, r1, T, C3, HS);
-                    for (int t = r0; t < r1; t++) {
-                        attention_probs_row(w.p + (size_t)(t - r0) * T, st + (size_t)(t - r0) * 2, t, r1, scale);
-                    }
+                    attention_block_probs(&w, q, k, NULL, st, r0, r1, T, C3, HS, scale);
                     // dv[0:r1] (r1, HS) += p^T (r1, n) . dy[r0:r1]
                     gemm_serial(dv, C3, (GemmOperand){w.p, 1, T}, (GemmOperand){dy + (size_t)r0 * C, 1, C}, r1, HS, n, 1,
                                 w.ap, w.bp);
