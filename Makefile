@@ -24,9 +24,12 @@ CC ?= cc
 PYTHON ?= /usr/bin/python3
 CFLAGS ?= -O3 -march=native
 # -ffast-math lets GCC vectorize reductions and call glibc's vector tanhf/expf (about 1.3x on the
-# CPU trainer); -fno-finite-math-only keeps isnan/isinf working for the numeric guards
-CFLAGS += -ffast-math -fno-finite-math-only
-CFLAGS += -std=gnu11 -Wall -Wno-unused-function -Wno-unknown-pragmas -Wno-format-truncation -D_GNU_SOURCE
+# CPU trainer); -fno-finite-math-only keeps isnan/isinf working for the numeric guards. These (and
+# -fopenmp below) are added to any CFLAGS, also one given as `make CFLAGS=...` (hence override),
+# which replaces only the optimization and target flags
+CFLAGS_COMMON := -ffast-math -fno-finite-math-only \
+                 -std=gnu11 -Wall -Wno-unused-function -Wno-unknown-pragmas -Wno-format-truncation -D_GNU_SOURCE
+override CFLAGS += $(CFLAGS_COMMON)
 LDLIBS_CPU = -lm
 
 # quiet probes: a tiny program is compiled with the candidate flags; "1" if it builds
@@ -40,7 +43,7 @@ BLAS_PROG := \#include <cblas.h>\nint main(void){cblas_sgemm(CblasRowMajor,Cblas
 ifeq ($(NO_OMP),1)
   $(info OpenMP:   off (NO_OMP=1))
 else ifeq ($(call probe,$(OMP_PROG),-fopenmp),1)
-  CFLAGS += -fopenmp
+  override CFLAGS += -fopenmp
   $(info OpenMP:   found)
 else
   $(info OpenMP:   not found, CPU code runs on one thread)

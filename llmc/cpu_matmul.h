@@ -357,13 +357,19 @@ static void gemm_kernel_name(char *buf, size_t n) {
 
 // a line for the trainer to print when a faster matmul is to be had here, else NULL: a build
 // without OpenBLAS on a CPU without AVX-512, where OpenBLAS's kernels are faster (1.15x per d12
-// step at AVX2 width)
+// step at AVX2 width), or on another architecture, where ours runs generic vectors (ARM: NEON's
+// 4 floats) and OpenBLAS has kernels for the CPU
 static const char *gemm_hint(void) {
 #ifndef USE_BLAS
+#if defined(__x86_64__)
     if (GEMM_VL < 16) {
         return "the built-in kernel is slower than OpenBLAS on CPUs without AVX-512; apt-get install "
                "libopenblas-openmp-dev and rebuild";
     }
+#else
+    return "the built-in kernel has no code of its own for this CPU (generic 4-float vectors), OpenBLAS has; "
+           "apt-get install libopenblas-openmp-dev and rebuild";
+#endif
 #endif
     return NULL;
 }

@@ -18,12 +18,13 @@ source scripts/setup_lib.sh
 # the test starts and stops them itself, with its own configuration); the test scripts' Python
 # (numpy, matplotlib, pip); clang and its sanitizer/fuzzer runtime for the fuzz and sanitizer
 # tests (libclang-rt-dev: the runtime of the default clang, libclang-rt-14-dev on Debian 12;
-# Ubuntu 22.04's clang has it inside and no such package)
+# Ubuntu 22.04's clang has it inside and no such package); the aarch64 cross compilers and
+# qemu-user, which run the ARM64 builds (test-aarch64)
 need_packages --have have_build_tools build-essential pkg-config xz-utils procps \
     libopenblas-openmp-dev openmpi-bin libopenmpi-dev libpcre2-dev \
     iproute2 slurmctld slurmd slurm-client munge \
     python3-numpy python3-matplotlib python3-pip python3-protobuf \
-    clang '?libclang-rt-dev'
+    clang '?libclang-rt-dev' gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user
 # the PyTorch reference: Debian 12's python3-torch (1.13), else PyTorch's CPU wheel (setup_lib.sh)
 need_torch /usr/bin/python3
 # independent references from PyPI: tiktoken (tokenizer ids), transformers (export check),

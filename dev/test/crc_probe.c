@@ -1,5 +1,6 @@
 /*
- * CRC-32 of llmc/utils.h (folded with PCLMULQDQ on x86-64 where the CPU has it, slicing-by-8
+ * CRC-32 of llmc/utils.h (folded with PCLMULQDQ on x86-64 where the CPU has it, ARMv8's CRC32
+ * instructions in an aarch64 build for a CPU with them, slicing-by-8
  * otherwise) for dev/test/test_checkpoints.sh to compare with Python's zlib.crc32: one line
  * "<offset> <length> <crc>" per slice of a pseudo-random buffer, every length 0-300 at offsets 0-3
  * (every tail and alignment around the 64- and 16-byte folds), then large lengths fed in uneven

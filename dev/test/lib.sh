@@ -11,7 +11,7 @@
 #                                             test_gpu.sh, fresh_machine.sh, the Makefile)
 # The tools: ROOT (the repo), PY, MPIRUN, MPI_HINT, have_mpi [binary], skip_or_fail <test> <what
 # is missing> <command that provides it>, unpack_embedded <dir>, compare_logs <a> <b> KEY=TOL...,
-# shard_cut <in> <out> <from> <to>, shard_put <in> <out> <position> <token>,
+# shard_cut <in> <out> <from> <to>, crc_against_zlib <data> <lines>, shard_put <in> <out> <position> <token>,
 # ok <what> (the line of a check that passed), stand_in_curl <bindir>, gpu_machine_tree <dir>,
 # stand_in_binaries <tree> <C statement>, tee_killed <name> <err|both> <cmd...>, rank_pid <rank>
 # <pattern>, tgkill_other <pid> <signal number> (the last three in a test only).
@@ -73,6 +73,18 @@ if not (0 <= token < 65536 and 0 <= pos and 1024 + 2 * pos + 2 <= len(data)):
     sys.exit(f"error: shard_put: token {token} at position {pos}: out of range of {src}")
 data[1024 + 2 * pos:1024 + 2 * pos + 2] = token.to_bytes(2, "little")
 open(dst, "wb").write(data)
+EOF
+}
+
+# crc_against_zlib DATA LINES: every "<offset> <length> <crc>" line of dev/test/crc_probe's output
+# (LINES) is Python's zlib.crc32 of those bytes of DATA
+crc_against_zlib() {
+    "$PY" - "$1" "$2" <<'EOF'
+import sys, zlib
+data = open(sys.argv[1], "rb").read()
+for line in open(sys.argv[2]):
+    off, n, crc = map(int, line.split())
+    assert zlib.crc32(data[off:off + n]) == crc, f"offset {off} length {n}: {crc:08x}, zlib {zlib.crc32(data[off:off + n]):08x}"
 EOF
 }
 

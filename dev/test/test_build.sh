@@ -42,6 +42,16 @@ else
     bad "train_gpt2 does not link libgomp: the Makefile found no OpenMP in gcc"
 fi
 
+# CFLAGS on make's command line (a portable build: make CFLAGS="-O2 -march=x86-64-v3") replaces
+# the optimization and target flags only: OpenMP, the fast-math pair and the warnings stay
+cmd=$(CFLAGS= make -C "$W" -n -B train_gpt2 CFLAGS="-O1 -g" 2>/dev/null | grep -E '^(cc|gcc|clang) .* train_gpt2\.c')
+lacks=$(for f in -O1 -g -fopenmp -ffast-math -fno-finite-math-only -std=gnu11; do [[ " $cmd " == *" $f "* ]] || echo "$f"; done)
+if [ -n "$lacks" ] || [[ " $cmd " == *" -march=native "* ]]; then
+    bad "make CFLAGS=\"-O1 -g\": the compile command lacks $(echo $lacks) or keeps -march=native: $cmd"
+else
+    ok "make CFLAGS=\"-O1 -g\" keeps -fopenmp and the fast-math flags, drops -march=native"
+fi
+
 # an nvcc older than CUDA 12 counts as none: one line names it, the CPU targets build, and a CUDA
 # target stops with the reason (stand-ins that print only their version)
 mkdir -p "$TMP/cuda11/bin" "$TMP/cuda12/bin"

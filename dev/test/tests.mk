@@ -9,13 +9,13 @@ SKIP_OR_FAIL = bash -c '. dev/test/lib.sh --tools && skip_or_fail "$$@"' skip_or
 NVCC_HINT = install the CUDA toolkit 12 or 13 (https://developer.nvidia.com/cuda-downloads) or put nvcc on PATH
 
 # in the order make test starts them, the longest first (two at a time, the lanes then end together)
-TEST_TARGETS = test-cuda-trainer-sim test-multihost test-cuda-sim test-fuzz test-torch-ddp test-sanitize test-model test-books-smoke \
+TEST_TARGETS = test-cuda-trainer-sim test-aarch64 test-multihost test-cuda-sim test-fuzz test-torch-ddp test-sanitize test-model test-books-smoke \
                test-gpu-script test-hang test-finetune test-cuda-build test-checkpoints test-tokenizer test-generate test-cpu-matmul \
                test-bad-input test-build test-muon test-data test-resume test-bootstrap test-plan test-attention-sim test-export \
                test-run-state test-cuda-host test-prebuilt test-mpi test-plot test-hellaswag test-bench-tools test-tensorboard \
                test-init test-loader test-setup
 
-.PHONY: test test-builds fixtures fixtures-cuda $(TEST_TARGETS) test-gpu bench-gpu bench-tokenizer cuda-kernels fuzz fuzz-build sim-coverage
+.PHONY: test test-builds fixtures fixtures-cuda aarch64-programs $(TEST_TARGETS) test-gpu bench-gpu bench-tokenizer cuda-kernels fuzz fuzz-build sim-coverage
 
 # every test, two at a time (dev/test/run_suite.sh: one line per test, each one's output in
 # build/test-logs/), after one make of all they build: each test's own prerequisites, and
@@ -320,6 +320,32 @@ SIM_TRAINER_MAKE = -C dev/cuda -j2 sim-trainer SIM_MPI=$(if $(MPICC),1,0) SIM_ST
 test-cuda-trainer-sim: train_gpt2
 	$(MAKE) $(SIM_TRAINER_MAKE)
 	PYTHON=$(PYTHON) bash dev/test/test_cuda_sim.sh build/cuda_sim
+
+# ARM64 (aarch64: NVIDIA Grace in a GH200, AWS Graviton, Ampere): the CPU trainer, its model test
+# and the CRC cross-compiled by Debian's aarch64 gcc with -Werror (x86-only code
+# must be guarded), run under qemu-aarch64 (dev/test/test_aarch64.sh); and the CUDA trainer's host
+# code compiled for aarch64 and run as the simulator's trainer. armv8.2-a: every ARM server core
+# since Neoverse N1 (Graviton2), CRC32 instructions included. No OpenBLAS or PCRE2 for arm64 here
+# (they would need the arm64 archive): the built-in matmul, no --prompt.
+AARCH64_CC ?= aarch64-linux-gnu-gcc
+AARCH64_CXX ?= aarch64-linux-gnu-g++
+AARCH64_BUILD = build/aarch64
+AARCH64_CFLAGS = -O2 -march=armv8.2-a $(CFLAGS_COMMON) -fopenmp -Werror
+AARCH64_PROGRAMS = $(addprefix $(AARCH64_BUILD)/,train_gpt2 test_gpt2 crc_probe cuda_sim/train_gpt2cu)
+$(AARCH64_BUILD)/train_gpt2: train_gpt2.c $(CPU_HEADERS)
+	@mkdir -p $(@D)
+	$(AARCH64_CC) $(AARCH64_CFLAGS) $< -o $@ -lm
+$(AARCH64_BUILD)/test_gpt2: test_gpt2.c train_gpt2.c $(CPU_HEADERS) dev/test/model_test.h
+	@mkdir -p $(@D)
+	$(AARCH64_CC) $(AARCH64_CFLAGS) $< -o $@ -lm
+$(AARCH64_BUILD)/crc_probe: dev/test/crc_probe.c llmc/utils.h
+	@mkdir -p $(@D)
+	$(AARCH64_CC) $(AARCH64_CFLAGS) $< -o $@
+$(AARCH64_BUILD)/cuda_sim/train_gpt2cu: $(wildcard train_gpt2.cu $(CUDA_HEADERS) dev/cuda/sim/*.h dev/cuda/sim/*.cuh)
+	$(MAKE) -C dev/cuda SIM_BUILD=../../$(AARCH64_BUILD)/cuda_sim SIM_CXX=$(AARCH64_CXX) SIM_MPI=0 ../../$@
+aarch64-programs: $(AARCH64_PROGRAMS)
+test-aarch64: fixtures train_gpt2
+	PYTHON=$(PYTHON) bash dev/test/test_aarch64.sh
 
 # not a test: the lines of the CUDA trainer that no test of test-cuda-trainer-sim runs, from gcc's
 # line coverage of the simulated trainer (dev/cuda/sim_coverage.sh)
