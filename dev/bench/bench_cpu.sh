@@ -25,7 +25,8 @@ die() { echo "bench_cpu: $*" >&2; exit 1; }
 [[ $STEPS =~ ^[0-9]+$ ]] && [ "$STEPS" -ge 2 ] || die "STEPS must be an integer >= 2, not '$STEPS'"
 [[ $THREADS =~ ^[1-9][0-9]*$ ]] || die "THREADS must be a positive integer, not '$THREADS'"
 [[ $B =~ ^[1-9][0-9]*$ ]] && [[ $T =~ ^[1-9][0-9]*$ ]] && [ "$T" -le 1024 ] || die "B must be a positive integer and T one up to 1024, not B='$B' T='$T'"
-CPU="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+# x86's /proc/cpuinfo names the model; ARM's does not, lscpu does
+CPU="$({ grep -m1 'model name' /proc/cpuinfo || lscpu 2>/dev/null | grep -m1 'Model name' || echo ': unknown CPU'; } | cut -d: -f2 | xargs)"
 
 # our trainer, built as the Makefile builds it (or NO_BLAS=1), on a fresh random shard
 bench_ours() {

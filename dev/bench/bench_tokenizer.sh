@@ -28,7 +28,7 @@ if [ -z "$text" ]; then
     xz -dc "$SHARED/corpus/train.txt.xz" > "$text"
 fi
 bytes=$(stat -c %s "$text")
-echo "text: $text ($bytes bytes); $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "text: $text ($bytes bytes); $(nproc) cores: $({ grep -m1 'model name' /proc/cpuinfo || lscpu 2>/dev/null | grep -m1 'Model name' || echo ': unknown CPU'; } | cut -d: -f2 | xargs)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 ours() {  # ours THREADS -> best "seconds rss_kb"
