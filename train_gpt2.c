@@ -735,10 +735,6 @@ static LayerActs layer_acts(GPT2 *m, int l, int B, int T) {
 }
 
 /*
- * Forward pass up to the logits for B sequences of T tokens (B, T at most the built sizes):
- * acts.logits (B, T, Vp) holds the raw logits afterwards.
- */
-/*
  * The forward up to the logits of B sequences laid out as (B, T), of each the rows [from, to) only.
  * Training computes all of them (from 0 to T). Generation's forward (B = 1, T the model's whole
  * window, so that the layout stays put as the text grows) computes its new tokens' rows on the
@@ -779,6 +775,8 @@ static void gpt2_forward_span(GPT2 *m, const int *inputs, int B, int T, int from
     matmul_forward(a->logits + o * Vp, a->lnf + o * C, p->wte, NULL, 1, N, C, Vp);
 }
 
+// forward pass up to the logits for B sequences of T tokens (B, T at most the built sizes):
+// acts.logits (B, T, Vp) holds the raw logits afterwards
 void gpt2_forward_logits(GPT2 *m, const int *inputs, int B, int T) { gpt2_forward_span(m, inputs, B, T, 0, T); }
 
 /*

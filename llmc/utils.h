@@ -235,7 +235,7 @@ typedef struct {
  * THP mode ("madvise") gives huge pages only to memory marked so; with 4 KiB pages the passes that
  * stream through these arrays (AdamW, the elementwise kernels, the packing of matmul operands)
  * take a TLB miss every 4 KiB, and the hardware prefetchers stop at every page boundary
- * (dev/bench/RESULTS.md: a d12 step at B=4, T=64 about 9% faster). Where the kernel has no THP the
+ * (dev/bench/RESULTS.md: a d12 step 5-8% faster). Where the kernel has no THP the
  * advice is refused and the buffer stays an ordinary one. `what` names the buffer in the
  * out-of-memory error. Freed with host_free_huge.
  */

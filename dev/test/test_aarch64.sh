@@ -26,7 +26,7 @@ make -C "$ROOT" --no-print-directory aarch64-programs > build.log 2>&1 || { bad 
 ok "built for aarch64 with -Werror: train_gpt2, test_gpt2, crc_probe; train_gpt2cu's host code (the simulator's trainer)"
 ARM=$ROOT/build/aarch64
 arm() { QEMU_LD_PREFIX=$SYSROOT OMP_NUM_THREADS=1 qemu-aarch64 "$@"; }
-file "$ARM/train_gpt2" | grep -q 'ARM aarch64' || bad "build/aarch64/train_gpt2 is not an aarch64 binary: $(file "$ARM/train_gpt2")"
+readelf -h "$ARM/train_gpt2" | grep -q 'Machine: *AArch64' || bad "build/aarch64/train_gpt2 is not an aarch64 binary: $(readelf -h "$ARM/train_gpt2" | grep Machine)"
 
 # ---- the model test against PyTorch, and a checkpoint resumed bit for bit
 F=$ROOT/dev/test/fixtures
