@@ -1158,6 +1158,15 @@ class Dist:
             self.launcher = "torchrun"
             if not 0 <= self.rank < self.world:
                 die(f"torchrun gave rank {self.rank} of world size {self.world}; the rank must be below the world size")
+            if "TORCHELASTIC_RUN_ID" in env and os.getpgrp() != os.getpid():  # not a group (or session) leader yet
+                # a process group of its own, as mpirun's ranks have: a Ctrl-C (or a closed terminal's
+                # SIGHUP) then reaches torchrun alone, which passes it on once. In torchrun's group the
+                # rank got it twice, from the terminal and from torchrun, and the second exited at once;
+                # the C trainers tell the two apart by the sender (llmc/signals.h), which Python's
+                # signal handlers do not see. SIGTTOU ignored: a terminal set to `stty tostop` would
+                # otherwise stop a writer outside its foreground group
+                signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+                os.setpgid(0, 0)
         if self.world > 1:
             RANK_PREFIX = f"[rank {self.rank}] "
         self.cuda = torch.cuda.is_available()

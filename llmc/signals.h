@@ -1,7 +1,13 @@
 /*
  * Preemption: SIGTERM or SIGINT asks the run to stop cleanly. The training loop checks the flag
  * once per step (all ranks agree through a max-reduction), finishes the step, writes a
- * checkpoint and exits 0 with a line that says how to resume. A second signal exits at once.
+ * checkpoint and exits 0 with a line that says how to resume. A second signal exits at once,
+ * except the one a launcher passes on of a stop that reached the process itself too: torchrun
+ * forwards the SIGINT of a Ctrl-C (and the SIGHUP of a closed terminal) that the terminal already
+ * sent to its whole process group, its workers included, and a SIGTERM that systemd sent to every
+ * process of the unit; so a signal from the parent process (the launcher) after a first one from
+ * elsewhere is that same stop, not a second request. Every launcher ends its processes with SIGKILL
+ * when it no longer waits (torchrun after 30 s, mpirun after 2 s), so ignoring it loses nothing.
  * SIGHUP (the terminal closed), SIGUSR1 and SIGUSR2 (the signals SLURM's --signal sends in the
  * setups of Lightning and submitit) and SIGPIPE (the reader of stdout or stderr left: `| tee`
  * ended by the same Ctrl-C, or killed) stop the run the same way instead of ending it at once with
@@ -25,8 +31,26 @@
 
 static volatile sig_atomic_t llmc_stop_signal = 0;  // the first signal received, 0 if none
 static pthread_t llmc_main_thread;                    // set (atomically) before the handler is installed
+// who sent the first stop signal (SIGPIPE aside): set on the thread that received it, as the
+// sender is lost when that thread passes the signal on to the main thread
+enum { STOP_FROM_NOBODY = 0, STOP_FROM_PARENT = 1, STOP_FROM_ELSEWHERE = 2 };
+static int llmc_stop_origin = STOP_FROM_NOBODY;
 
-static void llmc_on_signal(int sig) {
+// 1 when this stop signal is the launcher passing on a stop that came to this process already
+static int stop_passed_on(int sig, const siginfo_t *info) {
+    if (sig == SIGPIPE) { return 0; }
+    // kill() and sigqueue() name their sender; the terminal's signals (SI_KERNEL) have none
+    const int from_parent = info != NULL && (info->si_code == SI_USER || info->si_code == SI_QUEUE) &&
+                            info->si_pid == getppid();
+    int origin = STOP_FROM_NOBODY;
+    __atomic_compare_exchange_n(&llmc_stop_origin, &origin, from_parent ? STOP_FROM_PARENT : STOP_FROM_ELSEWHERE, 0,
+                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    return from_parent && origin == STOP_FROM_ELSEWHERE;  // origin: what it was before, if it was set
+}
+
+static void llmc_on_signal(int sig, siginfo_t *info, void *context) {
+    (void)context;
+    if (stop_passed_on(sig, info)) { return; }
     pthread_t main_thread;
     __atomic_load(&llmc_main_thread, &main_thread, __ATOMIC_ACQUIRE);
     if (!pthread_equal(pthread_self(), main_thread)) {
@@ -61,9 +85,9 @@ static inline void signals_install(void) {
     __atomic_store(&llmc_main_thread, &self, __ATOMIC_RELEASE);
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = llmc_on_signal;
+    sa.sa_sigaction = llmc_on_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
+    sa.sa_flags = SA_RESTART | SA_SIGINFO;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     const int unless_ignored[] = {SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE};  // nohup's SIGHUP stays ignored, and so on

@@ -14,7 +14,7 @@
 # shard_cut <in> <out> <from> <to>, crc_against_zlib <data> <lines>, shard_put <in> <out> <position> <token>,
 # ok <what> (the line of a check that passed), stand_in_curl <bindir>, gpu_machine_tree <dir>,
 # stand_in_binaries <tree> <C statement>, tee_killed <name> <err|both> <cmd...>, rank_pid <rank>
-# <pattern>, tgkill_other <pid> <signal number> (the last three in a test only).
+# <pattern>, tgkill_other <pid> <signal number> (the last three in a test only), torchrun_cmd (sets TORCHRUN).
 
 LLMC_TEST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$LLMC_TEST_DIR/../.." && pwd)
@@ -169,6 +169,17 @@ free_port() {
         "$PY" -c 'import socket, sys; socket.socket().bind(("", int(sys.argv[1])))' "$p" 2> /dev/null && break
     done
     echo "$p"
+}
+# torchrun_cmd: sets TORCHRUN to torch's launcher for a binary (torch.distributed.run with
+# --no-python, --no_python before torch 2), or, where that does not start (torch 1.13 on Python
+# 3.11), the same launcher through torchrun_compat.py; returns 1 where neither starts (no torch)
+torchrun_cmd() {
+    local nopy=--no-python
+    "$PY" -m torch.distributed.run --help 2> /dev/null | grep -q -- --no-python || nopy=--no_python
+    TORCHRUN=("$PY" -m torch.distributed.run "$nopy")
+    "${TORCHRUN[@]}" --nproc_per_node=1 --master_port="$(free_port)" true > /dev/null 2>&1 && return 0
+    TORCHRUN=("$PY" "$LLMC_TEST_DIR/torchrun_compat.py" "$nopy")
+    "${TORCHRUN[@]}" --nproc_per_node=1 --master_port="$(free_port)" true > /dev/null 2>&1
 }
 # rank_pid R PATTERN: the pid of mpirun's rank R among the processes whose command line matches
 # PATTERN (pgrep -f)

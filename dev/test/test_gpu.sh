@@ -41,7 +41,8 @@
 #            also with the stream-order debug mode (LLMC_DEBUG_STREAMS=1), and differs from it when
 #            the test build leaves out any one of the four event waits between the NCCL and the
 #            compute stream (LLMC_TEST_DROP_WAIT=1..4); torchrun --nproc_per_node=1, plain and with
-#            NCCL carrying the host's collectives too (LLMC_FORCE_NCCL=2, as without MPI); with MPI:
+#            NCCL carrying the host's collectives too (LLMC_FORCE_NCCL=2, as without MPI), and a
+#            Ctrl-C there (from the terminal and torchrun both: one stop with a checkpoint); with MPI:
 #            mpirun -np 2 -pb mpi on the one GPU equals one process with 2x accumulation (10 steps,
 #            validation, checkpoints), -z 1 equals -z 0, the -z 1 checkpoint resumes on 2 ranks
 #            (bitwise) and on 1 process, -pb nccl with 2 ranks on one GPU stops with a message naming
@@ -335,7 +336,25 @@ preempt_run() {
     "$bin" "$@" -x $((k + 5)) -v 0 -o "$dir" -y 1 > "$dir.res.txt" 2>&1 && "$bin" "$@" -x $((k + 5)) -v 0 -o "$dir.ref" > /dev/null 2>&1 \
         && grep -q "^resumed from checkpoint $k " "$dir.res.txt" && compare_logs "$dir.ref/main.log" "$dir/main.log" trl=0 norm=0
 }
-export -f resume_copy kill_rank children_of preempt_run tgkill_other
+# torchrun_ctrl_c <torchrun command> <dir> <flags...>: train_gpt2cu under torchrun in a process group
+# of its own (a terminal's foreground job), Ctrl-C (SIGINT to the group) after step 5: the trainer
+# gets it from the terminal and again from torchrun, on whichever of its threads (CUDA's, NCCL's),
+# and stops once, after its step with a checkpoint, as without torchrun
+torchrun_ctrl_c() {
+    local launcher=$1 dir=$2 pid i k; shift 2
+    rm -rf "$dir"
+    setsid $launcher ./train_gpt2cu "$@" -x 100000 -v 0 -o "$dir" > "$dir.txt" 2>&1 &
+    pid=$!
+    for i in $(seq 600); do grep -q "^step 5/" "$dir.txt" && break; kill -0 $pid 2> /dev/null || break; sleep 0.1; done
+    kill -INT -- -$pid
+    for i in $(seq 600); do kill -0 $pid 2> /dev/null || break; sleep 0.1; done
+    if kill -0 $pid 2> /dev/null; then echo "still running 60 s after Ctrl-C"; kill -9 -- -$pid; return 1; fi
+    wait $pid
+    grep -v "^step" "$dir.txt" | tail -n 12
+    k=$(sed -n 's/^stopped by a signal after step \([0-9]*\); checkpoint .*/\1/p' "$dir.txt")
+    [ -n "$k" ] && [ -e "$dir/DONE_$(printf %08d "$k")" ] && grep -q "closing signal SIG" "$dir.txt" && ! grep -q "second signal" "$dir.txt"
+}
+export -f resume_copy kill_rank children_of preempt_run tgkill_other torchrun_ctrl_c
 # resumed <output> <run dir> <reference dir> <tol>: the resume said so, and its steps 6-10 make the
 # run's main.log agree with the reference's (all 10 steps)
 resumed() { echo "grep -q 'resumed from checkpoint 5' $1 && compare_logs $2/main.log $3/main.log trl=$4 norm=$4"; }
@@ -422,11 +441,11 @@ if has_part multi; then
     step nccl_debug_streams 180 "for z in 0 1; do LLMC_FORCE_NCCL=1 LLMC_DEBUG_STREAMS=1 ./train_gpt2cu $A -d $MULTI_D -z \$z -o $D/nccldbg\$z && compare_logs $D/nccldbg\$z/main.log $D/single/main.log trl=0 norm=0 || exit 1; done"
     # ...and shows each of the four waits between the two streams when a test build leaves it out
     step nccl_dropped_waits 240 "for w in 1 2 3 4; do LLMC_FORCE_NCCL=1 LLMC_DEBUG_STREAMS=1 LLMC_TEST_DROP_WAIT=\$w build/drop_wait/train_gpt2cu $A -d $MULTI_D -z 1 -o $D/ncclmiss\$w > $D/ncclmiss\$w.txt 2>&1 || { echo \"wait \$w left out: exit \$?\"; tail -3 $D/ncclmiss\$w.txt; exit 1; }; if compare_logs $D/ncclmiss\$w/main.log $D/single/main.log trl=0 norm=0 > /dev/null; then echo \"wait \$w left out, yet the run is bitwise the plain one\"; exit 1; fi; echo \"wait \$w left out: the run differs, as it must\"; done"
-    # torchrun (torch.distributed.run): --no-python in torch 2.x, --no_python in 1.x
-    NOPY=--no-python
-    "$PY" -m torch.distributed.run --help 2>/dev/null | grep -- "--no-python" > /dev/null || NOPY=--no_python
-    TORCHRUN="$PY -m torch.distributed.run --nproc_per_node=1 $NOPY"
+    # torchrun (torch.distributed.run, lib.sh's torchrun_cmd)
+    torchrun_cmd
+    TORCHRUN="${TORCHRUN[*]} --nproc_per_node=1"
     step torchrun_1 180 "$TORCHRUN ./train_gpt2cu $A -d $MULTI_D -o $D/torchrun && compare_logs $D/torchrun/main.log $D/single/main.log trl=0 norm=0 && LLMC_FORCE_NCCL=2 $TORCHRUN ./train_gpt2cu $A -d $MULTI_D -o $D/torchrun_nccl && compare_logs $D/torchrun_nccl/main.log $D/single/main.log trl=0 norm=0"
+    step torchrun_ctrl_c 120 "torchrun_ctrl_c '$TORCHRUN' $D/torchrun_int $A -d $MULTI_D"
     if [ -n "$MPIRUN_STR" ]; then
         step mpi_sanity 60 "$MPIRUN_STR -np 2 hostname"
         # 2 ranks of B=2 on the one GPU vs 1 process of B=2 with 2 micro-steps: the same tokens per

@@ -8,6 +8,10 @@
 #    during a validation or HellaSwag pass, the pass is voided on every rank instead (not the final one);
 #    a second signal exits at once; the same for SIGPIPE (stdout's reader gone: `| tee` killed, or
 #    ended by the same Ctrl-C), SIGHUP (which stays ignored under nohup), SIGUSR1 and SIGUSR2;
+#  - under torchrun (its own, or torch 1.13's through torchrun_compat.py): Ctrl-C and a closed
+#    terminal (the signal to the whole process group, so the rank gets it from the terminal and from
+#    torchrun), SIGTERM to every process and SIGTERM to torchrun alone each stop the run once with a
+#    checkpoint; a second Ctrl-C exits at once; train_gpt2.py takes a process group of its own there;
 #  - a second run into the -o of a running one (train_gpt2 or train_gpt2.py) is refused, naming
 #    it, and touches none of its files; a filesystem without locks gets one warning;
 #  - -nk keeps the newest K complete checkpoints, and -nm M also those at multiples of M; a damaged
@@ -258,6 +262,62 @@ kill -TERM $pid; sleep 0.05; kill -TERM $pid; wait $pid; rc=$?
 grep -q "second signal: exiting immediately" twice.out || bad "no message for the second signal"
 ls twice | grep -q DONE && bad "a checkpoint was completed despite the second signal"
 [ $fail -eq 0 ] && echo "ok   signals: SIGTERM (np=2), SIGINT and a second SIGTERM"
+
+# ---- under torchrun, whose agent passes every SIGINT, SIGTERM and SIGHUP it gets on to its workers
+# (SIGKILL 30 s later): a Ctrl-C, a closed terminal (the signal to the terminal's whole process
+# group: the worker gets it from the terminal, then from torchrun) and systemd's SIGTERM to every
+# process are one stop, with a checkpoint; torchrun's SIGTERM alone too; a second Ctrl-C exits at
+# once. train_gpt2.py takes a process group of its own there: a Ctrl-C is one stop as well.
+torchrun_stop() {  # torchrun_stop NAME HOW PROGRAM...: train under torchrun in a process group of
+    # its own (a terminal's foreground job), stop it HOW once step 2 is printed, wait for torchrun
+    local name=$1 how=$2 pid; shift 2
+    setsid "${TORCHRUN[@]}" --nproc_per_node=1 --master_port="$(free_port)" "$@" -i big.bin \
+        -e L4:C256:H4:T128 -b 8 -t 128 -x 50 -v 0 -s 0 -o "$name" > "$name.out" 2>&1 &
+    pid=$!
+    wait_line "^step 2/" "$name.out" 120 $pid || bad "torchrun $how: no step 2"
+    [ "$(ps -o pgid= -p "$(pgrep -P $pid)" | tr -d ' ')" = $pid ] && echo same > "$name.group" || echo own > "$name.group"
+    case $how in
+        ctrl-c) kill -INT -- -$pid ;;
+        ctrl-c-twice) kill -INT -- -$pid; sleep 0.5; kill -INT -- -$pid 2> /dev/null ;;
+        hangup) kill -HUP -- -$pid ;;
+        sigterm-to-all) kill -TERM $pid $(pgrep -P $pid) ;;
+        sigterm-to-torchrun) kill -TERM $pid ;;
+    esac
+    wait $pid
+}
+stopped_once() {  # stopped_once NAME WHAT: torchrun passed the signal on, and the run stopped once
+    local step
+    step=$(sed -n 's/^stopped by a signal after step \([0-9]*\); checkpoint .* is in .*/\1/p' "$1.out")
+    grep -q "closing signal SIG" "$1.out" && [ -n "$step" ] && [ -e "$1/DONE_$(printf %08d "$step")" ] \
+        && ! grep -q "second signal" "$1.out" \
+        && ok "torchrun, $2: passed on by torchrun, one stop: checkpoint $step" \
+        || { bad "torchrun, $2: no clean stop"; grep -v "^step\|^  " "$1.out" | tail -n 8; }
+}
+if torchrun_cmd; then
+    for how in ctrl-c hangup sigterm-to-all sigterm-to-torchrun; do
+        torchrun_stop "tr_$how" $how "$TRAINER"
+        stopped_once "tr_$how" $how
+    done
+    torchrun_stop tr_twice ctrl-c-twice "$TRAINER"
+    grep -q "second signal: exiting immediately" tr_twice.out && ! ls tr_twice | grep -q DONE \
+        && ok "torchrun, Ctrl-C twice: exits at once" \
+        || { bad "torchrun, Ctrl-C twice: did not exit at once"; grep -v "^step\|^  " tr_twice.out | tail -n 8; }
+    torchrun_stop tr_py ctrl-c $PY "$ROOT/train_gpt2.py"
+    stopped_once tr_py "train_gpt2.py, ctrl-c"
+    # where torchrun leaves its workers in its own process group (torch 1.x; torch 2 starts each in
+    # a session of its own and signals that), the Ctrl-C above reached the C trainer twice, and
+    # train_gpt2.py must have left the group (its Python handlers do not see a signal's sender, and
+    # Python runs a handler once for signals that come close together: in torchrun's group a Ctrl-C
+    # exited at once about one time in six)
+    if [ "$(cat tr_ctrl-c.group)" = same ]; then
+        [ "$(cat tr_py.group)" = own ] || bad "torchrun: train_gpt2.py did not take a process group of its own"
+    else
+        echo "note: this torchrun starts its workers in process groups of their own"
+    fi
+else
+    skip_or_fail "test-resume's torchrun part" "torchrun (PyTorch)" "bash scripts/test.sh installs it" \
+        || bad "the torchrun part not run"
+fi
 
 # ---- one run per -o: a second run into the folder of a running one (the same command started
 # twice, a requeued job whose first copy still runs) stops at once, naming the holder, and touches
