@@ -1334,6 +1334,30 @@ def checkpoint_save(a, d, dist, st, cfg, flat_params, m, v):
     return True, None
 
 
+def torchrun_grace_s():
+    """under torchrun (llmc/processes.h's comm_torchrun_grace_s): the seconds from passing a stop signal
+    on to SIGKILL: its --shutdown-timeout (from the command line of torchrun, this process's parent),
+    else TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30; None where torchrun did not start this process"""
+    if not all(os.environ.get(v) for v in ("TORCHELASTIC_RUN_ID", "RANK", "WORLD_SIZE")):
+        return None
+
+    def seconds(text):
+        return int(text) if re.fullmatch(r"[0-9]{1,7}", text) and int(text) <= 1000000 else None
+    try:
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            args = f.read(16383).decode(errors="replace").split("\0")
+    except OSError:
+        args = []
+    for i, arg in enumerate(args):
+        for name in ("--shutdown-timeout", "--shutdown_timeout"):
+            value = arg[len(name) + 1:] if arg.startswith(name + "=") else (
+                args[i + 1] if arg == name and i + 1 < len(args) else None)
+            if value is not None and seconds(value) is not None:
+                return float(seconds(value))
+    env = seconds(os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", ""))
+    return float(env) if env is not None else 30.0
+
+
 class CheckpointRecord:
     """llmc/checkpoint.h's rules for checkpoints that fail: a warning from each rank whose files failed, and
     training goes on; CKPT_MAX_FAILURES in a row, or the run's last one failing, stop it (rank 0 says why)"""
@@ -2443,6 +2467,7 @@ def train_main(argv):
 
     params = list(model.parameters())
     ckpts = CheckpointRecord(a.output_dir, rank, st.step if resumed else None)
+    grace = [torchrun_grace_s()]  # None once warned (llmc/checkpoint.h's ckpt_check_stop_grace)
     saved = [st.step if resumed else None]  # train_loop.h's saved_step: the step whose checkpoint is this state
 
     def checkpoint_after(stopping, in_evaluation=False):
@@ -2457,7 +2482,16 @@ def train_main(argv):
             written, err = checkpoint_save(a, a.output_dir, dist, st, cfg, flat, opt_state_flat(opt, model, "exp_avg", muon),
                                            opt_state_flat(opt, model, "exp_avg_sq", muon))
             if written and rank == 0:
-                print(f"checkpoint {st.step} written to {a.output_dir} ({time.time() - tc:.2f} s)", flush=True)
+                took = time.time() - tc
+                print(f"checkpoint {st.step} written to {a.output_dir} ({took:.2f} s)", flush=True)
+                step_s = timed / timed_steps if timed_steps else 0.0
+                if grace[0] is not None and not (st.step == M or stopping) and took + step_s > grace[0] * 2 / 3:
+                    warn(f"checkpoint {st.step} took {took:.2f} s to write, and a step {step_s:.2f} s: stopped by a signal "
+                         "(Ctrl-C, SIGTERM), the ranks finish their step and write a checkpoint, and torchrun sends SIGKILL "
+                         f"{grace[0]:.0f} s after passing the signal on: too little margin (a checkpoint cut short is lost, "
+                         "the older ones stay); give torchrun more time (--shutdown-timeout N where torchrun --help lists "
+                         "it, or TORCH_ELASTIC_SHUTDOWN_TIMEOUT=N) or write -o to a faster disk")
+                    grace[0] = None
             ckpts.took(st.step, st.step == M or stopping, written, err)
         if stopping and rank == 0 and (ckpts.newest == st.step or not a.output_dir):
             line = f"stopped by a signal after step {st.step}; " + (

@@ -314,6 +314,43 @@ static inline int comm_launched_by_torchrun(void) {
     return comm_env_set("TORCHELASTIC_RUN_ID") && comm_env_set("RANK") && comm_env_set("WORLD_SIZE");
 }
 
+// a whole number of seconds in 0..10^6 (torchrun's own checks refuse anything else); -1 if not one
+static inline double comm_seconds_value(const char *s) {
+    char *end;
+    const long v = strtol(s, &end, 10);
+    return (end != s && *end == '\0' && v >= 0 && v <= 1000000) ? (double)v : -1.0;
+}
+
+/*
+ * Under torchrun: the seconds it gives its workers between passing a stop signal on and SIGKILL.
+ * Its --shutdown-timeout (newer torch), read from the command line of torchrun, the parent of this
+ * process; else TORCH_ELASTIC_SHUTDOWN_TIMEOUT (the same torch); else torch's fixed 30.
+ */
+static inline double comm_torchrun_grace_s(void) {
+    char path[64], cmd[16384];
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)getppid());
+    size_t n = 0;
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        n = fread(cmd, 1, sizeof(cmd) - 1, f);  // NUL-separated arguments; a longer line is cut, which is harmless
+        fclose(f);
+    }
+    cmd[n] = '\0';
+    static const char *const names[] = {"--shutdown-timeout", "--shutdown_timeout"};
+    for (size_t i = 0; i < n; i += strlen(cmd + i) + 1) {
+        for (int k = 0; k < 2; k++) {
+            const size_t len = strlen(names[k]);
+            if (strncmp(cmd + i, names[k], len) != 0) { continue; }
+            const char *value = cmd[i + len] == '=' ? cmd + i + len + 1 : NULL;
+            if (cmd[i + len] == '\0' && i + len + 1 < n) { value = cmd + i + len + 1; }  // the next argument
+            if (value && comm_seconds_value(value) >= 0) { return comm_seconds_value(value); }
+        }
+    }
+    const char *env = getenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
+    if (env && comm_seconds_value(env) >= 0) { return comm_seconds_value(env); }
+    return 30.0;
+}
+
 // the ranks torchrun (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE) or SLURM (SLURM_PROCID,
 // SLURM_NTASKS, SLURM_LOCALID) set, if either did
 static inline void comm_init_from_env(Comm *c) {

@@ -808,6 +808,7 @@ static inline int train_checkpoint(TrainRun *r, int in_evaluation) {
     Comm *c = r->c;
     TrainState *st = &r->st;
     int flags[3] = {llmc_stop_signal != 0, 0, 0};
+    r->ckw.step_s = r->timed_steps > 0 ? r->timed / r->timed_steps : 0.0;
     checkpoint_flags(&r->ckw, &flags[1], &flags[2]);
     flight_where(st->step, 0, "the stop-signal agreement after the step");
     c->allreduce_max_i32(c, flags, 3);

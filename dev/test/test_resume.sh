@@ -12,6 +12,8 @@
 #    terminal (the signal to the whole process group, so the rank gets it from the terminal and from
 #    torchrun), SIGTERM to every process and SIGTERM to torchrun alone each stop the run once with a
 #    checkpoint; a second Ctrl-C exits at once; train_gpt2.py takes a process group of its own there;
+#    a checkpoint and a step that need over 2/3 of torchrun's grace before SIGKILL are warned of once
+#    (--shutdown-timeout in the parent's command line, else TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30 s);
 #  - a second run into the -o of a running one (train_gpt2 or train_gpt2.py) is refused, naming
 #    it, and touches none of its files; a filesystem without locks gets one warning;
 #  - -nk keeps the newest K complete checkpoints, and -nm M also those at multiples of M; a damaged
@@ -314,6 +316,34 @@ if torchrun_cmd; then
     else
         echo "note: this torchrun starts its workers in process groups of their own"
     fi
+    # torchrun's grace (SIGKILL that long after it passes a stop on): a checkpoint and a step that need
+    # more than two thirds of it are warned of, once. The grace is its --shutdown-timeout (read from
+    # the command line of the rank's parent, here a stand-in for newer torchruns), else
+    # TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30 s; 0 s makes any checkpoint too long
+    GRACE_ARGS=(-i big.bin -e L2:C64:H4 -b 2 -t 64 -x 6 -n 2 -v 0 -s 0)
+    grace_run() {  # grace_run NAME c|py [--shutdown-timeout form]: a trainer under a stand-in torchrun
+        local name=$1 prog=("$TRAINER"); [ "$2" = py ] && prog=($PY "$ROOT/train_gpt2.py"); shift 2
+        TORCHELASTIC_RUN_ID=standin RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 \
+            $PY -c 'import subprocess, sys; sys.exit(subprocess.call(sys.argv[sys.argv.index("--") + 1:]))' "$@" -- \
+            "${prog[@]}" "${GRACE_ARGS[@]}" -o "$name" > "$name.out" 2>&1
+    }
+    TORCH_ELASTIC_SHUTDOWN_TIMEOUT=0 "${TORCHRUN[@]}" --nproc_per_node=1 --master_port="$(free_port)" "$TRAINER" \
+        "${GRACE_ARGS[@]}" -o grace_env > grace_env.out 2>&1
+    "${TORCHRUN[@]}" --nproc_per_node=1 --master_port="$(free_port)" "$TRAINER" "${GRACE_ARGS[@]}" -o grace_30 > grace_30.out 2>&1
+    TORCH_ELASTIC_SHUTDOWN_TIMEOUT=0 grace_run grace_cli100 c --shutdown-timeout=100
+    grace_run grace_cli0 c --shutdown_timeout 0
+    TORCH_ELASTIC_SHUTDOWN_TIMEOUT=0 grace_run grace_py100 py --shutdown-timeout=100
+    grace_run grace_py0 py --shutdown_timeout 0
+    warned() { grep -c "^warning: checkpoint 2 took .* torchrun sends SIGKILL $2 s after" "$1.out"; }
+    [ "$(warned grace_env 0)" = 1 ] && [ "$(grep -c "^warning:" grace_env.out)" = 1 ] \
+        && [ "$(grep -c "^warning:" grace_30.out)" = 0 ] && [ "$(grep -c "^warning:" grace_cli100.out)" = 0 ] \
+        && [ "$(warned grace_cli0 0)" = 1 ] && [ -e grace_cli0/DONE_00000006 ] \
+        && [ "$(warned grace_py0 0)" = 1 ] && [ "$(grep -c "^warning:" grace_py100.out)" = 0 ] \
+        && ok "torchrun's grace: warned once where a checkpoint needs more of it than 2/3 (TORCH_ELASTIC_SHUTDOWN_TIMEOUT=0, --shutdown_timeout 0), not at 30 s nor where --shutdown-timeout=100 overrides the variable; train_gpt2.py alike" \
+        || { bad "torchrun's grace warning"; grep -h "^warning" grace_*.out; }
+    # the two trainers' warnings say the same but for the times
+    diff <(grep "^warning" grace_cli0.out | sed -E 's/[0-9.]+ s/X s/g') <(grep "^warning" grace_py0.out | sed -E 's/[0-9.]+ s/X s/g') \
+        || bad "torchrun's grace: train_gpt2.py's warning differs from train_gpt2's"
 else
     skip_or_fail "test-resume's torchrun part" "torchrun (PyTorch)" "bash scripts/test.sh installs it" \
         || bad "the torchrun part not run"
