@@ -316,6 +316,7 @@ static inline int comm_launched_by_torchrun(void) {
 
 // a whole number of seconds in 0..10^6 (torchrun's own checks refuse anything else); -1 if not one
 static inline double comm_seconds_value(const char *s) {
+    if (s[0] < '0' || s[0] > '9') { return -1.0; }  // no sign, no blank (strtol takes both)
     char *end;
     const long v = strtol(s, &end, 10);
     return (end != s && *end == '\0' && v >= 0 && v <= 1000000) ? (double)v : -1.0;

@@ -177,9 +177,9 @@ torchrun_cmd() {
     local nopy=--no-python
     "$PY" -m torch.distributed.run --help 2> /dev/null | grep -q -- --no-python || nopy=--no_python
     TORCHRUN=("$PY" -m torch.distributed.run "$nopy")
-    "${TORCHRUN[@]}" --nproc_per_node=1 --master_port="$(free_port)" true > /dev/null 2>&1 && return 0
+    timeout 120 "${TORCHRUN[@]}" --nproc_per_node=1 --master_port="$(free_port)" true > /dev/null 2>&1 && return 0
     TORCHRUN=("$PY" "$LLMC_TEST_DIR/torchrun_compat.py" "$nopy")
-    "${TORCHRUN[@]}" --nproc_per_node=1 --master_port="$(free_port)" true > /dev/null 2>&1
+    timeout 120 "${TORCHRUN[@]}" --nproc_per_node=1 --master_port="$(free_port)" true > /dev/null 2>&1
 }
 # rank_pid R PATTERN: the pid of mpirun's rank R among the processes whose command line matches
 # PATTERN (pgrep -f)
