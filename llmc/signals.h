@@ -39,8 +39,9 @@ static int llmc_stop_origin = STOP_FROM_NOBODY;
 // 1 when this stop signal is the launcher passing on a stop that came to this process already
 static int stop_passed_on(int sig, const siginfo_t *info) {
     if (sig == SIGPIPE) { return 0; }
-    // kill() and sigqueue() name their sender; the terminal's signals (SI_KERNEL) have none
-    const int from_parent = info != NULL && (info->si_code == SI_USER || info->si_code == SI_QUEUE) &&
+    // kill(), sigqueue() and tgkill() name their sender; the terminal's signals (SI_KERNEL) have none
+    const int from_parent = info != NULL &&
+                            (info->si_code == SI_USER || info->si_code == SI_QUEUE || info->si_code == SI_TKILL) &&
                             info->si_pid == getppid();
     int origin = STOP_FROM_NOBODY;
     __atomic_compare_exchange_n(&llmc_stop_origin, &origin, from_parent ? STOP_FROM_PARENT : STOP_FROM_ELSEWHERE, 0,

@@ -108,10 +108,12 @@ MpiDefault=none
 ReturnToService=2
 SlurmdTimeout=10
 KillWait=5
-# job records go 2 s after the job (the least allowed): sbatch --wait then polls every second or so; with
-# the default of 300 its sleeps grow 2, 8, 32 s, so a job of 12 s returned after 42 (the test took 139 s
-# instead of 87)
-MinJobAge=2
+# job records go 4 s after the job: sbatch --wait then polls every 2 s (its sleeps grow 2, 8, 32 s only
+# while below MinJobAge/2: with the default of 300 a job of 12 s returned after 42, the test took 139 s
+# instead of 87), so it always finds the record. At 2 a record could go between two polls, and sbatch
+# then says "Job N no longer found and exit code not found" and exits 0 (an error that repeats
+# passed for a success once, in a fresh Debian 12 root)
+MinJobAge=4
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 NodeName=node1 NodeAddr=${ADDR[0]} CPUs=2 State=UNKNOWN
@@ -388,7 +390,7 @@ stub_job crash "1000 1" "2000 0"
 stub_job crashes "1000 1" "- 1" "- 1" "- 0"
 line=$(grep -m1 "twice in a row" crashes.out)
 [ $rc != 0 ] && [ "$(cat crashes.calls)" = 3 ] && grep -q "without a new checkpoint (newest: checkpoint 1000; attempt 3)" <<< "$line" \
-    && ok "slurm.sbatch: an error that repeats ends the job: ${line:0:120}" || { bad "slurm.sbatch: an error that repeats (sbatch exit $rc)"; cat crashes.out; }
+    && ok "slurm.sbatch: an error that repeats ends the job: ${line:0:120}" || { bad "slurm.sbatch: an error that repeats (sbatch exit $rc)"; cat crashes.out sbatch_crashes.out; }
 # a crash as the time limit nears: USR1 to the batch script while it waits to relaunch; requeued
 # where this start wrote a checkpoint (the second start finishes), not where it wrote none
 # crash_at_limit NAME PLAN...: the job in the background, USR1 once it waits; sets rc

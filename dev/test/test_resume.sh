@@ -313,6 +313,11 @@ if torchrun_cmd; then
     # exited at once about one time in six)
     if [ "$(cat tr_ctrl-c.group)" = same ]; then
         [ "$(cat tr_py.group)" = own ] || bad "torchrun: train_gpt2.py did not take a process group of its own"
+        # a second Ctrl-C: torch 1.x's torchrun passes it on as well, and train_gpt2.py exits at once
+        torchrun_stop tr_py_twice ctrl-c-twice $PY "$ROOT/train_gpt2.py"
+        grep -q "second signal: exiting immediately" tr_py_twice.out && ! ls tr_py_twice | grep -q DONE \
+            && ok "torchrun, train_gpt2.py, Ctrl-C twice: exits at once" \
+            || { bad "torchrun, train_gpt2.py, Ctrl-C twice: did not exit at once"; grep -v "^step\|^  " tr_py_twice.out | tail -n 8; }
     else
         echo "note: this torchrun starts its workers in process groups of their own"
     fi
