@@ -3,11 +3,12 @@
  * once per step (all ranks agree through a max-reduction), finishes the step, writes a
  * checkpoint and exits 0 with a line that says how to resume. A second signal exits at once,
  * except the one a launcher passes on of a stop that reached the process itself too: torchrun
- * forwards the SIGINT of a Ctrl-C (and the SIGHUP of a closed terminal) that the terminal already
+ * forwards the SIGINT of a Ctrl-C (and the SIGHUP of a closed terminal) that the terminal also
  * sent to its whole process group, its workers included, and a SIGTERM that systemd sent to every
- * process of the unit; so a signal from the parent process (the launcher) after a first one from
- * elsewhere is that same stop, not a second request. Every launcher ends its processes with SIGKILL
- * when it no longer waits (torchrun after 30 s, mpirun after 2 s), so ignoring it loses nothing.
+ * process of the unit; so the first signal from the parent process (the launcher) and the first
+ * from elsewhere, in either order, are one stop, not two requests. Every launcher ends its processes
+ * with SIGKILL when it no longer waits (torchrun after 30 s, mpirun after 2 s), so ignoring the
+ * copy loses nothing.
  * SIGHUP (the terminal closed), SIGUSR1 and SIGUSR2 (the signals SLURM's --signal sends in the
  * setups of Lightning and submitit) and SIGPIPE (the reader of stdout or stderr left: `| tee`
  * ended by the same Ctrl-C, or killed) stop the run the same way instead of ending it at once with
@@ -31,22 +32,26 @@
 
 static volatile sig_atomic_t llmc_stop_signal = 0;  // the first signal received, 0 if none
 static pthread_t llmc_main_thread;                    // set (atomically) before the handler is installed
-// who sent the first stop signal (SIGPIPE aside): set on the thread that received it, as the
-// sender is lost when that thread passes the signal on to the main thread
-enum { STOP_FROM_NOBODY = 0, STOP_FROM_PARENT = 1, STOP_FROM_ELSEWHERE = 2 };
-static int llmc_stop_origin = STOP_FROM_NOBODY;
+// who has sent stop signals (SIGPIPE aside): a bit per sender, the launcher (the parent process) and
+// anyone else; set on the thread that received the signal, as the sender is lost when that thread
+// passes it on to the main thread
+enum { STOP_FROM_PARENT = 1, STOP_FROM_ELSEWHERE = 2 };
+static int llmc_stop_senders = 0;
 
-// 1 when this stop signal is the launcher passing on a stop that came to this process already
+/*
+ * 1 when this stop signal is the same stop as an earlier one: the first from the launcher after one
+ * from elsewhere, or the reverse (systemd signals the launcher and its ranks one after another, and
+ * the launcher may pass its signal on before the rank's own arrives). A second request is a second
+ * signal from the same side: the terminal's second Ctrl-C, a second kill of the launcher.
+ */
 static int stop_passed_on(int sig, const siginfo_t *info) {
-    if (sig == SIGPIPE) { return 0; }
+    if (sig == SIGPIPE || info == NULL) { return 0; }
     // kill(), sigqueue() and tgkill() name their sender; the terminal's signals (SI_KERNEL) have none
-    const int from_parent = info != NULL &&
-                            (info->si_code == SI_USER || info->si_code == SI_QUEUE || info->si_code == SI_TKILL) &&
-                            info->si_pid == getppid();
-    int origin = STOP_FROM_NOBODY;
-    __atomic_compare_exchange_n(&llmc_stop_origin, &origin, from_parent ? STOP_FROM_PARENT : STOP_FROM_ELSEWHERE, 0,
-                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-    return from_parent && origin == STOP_FROM_ELSEWHERE;  // origin: what it was before, if it was set
+    const int named = info->si_code == SI_USER || info->si_code == SI_QUEUE || info->si_code == SI_TKILL;
+    if (named && info->si_pid == getpid()) { return 0; }  // this process's own: a thread passing one on, raise()
+    const int sender = named && info->si_pid == getppid() ? STOP_FROM_PARENT : STOP_FROM_ELSEWHERE;
+    const int before = __atomic_fetch_or(&llmc_stop_senders, sender, __ATOMIC_ACQ_REL);
+    return before != 0 && !(before & sender);
 }
 
 static void llmc_on_signal(int sig, siginfo_t *info, void *context) {

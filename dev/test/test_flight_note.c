@@ -69,7 +69,7 @@ static int broken_pipe_child(const char *dir, const char *name, const char *op, 
         if (!freopen(path, "w", stderr)) { _exit(100); }
         setvbuf(stderr, NULL, _IONBF, 0);
         signal(SIGPIPE, ignored ? SIG_IGN : SIG_DFL);  // as a new process has it (main installed signals.h's)
-        llmc_stop_signal = 0; llmc_stop_origin = STOP_FROM_NOBODY;
+        llmc_stop_signal = 0; llmc_stop_senders = 0;
         llmc_flight.count = 0;
         flight_start(1, 2);
         flight_arm(dir);
@@ -205,7 +205,7 @@ int main(void) {
     CHECK(access(record, F_OK) == 0, "no flight record %s after the note", record);
 
     // 2. SIGTERM while waiting: the note at once (a second signal would exit: reset the first)
-    llmc_stop_signal = 0; llmc_stop_origin = STOP_FROM_NOBODY;
+    llmc_stop_signal = 0; llmc_stop_senders = 0;
     flight_where(9, 1, "the loss sum");
     flight_wait_begin("MPI_Allreduce(f64)", 8);
     usleep(50 * 1000);
@@ -216,7 +216,7 @@ int main(void) {
           "the note of a signal that came while waiting: %s", text);
 
     // 3. SIGTERM while the host waits for the GPU's NCCL work (cuda/processes.cuh's gpu_wait_event)
-    llmc_stop_signal = 0; llmc_stop_origin = STOP_FROM_NOBODY;
+    llmc_stop_signal = 0; llmc_stop_senders = 0;
     flight_where(12, 0, "the gradient norm");
     flight_wait_begin("the gradient norm", -1);
     usleep(50 * 1000);
@@ -230,7 +230,7 @@ int main(void) {
 
     // 4. a fatal error in a wait (-pt's), then the launcher's SIGTERM: the error's record stays, whole,
     // and no note claims a wait (the rank is ending); the record is renamed into place, no .tmp left
-    llmc_stop_signal = 0; llmc_stop_origin = STOP_FROM_NOBODY;
+    llmc_stop_signal = 0; llmc_stop_senders = 0;
     flight_where(30, 2, "the gradient reduction");
     long long h = flight_begin("MPI_Allreduce(f32)", 547840);
     flight_wait_begin("MPI_Allreduce(f32)", 547840);

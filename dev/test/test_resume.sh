@@ -10,7 +10,7 @@
 #    ended by the same Ctrl-C), SIGHUP (which stays ignored under nohup), SIGUSR1 and SIGUSR2;
 #  - under torchrun (its own, or torch 1.13's through torchrun_compat.py): Ctrl-C and a closed
 #    terminal (the signal to the whole process group, so the rank gets it from the terminal and from
-#    torchrun), SIGTERM to every process and SIGTERM to torchrun alone each stop the run once with a
+#    torchrun), SIGTERM to every process (either order) and to torchrun alone each stop the run once with a
 #    checkpoint; a second Ctrl-C exits at once; train_gpt2.py takes a process group of its own there;
 #    a checkpoint and a step that need over 2/3 of torchrun's grace before SIGKILL are warned of once
 #    (--shutdown-timeout in the parent's command line, else TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30 s);
@@ -268,21 +268,24 @@ ls twice | grep -q DONE && bad "a checkpoint was completed despite the second si
 # ---- under torchrun, whose agent passes every SIGINT, SIGTERM and SIGHUP it gets on to its workers
 # (SIGKILL 30 s later): a Ctrl-C, a closed terminal (the signal to the terminal's whole process
 # group: the worker gets it from the terminal, then from torchrun) and systemd's SIGTERM to every
-# process are one stop, with a checkpoint; torchrun's SIGTERM alone too; a second Ctrl-C exits at
-# once. train_gpt2.py takes a process group of its own there: a Ctrl-C is one stop as well.
+# process (in either order: torchrun may pass its copy on first) are one stop, with a checkpoint;
+# torchrun's SIGTERM alone too; a second Ctrl-C exits at once. train_gpt2.py takes a process group of its own there: a Ctrl-C is one stop as well.
 torchrun_stop() {  # torchrun_stop NAME HOW PROGRAM...: train under torchrun in a process group of
     # its own (a terminal's foreground job), stop it HOW once step 2 is printed, wait for torchrun
-    local name=$1 how=$2 pid; shift 2
+    local name=$1 how=$2 pid rank; shift 2
     setsid "${TORCHRUN[@]}" --nproc_per_node=1 --master_port="$(free_port)" "$@" -i big.bin \
         -e L4:C256:H4:T128 -b 8 -t 128 -x 50 -v 0 -s 0 -o "$name" > "$name.out" 2>&1 &
     pid=$!
     wait_line "^step 2/" "$name.out" 120 $pid || bad "torchrun $how: no step 2"
-    [ "$(ps -o pgid= -p "$(pgrep -P $pid)" | tr -d ' ')" = $pid ] && echo same > "$name.group" || echo own > "$name.group"
+    rank=$(pgrep -P $pid)
+    [ "$(ps -o pgid= -p "$rank" | tr -d ' ')" = $pid ] && echo same > "$name.group" || echo own > "$name.group"
     case $how in
         ctrl-c) kill -INT -- -$pid ;;
         ctrl-c-twice) kill -INT -- -$pid; sleep 0.5; kill -INT -- -$pid 2> /dev/null ;;
         hangup) kill -HUP -- -$pid ;;
-        sigterm-to-all) kill -TERM $pid $(pgrep -P $pid) ;;
+        # systemd's SIGTERM to every process, the rank's first or torchrun's (passed on) first
+        sigterm-rank-first) kill -TERM $rank $pid ;;
+        sigterm-launcher-first) kill -TERM $pid; wait_line "closing signal SIGTERM" "$name.out" 60; kill -TERM $rank ;;
         sigterm-to-torchrun) kill -TERM $pid ;;
     esac
     wait $pid
@@ -296,7 +299,7 @@ stopped_once() {  # stopped_once NAME WHAT: torchrun passed the signal on, and t
         || { bad "torchrun, $2: no clean stop"; grep -v "^step\|^  " "$1.out" | tail -n 8; }
 }
 if torchrun_cmd; then
-    for how in ctrl-c hangup sigterm-to-all sigterm-to-torchrun; do
+    for how in ctrl-c hangup sigterm-rank-first sigterm-launcher-first sigterm-to-torchrun; do
         torchrun_stop "tr_$how" $how "$TRAINER"
         stopped_once "tr_$how" $how
     done
