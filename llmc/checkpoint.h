@@ -441,9 +441,9 @@ typedef struct {
     int last_begun;           // the step of the last checkpoint begun (-1: none)
     int ends_run;             // the run stops after it (its last step, or a stop signal): a failure ends the run
     int keep, keep_major;     // -nk, -nm: what checkpoint_prune keeps once a checkpoint completes (0: all)
-    double stop_grace_s;      // the launcher's seconds from passing a stop signal on to SIGKILL (torchrun's); -1: none
+    double stop_grace_s;      // the launcher's seconds from passing a stop signal on to SIGKILL (torchrun's); -1: none,
+                              // or warned of already (ckpt_check_stop_grace)
     double step_s;            // the mean step time so far (the training loop's), 0 before it is known
-    int grace_warned;
 } CkptWriter;
 
 // the images of the snapshot: rank 0's model file, and the state file of an optimizer slice of n
@@ -780,13 +780,13 @@ static inline int ckpt_write_done(CkptWriter *w) {
  */
 static inline void ckpt_check_stop_grace(CkptWriter *w, int step) {
     const double need = w->step_s + w->snapshot_s + w->write_s;
-    if (w->stop_grace_s < 0 || w->grace_warned || w->ends_run || need <= w->stop_grace_s * 2.0 / 3.0) { return; }
-    w->grace_warned = 1;
+    if (w->stop_grace_s < 0 || w->ends_run || need <= w->stop_grace_s * 2.0 / 3.0) { return; }
     llmc_warn("checkpoint %d took %.2f s to write, and a step %.2f s: stopped by a signal (Ctrl-C, SIGTERM), the ranks "
               "finish their step and write a checkpoint, and torchrun sends SIGKILL %.0f s after passing the signal on: too "
               "little margin (a checkpoint cut short is lost, the older ones stay); give torchrun more time "
               "(--shutdown-timeout N where torchrun --help lists it, or TORCH_ELASTIC_SHUTDOWN_TIMEOUT=N) or write -o to a "
               "faster disk", step, w->snapshot_s + w->write_s, w->step_s, w->stop_grace_s);
+    w->stop_grace_s = -1.0;  // once
 }
 
 /*

@@ -322,21 +322,9 @@ static inline double comm_seconds_value(const char *s) {
     return (end != s && *end == '\0' && v >= 0 && v <= 1000000) ? (double)v : -1.0;
 }
 
-/*
- * Under torchrun: the seconds it gives its workers between passing a stop signal on and SIGKILL.
- * Its --shutdown-timeout (newer torch), read from the command line of torchrun, the parent of this
- * process; else TORCH_ELASTIC_SHUTDOWN_TIMEOUT (the same torch); else torch's fixed 30.
- */
-static inline double comm_torchrun_grace_s(void) {
-    char path[64], cmd[16384];
-    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)getppid());
-    size_t n = 0;
-    FILE *f = fopen(path, "rb");
-    if (f) {
-        n = fread(cmd, 1, sizeof(cmd) - 1, f);  // NUL-separated arguments; a longer line is cut, which is harmless
-        fclose(f);
-    }
-    cmd[n] = '\0';
+// torchrun's --shutdown-timeout (or --shutdown_timeout) in the command line `cmd`: n bytes of
+// NUL-separated arguments, as /proc/<pid>/cmdline has them, with cmd[n] == '\0'; -1 if not there
+static inline double comm_cmdline_shutdown_timeout(const char *cmd, size_t n) {
     static const char *const names[] = {"--shutdown-timeout", "--shutdown_timeout"};
     for (size_t i = 0; i < n; i += strlen(cmd + i) + 1) {
         for (int k = 0; k < 2; k++) {
@@ -344,12 +332,33 @@ static inline double comm_torchrun_grace_s(void) {
             if (strncmp(cmd + i, names[k], len) != 0) { continue; }
             const char *value = cmd[i + len] == '=' ? cmd + i + len + 1 : NULL;
             if (cmd[i + len] == '\0' && i + len + 1 < n) { value = cmd + i + len + 1; }  // the next argument
-            if (value && comm_seconds_value(value) >= 0) { return comm_seconds_value(value); }
+            const double seconds = value ? comm_seconds_value(value) : -1.0;
+            if (seconds >= 0) { return seconds; }
         }
     }
+    return -1.0;
+}
+
+/*
+ * Under torchrun: the seconds it gives its workers between passing a stop signal on and SIGKILL.
+ * Its --shutdown-timeout (newer torch), read from the command line of torchrun, the parent of this
+ * process; else TORCH_ELASTIC_SHUTDOWN_TIMEOUT (the same torch); else torch's fixed 30. A value
+ * torchrun refuses (it stops before starting the ranks) is passed over here.
+ */
+static inline double comm_torchrun_grace_s(void) {
+    char path[64], cmd[16384];
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)getppid());
+    size_t n = 0;
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        n = fread(cmd, 1, sizeof(cmd) - 1, f);  // a longer line is cut, which is harmless
+        fclose(f);
+    }
+    cmd[n] = '\0';
+    double seconds = comm_cmdline_shutdown_timeout(cmd, n);
     const char *env = getenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
-    if (env && comm_seconds_value(env) >= 0) { return comm_seconds_value(env); }
-    return 30.0;
+    if (seconds < 0 && env) { seconds = comm_seconds_value(env); }
+    return seconds >= 0 ? seconds : 30.0;
 }
 
 // the ranks torchrun (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE) or SLURM (SLURM_PROCID,

@@ -1,5 +1,6 @@
 // libFuzzer harness: the trainers' flag parser (llmc/args.h, args_parse) and the batch arithmetic
-// that follows it. The input is the command line: arguments separated by NUL bytes. args.h ends a
+// that follows it; and, read as torchrun's command line, processes.h's search of it for
+// --shutdown-timeout. The input is the command line: arguments separated by NUL bytes. args.h ends a
 // bad command line with one error line ("... (see --help)") and exit(1), which here returns to the
 // harness like llmc_die.
 #include "fuzz.h"
@@ -14,6 +15,7 @@ static LLMC_NORETURN void fuzz_exit(int code) {
 #define exit(code) fuzz_exit(code)
 #include "../../llmc/args.h"
 #undef exit
+#include "../../llmc/processes.h"
 
 #define MAX_ARGS 64
 
@@ -48,6 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     argv[argc++] = (char *)"train_gpt2";
     for (size_t i = 0; i <= size && argc <= MAX_ARGS; i += strlen(buf + i) + 1) { argv[argc++] = buf + i; }
     argv[argc] = NULL;
+    const double grace = comm_cmdline_shutdown_timeout(buf, size);
+    if (grace != -1.0 && !(grace >= 0 && grace <= 1000000)) { fuzz_fail("--shutdown-timeout read as %g", grace); }
     ArgsCase c = {argc, argv, 1 + (int)(size % 4)};
     if (fuzz_call(parse, &c)) { fuzz_end(); }
     free(buf);

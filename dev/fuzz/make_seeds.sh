@@ -78,6 +78,7 @@ args_seed() { local name=$1; shift; printf '%s\0' "$@" | head -c -1 > "$OUT/args
 args_seed full -e d12 -b 4 -t 1024 -d 8192 -x 10 -k linear -n 5 -o out -y 1
 args_seed small -i train.bin -e L2:C64:H4 -b 2 -t 32 -l 1e-3 -sl 3.5 -pb mpi -hm -1
 args_seed help --help
+args_seed torchrun /usr/bin/torchrun --nproc_per_node=2 --shutdown-timeout 120 --no-python ./train_gpt2cu --shutdown_timeout=7
 
 # the tools' command lines, on the small files their harnesses run in (dev/fuzz/tool_args.h)
 F=$OUT/work_files

@@ -14,7 +14,7 @@
 # shard_cut <in> <out> <from> <to>, crc_against_zlib <data> <lines>, shard_put <in> <out> <position> <token>,
 # ok <what> (the line of a check that passed), stand_in_curl <bindir>, gpu_machine_tree <dir>,
 # stand_in_binaries <tree> <C statement>, tee_killed <name> <err|both> <cmd...>, rank_pid <rank>
-# <pattern>, tgkill_other <pid> <signal number> (the last three in a test only), torchrun_cmd (sets TORCHRUN).
+# <pattern>, tgkill_other <pid> <signal number> (the last three in a test only), stopped_step <file>, torchrun_cmd (sets TORCHRUN).
 
 LLMC_TEST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$LLMC_TEST_DIR/../.." && pwd)
@@ -170,6 +170,8 @@ free_port() {
     done
     echo "$p"
 }
+# stopped_step FILE: N of the trainers' line "stopped by a signal after step N; ..." in FILE, empty if none
+stopped_step() { sed -n 's/^stopped by a signal after step \([0-9]*\);.*/\1/p' "$1"; }
 # torchrun_cmd: sets TORCHRUN to torch's launcher for a binary (torch.distributed.run with
 # --no-python, --no_python before torch 2), or, where that does not start (torch 1.13 on Python
 # 3.11), the same launcher through torchrun_compat.py; returns 1 where neither starts (no torch)

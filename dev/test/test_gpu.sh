@@ -174,7 +174,7 @@ done
 [ -z "$PY" ] && PY=python3
 export PYTHON=$PY
 export PY LLMC_TEST_DIR
-export -f compare_logs
+export -f compare_logs stopped_step
 MAKEVARS=(CUDA_ARCHS=90a PYTHON="$PY")
 # NCCL and cuDNN: the Makefile finds them in the CUDA toolkit or in PyTorch's wheels (nvidia-nccl-cu13,
 # nvidia-cudnn-cu13) and says where; cuDNN's attention also needs the frontend headers: carry
@@ -330,7 +330,7 @@ preempt_run() {
     for i in $(seq 600); do kill -0 $pid 2> /dev/null || break; sleep 0.1; done
     if kill -0 $pid 2> /dev/null; then echo "still running 60 s after SIGTERM"; kill -9 $pid; return 1; fi
     wait $pid; rc=$?
-    k=$(sed -n 's/^stopped by a signal after step \([0-9]*\); checkpoint .*/\1/p' "$dir.txt")
+    k=$(stopped_step "$dir.txt")
     echo "exit $rc: $(grep -m1 '^stopped' "$dir.txt")"
     [ $rc -eq 0 ] && [ -n "$k" ] || { tail -3 "$dir.txt"; return 1; }
     "$bin" "$@" -x $((k + 5)) -v 0 -o "$dir" -y 1 > "$dir.res.txt" 2>&1 && "$bin" "$@" -x $((k + 5)) -v 0 -o "$dir.ref" > /dev/null 2>&1 \
@@ -351,7 +351,7 @@ torchrun_ctrl_c() {
     if kill -0 $pid 2> /dev/null; then echo "still running 60 s after Ctrl-C"; kill -9 -- -$pid; return 1; fi
     wait $pid
     grep -v "^step" "$dir.txt" | tail -n 12
-    k=$(sed -n 's/^stopped by a signal after step \([0-9]*\); checkpoint .*/\1/p' "$dir.txt")
+    k=$(stopped_step "$dir.txt")
     [ -n "$k" ] && [ -e "$dir/DONE_$(printf %08d "$k")" ] && grep -q "closing signal SIG" "$dir.txt" && ! grep -q "second signal" "$dir.txt"
 }
 export -f resume_copy kill_rank children_of preempt_run tgkill_other torchrun_ctrl_c

@@ -177,7 +177,7 @@ job=$!
 wait_line '^step 2/' mpistop.out 60
 kill -TERM "$(pgrep -P $job)"  # the script (`on`, a function, runs in a subshell of its own)
 timeout 60 tail --pid=$job -f /dev/null; kill -9 $job 2> /dev/null
-wait $job && step=$(sed -n 's/^stopped by a signal after step \([0-9]*\);.*/\1/p' mpistop.out) && [ -n "$step" ] \
+wait $job && step=$(stopped_step mpistop.out) && [ -n "$step" ] \
     && [ "$(ls mpistop | grep -c "^state_$(printf %08d "$step")_")" = 4 ] && [ -f "mpistop/DONE_$(printf %08d "$step")" ] \
     && ok "mpirun_hostfile.sh given SIGTERM: the 4 ranks on 2 hosts checkpointed at step $step, exit 0" \
     || { bad "mpirun_hostfile.sh given SIGTERM: no checkpoint of the 4 ranks, or not exit 0"; grep -v '^step' mpistop.out | tail -n 4; }

@@ -269,7 +269,8 @@ ls twice | grep -q DONE && bad "a checkpoint was completed despite the second si
 # (SIGKILL 30 s later): a Ctrl-C, a closed terminal (the signal to the terminal's whole process
 # group: the worker gets it from the terminal, then from torchrun) and systemd's SIGTERM to every
 # process (in either order: torchrun may pass its copy on first) are one stop, with a checkpoint;
-# torchrun's SIGTERM alone too; a second Ctrl-C exits at once. train_gpt2.py takes a process group of its own there: a Ctrl-C is one stop as well.
+# torchrun's SIGTERM alone too; a second Ctrl-C exits at once. train_gpt2.py takes a process group
+# of its own there: a Ctrl-C is one stop as well.
 torchrun_stop() {  # torchrun_stop NAME HOW PROGRAM...: train under torchrun in a process group of
     # its own (a terminal's foreground job), stop it HOW once step 2 is printed, wait for torchrun
     local name=$1 how=$2 pid rank; shift 2
@@ -292,11 +293,15 @@ torchrun_stop() {  # torchrun_stop NAME HOW PROGRAM...: train under torchrun in 
 }
 stopped_once() {  # stopped_once NAME WHAT: torchrun passed the signal on, and the run stopped once
     local step
-    step=$(sed -n 's/^stopped by a signal after step \([0-9]*\); checkpoint .* is in .*/\1/p' "$1.out")
+    step=$(stopped_step "$1.out")
     grep -q "closing signal SIG" "$1.out" && [ -n "$step" ] && [ -e "$1/DONE_$(printf %08d "$step")" ] \
         && ! grep -q "second signal" "$1.out" \
         && ok "torchrun, $2: passed on by torchrun, one stop: checkpoint $step" \
         || { bad "torchrun, $2: no clean stop"; grep -v "^step\|^  " "$1.out" | tail -n 8; }
+}
+exited_at_once() {  # exited_at_once NAME WHAT: the second signal ended the run, no checkpoint written
+    grep -q "second signal: exiting immediately" "$1.out" && ! ls "$1" | grep -q DONE && ok "torchrun, $2: exits at once" \
+        || { bad "torchrun, $2: did not exit at once"; grep -v "^step\|^  " "$1.out" | tail -n 8; }
 }
 if torchrun_cmd; then
     for how in ctrl-c hangup sigterm-rank-first sigterm-launcher-first sigterm-to-torchrun; do
@@ -304,9 +309,7 @@ if torchrun_cmd; then
         stopped_once "tr_$how" $how
     done
     torchrun_stop tr_twice ctrl-c-twice "$TRAINER"
-    grep -q "second signal: exiting immediately" tr_twice.out && ! ls tr_twice | grep -q DONE \
-        && ok "torchrun, Ctrl-C twice: exits at once" \
-        || { bad "torchrun, Ctrl-C twice: did not exit at once"; grep -v "^step\|^  " tr_twice.out | tail -n 8; }
+    exited_at_once tr_twice "Ctrl-C twice"
     torchrun_stop tr_py ctrl-c $PY "$ROOT/train_gpt2.py"
     stopped_once tr_py "train_gpt2.py, ctrl-c"
     # where torchrun leaves its workers in its own process group (torch 1.x; torch 2 starts each in
@@ -318,9 +321,7 @@ if torchrun_cmd; then
         [ "$(cat tr_py.group)" = own ] || bad "torchrun: train_gpt2.py did not take a process group of its own"
         # a second Ctrl-C: torch 1.x's torchrun passes it on as well, and train_gpt2.py exits at once
         torchrun_stop tr_py_twice ctrl-c-twice $PY "$ROOT/train_gpt2.py"
-        grep -q "second signal: exiting immediately" tr_py_twice.out && ! ls tr_py_twice | grep -q DONE \
-            && ok "torchrun, train_gpt2.py, Ctrl-C twice: exits at once" \
-            || { bad "torchrun, train_gpt2.py, Ctrl-C twice: did not exit at once"; grep -v "^step\|^  " tr_py_twice.out | tail -n 8; }
+        exited_at_once tr_py_twice "train_gpt2.py, Ctrl-C twice"
     else
         echo "note: this torchrun starts its workers in process groups of their own"
     fi
