@@ -232,6 +232,8 @@ typedef struct {
     float *mem;  // 64-byte aligned
     int threads;
     AttWorkSize size;
+    float *partials;        // the backward's partials of dk and dv (attention_backward)
+    size_t partial_floats;  // their room: attention_partial_room's
 } AttWorkspace;
 
 // this thread's part of the workspace
@@ -312,34 +314,91 @@ void attention_forward(float *out, float *stats, const float *inp, const AttWork
 }
 
 /*
- * dinp (B,T,3C) = gradient of the forward above. Each (b, h) is one task: it owns the dq, dk, dv
- * columns of its head, so tasks never write the same memory, and it takes its query blocks in
- * order, so that dk and dv sum the blocks in an order fixed by T alone. Per block, the probabilities p
- * recomputed from the forward's stats, dp = dy . v^T, the softmax backward
- * ds = p * (dp - rowsum(p * dp)) * scale; then dq = ds . k, dk += ds^T . q, dv += p^T . dy.
+ * The backward's tasks. One (b, h) per task left threads idle where B * NH is small against the
+ * thread count (B = 1 at T = 1024 on a 32-core CPU: 12 tasks). So each (b, h) splits its query
+ * blocks into attention_groups() contiguous groups of about equal work (block i reads i + 1 blocks
+ * of keys), for about ATT_BACKWARD_TASKS tasks in all: a count fixed by the shapes alone, so that no
+ * result depends on the thread count. A group's blocks add to dk and dv in order; group 0 into dinp,
+ * group g > 0 into a partial of its own (rows 0 up to its last block's end), which a second pass
+ * adds to dinp's in group order.
+ */
+#define ATT_BACKWARD_TASKS 128
+
+static int attention_groups(int B, int NH, int T) {
+    const long heads = (long)B * NH, blocks = (T + ATT_ROWS - 1) / ATT_ROWS;
+    const long groups = (ATT_BACKWARD_TASKS + heads - 1) / heads;
+    return (int)(groups < blocks ? groups : blocks);
+}
+
+// the first query block of group g of `groups` (g = groups: `blocks`): the least n whose blocks
+// 0..n-1 hold g / groups of the work; a group may be empty (a block's work is not divided)
+static int attention_group_start(int g, int groups, int blocks) {
+    const long total = (long)blocks * (blocks + 1) / 2;
+    int n = 0;
+    while ((long)n * (n + 1) / 2 * groups < (long)g * total) { n++; }
+    return n;
+}
+
+// the partials of the groups past the first: (B * NH, groups - 1, T, 2 * HS) floats, each row dk's HS then dv's
+static size_t attention_partial_floats(int B, int NH, int T, int HS) {
+    return (size_t)(attention_groups(B, NH, T) - 1) * B * NH * T * 2 * HS;
+}
+
+// room for the partials of any batch up to B sequences of T (fewer sequences may split into more
+// groups); fewer than 2 * ATT_BACKWARD_TASKS * T * HS floats (64 MiB at T = 1024, HS = 64)
+static size_t attention_partial_room(int B, int NH, int T, int HS) {
+    size_t most = 0;
+    for (int b = 1; b <= B && (long)(b - 1) * NH < ATT_BACKWARD_TASKS; b++) {
+        const size_t n = attention_partial_floats(b, NH, T, HS);
+        most = n > most ? n : most;
+    }
+    return most;
+}
+
+/*
+ * dinp (B,T,3C) = gradient of the forward above. A task is a group of query blocks of one (b, h)
+ * (above): it writes its blocks' rows of that head's dq, and adds to its dk and dv (or its partial)
+ * block by block. Per block, the probabilities p recomputed from the forward's stats, dp = dy . v^T,
+ * the softmax backward ds = p * (dp - rowsum(p * dp)) * scale; then dq = ds . k, dk += ds^T . q,
+ * dv += p^T . dy.
  */
 void attention_backward(float *dinp, const float *dout, const float *inp, const float *stats, const AttWorkspace *ws, int B,
                         int T, int C, int NH) {
-    const int C3 = 3 * C, HS = C / NH, blocks = (T + ATT_ROWS - 1) / ATT_ROWS;
+    const int C3 = 3 * C, HS = C / NH, blocks = (T + ATT_ROWS - 1) / ATT_ROWS, groups = attention_groups(B, NH, T);
     const float scale = 1.0f / sqrtf((float)HS);
+    float *partials = ws->partials;
+    if (attention_partial_floats(B, NH, T, HS) > ws->partial_floats) {
+        llmc_die("attention_backward: B=%d, T=%d past the workspace's room for partials", B, T);
+    }
     #pragma omp parallel num_threads(ws->threads)
     {
         const AttWork w = attention_work(ws);
         #pragma omp for collapse(2) schedule(dynamic, 1)
-        for (int b = 0; b < B; b++) {
-            for (int h = 0; h < NH; h++) {
+        for (int bh = 0; bh < B * NH; bh++) {
+            for (int g = 0; g < groups; g++) {
+                const int b = bh / NH, h = bh % NH;
+                const int first = attention_group_start(g, groups, blocks), end = attention_group_start(g + 1, groups, blocks);
+                if (first == end) { continue; }
+                const int rows = end * ATT_ROWS < T ? end * ATT_ROWS : T;  // dk and dv rows this group adds to
                 const float *q = inp + (size_t)b * T * C3 + h * HS, *k = q + C, *v = q + 2 * C;
                 const float *dy = dout + (size_t)b * T * C + h * HS;
                 float *dq = dinp + (size_t)b * T * C3 + h * HS, *dk = dq + C, *dv = dq + 2 * C;
-                for (int t = 0; t < T; t++) {
-                    for (int i = 0; i < HS; i++) { dk[(size_t)t * C3 + i] = 0.0f; dv[(size_t)t * C3 + i] = 0.0f; }
+                size_t ld = C3;  // dk's and dv's row stride
+                if (g > 0) {
+                    dk = partials + ((size_t)bh * (groups - 1) + g - 1) * T * 2 * HS;
+                    dv = dk + HS;
+                    ld = 2 * HS;
                 }
-                for (int blk = 0; blk < blocks; blk++) {
+                const int zeroed = g == 0 ? T : rows;  // group 0 clears all of dinp's rows: the partials add to them
+                for (int t = 0; t < zeroed; t++) {
+                    for (int i = 0; i < HS; i++) { dk[(size_t)t * ld + i] = 0.0f; dv[(size_t)t * ld + i] = 0.0f; }
+                }
+                for (int blk = first; blk < end; blk++) {
                     const int r0 = blk * ATT_ROWS, r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T, n = r1 - r0;
                     const float *st = stats + (((size_t)b * NH + h) * T + r0) * 2;
                     attention_block_probs(&w, q, k, NULL, st, r0, r1, T, C3, HS, scale);
                     // dv[0:r1] (r1, HS) += p^T (r1, n) . dy[r0:r1]
-                    gemm_serial(dv, C3, (GemmOperand){w.p, 1, T}, (GemmOperand){dy + (size_t)r0 * C, 1, C}, r1, HS, n, 1,
+                    gemm_serial(dv, ld, (GemmOperand){w.p, 1, T}, (GemmOperand){dy + (size_t)r0 * C, 1, C}, r1, HS, n, 1,
                                 w.ap, w.bp);
                     // dp (n, r1) = dy[r0:r1] . v[0:r1]^T, then ds in its place
                     gemm_serial(w.ds, T, (GemmOperand){dy + (size_t)r0 * C, C, 1}, (GemmOperand){v, C3, 1}, n, r1, HS, 0,
@@ -357,8 +416,31 @@ void attention_backward(float *dinp, const float *dout, const float *inp, const 
                     gemm_serial(dq + (size_t)r0 * C3, C3, (GemmOperand){w.ds, T, 1}, (GemmOperand){k, 1, C3}, n, HS, r1,
                                 0, w.ap, w.bp);
                     // dk[0:r1] (r1, HS) += ds^T (r1, n) . q[r0:r1]
-                    gemm_serial(dk, C3, (GemmOperand){w.ds, 1, T}, (GemmOperand){q + (size_t)r0 * C3, 1, C3}, r1, HS, n,
+                    gemm_serial(dk, ld, (GemmOperand){w.ds, 1, T}, (GemmOperand){q + (size_t)r0 * C3, 1, C3}, r1, HS, n,
                                 1, w.ap, w.bp);
+                }
+            }
+        }
+        if (groups > 1) {
+            // the partials into dinp's dk and dv, a block of rows per task, the groups in order
+            #pragma omp for collapse(2) schedule(static)
+            for (int bh = 0; bh < B * NH; bh++) {
+                for (int blk = 0; blk < blocks; blk++) {
+                    const int b = bh / NH, h = bh % NH, r0 = blk * ATT_ROWS, r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T;
+                    float *dk = dinp + (size_t)b * T * C3 + C + h * HS, *dv = dk + C;
+                    for (int g = 1; g < groups; g++) {
+                        const int first = attention_group_start(g, groups, blocks), end = attention_group_start(g + 1, groups, blocks);
+                        const int rows = end * ATT_ROWS < T ? end * ATT_ROWS : T;
+                        if (first == end || rows <= r0) { continue; }
+                        const float *pk = partials + ((size_t)bh * (groups - 1) + g - 1) * T * 2 * HS, *pv = pk + HS;
+                        for (int t = r0; t < (r1 < rows ? r1 : rows); t++) {
+                            #pragma omp simd
+                            for (int i = 0; i < HS; i++) {
+                                dk[(size_t)t * C3 + i] += pk[(size_t)t * 2 * HS + i];
+                                dv[(size_t)t * C3 + i] += pv[(size_t)t * 2 * HS + i];
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -649,8 +731,11 @@ static void gpt2_alloc_activations(GPT2 *m, int B, int T) {
     m->att_work.threads = omp_threads_max();
     m->att_work.size = attention_work_size(T, m->config.channels / m->config.num_heads);
     const size_t work = attention_work_floats(m->att_work.threads, T, m->config.channels / m->config.num_heads);
-    if (posix_memalign((void **)&m->att_work.mem, 64, work * sizeof(float)) != 0) {
-        llmc_die("out of host memory allocating %zu bytes for the attention's workspace; use a smaller -t", work * sizeof(float));
+    m->att_work.partial_floats = attention_partial_room(B, m->config.num_heads, T, m->config.channels / m->config.num_heads);
+    if (posix_memalign((void **)&m->att_work.mem, 64, work * sizeof(float)) != 0 ||
+        posix_memalign((void **)&m->att_work.partials, 64, (m->att_work.partial_floats + 1) * sizeof(float)) != 0) {
+        llmc_die("out of host memory allocating %zu bytes for the attention's workspace; use a smaller -t",
+                 (work + m->att_work.partial_floats) * sizeof(float));
     }
 }
 
@@ -694,7 +779,7 @@ void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, const Planner *
 void gpt2_free(GPT2 *m) {
     host_free_huge(m->params_memory); host_free_huge(m->grads_memory); host_free_huge(m->m_memory);
     host_free_huge(m->v_memory); host_free_huge(m->acts_memory);
-    free(m->muon_scratch); free(m->att_work.mem); free(m->targets_copy); free(m->inputs_copy);
+    free(m->muon_scratch); free(m->att_work.mem); free(m->att_work.partials); free(m->targets_copy); free(m->inputs_copy);
 }
 
 // load parameters from a model file (v3 or v5); the file must match the built config
@@ -1024,10 +1109,13 @@ static void cpu_plan(void *ctx, int B, int recompute, MemPlan *p) {
     plan_note(p, PLAN_LOGITS, "(B, T, Vp) fp32: logits, probabilities, their gradient");
     plan_note(p, PLAN_ATTENTION, "each query row's softmax shift and 1/sum, (L, B, NH, T, 2) fp32: the backward recomputes the probabilities");
     const size_t matmul_scratch = gpt2_matmul_scratch_floats(0, c, B, cp->a->T) + gpt2_matmul_scratch_floats(1, c, B, cp->a->T);
-    const size_t att_work = attention_work_floats(omp_threads_max(), cp->a->T, c->channels / c->num_heads);
-    plan_add(p, PLAN_SCRATCH, 1, 2 * BT * sizeof(int) + (matmul_scratch + att_work) * F);
-    plan_note(p, PLAN_SCRATCH, "the backward's layer buffers, token copies%s, the attention's per-thread product buffers (%d threads)",
-              matmul_scratch > 0 ? ", the built-in matmul's packed operands" : "", omp_threads_max());
+    const int HS = c->channels / c->num_heads;
+    const size_t att_work = attention_work_floats(omp_threads_max(), cp->a->T, HS);
+    const size_t att_partials = attention_partial_room(B, c->num_heads, cp->a->T, HS);
+    plan_add(p, PLAN_SCRATCH, 1, 2 * BT * sizeof(int) + (matmul_scratch + att_work + att_partials) * F);
+    plan_note(p, PLAN_SCRATCH, "the backward's layer buffers, token copies%s, the attention's per-thread product buffers (%d threads)%s",
+              matmul_scratch > 0 ? ", the built-in matmul's packed operands" : "", omp_threads_max(),
+              att_partials > 0 ? " and its backward's partial sums" : "");
     plan_note(p, PLAN_COMM, "%s", cp->ranks > 1 ? "none: MPI all-reduces the gradients in place (its own buffers not counted)"
                                                : "none (one process)");
     train_data_plan(p, 1, cp->a, B, c->vocab_size);
