@@ -14,6 +14,9 @@
  * 5. threads: the forward and backward give the same loss and gradients, bit for bit, on one
  *    OpenMP thread as on all the model was built for (every sum has an order fixed by the shapes;
  *    where the built-in matmul runs: OpenBLAS makes no such promise).
+ * 6. attention: at T = 1000 with one sequence of 2 and of 32 heads, where the backward splits each head's
+ *    query blocks into groups, the output and dq, dk, dv against a direct computation in double
+ *    precision, and one thread against all, bitwise.
  * Exits 1 on any mismatch, printing the first few differences.
  *
  * Tolerances (fp32 on both sides; the two differ only in summation order and in library
@@ -99,6 +102,92 @@ static int check_threads(GPT2 *model, const DebugState *ds, int B, int T) {
 #endif
 }
 
+// 6. the attention alone at T = 1000, one sequence of NH heads: the backward's query blocks split
+// into groups whose dk and dv partials are summed afterwards (attention_backward; a model's B x
+// heads large enough leaves one group, so the fixtures above may not reach it). Against the same
+// attention computed directly in double precision, and one thread against all, bit for bit.
+static double max_abs(const float *x, size_t n) {
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++) { m = fmax(m, fabs((double)x[i])); }
+    return m;
+}
+
+static int check_attention_groups(int NH, int HS) {
+    const int T = 1000, C = NH * HS, C3 = 3 * C;
+    printf("attention at T=%d, %d heads of %d: %d groups of query blocks in the backward\n", T, NH, HS, attention_groups(1, NH, T));
+    float *inp = (float *)mallocCheck(sizeof(float) * T * C3), *dout = (float *)mallocCheck(sizeof(float) * T * C);
+    float *out = (float *)mallocCheck(sizeof(float) * T * C), *stats = (float *)mallocCheck(sizeof(float) * NH * T * 2);
+    float *dinp = (float *)mallocCheck(sizeof(float) * T * C3), *dinp1 = (float *)mallocCheck(sizeof(float) * T * C3);
+    double *ref = (double *)calloc((size_t)T * C3, sizeof(double)), *ref_out = (double *)calloc((size_t)T * C, sizeof(double));
+    double *p = (double *)mallocCheck(sizeof(double) * T), *dp = (double *)mallocCheck(sizeof(double) * T);
+    unsigned long long rng = 42;
+    for (int i = 0; i < T * C3; i++) { inp[i] = 2.0f * sample_random_f32(&rng) - 1.0f; }
+    for (int i = 0; i < T * C; i++) { dout[i] = 2.0f * sample_random_f32(&rng) - 1.0f; }
+    AttWorkspace ws = {NULL, omp_threads_max(), attention_work_size(T, HS), NULL, attention_partial_room(1, NH, T, HS)};
+    if (posix_memalign((void **)&ws.mem, 64, attention_work_floats(ws.threads, T, HS) * sizeof(float)) != 0 ||
+        posix_memalign((void **)&ws.partials, 64, (ws.partial_floats + 1) * sizeof(float)) != 0 || !ref || !ref_out) {
+        llmc_die("out of memory");
+    }
+    attention_forward(out, stats, inp, &ws, 1, T, 0, C, NH);
+    attention_backward(dinp, dout, inp, stats, &ws, 1, T, C, NH);
+    AttWorkspace one = ws;
+    one.threads = 1;
+    attention_backward(dinp1, dout, inp, stats, &one, 1, T, C, NH);
+    // the reference: softmax(q k^T / sqrt(HS)) over the keys up to each query, and its gradient
+    const double scale = 1.0 / sqrt((double)HS);
+    for (int h = 0; h < NH; h++) {
+        for (int t = 0; t < T; t++) {
+            const float *q = inp + (size_t)t * C3 + h * HS, *dy = dout + (size_t)t * C + h * HS;
+            double maxv = -INFINITY, sum = 0.0, dot = 0.0;
+            for (int j = 0; j <= t; j++) {
+                const float *k = inp + (size_t)j * C3 + C + h * HS, *v = k + C;
+                double s = 0.0, d = 0.0;
+                for (int i = 0; i < HS; i++) { s += (double)q[i] * k[i]; d += (double)dy[i] * v[i]; }
+                p[j] = s * scale;
+                dp[j] = d;
+                maxv = fmax(maxv, p[j]);
+            }
+            for (int j = 0; j <= t; j++) { p[j] = exp(p[j] - maxv); sum += p[j]; }
+            for (int j = 0; j <= t; j++) { p[j] /= sum; dot += p[j] * dp[j]; }
+            for (int j = 0; j <= t; j++) {
+                const float *k = inp + (size_t)j * C3 + C + h * HS, *v = k + C;
+                const double ds = p[j] * (dp[j] - dot) * scale;
+                for (int i = 0; i < HS; i++) {
+                    ref_out[(size_t)t * C + h * HS + i] += p[j] * v[i];
+                    ref[(size_t)t * C3 + h * HS + i] += ds * k[i];                // dq
+                    ref[(size_t)j * C3 + C + h * HS + i] += ds * q[i];            // dk
+                    ref[(size_t)j * C3 + 2 * C + h * HS + i] += p[j] * dy[i];     // dv
+                }
+            }
+        }
+    }
+    // per part (out, dq, dk, dv): the largest difference against the largest reference value
+    int failed = 0;
+    const char *names[4] = {"out", "dq", "dk", "dv"};
+    for (int part = 0; part < 4; part++) {
+        const float *x = part == 0 ? out : dinp;
+        const double *r = part == 0 ? ref_out : ref;
+        const int stride = part == 0 ? C : C3, col0 = part == 0 ? 0 : (part - 1) * C;
+        double diff = 0.0, top = 0.0;
+        for (int t = 0; t < T; t++) {
+            for (int i = 0; i < C; i++) {
+                const size_t at = (size_t)t * stride + col0 + i;
+                diff = fmax(diff, fabs(x[at] - r[at]));
+                top = fmax(top, fabs(r[at]));
+            }
+        }
+        const int ok = diff <= 1e-5 * top;
+        printf("  %-3s %s max|diff|/max|ref| %.2e (tolerance 1.0e-05)\n", names[part], ok ? "ok  " : "FAIL", diff / top);
+        failed |= !ok;
+    }
+    const int same = memcmp(dinp, dinp1, sizeof(float) * T * C3) == 0;
+    printf("  the backward on 1 and on %d threads: %s\n", ws.threads, same ? "bitwise equal ok" : "they differ FAIL");
+    failed |= !same || max_abs(dinp, (size_t)T * C3) == 0.0;
+    free(inp); free(dout); free(out); free(stats); free(dinp); free(dinp1); free(ref); free(ref_out); free(p); free(dp);
+    free(ws.mem); free(ws.partials);
+    return failed;
+}
+
 int main(int argc, char **argv) {
     Comm comm;
     ModelTestArgs args = model_test_start(argc, argv, &comm);
@@ -147,6 +236,11 @@ int main(int argc, char **argv) {
     // ---- 5. the thread count changes no bit
     reset_model(&model, model_path);
     failed |= check_threads(&model, &ds, B, T);
+
+    // ---- 6. the attention's backward split into groups of query blocks: 8 groups (one block each
+    // past the first, one empty), then 4 (two blocks in one: its partial sums them before dk does)
+    failed |= check_attention_groups(2, 16);
+    failed |= check_attention_groups(32, 4);
 
     debug_state_free(&ds);
     trajectory_free(&tr);
