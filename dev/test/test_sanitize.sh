@@ -14,7 +14,10 @@ REPORTS=$BUILD/reports
 rm -rf "$REPORTS" && mkdir -p "$REPORTS"
 # leaks: the MPI, OpenMP and OpenBLAS runtimes keep memory until exit by design; ours must not
 export LSAN_OPTIONS=suppressions=$ROOT/dev/test/lsan.supp:print_suppressions=0
-export ASAN_OPTIONS=log_path=$REPORTS/asan:exitcode=86:detect_leaks=1
+# detect_stack_use_after_return=0: GCC 13's libasan (Ubuntu 24.04) moves stack frames to its fake
+# stack, aligned to less than the 64 bytes of the built-in matmul's AVX-512 vector locals, whose
+# aligned stores there then fault (vmovaps, in gemm_micro); GCC 12's had it off by default
+export ASAN_OPTIONS=log_path=$REPORTS/asan:exitcode=86:detect_leaks=1:detect_stack_use_after_return=0
 export UBSAN_OPTIONS=log_path=$REPORTS/ubsan:print_stacktrace=1:halt_on_error=1:exitcode=86
 step() {
     local name=$1; shift
