@@ -725,7 +725,7 @@ static inline double llmc_wall_seconds(void) {
 // about a millisecond sleeps never, then 50 us sleeps, so that a long wait leaves its core to
 // others. What it adds to the latency of a wait is measured in dev/bench/RESULTS.md ("Watchdog
 // polling"); spinning without the yield first made a 2-rank CPU job whose step is mostly its
-// gradient all-reduce 1.08x the CPU time and 1.04x the wall time (farm-bench, 5 pairs, loaded).
+// gradient all-reduce 1.08x the CPU time and 1.04x the wall time (5 pairs of runs, loaded).
 /*
  * The clock of a bounded wait (-pt): it counts only the time this process spent polling. A gap of
  * more than a second between two polls means the process itself was not running (SIGSTOP, Ctrl-Z,

@@ -9,7 +9,7 @@
  *   mode: poll (llmc_poll_pause, the watchdog), spin (a busy loop: the lowest latency there is,
  *         what cudaEventSynchronize's default spin does on an idle core)
  * Prints the median, 90th percentile and maximum latency. dev/bench/RESULTS.md ("Watchdog
- * polling") has the figures and the farm-bench comparison of the two modes' whole runs.
+ * polling") has the figures and the paired-run comparison of the two modes' whole runs.
  */
 #include <pthread.h>
 #include <stdatomic.h>

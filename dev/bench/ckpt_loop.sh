@@ -5,10 +5,10 @@
 # in WORKDIR, writing into WORKDIR/OUTDIR (emptied first), and prints "<OUTDIR> <ms>": the time
 # from the line "step 1/20" to the end of the process over the 19 steps after it, so the wait for
 # the last checkpoint is in it; a warning or error line in the run's output (a checkpoint not
-# written) fails it. OUTDIR is deleted at the end (KEEP=1 keeps it). Under farm-bench, A with
-# -n 5 against B without:
-#   farm-bench -n 5 --timeout 1200 --vs "dev/bench/ckpt_loop.sh ./train_gpt2 /tmp/ck none" \
-#       -- dev/bench/ckpt_loop.sh ./train_gpt2 /tmp/ck every5 -n 5
+# written) fails it. OUTDIR is deleted at the end (KEEP=1 keeps it). A with -n 5 against B
+# without, run in turn several times each:
+#   A: dev/bench/ckpt_loop.sh ./train_gpt2 /tmp/ck every5 -n 5
+#   B: dev/bench/ckpt_loop.sh ./train_gpt2 /tmp/ck none
 set -euo pipefail
 [ $# -ge 3 ] || { sed -n '2,11p' "$0"; exit 2; }
 bin=$(realpath "$1") work=$2 out=$3
