@@ -106,28 +106,22 @@ static int check_threads(GPT2 *model, const DebugState *ds, int B, int T) {
 // into groups whose dk and dv partials are summed afterwards (attention_backward; a model's B x
 // heads large enough leaves one group, so the fixtures above may not reach it). Against the same
 // attention computed directly in double precision, and one thread against all, bit for bit.
-static double max_abs(const float *x, size_t n) {
-    double m = 0.0;
-    for (size_t i = 0; i < n; i++) { m = fmax(m, fabs((double)x[i])); }
-    return m;
-}
-
 static int check_attention_groups(int NH, int HS) {
     const int T = 1000, C = NH * HS, C3 = 3 * C;
+    const size_t TC = (size_t)T * C;
     printf("attention at T=%d, %d heads of %d: %d groups of query blocks in the backward\n", T, NH, HS, attention_groups(1, NH, T));
-    float *inp = (float *)mallocCheck(sizeof(float) * T * C3), *dout = (float *)mallocCheck(sizeof(float) * T * C);
-    float *out = (float *)mallocCheck(sizeof(float) * T * C), *stats = (float *)mallocCheck(sizeof(float) * NH * T * 2);
+    float *inp = (float *)mallocCheck(sizeof(float) * T * C3), *dout = (float *)mallocCheck(sizeof(float) * TC);
+    float *out = (float *)mallocCheck(sizeof(float) * TC), *stats = (float *)mallocCheck(sizeof(float) * NH * T * 2);
     float *dinp = (float *)mallocCheck(sizeof(float) * T * C3), *dinp1 = (float *)mallocCheck(sizeof(float) * T * C3);
-    double *ref = (double *)calloc((size_t)T * C3, sizeof(double)), *ref_out = (double *)calloc((size_t)T * C, sizeof(double));
+    // the reference's four parts (out, dq, dk, dv), each (T, C), and ours laid out alike
+    double *ref = (double *)calloc(4 * TC, sizeof(double));
+    float *ref_f = (float *)mallocCheck(sizeof(float) * 4 * TC), *ours = (float *)mallocCheck(sizeof(float) * 4 * TC);
     double *p = (double *)mallocCheck(sizeof(double) * T), *dp = (double *)mallocCheck(sizeof(double) * T);
+    if (!ref) { llmc_die("out of memory"); }
     unsigned long long rng = 42;
     for (int i = 0; i < T * C3; i++) { inp[i] = 2.0f * sample_random_f32(&rng) - 1.0f; }
-    for (int i = 0; i < T * C; i++) { dout[i] = 2.0f * sample_random_f32(&rng) - 1.0f; }
-    AttWorkspace ws = {NULL, omp_threads_max(), attention_work_size(T, HS), NULL, attention_partial_room(1, NH, T, HS)};
-    if (posix_memalign((void **)&ws.mem, 64, attention_work_floats(ws.threads, T, HS) * sizeof(float)) != 0 ||
-        posix_memalign((void **)&ws.partials, 64, (ws.partial_floats + 1) * sizeof(float)) != 0 || !ref || !ref_out) {
-        llmc_die("out of memory");
-    }
+    for (size_t i = 0; i < TC; i++) { dout[i] = 2.0f * sample_random_f32(&rng) - 1.0f; }
+    AttWorkspace ws = attention_workspace_alloc(omp_threads_max(), 1, NH, T, HS);
     attention_forward(out, stats, inp, &ws, 1, T, 0, C, NH);
     attention_backward(dinp, dout, inp, stats, &ws, 1, T, C, NH);
     AttWorkspace one = ws;
@@ -135,6 +129,7 @@ static int check_attention_groups(int NH, int HS) {
     attention_backward(dinp1, dout, inp, stats, &one, 1, T, C, NH);
     // the reference: softmax(q k^T / sqrt(HS)) over the keys up to each query, and its gradient
     const double scale = 1.0 / sqrt((double)HS);
+    double *ref_out = ref, *ref_dq = ref + TC, *ref_dk = ref + 2 * TC, *ref_dv = ref + 3 * TC;
     for (int h = 0; h < NH; h++) {
         for (int t = 0; t < T; t++) {
             const float *q = inp + (size_t)t * C3 + h * HS, *dy = dout + (size_t)t * C + h * HS;
@@ -152,39 +147,29 @@ static int check_attention_groups(int NH, int HS) {
             for (int j = 0; j <= t; j++) {
                 const float *k = inp + (size_t)j * C3 + C + h * HS, *v = k + C;
                 const double ds = p[j] * (dp[j] - dot) * scale;
+                const size_t at_t = (size_t)t * C + h * HS, at_j = (size_t)j * C + h * HS;
                 for (int i = 0; i < HS; i++) {
-                    ref_out[(size_t)t * C + h * HS + i] += p[j] * v[i];
-                    ref[(size_t)t * C3 + h * HS + i] += ds * k[i];                // dq
-                    ref[(size_t)j * C3 + C + h * HS + i] += ds * q[i];            // dk
-                    ref[(size_t)j * C3 + 2 * C + h * HS + i] += p[j] * dy[i];     // dv
+                    ref_out[at_t + i] += p[j] * v[i];
+                    ref_dq[at_t + i] += ds * k[i];
+                    ref_dk[at_j + i] += ds * q[i];
+                    ref_dv[at_j + i] += p[j] * dy[i];
                 }
             }
         }
     }
-    // per part (out, dq, dk, dv): the largest difference against the largest reference value
-    int failed = 0;
-    const char *names[4] = {"out", "dq", "dk", "dv"};
-    for (int part = 0; part < 4; part++) {
-        const float *x = part == 0 ? out : dinp;
-        const double *r = part == 0 ? ref_out : ref;
-        const int stride = part == 0 ? C : C3, col0 = part == 0 ? 0 : (part - 1) * C;
-        double diff = 0.0, top = 0.0;
-        for (int t = 0; t < T; t++) {
-            for (int i = 0; i < C; i++) {
-                const size_t at = (size_t)t * stride + col0 + i;
-                diff = fmax(diff, fabs(x[at] - r[at]));
-                top = fmax(top, fabs(r[at]));
-            }
-        }
-        const int ok = diff <= 1e-5 * top;
-        printf("  %-3s %s max|diff|/max|ref| %.2e (tolerance 1.0e-05)\n", names[part], ok ? "ok  " : "FAIL", diff / top);
-        failed |= !ok;
+    for (size_t i = 0; i < 4 * TC; i++) { ref_f[i] = (float)ref[i]; }
+    memcpy(ours, out, sizeof(float) * TC);
+    for (int part = 0; part < 3; part++) {  // dq, dk, dv out of dinp's (T, 3C)
+        for (int t = 0; t < T; t++) { memcpy(ours + (part + 1) * TC + (size_t)t * C, dinp + (size_t)t * C3 + part * C, sizeof(float) * C); }
     }
+    int failed = 0;
+    const char *names[4] = {"att out", "att dq", "att dk", "att dv"};
+    for (int part = 0; part < 4; part++) { failed |= check_tensor(names[part], ours + part * TC, ref_f + part * TC, TC, 1e-5f, 0.0f); }
     const int same = memcmp(dinp, dinp1, sizeof(float) * T * C3) == 0;
     printf("  the backward on 1 and on %d threads: %s\n", ws.threads, same ? "bitwise equal ok" : "they differ FAIL");
-    failed |= !same || max_abs(dinp, (size_t)T * C3) == 0.0;
-    free(inp); free(dout); free(out); free(stats); free(dinp); free(dinp1); free(ref); free(ref_out); free(p); free(dp);
-    free(ws.mem); free(ws.partials);
+    failed |= !same;
+    free(inp); free(dout); free(out); free(stats); free(dinp); free(dinp1); free(ref); free(ref_f); free(ours); free(p); free(dp);
+    attention_workspace_free(&ws);
     return failed;
 }
 

@@ -355,6 +355,38 @@ static size_t attention_partial_room(int B, int NH, int T, int HS) {
     return most;
 }
 
+// the workspace of `threads` threads for sequences of up to T, and the backward's partials for up to
+// B sequences of NH heads of HS
+static AttWorkspace attention_workspace_alloc(int threads, int B, int NH, int T, int HS) {
+    AttWorkspace ws = {NULL, threads, attention_work_size(T, HS), NULL, attention_partial_room(B, NH, T, HS)};
+    const size_t work = attention_work_floats(threads, T, HS);
+    if (posix_memalign((void **)&ws.mem, 64, work * sizeof(float)) != 0 ||
+        posix_memalign((void **)&ws.partials, 64, (ws.partial_floats + 1) * sizeof(float)) != 0) {
+        llmc_die("out of host memory allocating %zu bytes for the attention's workspace; use a smaller -t",
+                 (work + ws.partial_floats) * sizeof(float));
+    }
+    return ws;
+}
+
+static void attention_workspace_free(AttWorkspace *ws) {
+    free(ws->mem);
+    free(ws->partials);
+}
+
+// group g of (b, h) = bh: its query blocks [first, end) (none where first == end), the rows 0..rows-1
+// of dk and dv it adds to, and where a group past the first adds them (rows 2 * HS apart)
+typedef struct {
+    int first, end, rows;
+    float *partial;
+} AttGroup;
+
+static AttGroup attention_group(float *partials, int bh, int g, int groups, int blocks, int T, int HS) {
+    AttGroup a = {attention_group_start(g, groups, blocks), attention_group_start(g + 1, groups, blocks), 0, NULL};
+    a.rows = a.end * ATT_ROWS < T ? a.end * ATT_ROWS : T;
+    if (g > 0) { a.partial = partials + ((size_t)bh * (groups - 1) + g - 1) * T * 2 * HS; }
+    return a;
+}
+
 /*
  * dinp (B,T,3C) = gradient of the forward above. A task is a group of query blocks of one (b, h)
  * (above): it writes its blocks' rows of that head's dq, and adds to its dk and dv (or its partial)
@@ -366,7 +398,6 @@ void attention_backward(float *dinp, const float *dout, const float *inp, const 
                         int T, int C, int NH) {
     const int C3 = 3 * C, HS = C / NH, blocks = (T + ATT_ROWS - 1) / ATT_ROWS, groups = attention_groups(B, NH, T);
     const float scale = 1.0f / sqrtf((float)HS);
-    float *partials = ws->partials;
     if (attention_partial_floats(B, NH, T, HS) > ws->partial_floats) {
         llmc_die("attention_backward: B=%d, T=%d past the workspace's room for partials", B, T);
     }
@@ -377,23 +408,22 @@ void attention_backward(float *dinp, const float *dout, const float *inp, const 
         for (int bh = 0; bh < B * NH; bh++) {
             for (int g = 0; g < groups; g++) {
                 const int b = bh / NH, h = bh % NH;
-                const int first = attention_group_start(g, groups, blocks), end = attention_group_start(g + 1, groups, blocks);
-                if (first == end) { continue; }
-                const int rows = end * ATT_ROWS < T ? end * ATT_ROWS : T;  // dk and dv rows this group adds to
+                const AttGroup grp = attention_group(ws->partials, bh, g, groups, blocks, T, HS);
+                if (grp.first == grp.end) { continue; }
                 const float *q = inp + (size_t)b * T * C3 + h * HS, *k = q + C, *v = q + 2 * C;
                 const float *dy = dout + (size_t)b * T * C + h * HS;
                 float *dq = dinp + (size_t)b * T * C3 + h * HS, *dk = dq + C, *dv = dq + 2 * C;
                 size_t ld = C3;  // dk's and dv's row stride
-                if (g > 0) {
-                    dk = partials + ((size_t)bh * (groups - 1) + g - 1) * T * 2 * HS;
+                if (grp.partial) {
+                    dk = grp.partial;
                     dv = dk + HS;
                     ld = 2 * HS;
                 }
-                const int zeroed = g == 0 ? T : rows;  // group 0 clears all of dinp's rows: the partials add to them
+                const int zeroed = g == 0 ? T : grp.rows;  // group 0 clears all of dinp's rows: the partials add to them
                 for (int t = 0; t < zeroed; t++) {
                     for (int i = 0; i < HS; i++) { dk[(size_t)t * ld + i] = 0.0f; dv[(size_t)t * ld + i] = 0.0f; }
                 }
-                for (int blk = first; blk < end; blk++) {
+                for (int blk = grp.first; blk < grp.end; blk++) {
                     const int r0 = blk * ATT_ROWS, r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T, n = r1 - r0;
                     const float *st = stats + (((size_t)b * NH + h) * T + r0) * 2;
                     attention_block_probs(&w, q, k, NULL, st, r0, r1, T, C3, HS, scale);
@@ -429,11 +459,10 @@ void attention_backward(float *dinp, const float *dout, const float *inp, const 
                     const int b = bh / NH, h = bh % NH, r0 = blk * ATT_ROWS, r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T;
                     float *dk = dinp + (size_t)b * T * C3 + C + h * HS, *dv = dk + C;
                     for (int g = 1; g < groups; g++) {
-                        const int first = attention_group_start(g, groups, blocks), end = attention_group_start(g + 1, groups, blocks);
-                        const int rows = end * ATT_ROWS < T ? end * ATT_ROWS : T;
-                        if (first == end || rows <= r0) { continue; }
-                        const float *pk = partials + ((size_t)bh * (groups - 1) + g - 1) * T * 2 * HS, *pv = pk + HS;
-                        for (int t = r0; t < (r1 < rows ? r1 : rows); t++) {
+                        const AttGroup grp = attention_group(ws->partials, bh, g, groups, blocks, T, HS);
+                        if (grp.first == grp.end || grp.rows <= r0) { continue; }
+                        const float *pk = grp.partial, *pv = pk + HS;
+                        for (int t = r0; t < (r1 < grp.rows ? r1 : grp.rows); t++) {
                             #pragma omp simd
                             for (int i = 0; i < HS; i++) {
                                 dk[(size_t)t * C3 + i] += pk[(size_t)t * 2 * HS + i];
@@ -728,15 +757,8 @@ static void gpt2_alloc_activations(GPT2 *m, int B, int T) {
     m->targets_copy = (int *)mallocCheck((size_t)B * T * sizeof(int));
     m->inputs_copy = (int *)mallocCheck((size_t)B * T * sizeof(int));
     for (int which = 0; which < 2; which++) { gemm_reserve(which, gpt2_matmul_scratch_floats(which, &m->config, B, T)); }
-    m->att_work.threads = omp_threads_max();
-    m->att_work.size = attention_work_size(T, m->config.channels / m->config.num_heads);
-    const size_t work = attention_work_floats(m->att_work.threads, T, m->config.channels / m->config.num_heads);
-    m->att_work.partial_floats = attention_partial_room(B, m->config.num_heads, T, m->config.channels / m->config.num_heads);
-    if (posix_memalign((void **)&m->att_work.mem, 64, work * sizeof(float)) != 0 ||
-        posix_memalign((void **)&m->att_work.partials, 64, (m->att_work.partial_floats + 1) * sizeof(float)) != 0) {
-        llmc_die("out of host memory allocating %zu bytes for the attention's workspace; use a smaller -t",
-                 (work + m->att_work.partial_floats) * sizeof(float));
-    }
+    m->att_work = attention_workspace_alloc(omp_threads_max(), B, m->config.num_heads, T,
+                                            m->config.channels / m->config.num_heads);
 }
 
 // allocate parameters, gradients, optimizer state and activations; params are uninitialised.
@@ -779,7 +801,7 @@ void gpt2_build(GPT2 *m, const GPT2Config *config, int B, int T, const Planner *
 void gpt2_free(GPT2 *m) {
     host_free_huge(m->params_memory); host_free_huge(m->grads_memory); host_free_huge(m->m_memory);
     host_free_huge(m->v_memory); host_free_huge(m->acts_memory);
-    free(m->muon_scratch); free(m->att_work.mem); free(m->att_work.partials); free(m->targets_copy); free(m->inputs_copy);
+    free(m->muon_scratch); attention_workspace_free(&m->att_work); free(m->targets_copy); free(m->inputs_copy);
 }
 
 // load parameters from a model file (v3 or v5); the file must match the built config
