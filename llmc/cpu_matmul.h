@@ -32,7 +32,8 @@
  * The output is cut into blocks of up to GEMM_BLOCK x GEMM_BLOCK, and for each block the inner
  * dimension into chunks of GEMM_KC. For each chunk both operands are packed:
  * A in panels of GEMM_MR rows and B in panels of GEMM_NR columns, each panel k-major (for every k
- * its MR or NR values side by side, zero past the edge), into the two scratch buffers. Then the
+ * its MR or NR values side by side, zero past the edge), into the two scratch buffers; an operand
+ * whose k values lie side by side is transposed on the way, a vector-wide square at a time. Then the
  * output is cut into tiles of GEMM_MC x GEMM_NC that the threads take in turn; within a tile the
  * micro-kernel holds an MR x NR block of outputs in vector registers and, for each k, loads NR
  * values of B (two vectors), broadcasts MR values of A and does 2 MR fused multiply-adds. A tile's
@@ -86,16 +87,71 @@ __attribute__((always_inline)) static inline void gemm_copy_rows(float *restrict
     for (int k = 0; k < kc; k++) { __builtin_memcpy(dst + (size_t)k * w, src + (size_t)k * sk, (size_t)w * sizeof(float)); }
 }
 
+typedef int gemm_ivec __attribute__((vector_size(GEMM_VL * sizeof(int))));
+
+// r[0..VL), one row of VL floats each, transposed in place (r[k][i] = r[i][k] before): log2(VL)
+// rounds of two-vector shuffles, round b swapping the off-diagonal b x b blocks of each 2b x 2b block
+__attribute__((always_inline)) static inline void gemm_transpose(gemm_vec r[GEMM_VL]) {
+    gemm_ivec j;
+    for (int i = 0; i < GEMM_VL; i++) { j[i] = i; }
+    #pragma GCC unroll 4
+    for (int b = GEMM_VL / 2; b >= 1; b /= 2) {
+        const gemm_ivec second = (j & b) != 0;  // -1 where lane j comes from the pair's second row
+        const gemm_ivec lo = j + (second & (GEMM_VL - b)), hi = lo + b;  // indices into (row i, row i + b)
+        #pragma GCC unroll 16
+        for (int i = 0; i < GEMM_VL; i++) {
+            if (i & b) { continue; }
+            const gemm_vec x = r[i], y = r[i + b];
+            r[i] = __builtin_shuffle(x, y, lo);
+            r[i + b] = __builtin_shuffle(x, y, hi);
+        }
+    }
+}
+
+// dst[k * w + i] = src[i * si + k] for k < kc, i < w: a whole panel of rows whose k values lie side
+// by side (nt's operands, nn's a), VL x VL blocks at a time transposed in vector registers (the
+// float-by-float gather it replaced took a sixth of the classifier's input-gradient product, nn at
+// 2048 x 256 x 50304 on one thread); inlined where w is a constant
+__attribute__((always_inline)) static inline void gemm_transpose_rows(float *restrict dst, const float *restrict src,
+                                                                       size_t si, int kc, int w) {
+    int k = 0;
+    for (; k + GEMM_VL <= kc; k += GEMM_VL) {
+        #pragma GCC unroll 4
+        for (int g = 0; g < w; g += GEMM_VL) {
+            const int n = w - g < GEMM_VL ? w - g : GEMM_VL;  // rows of this group (MR need not be a multiple of VL)
+            gemm_vec r[GEMM_VL];
+            #pragma GCC unroll 16
+            for (int i = 0; i < GEMM_VL; i++) {
+                r[i] = (gemm_vec){0};
+                if (i < n) { __builtin_memcpy(&r[i], src + (size_t)(g + i) * si + k, sizeof r[i]); }
+            }
+            gemm_transpose(r);
+            #pragma GCC unroll 16
+            for (int kk = 0; kk < GEMM_VL; kk++) { __builtin_memcpy(dst + (size_t)(k + kk) * w + g, &r[kk], (size_t)n * sizeof(float)); }
+        }
+    }
+    for (; k < kc; k++) {
+        for (int i = 0; i < w; i++) { dst[(size_t)k * w + i] = src[(size_t)i * si + k]; }
+    }
+}
+
 // panel p of width w (MR or NR) of operand x over k0 .. k0+kc: dst[k * w + i] = x(p w + i, k0 + k),
 // 0 past n rows (the outputs those feed are never stored, but they stay finite)
 static void gemm_pack_panel(float *restrict dst, GemmOperand x, int p, int w, int n, int k0, int kc) {
     const int i0 = p * w, valid = n - i0 < w ? n - i0 : w;
-    if (x.si == 1 && valid == w && (w == GEMM_NR || w == GEMM_MR)) {  // a whole panel whose w values of each k
+    const int whole = valid == w && (w == GEMM_NR || w == GEMM_MR);
+    if (whole && x.si == 1) {  // a whole panel whose w values of each k
         // lie side by side (tn's operands, nn's w): copies of a size known at compile time, a few
         // vector moves each (a call of memcpy for each 48 or 128 bytes was 6% of a small model's step)
         const float *src = x.p + (size_t)i0 + (size_t)k0 * x.sk;
         if (w == GEMM_NR) { gemm_copy_rows(dst, src, x.sk, kc, GEMM_NR); }
         else { gemm_copy_rows(dst, src, x.sk, kc, GEMM_MR); }
+        return;
+    }
+    if (whole && x.sk == 1) {
+        const float *src = x.p + (size_t)i0 * x.si + (size_t)k0;
+        if (w == GEMM_NR) { gemm_transpose_rows(dst, src, x.si, kc, GEMM_NR); }
+        else { gemm_transpose_rows(dst, src, x.si, kc, GEMM_MR); }
         return;
     }
     for (int k = 0; k < kc; k++) {
