@@ -114,10 +114,9 @@ static int check_attention_groups(int NH, int HS) {
     float *out = (float *)mallocCheck(sizeof(float) * TC), *stats = (float *)mallocCheck(sizeof(float) * NH * T * 2);
     float *dinp = (float *)mallocCheck(sizeof(float) * T * C3), *dinp1 = (float *)mallocCheck(sizeof(float) * T * C3);
     // the reference's four parts (out, dq, dk, dv), each (T, C), and ours laid out alike
-    double *ref = (double *)calloc(4 * TC, sizeof(double));
+    double *ref = (double *)callocCheck(4 * TC, sizeof(double));
     float *ref_f = (float *)mallocCheck(sizeof(float) * 4 * TC), *ours = (float *)mallocCheck(sizeof(float) * 4 * TC);
     double *p = (double *)mallocCheck(sizeof(double) * T), *dp = (double *)mallocCheck(sizeof(double) * T);
-    if (!ref) { llmc_die("out of memory"); }
     unsigned long long rng = 42;
     for (int i = 0; i < T * C3; i++) { inp[i] = 2.0f * sample_random_f32(&rng) - 1.0f; }
     for (size_t i = 0; i < TC; i++) { dout[i] = 2.0f * sample_random_f32(&rng) - 1.0f; }
