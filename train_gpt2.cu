@@ -39,7 +39,8 @@
  * Attention (-at): our fused kernel (llmc/cuda/attention.cuh, deterministic) or, in builds with cuDNN,
  * cuDNN's fused SDPA (llmc/cuda/cudnn_att.h; its workspace joins the memory plan). Both read qkv and write
  * out and lse in the same layouts. cuDNN builds a graph per shape, so it serves the calls at the built
- * T (training, validation); the shorter ones (sampling, HellaSwag's rows) run our kernel.
+ * T (training, validation); the shorter ones (sampling, HellaSwag's rows) run our kernel. Generation
+ * (--prompt, -s) computes only a growing text's new rows, their attention by attention_forward_rows.
  */
 #include <math.h>
 #include "llmc/utils.h"
@@ -583,71 +584,91 @@ static int gpt2_attention_deterministic(const GPT2 *m) { return attention_determ
 // the banner's description of the attention implementation
 static const char *gpt2_attention_describe(const GPT2 *m) { return attention_describe(m->attention, m->att_workspace_bytes); }
 
-typedef enum {
-    FWD_LOGITS = 0,  // logits only (sampling); no targets
-    FWD_EVAL = 1,    // per-token losses; logits left in acts.logits
-    FWD_TRAIN = 2,   // per-token losses; acts.logits becomes dlogits (scaled by dloss)
-} ForwardMode;
-
 /*
- * Forward pass of B sequences of T tokens (host ids; B, T at most the built sizes). targets
- * (host) are needed for FWD_EVAL and FWD_TRAIN; acts.losses (B, T) then holds the per-token losses.
+ * The forward up to the logits of rows [from, to) of B sequences laid out at Tl positions each, from
+ * the token ids already in acts.inputs: all rows (from 0, to Tl) in training and evaluation; in
+ * generation one sequence (B 1) laid out at the built T, whose rows before `from` hold an earlier
+ * call's activations of the same tokens, so that a growing text computes only its new rows (their
+ * attention reads the kept keys and values: attention_forward_rows).
  */
-void gpt2_forward(GPT2 *m, const int *inputs, const int *targets, int B, int T, ForwardMode mode, float dloss) {
-    if (B > m->batch_size || T > m->seq_len || B < 1 || T < 1) {
-        llmc_die("internal: forward with B=%d T=%d, built for B=%d T=%d", B, T, m->batch_size, m->seq_len);
+static void gpt2_forward_rows(GPT2 *m, int B, int Tl, int from, int to) {
+    if (B > m->batch_size || Tl > m->seq_len || B < 1 || from < 0 || from >= to || to > Tl ||
+        (B > 1 && (from > 0 || to < Tl))) {
+        llmc_die("internal: forward with B=%d T=%d rows %d..%d, built for B=%d T=%d", B, Tl, from, to, m->batch_size,
+                 m->seq_len);
     }
-    const int C = m->config.channels, L = m->config.num_layers;
-    const int V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
-    const size_t BT = (size_t)B * T;
+    const int C = m->config.channels, NH = m->config.num_heads, L = m->config.num_layers;
+    const int Vp = m->config.padded_vocab_size;
+    const size_t o = from, N = (size_t)B * to - from;  // the first row computed, and how many
     ParameterTensors *p = &m->params;
     ActivationTensors *a = &m->acts;
     cudaStream_t s = m->stream;
 
-    gpt2_stage_tokens(m, a->inputs, m->inputs_pinned, inputs, BT);
-    if (mode != FWD_LOGITS) { memcpy(m->targets_pinned, targets, BT * sizeof(int)); }
-    if (mode != FWD_LOGITS) {
-        cudaCheck(cudaMemcpyAsync(a->targets, m->targets_pinned, BT * sizeof(int), cudaMemcpyHostToDevice, s));
-    }
-    cudaCheck(cudaEventRecord(m->staged_ev, s));
-
-    encoder_forward(a->encoded, a->inputs, p->wte, p->wpe, B, T, C, s);
-    LayerActs first = layer_acts(m, 0, B, T);
-    layernorm_forward(first.ln1, first.ln1_mean, first.ln1_rstd, a->encoded, p->ln1w, p->ln1b, B, T, C, s);
+    encoder_forward(a->encoded + o * C, a->inputs + o, p->wte, p->wpe + o * C, B, to - from, C, s);
+    LayerActs first = layer_acts(m, 0, B, Tl);
+    layernorm_forward(first.ln1 + o * C, first.ln1_mean + o, first.ln1_rstd + o, a->encoded + o * C, p->ln1w, p->ln1b, 1,
+                      (int)N, C, s);
     for (int l = 0; l < L; l++) {
         LayerParams lp = layer_params(p, &m->config, l);
-        LayerActs la = layer_acts(m, l, B, T);
+        LayerActs la = layer_acts(m, l, B, Tl);
         // residual2 = residual + attproj(attention(qkv(ln1(residual))))
-        matmul_forward(la.qkv, la.ln1, lp.qkvw, lp.qkvb, B, T, C, 3 * C, NULL, s);
-        gpt2_attention_forward(m, la.atty, la.lse, la.qkv, B, T);
-        matmul_forward(a->btc, la.atty, lp.attprojw, lp.attprojb, B, T, C, C, NULL, s);
-        fused_residual_forward(la.residual2, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual, a->btc, lp.ln2w, lp.ln2b,
-                               (int)BT, C, s);
+        matmul_forward(la.qkv + o * 3 * C, la.ln1 + o * C, lp.qkvw, lp.qkvb, 1, (int)N, C, 3 * C, NULL, s);
+        if (from == 0) {
+            gpt2_attention_forward(m, la.atty, la.lse, la.qkv, B, to);
+        } else {  // no lse: nothing of generation goes backward
+            attention_forward_rows(la.atty, NULL, la.qkv, from, to, C, NH, Tl, s);
+        }
+        matmul_forward(a->btc + o * C, la.atty + o * C, lp.attprojw, lp.attprojb, 1, (int)N, C, C, NULL, s);
+        fused_residual_forward(la.residual2 + o * C, la.ln2 + o * C, la.ln2_mean + o, la.ln2_rstd + o,
+                               la.residual + o * C, a->btc + o * C, lp.ln2w, lp.ln2b, (int)N, C, s);
         // residual3 = residual2 + fcproj(gelu(fc(ln2))); the GELU's input is kept in fch for the backward.
         // -ge >= 1: the GELU is cuBLASLt's epilogue of the fc matmul, else our kernel (llmc/cuda/gelu.cuh)
+        floatX *fch = la.fch + o * 4 * C, *fch_gelu = la.fch_gelu + o * 4 * C;
         if (m->gelu_fusion >= 1) {
-            matmul_forward(la.fch_gelu, la.ln2, lp.fcw, lp.fcb, B, T, C, 4 * C, la.fch, s);
+            matmul_forward(fch_gelu, la.ln2 + o * C, lp.fcw, lp.fcb, 1, (int)N, C, 4 * C, fch, s);
         } else {
-            matmul_forward(la.fch, la.ln2, lp.fcw, lp.fcb, B, T, C, 4 * C, NULL, s);
-            gelu_forward(la.fch_gelu, la.fch, BT * 4 * C, s);
+            matmul_forward(fch, la.ln2 + o * C, lp.fcw, lp.fcb, 1, (int)N, C, 4 * C, NULL, s);
+            gelu_forward(fch_gelu, fch, N * 4 * C, s);
         }
-        matmul_forward(a->btc, la.fch_gelu, lp.fcprojw, lp.fcprojb, B, T, 4 * C, C, NULL, s);
+        matmul_forward(a->btc + o * C, fch_gelu, lp.fcprojw, lp.fcprojb, 1, (int)N, 4 * C, C, NULL, s);
         // the residual add, fused with the next LayerNorm: the next layer's ln1, or lnf after the last
         if (l < L - 1) {
             LayerParams np = layer_params(p, &m->config, l + 1);
-            LayerActs next = layer_acts(m, l + 1, B, T);
-            fused_residual_forward(la.residual3, next.ln1, next.ln1_mean, next.ln1_rstd, la.residual2, a->btc, np.ln1w,
-                                   np.ln1b, (int)BT, C, s);
+            LayerActs next = layer_acts(m, l + 1, B, Tl);
+            fused_residual_forward(la.residual3 + o * C, next.ln1 + o * C, next.ln1_mean + o, next.ln1_rstd + o,
+                                   la.residual2 + o * C, a->btc + o * C, np.ln1w, np.ln1b, (int)N, C, s);
         } else {
-            fused_residual_forward(la.residual3, a->lnf, a->lnf_mean, a->lnf_rstd, la.residual2, a->btc, p->lnfw, p->lnfb,
-                                   (int)BT, C, s);
+            fused_residual_forward(la.residual3 + o * C, a->lnf + o * C, a->lnf_mean + o, a->lnf_rstd + o,
+                                   la.residual2 + o * C, a->btc + o * C, p->lnfw, p->lnfb, (int)N, C, s);
         }
     }
     // logits = lnf @ wte^T over the padded vocabulary (padded rows of wte are zero)
-    matmul_forward(a->logits, a->lnf, p->wte, NULL, B, T, C, Vp, NULL, s);
-    if (mode != FWD_LOGITS) {
-        fused_classifier(a->logits, a->losses, dloss, a->targets, B, T, V, Vp, mode == FWD_TRAIN, s);
+    matmul_forward(a->logits + o * Vp, a->lnf + o * C, p->wte, NULL, 1, (int)N, C, Vp, NULL, s);
+}
+
+typedef enum {
+    FWD_EVAL = 1,   // per-token losses; logits left in acts.logits
+    FWD_TRAIN = 2,  // per-token losses; acts.logits becomes dlogits (scaled by dloss)
+} ForwardMode;
+
+/*
+ * Forward pass of B sequences of T tokens with their targets (host ids; B, T at most the built
+ * sizes): acts.losses (B, T) holds the per-token losses. (Generation: cuda_forward_probs.)
+ */
+void gpt2_forward(GPT2 *m, const int *inputs, const int *targets, int B, int T, ForwardMode mode, float dloss) {
+    const int V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
+    const size_t BT = (size_t)B * T;
+    ActivationTensors *a = &m->acts;
+    cudaStream_t s = m->stream;
+    if (B > m->batch_size || T > m->seq_len || B < 1 || T < 1) {
+        llmc_die("internal: forward with B=%d T=%d, built for B=%d T=%d", B, T, m->batch_size, m->seq_len);
     }
+    gpt2_stage_tokens(m, a->inputs, m->inputs_pinned, inputs, BT);
+    memcpy(m->targets_pinned, targets, BT * sizeof(int));
+    cudaCheck(cudaMemcpyAsync(a->targets, m->targets_pinned, BT * sizeof(int), cudaMemcpyHostToDevice, s));
+    cudaCheck(cudaEventRecord(m->staged_ev, s));
+    gpt2_forward_rows(m, B, T, 0, T);
+    fused_classifier(a->logits, a->losses, dloss, a->targets, B, T, V, Vp, mode == FWD_TRAIN, s);
 }
 
 // ---- backward, in three parts so that a benchmark can time the layers one by one
@@ -889,13 +910,16 @@ static void cuda_forward_losses(Backend *b, const int *inputs, const int *target
     memcpy(losses, m->losses_pinned, BT * sizeof(float));
 }
 
-// softmax over the V real tokens of the logits at position pos, on the host (V values, once per
-// sampled token: not worth a kernel), from the bf16 logits
+// generation: one sequence laid out at the built T, so that a growing text keeps its rows where they
+// are and each call computes only the tokens after `cached` (gpt2_forward_rows); then the softmax
+// over the V real tokens of the logits at position pos, on the host (V values, once per sampled
+// token: not worth a kernel), from the bf16 logits
 static void cuda_forward_probs(Backend *b, const int *tokens, int T, int pos, int cached, float *probs) {
-    (void)cached;  // the whole forward each time: a GPU runs it in milliseconds
     GPT2 *m = (GPT2 *)b->self;
-    const int V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
-    gpt2_forward(m, tokens, NULL, 1, T, FWD_LOGITS, 0.0f);
+    const int V = m->config.vocab_size, Vp = m->config.padded_vocab_size, from = cached < pos ? cached : pos;
+    gpt2_stage_tokens(m, m->acts.inputs + from, m->inputs_pinned, tokens + from, (size_t)(T - from));
+    cudaCheck(cudaEventRecord(m->staged_ev, m->stream));
+    gpt2_forward_rows(m, 1, m->seq_len, from, T);
     cudaCheck(cudaMemcpyAsync(m->row_pinned, m->acts.logits + (size_t)pos * Vp, (size_t)Vp * sizeof(uint16_t),
                               cudaMemcpyDeviceToHost, m->stream));
     gpt2_sync(m, "the sampling logits");

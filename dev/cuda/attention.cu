@@ -10,6 +10,7 @@
  *   twice: bitwise identical (for cuDNN only where it built its deterministic algorithm; otherwise
  *   the difference is printed, not failed); then the trainer's chain (this forward -> this backward
  *   of its out and lse) vs the reference backward of that out and lse.
+ * - generation's kernel (attention_forward_rows): the forward's out and lse, each sequence in two calls.
  * - shapes: ragged T (1, 17, 64, 100, 130, 1024), B * NH > 1, HS 64 and 128 for our kernels; cuDNN
  *   next to our fused kernel on the same inputs at T = 64, 256, 1024 with the heads of d12 (NH 12)
  *   and d48 (NH 25), HS 64, and the largest difference between the two printed.
@@ -18,7 +19,8 @@
  * do by their documentation: cuDNN is held to the same limits.
  * Timing: T = 1024 with d12's heads at B = 16, 32, 64 (also the unfused oracle) and d48's at B = 16;
  * T = 256 and 64 with d12's heads at 64K tokens; fused forward (both tilings), fused backward, cuDNN
- * forward and backward, each the median of repeated runs (CUDA events).
+ * forward and backward, generation's kernel on each sequence's last row, each the median of repeated
+ * runs (CUDA events).
  * FLOP: causal forward = 2 matmuls (S = Q K^T, O = P V) of B NH T^2 HS / 2 multiply-adds each =
  * 2 B NH T^2 HS FLOP; backward = 2.5x the forward (5 matmuls: S again, dP, dV, dQ, dK), the usual
  * convention; it does not count the fused backward's second S and dP (its two kernels each compute
@@ -199,6 +201,23 @@ static Impl fused_impl(const char *name, const Case &c, DevBuf &scratch, int mti
     return im;
 }
 
+// generation's kernel (attention_forward_rows), one sequence at a time, each in two calls (rows 0..T/2,
+// then the rest, which reads the keys of the first call's rows); forward only
+static Impl rows_impl(const Case &c) {
+    const int B = c.B, T = c.T, C = c.C, NH = c.NH;
+    Impl im = {"rows", nullptr, nullptr, true, false};
+    im.fwd = [=](floatX *out, float *lse, const floatX *qkv) {
+        for (int b = 0; b < B; b++) {
+            floatX *ob = out + (size_t)b * T * C;
+            float *lb = lse + (size_t)b * NH * T;
+            const floatX *qb = qkv + (size_t)b * T * 3 * C;
+            if (T / 2 > 0) { attention_forward_rows(ob, lb, qb, 0, T / 2, C, NH, T, 0); }
+            attention_forward_rows(ob, lb, qb, T / 2, T, C, NH, T, 0);
+        }
+    };
+    return im;
+}
+
 static long check_case(int B, int T, int NH, int HS, uint64_t seed) {
     printf("B %d T %d NH %d HS %d\n", B, T, NH, HS);
     Case c(B, T, NH, HS, seed);
@@ -220,6 +239,7 @@ static long check_case(int B, int T, int NH, int HS, uint64_t seed) {
         attention_backward_unfused(dqkv, dout, qkv, out, lse, su, B, T, C, NH, 0);
     };
     bad += check_impl(c, unfused);
+    bad += check_impl(c, rows_impl(c));
     return bad;
 }
 
@@ -335,6 +355,12 @@ static void timing(int B, int T, int NH, bool unfused) {
         cudnn_check(cudnn_att_backward(dqkv_d, dout_d, qkv_d, out_d, lse_d, B, T, NH, HS, ws.p, ws_bytes, 0));
     }, 20), bwd_flop);
 #endif
+    auto last_rows = [&] {  // a generation step of each sequence: its last row against all its keys
+        for (int b = 0; b < B; b++) {
+            attention_forward_rows(out_d + (size_t)b * T * C, NULL, qkv_d + (size_t)b * T * 3 * C, T - 1, T, C, NH, T, 0);
+        }
+    };
+    report("rows fwd (last row)", time_ms(last_rows, 20), 4.0 * B * NH * (double)T * HS);
     if (!unfused) { return; }
     report("unfused fwd",
            time_ms([&] { attention_forward_unfused(out_d, lse_d, qkv_d, scratch_u, B, T, C, NH, 0); }, 3), fwd_flop);

@@ -12,7 +12,9 @@
  *   output (out, lse; D, dqkv) written exactly once per launcher call;
  * - warp collectives reached by all 32 lanes with the same operation, no deadlock (sim/engine.h);
  * - results against the reference with the tolerances of attention_ref.h: both forward tilings at
- *   HS 64, HS 128, the backward, at ragged T from 1 to 200; the unfused oracle kernel by kernel on
+ *   HS 64, HS 128, the backward, at ragged T from 1 to 200; generation's rows kernel (rows of one
+ *   sequence over two calls, past one chunk of keys at T 1100; the rows before its first untouched);
+ *   the unfused oracle kernel by kernel on
  *   grids capped at 64 blocks (so the grid-stride loops wrap), and through its launchers;
  * - bitwise equal results under three thread interleavings (forward, reverse, random order);
  * - no ldmatrix bank conflicts (wavefronts per 8-row phase, counted per kernel);
@@ -132,6 +134,34 @@ static long sim_backward(int HS, int B, int T, int NH, uint64_t seed, sim::Order
     return bad;
 }
 
+// generation's kernel (attention_forward_rows): rows [r0, T) of one sequence in two calls, the second
+// reading the keys of the first call's rows, against the reference; the rows before r0 left as they
+// were. T past ATTN_ROWS_CHUNK runs its online softmax across chunks of keys.
+static long sim_rows(int HS, int T, int r0, int NH, uint64_t seed) {
+    const int C = NH * HS, mid = r0 + (T - r0) / 2;
+    const RefForward ref(1, T, C, NH, seed);
+    floatX *qkv_d = (floatX *)device_copy(ref.qkv), *out_d = (floatX *)device_poison((size_t)T * C * 2);
+    float *lse_d = (float *)device_poison((size_t)NH * T * 4);
+    sim::order = sim::FORWARD;
+    const long errors_before = sim::errors;
+    if (mid > r0) { attention_forward_rows(out_d, lse_d, qkv_d, r0, mid, C, NH, T, 0); }
+    attention_forward_rows(out_d, lse_d, qkv_d, mid, T, C, NH, T, 0);
+    printf("  rows<%d> T %d rows %d..%d, %d..%d NH %d\n", HS, T, r0, mid, mid, T, NH);
+    long bad = sim::errors - errors_before;
+    std::vector<float> out = bf16_host_floats(out_d, (size_t)T * C), lse = host_copy<float>(lse_d, (size_t)NH * T);
+    bad += ref_compare("out", ref.out_ref.data() + (size_t)r0 * C, out.data() + (size_t)r0 * C, NULL, T - r0, C, 0, C,
+                       TOL_OUT);
+    bad += ref_compare("lse", ref.lse_ref.data(), lse.data(), NULL, NH, T, r0, T - r0, TOL_LSE);
+    std::vector<uint16_t> before = host_copy<uint16_t>(out_d, (size_t)r0 * C);
+    const bool untouched = std::all_of(before.begin(), before.end(), [](uint16_t x) { return x == 0xffff; });
+    if (!untouched) { printf("    rows before %d: WRITTEN  FAIL\n", r0); }
+    bad += !untouched;
+    cudaFree(qkv_d);
+    cudaFree(out_d);
+    cudaFree(lse_d);
+    return bad;
+}
+
 // The unfused oracle: through its launchers, or kernel by kernel as they call them on a grid capped
 // at 64 blocks, so that the grid-stride loops wrap.
 static long sim_unfused(int HS, int B, int T, int NH, uint64_t seed, bool launchers) {
@@ -232,6 +262,12 @@ int main(int argc, char **argv) {
         if (!runs(T)) { continue; }
         bad += sim_backward(128, 2, T, 2, seed, sim::FORWARD, NULL, true);
         seed++;
+    }
+
+    printf("generation's rows kernel on the simulator vs the fp64 reference\n");
+    const int rows_cases[][4] = {{64, 1, 0, 2}, {64, 17, 0, 2}, {64, 100, 40, 3}, {128, 70, 10, 2}, {64, 1100, 1020, 1}};
+    for (const auto &rc : rows_cases) {
+        if (runs(rc[1])) { bad += sim_rows(rc[0], rc[1], rc[2], rc[3], seed++); }
     }
 
     printf("unfused oracle kernels on the simulator vs the fp64 reference\n");

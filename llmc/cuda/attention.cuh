@@ -73,6 +73,10 @@
  * Head sizes: the fused kernels are instantiated for HS = 64 (every GPT-2 size) and HS = 128; any
  * other head size stops with a message naming the supported ones.
  *
+ * Generation (attention_forward_rows): a text that grows by a token keeps the earlier tokens' q, k, v
+ * in qkv, so only the new rows' attention is computed, a plain kernel of one CTA per (row, head)
+ * (fp32 scores, online softmax over chunks of keys); the fused forward serves the first call.
+ *
  * Verified without a GPU (written without access to one): both architectures compile without
  * warnings and without spills; every kernel and launcher in this file runs unchanged on the CPU
  * simulator of dev/cuda/sim, which replaces attention_ptx.cuh with versions that emulate mma.sync,
@@ -661,6 +665,70 @@ static __global__ void __launch_bounds__(ATTN_THREADS)
 }
 
 // ----------------------------------------------------------------------------
+// rows of one sequence: the generation's new tokens (train_gpt2cu's --prompt and samples)
+
+#define ATTN_ROWS_THREADS 128
+#define ATTN_ROWS_CHUNK 1024  // keys whose scores are in shared memory at once
+
+/*
+ * One CTA per (query row t, head h) of one sequence: the row's scores against keys 0..t in chunks of
+ * ATTN_ROWS_CHUNK (online softmax across chunks, as the fused forward does across tiles), then P V
+ * with ATTN_ROWS_THREADS / HS key groups per output column, summed in a fixed order. Everything in
+ * fp32 (P is not rounded to bf16 as the fused kernel's is); out rounded once. A few rows per call:
+ * no tensor cores, the keys and values are read once per row.
+ */
+__global__ void __launch_bounds__(ATTN_ROWS_THREADS)
+    attention_rows_kernel(floatX *out, float *lse, const floatX *qkv, int from, int C, int NH, int lse_T, float scale) {
+    __shared__ float q[128];  // HS <= 128
+    __shared__ float p[ATTN_ROWS_CHUNK];
+    __shared__ float part[ATTN_ROWS_THREADS];
+    __shared__ float red[32];
+    const int t = from + blockIdx.x, h = blockIdx.y, HS = C / NH, tid = threadIdx.x;
+    const size_t stride = 3 * (size_t)C;
+    const floatX *head = qkv + h * HS;  // row j's q, k, v of this head at j * stride + 0, C, 2C
+    for (int d = tid; d < HS; d += ATTN_ROWS_THREADS) { q[d] = __bfloat162float(head[t * stride + d]); }
+    __syncthreads();
+    const int groups = ATTN_ROWS_THREADS / HS, col = tid % HS, group = tid / HS;
+    float run_max = -INFINITY, run_sum = 0.0f, acc = 0.0f;
+    for (int c0 = 0; c0 <= t; c0 += ATTN_ROWS_CHUNK) {
+        const int n = min(ATTN_ROWS_CHUNK, t + 1 - c0);
+        float chunk_max = -INFINITY;
+        for (int j = tid; j < n; j += ATTN_ROWS_THREADS) {
+            const floatX *k = head + (size_t)(c0 + j) * stride + C;
+            float dot = 0.0f;
+            for (int i = 0; i < HS; i += x128::size) {
+                const x128 k8 = load128(k + i);
+                for (int e = 0; e < x128::size; e++) { dot += q[i + e] * __bfloat162float(k8[e]); }
+            }
+            p[j] = dot * scale;
+            chunk_max = fmaxf(chunk_max, p[j]);
+        }
+        const float new_max = fmaxf(run_max, block_reduce_max(chunk_max, red));
+        float chunk_sum = 0.0f;
+        for (int j = tid; j < n; j += ATTN_ROWS_THREADS) {
+            p[j] = expf(p[j] - new_max);
+            chunk_sum += p[j];
+        }
+        chunk_sum = block_reduce_sum(chunk_sum, red);  // its barriers also publish p
+        const float rescale = expf(run_max - new_max);  // 0 for the first chunk (run_max -inf)
+        run_sum = run_sum * rescale + chunk_sum;
+        acc *= rescale;
+        const floatX *v = head + (size_t)c0 * stride + 2 * C + col;
+        for (int j = group; j < n; j += groups) { acc += p[j] * __bfloat162float(v[j * stride]); }
+        run_max = new_max;
+        __syncthreads();  // p is rewritten by the next chunk
+    }
+    part[tid] = acc;
+    __syncthreads();
+    if (tid < HS) {
+        float o = 0.0f;
+        for (int g = 0; g < groups; g++) { o += part[g * HS + tid]; }
+        out[(size_t)t * C + h * HS + tid] = __float2bfloat16(o / run_sum);
+    }
+    if (lse != NULL && tid == 0) { lse[(size_t)h * lse_T + t] = run_max + logf(run_sum); }
+}
+
+// ----------------------------------------------------------------------------
 // launchers
 
 static inline void attention_check_shapes(const char *who, int B, int T, int C, int NH) {
@@ -774,6 +842,26 @@ static inline void attention_backward(floatX *dqkv, const floatX *dout, const fl
     } else {
         attention_backward_launch<128>(dqkv, dout, qkv, out, lse, scratch, B, T, NH, stream);
     }
+}
+
+/*
+ * Rows [from, to) of one sequence (B = 1): out (1, >= to, C) at those rows, from the queries of those
+ * rows and the keys and values of rows 0 .. to-1 in qkv (1, >= to, 3C); lse (NH, lse_T) at those
+ * rows, or NULL. What generation computes for the tokens after the ones whose activations it kept:
+ * usually one row, whatever the text's length. Its own sums (fp32 throughout): not the fused
+ * forward's bits.
+ */
+static inline void attention_forward_rows(floatX *out, float *lse, const floatX *qkv, int from, int to, int C, int NH,
+                                          int lse_T, cudaStream_t stream) {
+    attention_check_shapes("attention_forward_rows", 1, to, C, NH);
+    const int HS = attention_fused_head_size("attention_forward_rows", C, NH);
+    cudaRequire(from >= 0 && from < to && (lse == NULL || lse_T >= to), "rows %d..%d, lse_T %d", from, to, lse_T);
+    cudaRequire(is_aligned16(qkv) && HS % x128::size == 0 && ATTN_ROWS_THREADS % HS == 0,
+                "qkv must be 16-byte aligned; head size %d", HS);
+    dim3 grid(to - from, NH);
+    attention_rows_kernel<<<grid, ATTN_ROWS_THREADS, 0, stream>>>(out, lse, qkv, from, C, NH, lse_T,
+                                                                  1.0f / sqrtf((float)HS));
+    cudaCheckLaunch();
 }
 
 #endif  // LLMC_ATTENTION_CUH
