@@ -1409,6 +1409,8 @@ def make_output_dir(d):
 
 RUN_LOCK = "llmc_run.lock"  # CKPT_RUN_LOCK
 _run_lock = None  # the locked file's descriptor, open until the process ends
+_run_lock_len = 0  # the length of its first line (the holder)
+_run_lock_owner = ""  # its second line as this run found it (lock_own's)
 
 
 def lock_output_dir(d):
@@ -1431,11 +1433,49 @@ def lock_output_dir(d):
         warn(f"-o {d}: cannot lock {path} ({e.strerror}): nothing keeps a second run out of this folder")
         os.close(fd)
         return
+    global _run_lock_len, _run_lock_owner
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    who = f"pid {os.getpid()} on {os.uname().nodename}, started {when}\n".encode()
+    was = os.pread(fd, 1023, 0).decode(errors="replace")  # the second line says whose the checkpoints are
+    _run_lock_owner = was.split("\n", 1)[1] if "\n" in was else ""
     with contextlib.suppress(OSError):  # unbuffered: on a full disk the file stays empty, the lock holds all the same
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {os.uname().nodename}, started {when}\n".encode(), 0)
-    _run_lock = fd
+        os.pwrite(fd, who, 0)
+    _run_lock, _run_lock_len = fd, len(who)
+
+
+def torchrun_line():
+    """checkpoint.h's ckpt_torchrun_line: the lock file's second line under torchrun (its process, host, run id)"""
+    if not all(os.environ.get(v) for v in ("TORCHELASTIC_RUN_ID", "RANK", "WORLD_SIZE")):
+        return None
+    parent, start = os.getppid(), 0
+    with contextlib.suppress(OSError, ValueError, IndexError):  # field 22 of /proc/<pid>/stat: its start
+        with open(f"/proc/{parent}/stat", "rb") as f:
+            start = int(f.read(1023).rpartition(b")")[2].split(b" ")[20])
+    return f"torchrun pid {parent} (started {start}) on {os.uname().nodename}, run {os.environ['TORCHELASTIC_RUN_ID']}\n"
+
+
+def torchrun_restart():
+    """checkpoint_torchrun_restart: rank 0, after lock_output_dir: a torchrun restart (--max-restarts) of the run
+    that owns the folder, which resumes its checkpoints as -y 1 does"""
+    line = torchrun_line()
+    if line is None:
+        return False
+    count = os.environ.get("TORCHELASTIC_RESTART_COUNT", "")
+    if count and not (re.fullmatch(r"[0-9]{1,7}", count) and int(count) <= 1000000):
+        die(f"environment variable TORCHELASTIC_RESTART_COUNT={count} is not a whole number in 0..1000000; the "
+            "launcher sets it (unset it to run one process)")
+    return bool(count) and int(count) >= 1 and line == _run_lock_owner
+
+
+def lock_own():
+    """checkpoint_lock_own: rank 0, once the folder is this run's: under torchrun, the lock file's second line"""
+    line = torchrun_line()
+    if _run_lock is None or line is None:
+        return
+    with contextlib.suppress(OSError):
+        if os.pwrite(_run_lock, line.encode(), _run_lock_len) == len(line.encode()):
+            os.ftruncate(_run_lock, _run_lock_len + len(line.encode()))
 
 
 def ckpt_file_kind(name):
@@ -2349,15 +2389,23 @@ def train_main(argv):
     dist.check_same((a.argv, shards), "flags or data files", "start every rank with the same command line and the same data")
 
     # ---- output dir, resume
+    restarted = False  # a torchrun restart of the run that owns -o: resumed as with -y 1
     if a.output_dir and rank == 0:
         make_output_dir(a.output_dir)
         lock_output_dir(a.output_dir)
-        if a.resume:
+        restarted = not a.resume and torchrun_restart()
+        if a.resume or restarted:
             for n in os.listdir(a.output_dir):  # checkpoint_clean_tmp's files
                 if ".tmp." in n or n.startswith(SHARED_CHECK):
                     os.remove(os.path.join(a.output_dir, n))
         else:
             claim_output_dir(a.output_dir, a.start_over)
+        lock_own()
+    if dist.allreduce([float(restarted)], op="max")[0] > 0:  # every rank resumes alike
+        if rank == 0:
+            print(f"torchrun restarted this run's workers (restart {int(os.environ['TORCHELASTIC_RESTART_COUNT'])}): "
+                  f"resuming from its checkpoints in {a.output_dir}, as -y 1 does", flush=True)
+        a.resume, a.start_over = 1, 0
     dist.barrier()
     if a.output_dir:
         check_shared_dir(a.output_dir, dist)

@@ -1233,6 +1233,9 @@ static inline void checkpoint_claim_dir(const char *dir, int start_over) {
  * other use of the folder.
  */
 #define CKPT_RUN_LOCK "llmc_run.lock"
+static int ckpt_lock_fd = -1;        // the locked file, open until the process ends
+static size_t ckpt_lock_len;         // the length of its first line (the holder)
+static char ckpt_lock_owner[512];    // its second line as this run found it (checkpoint_lock_own's)
 static inline void checkpoint_lock_dir(const char *dir) {
     char path[4200];
     snprintf(path, sizeof(path), "%s/" CKPT_RUN_LOCK, dir);
@@ -1263,10 +1266,65 @@ static inline void checkpoint_lock_dir(const char *dir) {
     struct tm tm_utc;
     strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", gmtime_r(&now, &tm_utc));
     const int len = snprintf(who, sizeof(who), "pid %d on %s, started %s\n", (int)getpid(), host, when);
+    char was[1024];  // the last holder's lines: the second says whose the folder's checkpoints are
+    const ssize_t n = pread(fd, was, sizeof(was) - 1, 0);
+    was[n > 0 ? n : 0] = '\0';
+    const char *second = strchr(was, '\n');
+    snprintf(ckpt_lock_owner, sizeof(ckpt_lock_owner), "%s", second ? second + 1 : "");
     // the holder's details, for the message of a run refused here (on a full disk the file stays
     // empty; the lock holds all the same)
     if (ftruncate(fd, 0) == 0) { (void)!pwrite(fd, who, (size_t)len, 0); }
+    ckpt_lock_fd = fd;
+    ckpt_lock_len = (size_t)len;
 }  // fd stays open, and the folder locked, until the process ends
+
+/*
+ * torchrun --max-restarts: after a worker fails, torchrun starts all of them again with the same
+ * command line (TORCHELASTIC_RESTART_COUNT 1, 2, ...). Their folder then holds the checkpoints of
+ * the run's own first workers, which a command without -y 1 would refuse as another run's (using up
+ * the restarts), and --start-over 1 would move aside: a restart resumes them instead, as -y 1 does.
+ * "Its own" is the lock file's second line, which names the torchrun process (rank 0's parent), its
+ * host and run id, and which a run writes only once the folder is its own (checkpoint_lock_own):
+ * a first attempt refused by another run's checkpoints leaves that run's line, or none.
+ */
+static inline int ckpt_torchrun_line(char *out, size_t n) {
+    if (!comm_launched_by_torchrun()) { return 0; }
+    char host[256], path[64], line[1024];
+    llmc_hostname(host, sizeof(host), "an unknown host");
+    // the process's start (field 22 of /proc/<pid>/stat, clock ticks after boot): a pid used again
+    // by a later torchrun is not the same torchrun
+    const int parent = (int)getppid();
+    unsigned long long start = 0;
+    snprintf(path, sizeof(path), "/proc/%d/stat", parent);
+    FILE *f = fopen(path, "r");
+    if (f != NULL) {
+        const size_t got = fread(line, 1, sizeof(line) - 1, f);
+        line[got] = '\0';
+        fclose(f);
+        const char *p = strrchr(line, ')');  // the command name may hold spaces and parentheses
+        for (int field = 2; p != NULL && field < 22; field++) { p = strchr(p + 1, ' '); }
+        if (p != NULL) { start = strtoull(p + 1, NULL, 10); }
+    }
+    snprintf(out, n, "torchrun pid %d (started %llu) on %s, run %s\n", parent, start, host, getenv("TORCHELASTIC_RUN_ID"));
+    return 1;
+}
+
+// rank 0, after checkpoint_lock_dir: 1 if this process is a torchrun restart of the run that owns the folder
+static inline int checkpoint_torchrun_restart(void) {
+    char line[512];
+    return ckpt_torchrun_line(line, sizeof(line)) && comm_env_int("TORCHELASTIC_RESTART_COUNT") >= 1 &&
+           strcmp(line, ckpt_lock_owner) == 0;
+}
+
+// rank 0, once the folder is this run's (claimed or resumed): under torchrun, the lock file's second line
+static inline void checkpoint_lock_own(void) {
+    char line[512];
+    if (ckpt_lock_fd < 0 || !ckpt_torchrun_line(line, sizeof(line))) { return; }
+    const size_t n = strlen(line);
+    if (pwrite(ckpt_lock_fd, line, n, (off_t)ckpt_lock_len) == (ssize_t)n) {
+        (void)!ftruncate(ckpt_lock_fd, (off_t)(ckpt_lock_len + n));
+    }
+}
 
 /*
  * A checkpoint is the files of every rank in one folder (rank 0's model file, each rank's state

@@ -533,10 +533,11 @@ static inline void train_open_data(TrainRun *r) {
  * same model. Returns 1 when the checkpoint is the run's last step (nothing left to do).
  */
 static inline int train_restore(TrainRun *r) {
-    const TrainArgs *a = r->a;
+    TrainArgs *a = r->a;
     Comm *c = r->c;
     Backend *b = r->b;
     TrainState *st = &r->st;
+    int restarted = 0;  // a torchrun restart of the run that owns -o: resumed as with -y 1
     if (r->have_out && r->rank == 0) {
         struct stat out_st;
         if (stat(a->output_dir, &out_st) == 0 && !S_ISDIR(out_st.st_mode)) {
@@ -544,7 +545,22 @@ static inline int train_restore(TrainRun *r) {
         }
         make_dirs_for(a->output_dir, "-o");
         checkpoint_lock_dir(a->output_dir);
-        if (a->resume) { checkpoint_clean_tmp(a->output_dir); } else { checkpoint_claim_dir(a->output_dir, a->start_over); }
+        restarted = !a->resume && checkpoint_torchrun_restart();
+        if (a->resume || restarted) {
+            checkpoint_clean_tmp(a->output_dir);
+        } else {
+            checkpoint_claim_dir(a->output_dir, a->start_over);
+        }
+        checkpoint_lock_own();
+    }
+    c->bcast(c, &restarted, sizeof(restarted));  // every rank resumes alike
+    if (restarted) {
+        if (r->rank == 0) {
+            printf("torchrun restarted this run's workers (restart %d): resuming from its checkpoints in %s, as -y 1 "
+                   "does\n", comm_env_int("TORCHELASTIC_RESTART_COUNT"), a->output_dir);
+        }
+        a->resume = 1;
+        a->start_over = 0;
     }
     c->barrier(c);
     if (r->have_out) { checkpoint_check_shared_dir(c, a->output_dir); }  // a stop signal writes a checkpoint even without -n
