@@ -32,7 +32,8 @@
 #            20 steps (dev/test/test_gpu_vs_cpu.sh); two separate processes give bitwise-equal runs;
 #            a resume from a checkpoint is bitwise equal to the uninterrupted run (also with -mt 1:
 #            the resume takes the choices kept in -o); --prompt's greedy text within bf16's rounding
-#            of fp32's (dev/test/greedy_within.py; own and cuDNN attention); HellaSwag's accuracy
+#            of fp32's (dev/test/greedy_within.py; own and cuDNN attention) and d12's time per generated
+#            token (a figure); HellaSwag's accuracy
 #            against the CPU trainer's; a fatal error while a checkpoint is written from the pinned
 #            snapshot (finished first, resumed bitwise); SIGTERM to a thread that is not the main
 #            one (a checkpoint after the step, exit 0, resumed bitwise); bad input (no GPU
@@ -403,6 +404,11 @@ if has_part test; then
     GEN="./train_gpt2cu -e $WORK/sharp.bin --prompt 'a|b' -g 80 --bpe-dir $WORK/gen/gpt2 --temperature 0"
     CHECK="$PY dev/test/greedy_within.py check $WORK/sharp.bin $WORK/gen/gpt2 'a|b'"
     step generate 60 "$GEN > $WORK/greedy.txt && $CHECK $WORK/greedy.txt 10 && $GEN -at cudnn > $WORK/greedy_cudnn.txt && $CHECK $WORK/greedy_cudnn.txt 10"
+    # generation's speed (a figure, not a check): d12's time per token, from 10 and from 510 greedy
+    # tokens after a 5-token prompt (their difference leaves the start-up out); each token one row's forward
+    GEN12="./train_gpt2cu -e d12 --prompt 'The meaning of life is' --bpe-dir $WORK/gen/gpt2 --temperature 0"
+    step generate_speed 90 "t0=\$(date +%s%N) && $GEN12 -g 10 > /dev/null && t1=\$(date +%s%N) && $GEN12 -g 510 > /dev/null && t2=\$(date +%s%N) && echo \"generate d12: \$(( (t2 - 2 * t1 + t0) / 500000 )) us per token (tokens 11-510 after a 5-token prompt, greedy)\""
+    grep -h "^generate d12" "$WORK/logs/generate_speed.log" 2> /dev/null | sed 's/^/      /' | tee -a "$SUMMARY"
     # HellaSwag (-h 1; its batches are shorter than -t, so our attention kernel): the CPU trainer's
     # accuracy on 40 random examples (the count right, at the start and after a step), up to 2 flips of
     # bf16's rounding; only the result lines 'HellaSwag: n/40' (a CPU evaluation past 5 s also prints

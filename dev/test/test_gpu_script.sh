@@ -77,7 +77,7 @@ grep -q "^PASS    bad_no_gpu" "$S" && ok "bad_no_gpu passed on the stand-in's me
 # every step of test_gpu.sh, in its order of appearance in the script (names with a variable part:
 # the loops' names written out)
 expected=(env prebuilt build_cpu fixtures test_gpt2cu_tiny test_gpt2cu_d12 test_gpt2cu_tiny_cudnn test_gpt2cu_d12_cudnn
-          test_gpt2cu_tiny_ge0 test_gpt2cu_d12_ge0 test_gpt2cu_d12_mt1 test_gpt2cu_d12_bg1 gpu_vs_cpu determinism_2proc at_auto gpu_log generate hellaswag resume_bitwise fatal_checkpoint preempt resume_mt1 bad_no_gpu bad_too_large bad_arch
+          test_gpt2cu_tiny_ge0 test_gpt2cu_d12_ge0 test_gpt2cu_d12_mt1 test_gpt2cu_d12_bg1 gpu_vs_cpu determinism_2proc at_auto gpu_log generate generate_speed hellaswag resume_bitwise fatal_checkpoint preempt resume_mt1 bad_no_gpu bad_too_large bad_arch
           single single_accum2 nccl_1rank nccl_1rank_zero1 nccl_debug_streams nccl_dropped_waits torchrun_1 torchrun_ctrl_c)
 # MPI as test_gpu.sh finds it here: the system's (mpirun and mpicc), else none (no .carry/debs in the copy)
 mpi=0; command -v mpirun > /dev/null && command -v mpicc > /dev/null && mpi=1
