@@ -331,7 +331,7 @@ if torchrun_cmd; then
     # with the same command (no -y 1), and resumes the run's own checkpoints: the per-step losses of an
     # uninterrupted run (train_gpt2's bitwise, train_gpt2.py's within 1e-4). Where the first attempt was refused by another
     # run's checkpoints, the restart refuses them too (it does not take them for its own)
-    RS_ARGS=(-i big.bin -e L4:C256:H4:T128 -b 8 -t 128 -x 6 -v 0 -s 0 -n 2)
+    RS_ARGS=(-i big.bin -e L4:C256:H4:T128 -b 8 -t 128 -x 4 -v 0 -s 0 -n 2)
     restarted() {  # restarted NAME PROGRAM...: under torchrun --max_restarts=1, the worker killed after checkpoint 2
         local name=$1 pid; shift
         "${TORCHRUN[@]}" --nproc_per_node=1 --max_restarts=1 --master_port="$(free_port)" "$@" "${RS_ARGS[@]}" \
@@ -350,7 +350,7 @@ if torchrun_cmd; then
             && ok "torchrun --max-restarts ($prog): the restarted worker resumed the run's checkpoint, the losses an uninterrupted run's (trl=$tol)" \
             || { bad "torchrun --max-restarts ($prog): exit $rc"; cat rs_$prog.cmp; grep -v "^step\|^  " rs_$prog.out | tail -n 8; }
     done
-    "${TORCHRUN[@]}" --nproc_per_node=1 --max_restarts=1 --master_port="$(free_port)" "$TRAINER" "${RS_ARGS[@]}" -x 8 \
+    "${TORCHRUN[@]}" --nproc_per_node=1 --max_restarts=1 --master_port="$(free_port)" "$TRAINER" "${RS_ARGS[@]}" -x 5 \
         -o rs_ref > rs_other.out 2>&1; rc=$?
     [ $rc != 0 ] && [ "$(grep -c "holds the checkpoints of another run" rs_other.out)" = 2 ] && ! grep -q "torchrun restarted" rs_other.out \
         && ok "torchrun --max-restarts: another run's checkpoints refused by the first attempt and by the restart" \
