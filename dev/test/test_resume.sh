@@ -14,8 +14,9 @@
 #    checkpoint; a second Ctrl-C exits at once; train_gpt2.py takes a process group of its own there;
 #    a checkpoint and a step that need over 2/3 of torchrun's grace before SIGKILL are warned of once
 #    (--shutdown-timeout in the parent's command line, else TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30 s);
-#    --max_restarts=1 with the worker killed after checkpoint 2: the restart resumes it without -y 1
-#    (both trainers), but not another run's checkpoints that the first attempt refused;
+#    --max_restarts=1 with a worker killed after checkpoint 2: the restart resumes it without -y 1
+#    (train_gpt2, and train_gpt2.py on 2 ranks), but not another run's checkpoints that the first
+#    attempt refused;
 #  - a second run into the -o of a running one (train_gpt2 or train_gpt2.py) is refused, naming
 #    it, and touches none of its files; a filesystem without locks gets one warning;
 #  - -nk keeps the newest K complete checkpoints, and -nm M also those at multiples of M; a damaged
@@ -327,30 +328,31 @@ if torchrun_cmd; then
     else
         echo "note: this torchrun starts its workers in process groups of their own"
     fi
-    # torchrun --max-restarts: a worker killed once checkpoint 2 is written is started again by torchrun
+    # torchrun --max-restarts: a worker killed once checkpoint 2 is written (train_gpt2's one process;
+    # rank 1 of train_gpt2.py's two, so that torchrun stops rank 0 as well) is started again by torchrun
     # with the same command (no -y 1), and resumes the run's own checkpoints: the per-step losses of an
-    # uninterrupted run (train_gpt2's bitwise, train_gpt2.py's within 1e-4). Where the first attempt was refused by another
-    # run's checkpoints, the restart refuses them too (it does not take them for its own)
-    RS_ARGS=(-i big.bin -e L4:C256:H4:T128 -b 8 -t 128 -x 4 -v 0 -s 0 -n 2)
-    restarted() {  # restarted NAME PROGRAM...: under torchrun --max_restarts=1, the worker killed after checkpoint 2
-        local name=$1 pid; shift
-        "${TORCHRUN[@]}" --nproc_per_node=1 --max_restarts=1 --master_port="$(free_port)" "$@" "${RS_ARGS[@]}" \
-            -o "$name" > "$name.out" 2>&1 &
+    # uninterrupted run (train_gpt2's bitwise, train_gpt2.py's within 1e-4). Where the first attempt was
+    # refused by another run's checkpoints, the restart refuses them too (it does not take them for its own)
+    RS_ARGS=(-i big.bin -e L4:C256:H4:T128 -t 128 -d 1024 -x 4 -v 0 -s 0 -n 2)
+    restarted() {  # restarted NAME NPROC PROGRAM...: under torchrun --max_restarts=1, its last worker killed after checkpoint 2
+        local name=$1 np=$2 pid; shift 2
+        "${TORCHRUN[@]}" --nproc_per_node=$np --max_restarts=1 --master_port="$(free_port)" "$@" "${RS_ARGS[@]}" \
+            -b $((8 / np)) -o "$name" > "$name.out" 2>&1 &
         pid=$!
-        wait_line "^checkpoint 2 written" "$name.out" 120 $pid && kill -KILL "$(pgrep -P $pid)"
+        wait_line "^checkpoint 2 written" "$name.out" 120 $pid && kill -KILL "$(pgrep -P $pid | tail -n 1)"
         wait $pid
     }
-    "$TRAINER" "${RS_ARGS[@]}" -o rs_ref > rs_ref.out 2>&1 || bad "torchrun restart: the reference run failed"
+    "$TRAINER" "${RS_ARGS[@]}" -b 8 -o rs_ref > rs_ref.out 2>&1 || bad "torchrun restart: the reference run failed"
     for prog in c py; do
-        cmd=("$TRAINER") tol=0; [ $prog = py ] && cmd=($PY "$ROOT/train_gpt2.py") tol=1e-4
-        restarted rs_$prog "${cmd[@]}"; rc=$?
+        cmd=("$TRAINER") np=1 tol=0; [ $prog = py ] && cmd=($PY "$ROOT/train_gpt2.py") np=2 tol=1e-4
+        restarted rs_$prog $np "${cmd[@]}"; rc=$?
         [ $rc = 0 ] && grep -q "^torchrun restarted this run's workers (restart 1): resuming" rs_$prog.out \
             && grep -q "^resumed from checkpoint [24] in rs_$prog" rs_$prog.out \
             && compare_logs rs_ref/main.log rs_$prog/main.log trl=$tol norm=$tol > rs_$prog.cmp \
-            && ok "torchrun --max-restarts ($prog): the restarted worker resumed the run's checkpoint, the losses an uninterrupted run's (trl=$tol)" \
+            && ok "torchrun --max-restarts ($prog, $np process(es)): the restarted workers resumed the run's checkpoint, the losses an uninterrupted run's (trl=$tol)" \
             || { bad "torchrun --max-restarts ($prog): exit $rc"; cat rs_$prog.cmp; grep -v "^step\|^  " rs_$prog.out | tail -n 8; }
     done
-    "${TORCHRUN[@]}" --nproc_per_node=1 --max_restarts=1 --master_port="$(free_port)" "$TRAINER" "${RS_ARGS[@]}" -x 5 \
+    "${TORCHRUN[@]}" --nproc_per_node=1 --max_restarts=1 --master_port="$(free_port)" "$TRAINER" "${RS_ARGS[@]}" -b 8 -x 5 \
         -o rs_ref > rs_other.out 2>&1; rc=$?
     [ $rc != 0 ] && [ "$(grep -c "holds the checkpoints of another run" rs_other.out)" = 2 ] && ! grep -q "torchrun restarted" rs_other.out \
         && ok "torchrun --max-restarts: another run's checkpoints refused by the first attempt and by the restart" \
