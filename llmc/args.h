@@ -272,12 +272,14 @@ static inline void args_usage(FILE *f, const char *prog) {
 // several), as the flags may differ between them
 static void args_fail(const char *fmt, ...) LLMC_PRINTF(1, 2) LLMC_NORETURN;
 static void args_fail(const char *fmt, ...) {
-    char msg[1024];
+    char msg[1024], line[1100];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    llmc_error("%s (see --help)", msg);
+    snprintf(line, sizeof(line), "%s (see --help)", msg);
+    llmc_error("%s", line);
+    llmc_torchrun_error_file(line);
     exit(EXIT_FAILURE);
 }
 

@@ -104,23 +104,6 @@ static inline void llmc_vprint(FILE *f, const char *kind, const char *fmt, va_li
 #define LLMC_NORETURN
 #endif
 
-static void llmc_die(const char *fmt, ...) LLMC_PRINTF(1, 2) LLMC_NORETURN;
-static void llmc_die(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    llmc_vprint(stderr, "error", fmt, ap);
-    va_end(ap);
-    fflush(stdout);
-    static int in_hooks = 0;  // a fatal hook that dies goes straight on to the abort hook
-    if (!in_hooks) {
-        in_hooks = 1;
-        for (int i = 0; i < LLMC_FATAL_HOOKS && llmc_fatal_hooks[i]; i++) { llmc_fatal_hooks[i](); }
-        in_hooks = 0;
-    }
-    if (llmc_abort_hook) { llmc_abort_hook(); }
-    exit(EXIT_FAILURE);
-}
-
 // the error line of llmc_die without the exit (for a caller that must do more before it ends)
 static void llmc_error(const char *fmt, ...) LLMC_PRINTF(1, 2);
 static void llmc_error(const char *fmt, ...) {
@@ -129,6 +112,54 @@ static void llmc_error(const char *fmt, ...) {
     llmc_vprint(stderr, "error", fmt, ap);
     va_end(ap);
     fflush(stdout);
+}
+
+/*
+ * Under torchrun the fatal error also goes into the file its agent reads (TORCHELASTIC_ERROR_FILE,
+ * in the JSON that torch's @record writes), so that torchrun's failure summary shows this line as
+ * the root cause instead of "<N/A>". Non-ASCII bytes become '?' (the file must be UTF-8 JSON; the
+ * line on stderr has them).
+ */
+static inline void llmc_torchrun_error_file(const char *msg) {
+    const char *path = getenv("TORCHELASTIC_ERROR_FILE");
+    if (path == NULL || path[0] == '\0') { return; }
+    char text[8200];
+    size_t j = 0;
+    for (const unsigned char *p = (const unsigned char *)msg; *p && j + 7 < sizeof(text); p++) {
+        if (*p == '"' || *p == '\\') {
+            text[j++] = '\\';
+            text[j++] = (char)*p;
+        } else if (*p < 0x20) {
+            j += (size_t)snprintf(text + j, 7, "\\u%04x", *p);
+        } else {
+            text[j++] = *p < 0x80 ? (char)*p : '?';
+        }
+    }
+    text[j] = '\0';
+    FILE *f = fopen(path, "w");
+    if (f == NULL) { return; }
+    fprintf(f, "{\"message\": {\"message\": \"error: %s\", \"extraInfo\": {\"py_callstack\": \"error: %s\", "
+               "\"timestamp\": \"%lld\"}}}\n", text, text, (long long)time(NULL));
+    fclose(f);
+}
+
+static void llmc_die(const char *fmt, ...) LLMC_PRINTF(1, 2) LLMC_NORETURN;
+static void llmc_die(const char *fmt, ...) {
+    char msg[4000];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    llmc_error("%s", msg);
+    llmc_torchrun_error_file(msg);
+    static int in_hooks = 0;  // a fatal hook that dies goes straight on to the abort hook
+    if (!in_hooks) {
+        in_hooks = 1;
+        for (int i = 0; i < LLMC_FATAL_HOOKS && llmc_fatal_hooks[i]; i++) { llmc_fatal_hooks[i](); }
+        in_hooks = 0;
+    }
+    if (llmc_abort_hook) { llmc_abort_hook(); }
+    exit(EXIT_FAILURE);
 }
 
 static void llmc_warn(const char *fmt, ...) LLMC_PRINTF(1, 2);

@@ -16,7 +16,7 @@
 #    (--shutdown-timeout in the parent's command line, else TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30 s);
 #    --max_restarts=1 with a worker killed after checkpoint 2: the restart resumes it without -y 1
 #    (train_gpt2, and train_gpt2.py on 2 ranks), but not another run's checkpoints that the first
-#    attempt refused;
+#    attempt refused; a fatal error is the root cause of torchrun's failure summary (both trainers);
 #  - a second run into the -o of a running one (train_gpt2 or train_gpt2.py) is refused, naming
 #    it, and touches none of its files; a filesystem without locks gets one warning;
 #  - -nk keeps the newest K complete checkpoints, and -nm M also those at multiples of M; a damaged
@@ -354,9 +354,16 @@ if torchrun_cmd; then
     done
     "${TORCHRUN[@]}" --nproc_per_node=1 --max_restarts=1 --master_port="$(free_port)" "$TRAINER" "${RS_ARGS[@]}" -b 8 -x 5 \
         -o rs_ref > rs_other.out 2>&1; rc=$?
-    [ $rc != 0 ] && [ "$(grep -c "holds the checkpoints of another run" rs_other.out)" = 2 ] && ! grep -q "torchrun restarted" rs_other.out \
+    [ $rc != 0 ] && [ "$(grep -c "^error: -o rs_ref holds the checkpoints of another run" rs_other.out)" = 2 ] && ! grep -q "torchrun restarted" rs_other.out \
         && ok "torchrun --max-restarts: another run's checkpoints refused by the first attempt and by the restart" \
         || { bad "torchrun --max-restarts over another run's checkpoints: exit $rc"; tail -n 5 rs_other.out; }
+    # a fatal error under torchrun is the root cause of its failure summary (the error file its agent
+    # reads), not "<N/A>"
+    "${TORCHRUN[@]}" --nproc_per_node=1 --master_port="$(free_port)" $PY "$ROOT/train_gpt2.py" -i big.bin -b 0 > tr_err_py.out 2>&1
+    grep -q "traceback : error: -o rs_ref holds the checkpoints of another run" rs_other.out \
+        && grep -q "traceback : error: -b 0: " tr_err_py.out \
+        && ok "torchrun's failure summary: the trainer's error line as its root cause (train_gpt2, train_gpt2.py)" \
+        || { bad "torchrun's failure summary without the error line"; grep -h "traceback" rs_other.out tr_err_py.out; }
     # torchrun's grace (SIGKILL that long after it passes a stop on): a checkpoint and a step that need
     # more than two thirds of it are warned of, once. The grace is its --shutdown-timeout (read from
     # the command line of the rank's parent, here a stand-in for newer torchruns), else
