@@ -71,7 +71,7 @@ U64 = (1 << 64) - 1
 
 def die(msg):
     """one line 'error: ...' (with the rank when several run) and exit 1, as llmc_die does; under torchrun also
-    into its agent's error file, the root cause of its failure summary (llmc_torchrun_error_file)"""
+    into its agent's error file, the root cause of its failure summary (llmc_fatal_line)"""
     print(f"{RANK_PREFIX}error: {msg}", file=sys.stderr, flush=True)
     if os.environ.get("TORCHELASTIC_ERROR_FILE"):
         line = f"error: {msg}"

@@ -278,8 +278,7 @@ static void args_fail(const char *fmt, ...) {
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     snprintf(line, sizeof(line), "%s (see --help)", msg);
-    llmc_error("%s", line);
-    llmc_torchrun_error_file(line);
+    llmc_fatal_line(line);
     exit(EXIT_FAILURE);
 }
 

@@ -155,14 +155,8 @@ static inline void jsonl_number(FILE *f, const char *key, const char *fmt, doubl
 }
 
 static inline void jsonl_string(FILE *f, const char *key, const char *s) {
-    fprintf(f, ",\"%s\":\"", key);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') { fprintf(f, "\\%c", ch); }
-        else if (ch < 0x20) { fprintf(f, "\\u%04x", ch); }
-        else { fputc(ch, f); }
-    }
-    fputc('"', f);
+    fprintf(f, ",\"%s\":", key);
+    llmc_json_string(f, s);
 }
 
 static inline void logger_step(Logger *lg, const StepRecord *r) {

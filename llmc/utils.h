@@ -114,32 +114,36 @@ static void llmc_error(const char *fmt, ...) {
     fflush(stdout);
 }
 
+// s as a JSON string, quoted, its quotes, backslashes and control bytes escaped (other bytes as they are)
+static inline void llmc_json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        const unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') { fprintf(f, "\\%c", ch); }
+        else if (ch < 0x20) { fprintf(f, "\\u%04x", ch); }
+        else { fputc(ch, f); }
+    }
+    fputc('"', f);
+}
+
 /*
- * Under torchrun the fatal error also goes into the file its agent reads (TORCHELASTIC_ERROR_FILE,
- * in the JSON that torch's @record writes), so that torchrun's failure summary shows this line as
- * the root cause instead of "<N/A>". Non-ASCII bytes become '?' (the file must be UTF-8 JSON; the
- * line on stderr has them).
+ * A fatal error's line: on stderr, and under torchrun also into the file its agent reads
+ * (TORCHELASTIC_ERROR_FILE, in the JSON that torch's @record writes), so that torchrun's failure
+ * summary shows it as the root cause instead of "<N/A>".
  */
-static inline void llmc_torchrun_error_file(const char *msg) {
+static inline void llmc_fatal_line(const char *msg) {
+    llmc_error("%s", msg);
     const char *path = getenv("TORCHELASTIC_ERROR_FILE");
     if (path == NULL || path[0] == '\0') { return; }
-    char text[8200];
-    size_t j = 0;
-    for (const unsigned char *p = (const unsigned char *)msg; *p && j + 7 < sizeof(text); p++) {
-        if (*p == '"' || *p == '\\') {
-            text[j++] = '\\';
-            text[j++] = (char)*p;
-        } else if (*p < 0x20) {
-            j += (size_t)snprintf(text + j, 7, "\\u%04x", *p);
-        } else {
-            text[j++] = *p < 0x80 ? (char)*p : '?';
-        }
-    }
-    text[j] = '\0';
     FILE *f = fopen(path, "w");
     if (f == NULL) { return; }
-    fprintf(f, "{\"message\": {\"message\": \"error: %s\", \"extraInfo\": {\"py_callstack\": \"error: %s\", "
-               "\"timestamp\": \"%lld\"}}}\n", text, text, (long long)time(NULL));
+    char line[4100];
+    snprintf(line, sizeof(line), "error: %s", msg);
+    fputs("{\"message\": {\"message\": ", f);
+    llmc_json_string(f, line);
+    fputs(", \"extraInfo\": {\"py_callstack\": ", f);
+    llmc_json_string(f, line);
+    fprintf(f, ", \"timestamp\": \"%lld\"}}}\n", (long long)time(NULL));
     fclose(f);
 }
 
@@ -150,8 +154,7 @@ static void llmc_die(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    llmc_error("%s", msg);
-    llmc_torchrun_error_file(msg);
+    llmc_fatal_line(msg);
     static int in_hooks = 0;  // a fatal hook that dies goes straight on to the abort hook
     if (!in_hooks) {
         in_hooks = 1;
