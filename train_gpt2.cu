@@ -175,7 +175,8 @@ static int gpt2_activation_slots(ActSlot *slots, ActivationTensors *a, const GPT
     size_t s3 = attention_backward_scratch_bytes(B, T, (int)C, (int)NH);
     if (s2 > scratch) { scratch = s2; }
     if (s3 > scratch) { scratch = s3; }
-    if (global_norm_scratch_bytes() > scratch) { scratch = global_norm_scratch_bytes(); }
+    const size_t norm_scratch = global_norm_scratch_bytes(gpt2_norm_chunks(c, NULL));
+    if (norm_scratch > scratch) { scratch = norm_scratch; }
     const size_t X = sizeof(floatX), F = sizeof(float);
     const PlanRow ACT = PLAN_ACTS, SCR = PLAN_SCRATCH;
     ActSlot table[] = {
@@ -270,10 +271,10 @@ static void gpt2_plan(void *ctx, int B, int recompute, MemPlan *p) {
         plan_note(p, PLAN_ATTENTION, "none: our kernel keeps the log-sum-exp, its backward uses the scratch");
     }
     plan_add(p, PLAN_SCRATCH, 1, encoder_backward_work_device_bytes(B, T, c->channels) + cuda_alloc_bytes(CUBLASLT_WORKSPACE_BYTES) +
-                                     grad_reduce_device_bytes());
+                                     grad_reduce_device_bytes(gpt2_norm_chunks(c, NULL)));
     plan_add(p, PLAN_SCRATCH, 0, encoder_backward_work_host_bytes(B, T));
     plan_note(p, PLAN_SCRATCH, "reductions' and attention's fp32 scratch, dresidual, cuBLASLt and embedding-gradient work");
-    plan_add(p, PLAN_COMM, 0, grad_reduce_host_bytes(cp->kind, cp->padded));
+    plan_add(p, PLAN_COMM, 0, grad_reduce_host_bytes(cp->kind, cp->padded, gpt2_norm_chunks(c, NULL)));
     if (cp->kind == GRAD_REDUCE_NCCL) {
         plan_add(p, PLAN_COMM, 1, cuda_alloc_bytes(nccl_staging_bytes(cp->world_size)));
         plan_add(p, PLAN_COMM, 0, cuda_alloc_bytes(nccl_staging_bytes(cp->world_size)));

@@ -76,6 +76,51 @@ static inline size_t gpt2_num_params(const GPT2Config *c) {
 }
 
 /*
+ * The gradient norm's chunks (llmc/cuda/global_norm.cuh sums the squares of each chunk alone, then
+ * the chunks' sums in chunk order): the flat parameter array cut at every multiple of GRAD_NORM_CHUNK
+ * and at the start of every layer's slice of every tensor. ZeRO-1's shards begin only at cuts (the
+ * even shards at multiples of GRAD_NORM_CHUNK, Muon's at matrix edges or cuts), so a rank's shard is
+ * whole chunks, and the norm of the same gradients is the same bits with or without ZeRO-1 and on
+ * any number of ranks. starts (if not NULL) gets the count + 1 boundaries, the last one P; returns
+ * the count.
+ */
+#define GRAD_NORM_CHUNK ((size_t)1 << 16)
+
+static inline size_t gpt2_norm_chunks(const GPT2Config *c, size_t *starts) {
+    size_t sizes[NUM_PARAMETER_TENSORS], at = 0, n = 0;
+    gpt2_param_sizes(sizes, c);
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        const int slices = i >= 2 && i <= 13 ? c->num_layers : 1;  // the layers' tensors, or wte, wpe, lnfw, lnfb
+        for (int l = 0; l < slices; l++) {
+            const size_t end = at + sizes[i] / (size_t)slices;
+            for (size_t cut = at; cut < end; cut = (cut / GRAD_NORM_CHUNK + 1) * GRAD_NORM_CHUNK) {
+                if (starts) { starts[n] = cut; }
+                n++;
+            }
+            at = end;
+        }
+    }
+    if (starts) { starts[n] = at; }
+    return n;
+}
+
+// the last cut at or before flat index b (b itself at P, the end)
+static inline size_t gpt2_norm_chunk_floor(const GPT2Config *c, size_t b) {
+    size_t sizes[NUM_PARAMETER_TENSORS], at = 0;
+    gpt2_param_sizes(sizes, c);
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        const int slices = i >= 2 && i <= 13 ? c->num_layers : 1;
+        const size_t per = sizes[i] / (size_t)slices;
+        if (b < at + sizes[i]) {
+            const size_t slice = at + (b - at) / per * per, grid = b / GRAD_NORM_CHUNK * GRAD_NORM_CHUNK;
+            return grid > slice ? grid : slice;
+        }
+        at += sizes[i];
+    }
+    return b;
+}
+
+/*
  * Training FLOPs per token, for MFU, counted as llm.c counts them so that the two trainers' MFU
  * compare: 6 per parameter over all N parameters (2 forward, 4 backward: the input and the weight
  * gradient; N as gpt2_num_params, padded vocabulary rows included, as llm.c's), plus 6 L T C for

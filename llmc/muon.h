@@ -37,7 +37,8 @@
  * ZeRO-1 with Muon (train_gpt2cu -z 1): a rank orthogonalizes whole matrices only, so its shard
  * boundaries are moved to matrix edges (muon_zero_shard below): each boundary r*P/W that falls
  * inside a block matrix moves to that matrix's nearer edge, which keeps the shards balanced by
- * size within half a matrix.
+ * size within half a matrix; one that falls elsewhere moves down to the gradient norm's last cut
+ * before it (gpt2_norm_chunk_floor, llmc/model_io.h), at most GRAD_NORM_CHUNK - 1 elements.
  */
 #ifndef LLMC_MUON_H
 #define LLMC_MUON_H
@@ -81,7 +82,7 @@ static inline size_t muon_zero_boundary(const GPT2Config *c, int r, int W) {
         }
         start += sizes[i];
     }
-    return b;
+    return gpt2_norm_chunk_floor(c, b);  // whole chunks of the gradient norm (model_io.h)
 }
 
 static inline void muon_zero_shard(const GPT2Config *c, int W, int r, size_t *off, size_t *cnt) {

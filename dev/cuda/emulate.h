@@ -6,8 +6,8 @@
  *   - the embedding backward (llmc/cuda/encoder.cuh): plan order, segments, partial rows; its fp32
  *     sums end in bf16, so a different order is seen only where it changes the rounded result
  *     (which positions are summed into which row is checked exactly);
- *   - the gradient norm (llmc/cuda/global_norm.cuh): per-thread order, warp butterflies, block tree;
- *     the fp32 result itself is compared, so any other order shows.
+ *   - the gradient norm's chunk sums (llmc/cuda/global_norm.cuh): per-thread order, warp
+ *     butterflies, block tree; each fp32 sum itself is compared, so any other order shows.
  * host_logic_test.cu runs them without a GPU against double-precision sums.
  */
 #ifndef DEV_CUDA_EMULATE_H
@@ -43,33 +43,20 @@ static inline float emulate_block_sum(const float *vals, int nthreads) {
 }
 
 // ----------------------------------------------------------------------------
-// global_norm_squared: g (n values, bf16-exact floats), vectorized as the launcher would choose
+// global_norm_chunk_sums: g (the whole flat array, bf16-exact floats); chunk [lo, hi), vectorized
+// where the kernel is (lo and hi multiples of 8, the device array 16-byte aligned)
 
-static inline float emulate_global_norm_squared(const float *g, size_t n, int vectorized) {
-    const size_t units = vectorized ? n / 8 : n;
-    size_t blocks = (units + GLOBAL_NORM_THREADS - 1) / GLOBAL_NORM_THREADS;
-    if (blocks > GLOBAL_NORM_MAX_BLOCKS) { blocks = GLOBAL_NORM_MAX_BLOCKS; }
-    if (blocks == 0) { blocks = 1; }
-    const size_t stride = blocks * GLOBAL_NORM_THREADS;
-    float partials[GLOBAL_NORM_MAX_BLOCKS];
+static inline float emulate_global_norm_chunk(const float *g, size_t lo, size_t hi, int vectorized) {
     float acc[GLOBAL_NORM_THREADS];
-    for (size_t b = 0; b < blocks; b++) {
-        for (int j = 0; j < GLOBAL_NORM_THREADS; j++) {
-            float a = 0.0f;
-            for (size_t u = b * GLOBAL_NORM_THREADS + j; u < units; u += stride) {
-                if (vectorized) {
-                    for (int k = 0; k < 8; k++) { a = fmaf(g[u * 8 + k], g[u * 8 + k], a); }
-                } else {
-                    a = fmaf(g[u], g[u], a);
-                }
-            }
-            acc[j] = a;
-        }
-        partials[b] = emulate_block_sum(acc, GLOBAL_NORM_THREADS);
-    }
     for (int j = 0; j < GLOBAL_NORM_THREADS; j++) {
         float a = 0.0f;
-        for (size_t i = j; i < blocks; i += GLOBAL_NORM_THREADS) { a += partials[i]; }
+        if (vectorized) {
+            for (size_t u = lo / 8 + j; u < hi / 8; u += GLOBAL_NORM_THREADS) {
+                for (int k = 0; k < 8; k++) { a = fmaf(g[u * 8 + k], g[u * 8 + k], a); }
+            }
+        } else {
+            for (size_t i = lo + j; i < hi; i += GLOBAL_NORM_THREADS) { a = fmaf(g[i], g[i], a); }
+        }
         acc[j] = a;
     }
     return emulate_block_sum(acc, GLOBAL_NORM_THREADS);

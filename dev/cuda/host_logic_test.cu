@@ -10,7 +10,9 @@
  *     rejected;
  *   - ZeRO-1 shards with Muon (llmc/muon.h): they tile the parameters, no block matrix is split,
  *     and each boundary is within half a matrix of the even split's;
- *   - the CPU emulation of the gradient-norm order (emulate.h) agrees with double sums;
+ *   - the CPU emulation of the gradient-norm order (emulate.h) agrees with double sums; the norm's
+ *     chunks (llmc/model_io.h) tile the parameters, cut at every slice start and multiple of
+ *     GRAD_NORM_CHUNK, and every ZeRO-1 shard edge (even and Muon's) on 1-8 ranks is a cut;
  *   - the warps-per-block rule of the LayerNorm backward; where the fused classifier keeps a row in
  *     shared memory (two blocks per SM: H100/H200 at GPT-2's vocabulary, not A100);
  *   - the checks' running maximum (nan_max.h) keeps a NaN, and check_close's max|diff| shows an
@@ -246,15 +248,15 @@ static void test_muon_shards_for(const char *name, GPT2Config c) {
 }
 
 static void test_norm_emulation(void) {
-    printf("gradient-norm order emulation\n");
-    const size_t n = 3000003;
+    printf("gradient-norm chunk order emulation\n");
+    const size_t n = 8 + GRAD_NORM_CHUNK + 3;  // one chunk's worth, from an offset
     float *g = host_uniform_bf16(n, -1.0f, 1.0f, 85);
     double exact = 0.0;
-    for (size_t i = 0; i < n - 3; i++) { exact += (double)g[i] * g[i]; }
-    float e = emulate_global_norm_squared(g, n - 3, 1), ref = (float)exact;
+    for (size_t i = 8; i < n - 3; i++) { exact += (double)g[i] * g[i]; }
+    float e = emulate_global_norm_chunk(g, 8, n - 3, 1), ref = (float)exact;
     check_close("vectorized order vs double", &e, &ref, 1, 0.0, 1e-5);
     exact += (double)g[n - 3] * g[n - 3] + (double)g[n - 2] * g[n - 2] + (double)g[n - 1] * g[n - 1];
-    e = emulate_global_norm_squared(g, n, 0);
+    e = emulate_global_norm_chunk(g, 8, n, 0);
     ref = (float)exact;
     check_close("scalar order vs double", &e, &ref, 1, 0.0, 1e-5);
     float vals[512];
@@ -262,6 +264,64 @@ static void test_norm_emulation(void) {
     e = emulate_block_sum(vals, 512);
     check_true("block sum of 1..512 = 131328", e == 131328.0f, "");
     free(g);
+}
+
+/*
+ * The gradient norm's chunks (llmc/model_io.h) against the tensor sizes: they tile [0, P) in order,
+ * none longer than GRAD_NORM_CHUNK, every multiple of it and every layer slice's start is a cut,
+ * gpt2_norm_chunk_floor is the last cut at or before each index, and ZeRO-1's shard edges (even
+ * and Muon's) are cuts on 1 to 8 ranks
+ */
+static void test_norm_chunks_for(const char *name, GPT2Config c) {
+    const size_t P = gpt2_num_params(&c), n = gpt2_norm_chunks(&c, NULL);
+    std::vector<size_t> starts(n + 1);
+    gpt2_norm_chunks(&c, starts.data());
+    std::vector<uint8_t> is_cut(P + 1, 0);
+    int ok = starts[0] == 0 && starts[n] == P;
+    char why[256] = "";
+    for (size_t k = 0; k < n && ok; k++) {
+        if (starts[k + 1] <= starts[k] || starts[k + 1] - starts[k] > GRAD_NORM_CHUNK) {
+            ok = 0; snprintf(why, sizeof(why), "chunk %zu is [%zu, %zu)", k, starts[k], starts[k + 1]);
+        }
+        is_cut[starts[k]] = 1;
+    }
+    is_cut[P] = 1;
+    size_t sizes[NUM_PARAMETER_TENSORS], at = 0;
+    gpt2_param_sizes(sizes, &c);
+    for (int i = 0; i < NUM_PARAMETER_TENSORS && ok; i++) {
+        const int slices = i >= 2 && i <= 13 ? c.num_layers : 1;
+        for (int l = 0; l < slices && ok; l++) {
+            if (!is_cut[at + l * (sizes[i] / slices)]) { ok = 0; snprintf(why, sizeof(why), "tensor %d layer %d: no cut", i, l); }
+        }
+        at += sizes[i];
+    }
+    for (size_t m = 0; m < P && ok; m += GRAD_NORM_CHUNK) {
+        if (!is_cut[m]) { ok = 0; snprintf(why, sizeof(why), "%zu: no cut", m); }
+    }
+    for (size_t k = 0; k <= n && ok; k++) {  // around every cut and between cuts
+        const size_t probes[4] = {starts[k] > 0 ? starts[k] - 1 : 0, starts[k], starts[k] + 1,
+                                  k < n ? (starts[k] + starts[k + 1]) / 2 : P};
+        for (int j = 0; j < 4 && ok; j++) {
+            const size_t b = probes[j] < P ? probes[j] : P;
+            size_t last = b;
+            while (!is_cut[last]) { last--; }
+            if (gpt2_norm_chunk_floor(&c, b) != last) {
+                ok = 0; snprintf(why, sizeof(why), "floor(%zu) = %zu, not %zu", b, gpt2_norm_chunk_floor(&c, b), last);
+            }
+        }
+    }
+    for (int W = 1; W <= 8 && ok; W++) {
+        for (int r = 0; r < W && ok; r++) {
+            size_t S, padded, off, cnt;
+            zero_shard(P, W, r, 1, &S, &padded, &off, &cnt);
+            if (!is_cut[off] || !is_cut[off + cnt]) { ok = 0; snprintf(why, sizeof(why), "W=%d rank %d: even shard [%zu, +%zu)", W, r, off, cnt); }
+            muon_zero_shard(&c, W, r, &off, &cnt);
+            if (!is_cut[off] || !is_cut[off + cnt]) { ok = 0; snprintf(why, sizeof(why), "W=%d rank %d: Muon shard [%zu, +%zu)", W, r, off, cnt); }
+        }
+    }
+    char title[160];
+    snprintf(title, sizeof(title), "%s: %zu chunks of %zu parameters", name, n, P);
+    check_true(title, ok, why);
 }
 
 // the summary line check_close prints for one element, with its own verdict taken back (a FAIL is the
@@ -430,6 +490,10 @@ int main(void) {
     test_muon_shards_for("GPT-2 124M (d12), 2/3/4/8 ranks", GPT2Config{1024, 50257, 50304, 12, 12, 768});
     test_muon_shards_for("tiny (L2:C64:H4:T128), 2/3/4/8 ranks", GPT2Config{128, 50257, 50304, 2, 4, 64});
     test_norm_emulation();
+    printf("gradient-norm chunks (llmc/model_io.h)\n");
+    test_norm_chunks_for("GPT-2 124M (d12)", GPT2Config{1024, 50257, 50304, 12, 12, 768});
+    test_norm_chunks_for("L2:C64:H1:T32:V128", GPT2Config{32, 128, 128, 2, 1, 64});
+    test_norm_chunks_for("L3:C128:H2:T64:V1000", GPT2Config{64, 1000, 1024, 3, 2, 128});
     printf("LayerNorm backward warps per block\n");
     check_true("C = 768 -> 8, 1600 -> 7, 12288 -> 1, 12296 -> 0 (rejected)",
                layernorm_backward_warps(768) == 8 && layernorm_backward_warps(1600) == 7 &&

@@ -11,7 +11,7 @@
 #                                             test_gpu.sh, fresh_machine.sh, the Makefile)
 # The tools: ROOT (the repo), PY, MPIRUN, MPI_HINT, have_mpi [binary], skip_or_fail <test> <what
 # is missing> <command that provides it>, unpack_embedded <dir>, compare_logs <a> <b> KEY=TOL...,
-# shard_cut <in> <out> <from> <to>, crc_against_zlib <data> <lines>, shard_put <in> <out> <position> <token>,
+# compare_checkpoints <a> <b> <step>, shard_cut <in> <out> <from> <to>, crc_against_zlib <data> <lines>, shard_put <in> <out> <position> <token>,
 # ok <what> (the line of a check that passed), stand_in_curl <bindir>, gpu_machine_tree <dir>,
 # stand_in_binaries <tree> <C statement>, tee_killed <name> <err|both> <cmd...>, rank_pid <rank>
 # <pattern>, tgkill_other <pid> <signal number> (the last three in a test only), stopped_step <file>, torchrun_cmd (sets TORCHRUN).
@@ -47,6 +47,11 @@ unpack_embedded() {
 # (dev/test/compare_logs.py: per step, relative tolerance, 0 = bitwise; a step logged twice, as
 # after a resume, counts with its later line; a NaN or infinity never agrees)
 compare_logs() { "$PY" "$LLMC_TEST_DIR/compare_logs.py" "$@"; }
+
+# compare_checkpoints A B STEP: checkpoint STEP of run folders A and B bit for bit, the model file and
+# the optimizer state put together from the state files however the ranks sliced it
+# (dev/test/compare_checkpoints.py)
+compare_checkpoints() { "$PY" "$LLMC_TEST_DIR/compare_checkpoints.py" "$@"; }
 
 # shard_cut IN OUT FROM TO: OUT is the token shard IN without its tokens [FROM, TO) (a rollback's
 # reference: the data it passes over, gone)

@@ -141,8 +141,9 @@ EOF
 # ---- train_gpt2cu without a GPU: the plan is printed, -b auto is refused
 CU=$ROOT/train_gpt2cu
 if [ -x "$CU" ]; then
+    # the shard: ceil(124475904 / 8) = 15559488 parameters, rounded up to whole chunks of the gradient norm (65536): 238 of them
     "$CU" --plan 8 -i train.bin -e d12 -b 16 -t 1024 -z 1 -d 524288 > cuplan.txt 2>&1; rc=$?
-    if [ $rc -eq 0 ] && grep -q "this rank's ZeRO-1 shard: 15559488 of 124475904" cuplan.txt && grep -q '^device: unknown: \(no CUDA GPU\|no NVIDIA driver is installed\)' cuplan.txt \
+    if [ $rc -eq 0 ] && grep -q "this rank's ZeRO-1 shard: 15597568 of 124475904" cuplan.txt && grep -q '^device: unknown: \(no CUDA GPU\|no NVIDIA driver is installed\)' cuplan.txt \
         && grep -q 'NCCL staging' cuplan.txt; then
         ok "train_gpt2cu --plan 8 -z 1 without a GPU: $(grep total cuplan.txt | tr -s ' ')"
     else bad "train_gpt2cu --plan without a GPU (exit $rc)"; head -20 cuplan.txt; fi

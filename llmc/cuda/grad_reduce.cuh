@@ -7,9 +7,11 @@
  * (llmc/model_io.h). Layer l's gradients are 12 slices of it (tensors 2..13, slice l of each);
  * wte, wpe, lnfw and lnfb are the rest.
  *
- * ZeRO-1 shards: with W ranks, S = ceil(P / W); rank r owns the flat range [r*S, min((r+1)*S, P))
- * of the fp32 master weights and the AdamW moments (its optimizer range, the Backend's
- * opt_offset/opt_count, which llmc/checkpoint.h saves per rank and re-shards on load). The params
+ * ZeRO-1 shards: with W ranks, S = ceil(P / W) rounded up to a multiple of GRAD_NORM_CHUNK (a
+ * shard is whole chunks of the gradient norm, llmc/model_io.h); rank r owns the flat range
+ * [r*S, min((r+1)*S, P)) of the fp32 master weights and the AdamW moments (its optimizer range,
+ * the Backend's opt_offset/opt_count, which llmc/checkpoint.h saves per rank and re-shards on
+ * load). The params
  * and grads buffers are allocated with W*S elements (the tail past P is zero padding), so that
  * the bf16 all-gather of the updated parameters is NCCL's in-place form (rank r sends
  * params + r*S). Without ZeRO every rank holds everything (S = P).
@@ -41,8 +43,9 @@
  *         memory, widened to fp32 (MPI has no bf16 type), summed with MPI_Allreduce (or
  *         MPI_Reduce_scatter_block for ZeRO-1), rounded back to bf16 (nearest even) and copied
  *         back; the ZeRO-1 parameter all-gather is an MPI_Allgather of the bf16 bits.
- * The gradient norm for clipping is global: over the full reduced gradients, or with ZeRO-1 the
- * sum over ranks of each shard's sum of squares.
+ * The gradient norm for clipping is global: the sums of squares of fixed chunks of the reduced
+ * gradients (llmc/cuda/global_norm.cuh), with ZeRO-1 each rank's of its shard's chunks, put
+ * together across ranks and added in chunk order, so that ZeRO-1 changes none of its bits.
  */
 #ifndef LLMC_GRAD_REDUCE_CUH
 #define LLMC_GRAD_REDUCE_CUH
@@ -64,6 +67,7 @@ static inline void zero_shard(size_t P, int W, int r, int zero, size_t *S, size_
         return;
     }
     *S = (P + (size_t)W - 1) / (size_t)W;
+    *S = (*S + GRAD_NORM_CHUNK - 1) / GRAD_NORM_CHUNK * GRAD_NORM_CHUNK;  // shards of whole norm chunks
     *padded = *S * (size_t)W;
     size_t lo = *S * (size_t)r;
     size_t hi = lo + *S < P ? lo + *S : P;
@@ -224,8 +228,11 @@ typedef struct {
     Comm *comm;
     int launched;           // NCCL: reductions of this step launched (all layers and the rest)
     size_t staging;         // NCCL with ZeRO-1: elements of the reduce-scatter staging buffer (else 0)
-    float *norm2;           // device, 1 float
-    float *norm2_host;      // pinned, 1 float
+    size_t norm_chunks;     // the gradient norm's chunks (gpt2_norm_chunks)
+    size_t norm_first, norm_count;  // those this rank sums: all, or with ZeRO-1 on several ranks its shard's
+    size_t *norm_starts;    // device, norm_chunks + 1 boundaries
+    float *norm_sums;       // pinned, norm_chunks: this rank's chunk sums
+    double *norm_all;       // norm_chunks: every rank's chunk sums, put together
     cudaEvent_t norm_ready;  // timed: the phase timers measure the norm up to it
 #ifdef MULTI_GPU
     NcclContext *nccl;
@@ -248,6 +255,31 @@ typedef struct {
 // matrices, -opt muon with ZeRO-1); even shards are rank * red->shard on
 static inline void grad_reduce_rank_range(const GradReducer *red, int r, size_t *lo, size_t *cnt) {
     muon_zero_shard(&red->config, red->world_size, r, lo, cnt);
+}
+
+// the chunk index of cut `flat` in the sorted boundaries starts[0..n] (a shard edge is always a cut)
+static inline size_t grad_norm_chunk_index(const size_t *starts, size_t n, size_t flat) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        const size_t mid = (lo + hi) / 2;
+        if (starts[mid] < flat) { lo = mid + 1; } else { hi = mid; }
+    }
+    if (starts[lo] != flat) { llmc_die("internal: a ZeRO-1 shard edge (%zu) is not a gradient-norm chunk edge", flat); }
+    return lo;
+}
+
+// the norm's chunks, and which of them this rank sums (its shard's, with ZeRO-1 on several ranks)
+static inline void grad_reduce_norm_plan(GradReducer *red) {
+    red->norm_chunks = gpt2_norm_chunks(&red->config, NULL);
+    red->norm_first = 0;
+    red->norm_count = red->norm_chunks;
+    if (red->zero && red->world_size > 1) {
+        size_t *starts = (size_t *)mallocCheck((red->norm_chunks + 1) * sizeof(size_t));
+        gpt2_norm_chunks(&red->config, starts);
+        red->norm_first = grad_norm_chunk_index(starts, red->norm_chunks, red->offset);
+        red->norm_count = grad_norm_chunk_index(starts, red->norm_chunks, red->offset + red->count) - red->norm_first;
+        free(starts);
+    }
 }
 
 // sizes only: fills the shard arithmetic so that the model can size its buffers; no allocation.
@@ -278,21 +310,31 @@ static inline void grad_reduce_plan(GradReducer *red, GradReduceKind kind, Comm 
         }
         grad_reduce_rank_range(red, c->rank, &red->offset, &red->count);
     }
+    grad_reduce_norm_plan(red);
 }
 
-// what grad_reduce_init allocates (the memory plan): the norm's device float, and on the host its
-// pinned float and, for MPI, the pinned bf16 and the fp32 staging of all padded gradients
-static inline size_t grad_reduce_device_bytes(void) { return cuda_alloc_bytes(sizeof(float)); }
-static inline size_t grad_reduce_host_bytes(GradReduceKind kind, size_t padded) {
-    size_t bytes = cuda_alloc_bytes(sizeof(float));
+// what grad_reduce_init allocates (the memory plan): the norm's chunk boundaries on the device, and
+// on the host its chunk sums (pinned fp32, and double) and, for MPI, the pinned bf16 and the fp32
+// staging of all padded gradients
+static inline size_t grad_reduce_device_bytes(size_t norm_chunks) {
+    return cuda_alloc_bytes((norm_chunks + 1) * sizeof(size_t));
+}
+static inline size_t grad_reduce_host_bytes(GradReduceKind kind, size_t padded, size_t norm_chunks) {
+    size_t bytes = cuda_alloc_bytes(norm_chunks * sizeof(float)) + norm_chunks * sizeof(double);
     if (kind == GRAD_REDUCE_MPI) { bytes += cuda_alloc_bytes(padded * sizeof(uint16_t)) + padded * sizeof(float); }
     return bytes;
 }
 
 // allocations; nccl: the communicator for GRAD_REDUCE_NCCL (NULL otherwise)
 static inline void grad_reduce_init(GradReducer *red, void *nccl) {
-    cudaCheck(cudaMalloc((void **)&red->norm2, sizeof(float)));
-    cudaCheck(cudaMallocHost((void **)&red->norm2_host, sizeof(float)));
+    const size_t chunks = red->norm_chunks;
+    size_t *starts = (size_t *)mallocCheck((chunks + 1) * sizeof(size_t));
+    gpt2_norm_chunks(&red->config, starts);
+    cudaCheck(cudaMalloc((void **)&red->norm_starts, (chunks + 1) * sizeof(size_t)));
+    cudaCheck(cudaMemcpy(red->norm_starts, starts, (chunks + 1) * sizeof(size_t), cudaMemcpyHostToDevice));
+    free(starts);
+    cudaCheck(cudaMallocHost((void **)&red->norm_sums, chunks * sizeof(float)));
+    red->norm_all = (double *)mallocCheck(chunks * sizeof(double));
     cudaCheck(cudaEventCreate(&red->norm_ready));
 #ifdef MULTI_GPU
     red->nccl = (NcclContext *)nccl;
@@ -355,8 +397,9 @@ static inline void grad_reduce_init(GradReducer *red, void *nccl) {
 }
 
 static inline void grad_reduce_free(GradReducer *red) {
-    cudaCheck(cudaFree(red->norm2));
-    cudaCheck(cudaFreeHost(red->norm2_host));
+    cudaCheck(cudaFree(red->norm_starts));
+    cudaCheck(cudaFreeHost(red->norm_sums));
+    free(red->norm_all);
     cudaCheck(cudaEventDestroy(red->norm_ready));
 #ifdef MULTI_GPU
     if (red->kind == GRAD_REDUCE_NCCL) {
@@ -538,19 +581,19 @@ static inline void grad_reduce_finish(GradReducer *red, floatX *grads, cudaStrea
 }
 
 /*
- * The global L2 norm of the reduced gradients (host value, the same on every rank). With ZeRO-1
- * each rank sums the squares of its shard and the sums are added across ranks. scratch:
- * global_norm_scratch_bytes().
+ * The global L2 norm of the reduced gradients (host value, the same on every rank): this rank's
+ * chunk sums (llmc/cuda/global_norm.cuh), with ZeRO-1 those of its shard, every other rank's
+ * entry 0 and the ranks' arrays added (x + 0 is exact, so every chunk's sum arrives as its owner
+ * computed it), then the chunks in order: the same bits as one process's norm of these gradients.
+ * scratch: global_norm_scratch_bytes(red->norm_chunks).
  */
 static inline float grad_reduce_norm(GradReducer *red, const floatX *grads, float *scratch, cudaStream_t main) {
-    const int sharded = red->zero && red->world_size > 1;
-    const size_t lo = sharded ? red->offset : 0, n = sharded ? red->count : red->num_params;
-    if (n > 0) {
-        global_norm_squared(red->norm2, grads + lo, n, scratch, main);
-    } else {
-        cudaCheck(cudaMemsetAsync(red->norm2, 0, sizeof(float), main));
+    const size_t first = red->norm_first, count = red->norm_count;
+    global_norm_chunk_sums(scratch, grads, red->norm_starts, first, count, main);
+    if (count > 0) {
+        cudaCheck(cudaMemcpyAsync(red->norm_sums + first, scratch + first, count * sizeof(float), cudaMemcpyDeviceToHost,
+                                  main));
     }
-    cudaCheck(cudaMemcpyAsync(red->norm2_host, red->norm2, sizeof(float), cudaMemcpyDeviceToHost, main));
     cudaCheck(cudaEventRecord(red->norm_ready, main));
     gpu_wait_event(red->norm_ready, "the gradient norm");
 #ifdef MULTI_GPU
@@ -559,9 +602,13 @@ static inline float grad_reduce_norm(GradReducer *red, const floatX *grads, floa
         flight_end(red->gather_flight);  // the previous step's all-gather: this step's forward waited for it
     }
 #endif
-    double norm2 = (double)red->norm2_host[0];
-    if (sharded) { red->comm->allreduce_sum_f64(red->comm, &norm2, 1); }
-    return (float)sqrt(norm2);
+    for (size_t c = 0; c < red->norm_chunks; c++) {
+        red->norm_all[c] = c >= first && c < first + count ? (double)red->norm_sums[c] : 0.0;
+    }
+    if (red->zero && red->world_size > 1) {  // every rank calls it (a rank may hold no chunk, or all of them)
+        red->comm->allreduce_sum_f64(red->comm, red->norm_all, (int)red->norm_chunks);
+    }
+    return (float)sqrt(global_norm_total(red->norm_all, red->norm_chunks));
 }
 
 /*
