@@ -100,7 +100,8 @@ typedef struct {
     floatX *dresidual;  // (B, T, C) gradient of the residual stream
     floatX *btc;        // (B, T, C) forward: a projection's output before its residual add;
                         // backward: the input gradient of a layer's matmul
-    float *scratch;     // fp32 scratch of the reductions and the attention backward (one stream)
+    float *scratch;     // fp32 scratch of the reductions, the attention backward and generation's rows (one stream)
+    size_t scratch_bytes;  // its size
     int *inputs;        // (B, T) token ids
     int *targets;       // (B, T)
     float *loss_acc;    // (1) sum over micro-steps of the micro-batch mean loss
@@ -177,6 +178,9 @@ static int gpt2_activation_slots(ActSlot *slots, ActivationTensors *a, const GPT
     if (s3 > scratch) { scratch = s3; }
     const size_t norm_scratch = global_norm_scratch_bytes(gpt2_norm_chunks(c, NULL));
     if (norm_scratch > scratch) { scratch = norm_scratch; }
+    const size_t rows_scratch = attention_rows_scratch_bytes((int)C, (int)NH);  // one row of generation
+    if (rows_scratch > scratch) { scratch = rows_scratch; }
+    a->scratch_bytes = scratch;
     const size_t X = sizeof(floatX), F = sizeof(float);
     const PlanRow ACT = PLAN_ACTS, SCR = PLAN_SCRATCH;
     ActSlot table[] = {
@@ -617,7 +621,7 @@ static void gpt2_forward_rows(GPT2 *m, int B, int Tl, int from, int to) {
         if (from == 0) {
             gpt2_attention_forward(m, la.atty, la.lse, la.qkv, B, to);
         } else {  // no lse: nothing of generation goes backward
-            attention_forward_rows(la.atty, NULL, la.qkv, from, to, C, NH, Tl, s);
+            attention_forward_rows(la.atty, NULL, la.qkv, from, to, C, NH, Tl, a->scratch, a->scratch_bytes, s);
         }
         matmul_forward(a->btc + o * C, la.atty + o * C, lp.attprojw, lp.attprojb, 1, (int)N, C, C, NULL, s);
         fused_residual_forward(la.residual2 + o * C, la.ln2 + o * C, la.ln2_mean + o, la.ln2_rstd + o,

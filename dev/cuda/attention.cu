@@ -42,6 +42,7 @@
  * 16-core GPU machine should take a fraction of that. The GPU part was not measured there.
  */
 #include <algorithm>
+#include <memory>
 #include <functional>
 #include <vector>
 
@@ -201,18 +202,22 @@ static Impl fused_impl(const char *name, const Case &c, DevBuf &scratch, int mti
     return im;
 }
 
-// generation's kernel (attention_forward_rows), one sequence at a time, each in two calls (rows 0..T/2,
-// then the rest, which reads the keys of the first call's rows); forward only
+// generation's kernels (attention_forward_rows), one sequence at a time, each in two calls (rows 0..T/2,
+// then the rest, which reads the keys of the first call's rows), with scratch for 64 rows (longer
+// calls in several launches); forward only
 static Impl rows_impl(const Case &c) {
     const int B = c.B, T = c.T, C = c.C, NH = c.NH;
+    const size_t rows_bytes = 64 * attention_rows_scratch_bytes(C, NH);
+    const std::shared_ptr<DevBuf> scratch = std::make_shared<DevBuf>(rows_bytes);
     Impl im = {"rows", nullptr, nullptr, true, false};
     im.fwd = [=](floatX *out, float *lse, const floatX *qkv) {
+        float *rows_scratch = scratch->as<float>();
         for (int b = 0; b < B; b++) {
             floatX *ob = out + (size_t)b * T * C;
             float *lb = lse + (size_t)b * NH * T;
             const floatX *qb = qkv + (size_t)b * T * 3 * C;
-            if (T / 2 > 0) { attention_forward_rows(ob, lb, qb, 0, T / 2, C, NH, T, 0); }
-            attention_forward_rows(ob, lb, qb, T / 2, T, C, NH, T, 0);
+            if (T / 2 > 0) { attention_forward_rows(ob, lb, qb, 0, T / 2, C, NH, T, rows_scratch, rows_bytes, 0); }
+            attention_forward_rows(ob, lb, qb, T / 2, T, C, NH, T, rows_scratch, rows_bytes, 0);
         }
     };
     return im;
@@ -355,9 +360,11 @@ static void timing(int B, int T, int NH, bool unfused) {
         cudnn_check(cudnn_att_backward(dqkv_d, dout_d, qkv_d, out_d, lse_d, B, T, NH, HS, ws.p, ws_bytes, 0));
     }, 20), bwd_flop);
 #endif
+    DevBuf rows_scratch(attention_rows_scratch_bytes(C, NH));
     auto last_rows = [&] {  // a generation step of each sequence: its last row against all its keys
         for (int b = 0; b < B; b++) {
-            attention_forward_rows(out_d + (size_t)b * T * C, NULL, qkv_d + (size_t)b * T * 3 * C, T - 1, T, C, NH, T, 0);
+            attention_forward_rows(out_d + (size_t)b * T * C, NULL, qkv_d + (size_t)b * T * 3 * C, T - 1, T, C, NH, T,
+                                   rows_scratch.as<float>(), attention_rows_scratch_bytes(C, NH), 0);
         }
     };
     report("rows fwd (last row)", time_ms(last_rows, 20), 4.0 * B * NH * (double)T * HS);

@@ -12,8 +12,9 @@
  *   output (out, lse; D, dqkv) written exactly once per launcher call;
  * - warp collectives reached by all 32 lanes with the same operation, no deadlock (sim/engine.h);
  * - results against the reference with the tolerances of attention_ref.h: both forward tilings at
- *   HS 64, HS 128, the backward, at ragged T from 1 to 200; generation's rows kernel (rows of one
- *   sequence over two calls, past one chunk of keys at T 1100; the rows before its first untouched);
+ *   HS 64, HS 128, the backward, at ragged T from 1 to 200; generation's rows kernels (rows of one
+ *   sequence over two calls, the first in launches of 3 rows; a row's keys split over 9 CTAs at T
+ *   1100, 2 chunks per CTA at T 2300; the rows before its first untouched);
  *   the unfused oracle kernel by kernel on
  *   grids capped at 64 blocks (so the grid-stride loops wrap), and through its launchers;
  * - bitwise equal results under three thread interleavings (forward, reverse, random order);
@@ -134,9 +135,11 @@ static long sim_backward(int HS, int B, int T, int NH, uint64_t seed, sim::Order
     return bad;
 }
 
-// generation's kernel (attention_forward_rows): rows [r0, T) of one sequence in two calls, the second
+// generation's kernels (attention_forward_rows): rows [r0, T) of one sequence in two calls, the second
 // reading the keys of the first call's rows, against the reference; the rows before r0 left as they
-// were. T past ATTN_ROWS_CHUNK runs its online softmax across chunks of keys.
+// were. The first call's scratch holds 3 rows (its rows go in launches of 3), the second's all of
+// them. T past ATTN_ROWS_CHUNK splits a row's keys over several CTAs; past ATTN_ROWS_SPLITS chunks a
+// CTA takes several chunks (its online softmax across them).
 static long sim_rows(int HS, int T, int r0, int NH, uint64_t seed) {
     const int C = NH * HS, mid = r0 + (T - r0) / 2;
     const RefForward ref(1, T, C, NH, seed);
@@ -144,8 +147,10 @@ static long sim_rows(int HS, int T, int r0, int NH, uint64_t seed) {
     float *lse_d = (float *)device_poison((size_t)NH * T * 4);
     sim::order = sim::FORWARD;
     const long errors_before = sim::errors;
-    if (mid > r0) { attention_forward_rows(out_d, lse_d, qkv_d, r0, mid, C, NH, T, 0); }
-    attention_forward_rows(out_d, lse_d, qkv_d, mid, T, C, NH, T, 0);
+    const size_t row_bytes = attention_rows_scratch_bytes(C, NH);
+    float *scratch_d = (float *)device_poison(row_bytes * (T - r0));
+    if (mid > r0) { attention_forward_rows(out_d, lse_d, qkv_d, r0, mid, C, NH, T, scratch_d, 3 * row_bytes, 0); }
+    attention_forward_rows(out_d, lse_d, qkv_d, mid, T, C, NH, T, scratch_d, row_bytes * (T - r0), 0);
     printf("  rows<%d> T %d rows %d..%d, %d..%d NH %d\n", HS, T, r0, mid, mid, T, NH);
     long bad = sim::errors - errors_before;
     std::vector<float> out = bf16_host_floats(out_d, (size_t)T * C), lse = host_copy<float>(lse_d, (size_t)NH * T);
@@ -159,6 +164,7 @@ static long sim_rows(int HS, int T, int r0, int NH, uint64_t seed) {
     cudaFree(qkv_d);
     cudaFree(out_d);
     cudaFree(lse_d);
+    cudaFree(scratch_d);
     return bad;
 }
 
@@ -265,7 +271,8 @@ int main(int argc, char **argv) {
     }
 
     printf("generation's rows kernel on the simulator vs the fp64 reference\n");
-    const int rows_cases[][4] = {{64, 1, 0, 2}, {64, 17, 0, 2}, {64, 100, 40, 3}, {128, 70, 10, 2}, {64, 1100, 1020, 1}};
+    const int rows_cases[][4] = {{64, 1, 0, 2}, {64, 17, 0, 2}, {64, 100, 40, 3}, {128, 70, 10, 2}, {64, 1100, 1020, 1},
+                                  {64, 2300, 2296, 1}};
     for (const auto &rc : rows_cases) {
         if (runs(rc[1])) { bad += sim_rows(rc[0], rc[1], rc[2], rc[3], seed++); }
     }

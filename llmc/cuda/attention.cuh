@@ -74,8 +74,8 @@
  * other head size stops with a message naming the supported ones.
  *
  * Generation (attention_forward_rows): a text that grows by a token keeps the earlier tokens' q, k, v
- * in qkv, so only the new rows' attention is computed, a plain kernel of one CTA per (row, head)
- * (fp32 scores, online softmax over chunks of keys); the fused forward serves the first call.
+ * in qkv, so only the new rows' attention is computed: plain fp32 kernels that split each row's keys
+ * over up to 16 CTAs per head and then combine the parts; the fused forward serves the first call.
  *
  * Verified without a GPU (written without access to one): both architectures compile without
  * warnings and without spills; every kernel and launcher in this file runs unchanged on the CPU
@@ -668,64 +668,115 @@ static __global__ void __launch_bounds__(ATTN_THREADS)
 // rows of one sequence: the generation's new tokens (train_gpt2cu's --prompt and samples)
 
 #define ATTN_ROWS_THREADS 128
-#define ATTN_ROWS_CHUNK 1024  // keys whose scores are in shared memory at once
+#define ATTN_ROWS_CHUNK 128   // keys scored at once, one per thread (ATTN_ROWS_THREADS of them)
+#define ATTN_ROWS_SPLITS 16   // at most this many CTAs share one row's keys
+static_assert(ATTN_ROWS_CHUNK == ATTN_ROWS_THREADS, "attention_rows_split_kernel scores one key per thread");
 
 /*
- * One CTA per (query row t, head h) of one sequence: the row's scores against keys 0..t in chunks of
- * ATTN_ROWS_CHUNK (online softmax across chunks, as the fused forward does across tiles), then P V
- * with ATTN_ROWS_THREADS / HS key groups per output column, summed in a fixed order. Everything in
- * fp32 (P is not rounded to bf16 as the fused kernel's is); out rounded once. A few rows per call:
- * no tensor cores, the keys and values are read once per row.
+ * Generation's few rows, split over the keys (as flash-decoding does): row t's t + 1 keys are
+ * chunks of ATTN_ROWS_CHUNK, dealt in equal runs of `per` chunks to at most ATTN_ROWS_SPLITS CTAs
+ * per (row, head), so a single row still occupies up to NH * 16 CTAs. Each CTA writes its
+ * partial result (the unnormalized P V over its keys, its running max and sum) to scratch; a
+ * second kernel combines a row's splits in split order. Returns how many splits row t uses.
  */
+__host__ __device__ static inline int attn_rows_splits(int t, int *per) {
+    const int chunks = t / ATTN_ROWS_CHUNK + 1;  // ceil((t + 1) / ATTN_ROWS_CHUNK)
+    *per = (chunks + ATTN_ROWS_SPLITS - 1) / ATTN_ROWS_SPLITS;
+    return (chunks + *per - 1) / *per;
+}
+
+// floats of one split's partial result: the HS sums of P V, then the max and the sum of P
+#define ATTN_ROWS_PART(HS) ((HS) + 2)
+
+/*
+ * One CTA per (row r of the launch, head h, split z): keys [k0, k1) of the split, a chunk at a
+ * time: each thread scores one key (fp32 dot product of the row's query and the key), the chunk's
+ * softmax is folded into the running max and sum (online softmax, as the fused forward does
+ * across tiles), and P V accumulates with HS / 8 threads per key row (one 16-byte load of v each)
+ * and ATTN_ROWS_THREADS / (HS / 8) key groups; the groups' sums are added in group order.
+ * Everything in fp32; a fixed order throughout, so the result is the same bits every run.
+ */
+template <int HS>
 __global__ void __launch_bounds__(ATTN_ROWS_THREADS)
-    attention_rows_kernel(floatX *out, float *lse, const floatX *qkv, int from, int C, int NH, int lse_T, float scale) {
-    __shared__ float q[128];  // HS <= 128
+    attention_rows_split_kernel(float *parts, const floatX *qkv, int from, int C, int NH, float scale) {
+    constexpr int LANES = HS / 8, GROUPS = ATTN_ROWS_THREADS / LANES;
+    __shared__ float q[HS];
     __shared__ float p[ATTN_ROWS_CHUNK];
-    __shared__ float part[ATTN_ROWS_THREADS];
+    __shared__ float part[GROUPS * HS];
     __shared__ float red[32];
-    const int t = from + blockIdx.x, h = blockIdx.y, HS = C / NH, tid = threadIdx.x;
+    const int t = from + blockIdx.x, h = blockIdx.y, z = blockIdx.z, tid = threadIdx.x;
+    int per;
+    if (z >= attn_rows_splits(t, &per)) { return; }  // the whole CTA: a shorter row uses fewer splits
+    const int k0 = z * per * ATTN_ROWS_CHUNK, k1 = min((z + 1) * per * ATTN_ROWS_CHUNK, t + 1);
     const size_t stride = 3 * (size_t)C;
     const floatX *head = qkv + h * HS;  // row j's q, k, v of this head at j * stride + 0, C, 2C
     for (int d = tid; d < HS; d += ATTN_ROWS_THREADS) { q[d] = __bfloat162float(head[t * stride + d]); }
     __syncthreads();
-    const int groups = ATTN_ROWS_THREADS / HS, col = tid % HS, group = tid / HS;
-    float run_max = -INFINITY, run_sum = 0.0f, acc = 0.0f;
-    for (int c0 = 0; c0 <= t; c0 += ATTN_ROWS_CHUNK) {
-        const int n = min(ATTN_ROWS_CHUNK, t + 1 - c0);
-        float chunk_max = -INFINITY;
-        for (int j = tid; j < n; j += ATTN_ROWS_THREADS) {
-            const floatX *k = head + (size_t)(c0 + j) * stride + C;
+    const int lane = tid % LANES, group = tid / LANES;
+    float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    float run_max = -INFINITY, run_sum = 0.0f;
+    for (int c0 = k0; c0 < k1; c0 += ATTN_ROWS_CHUNK) {
+        const int n = min(ATTN_ROWS_CHUNK, k1 - c0);
+        float score = -INFINITY;
+        if (tid < n) {
+            const floatX *k = head + (size_t)(c0 + tid) * stride + C;
             float dot = 0.0f;
             for (int i = 0; i < HS; i += x128::size) {
                 const x128 k8 = load128(k + i);
                 for (int e = 0; e < x128::size; e++) { dot += q[i + e] * __bfloat162float(k8[e]); }
             }
-            p[j] = dot * scale;
-            chunk_max = fmaxf(chunk_max, p[j]);
+            score = dot * scale;
         }
-        const float new_max = fmaxf(run_max, block_reduce_max(chunk_max, red));
-        float chunk_sum = 0.0f;
-        for (int j = tid; j < n; j += ATTN_ROWS_THREADS) {
-            p[j] = expf(p[j] - new_max);
-            chunk_sum += p[j];
-        }
-        chunk_sum = block_reduce_sum(chunk_sum, red);  // its barriers also publish p
-        const float rescale = expf(run_max - new_max);  // 0 for the first chunk (run_max -inf)
+        const float new_max = fmaxf(run_max, block_reduce_max(score, red));
+        const float e = tid < n ? expf(score - new_max) : 0.0f;
+        p[tid] = e;
+        const float chunk_sum = block_reduce_sum(e, red);  // its barriers also publish p
+        const float rescale = expf(run_max - new_max);    // 0 for the first chunk (run_max -inf)
         run_sum = run_sum * rescale + chunk_sum;
-        acc *= rescale;
-        const floatX *v = head + (size_t)c0 * stride + 2 * C + col;
-        for (int j = group; j < n; j += groups) { acc += p[j] * __bfloat162float(v[j * stride]); }
+        for (int i = 0; i < 8; i++) { acc[i] *= rescale; }
+        const floatX *v = head + (size_t)c0 * stride + 2 * C + lane * 8;
+        for (int j = group; j < n; j += GROUPS) {
+            const x128 v8 = load128(v + (size_t)j * stride);
+            const float pj = p[j];
+            for (int i = 0; i < 8; i++) { acc[i] += pj * __bfloat162float(v8[i]); }
+        }
         run_max = new_max;
         __syncthreads();  // p is rewritten by the next chunk
     }
-    part[tid] = acc;
+    for (int i = 0; i < 8; i++) { part[group * HS + lane * 8 + i] = acc[i]; }
     __syncthreads();
-    if (tid < HS) {
+    float *dst = parts + (((size_t)blockIdx.x * NH + h) * ATTN_ROWS_SPLITS + z) * ATTN_ROWS_PART(HS);
+    for (int d = tid; d < HS; d += ATTN_ROWS_THREADS) {
         float o = 0.0f;
-        for (int g = 0; g < groups; g++) { o += part[g * HS + tid]; }
-        out[(size_t)t * C + h * HS + tid] = __float2bfloat16(o / run_sum);
+        for (int g = 0; g < GROUPS; g++) { o += part[g * HS + d]; }
+        dst[d] = o;
     }
-    if (lse != NULL && tid == 0) { lse[(size_t)h * lse_T + t] = run_max + logf(run_sum); }
+    if (tid == 0) {
+        dst[HS] = run_max;
+        dst[HS + 1] = run_sum;
+    }
+}
+
+// one CTA of HS threads per (row, head): the row's splits rescaled to their common max and added in
+// split order; out rounded once, lse (if not NULL) = max + log(sum)
+template <int HS>
+__global__ void __launch_bounds__(HS)
+    attention_rows_combine_kernel(floatX *out, float *lse, const float *parts, int from, int C, int NH, int lse_T) {
+    const int t = from + blockIdx.x, h = blockIdx.y, d = threadIdx.x;
+    int per;
+    const int used = attn_rows_splits(t, &per);
+    const float *src = parts + ((size_t)blockIdx.x * NH + h) * ATTN_ROWS_SPLITS * ATTN_ROWS_PART(HS);
+    float top = -INFINITY;
+    for (int z = 0; z < used; z++) { top = fmaxf(top, src[z * ATTN_ROWS_PART(HS) + HS]); }
+    float sum = 0.0f, o = 0.0f;
+    for (int z = 0; z < used; z++) {
+        const float *sp = src + z * ATTN_ROWS_PART(HS);
+        const float w = expf(sp[HS] - top);
+        sum += sp[HS + 1] * w;
+        o += sp[d] * w;
+    }
+    out[(size_t)t * C + h * HS + d] = __float2bfloat16(o / sum);
+    if (lse != NULL && d == 0) { lse[(size_t)h * lse_T + t] = top + logf(sum); }
 }
 
 // ----------------------------------------------------------------------------
@@ -844,24 +895,45 @@ static inline void attention_backward(floatX *dqkv, const floatX *dout, const fl
     }
 }
 
+// scratch bytes of one row for attention_forward_rows (its launches take as many rows as fit)
+static inline size_t attention_rows_scratch_bytes(int C, int NH) {
+    return (size_t)NH * ATTN_ROWS_SPLITS * ATTN_ROWS_PART(C / NH) * sizeof(float);
+}
+
 /*
  * Rows [from, to) of one sequence (B = 1): out (1, >= to, C) at those rows, from the queries of those
  * rows and the keys and values of rows 0 .. to-1 in qkv (1, >= to, 3C); lse (NH, lse_T) at those
  * rows, or NULL. What generation computes for the tokens after the ones whose activations it kept:
- * usually one row, whatever the text's length. Its own sums (fp32 throughout): not the fused
- * forward's bits.
+ * usually one row, whatever the text's length. scratch: fp32, scratch_bytes of it, at least
+ * attention_rows_scratch_bytes(C, NH) (a launch takes as many rows as it holds). Its own sums
+ * (fp32 throughout): not the fused forward's bits.
  */
 static inline void attention_forward_rows(floatX *out, float *lse, const floatX *qkv, int from, int to, int C, int NH,
-                                          int lse_T, cudaStream_t stream) {
+                                          int lse_T, float *scratch, size_t scratch_bytes, cudaStream_t stream) {
     attention_check_shapes("attention_forward_rows", 1, to, C, NH);
     const int HS = attention_fused_head_size("attention_forward_rows", C, NH);
     cudaRequire(from >= 0 && from < to && (lse == NULL || lse_T >= to), "rows %d..%d, lse_T %d", from, to, lse_T);
-    cudaRequire(is_aligned16(qkv) && HS % x128::size == 0 && ATTN_ROWS_THREADS % HS == 0,
-                "qkv must be 16-byte aligned; head size %d", HS);
-    dim3 grid(to - from, NH);
-    attention_rows_kernel<<<grid, ATTN_ROWS_THREADS, 0, stream>>>(out, lse, qkv, from, C, NH, lse_T,
-                                                                  1.0f / sqrtf((float)HS));
-    cudaCheckLaunch();
+    cudaRequire(is_aligned16(qkv) && HS % x128::size == 0, "qkv must be 16-byte aligned; head size %d", HS);
+    const size_t row_bytes = attention_rows_scratch_bytes(C, NH);
+    cudaRequire(scratch != NULL && scratch_bytes >= row_bytes, "scratch of %zu bytes, one row needs %zu", scratch_bytes,
+                row_bytes);
+    const int most = scratch_bytes / row_bytes < (size_t)(to - from) ? (int)(scratch_bytes / row_bytes) : to - from;
+    const float scale = 1.0f / sqrtf((float)HS);
+    for (int r0 = from; r0 < to; r0 += most) {
+        const int rows = to - r0 < most ? to - r0 : most;
+        if (HS == 64) {
+            attention_rows_split_kernel<64><<<dim3(rows, NH, ATTN_ROWS_SPLITS), ATTN_ROWS_THREADS, 0, stream>>>(
+                scratch, qkv, r0, C, NH, scale);
+            cudaCheckLaunch();
+            attention_rows_combine_kernel<64><<<dim3(rows, NH), 64, 0, stream>>>(out, lse, scratch, r0, C, NH, lse_T);
+        } else {
+            attention_rows_split_kernel<128><<<dim3(rows, NH, ATTN_ROWS_SPLITS), ATTN_ROWS_THREADS, 0, stream>>>(
+                scratch, qkv, r0, C, NH, scale);
+            cudaCheckLaunch();
+            attention_rows_combine_kernel<128><<<dim3(rows, NH), 128, 0, stream>>>(out, lse, scratch, r0, C, NH, lse_T);
+        }
+        cudaCheckLaunch();
+    }
 }
 
 #endif  // LLMC_ATTENTION_CUH
