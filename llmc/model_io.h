@@ -86,11 +86,14 @@ static inline size_t gpt2_num_params(const GPT2Config *c) {
  */
 #define GRAD_NORM_CHUNK ((size_t)1 << 16)
 
+// the slices of tensor i: one per layer for the blocks' tensors (2..13), else the whole tensor
+static inline int gpt2_param_slices(const GPT2Config *c, int i) { return i >= 2 && i <= 13 ? c->num_layers : 1; }
+
 static inline size_t gpt2_norm_chunks(const GPT2Config *c, size_t *starts) {
     size_t sizes[NUM_PARAMETER_TENSORS], at = 0, n = 0;
     gpt2_param_sizes(sizes, c);
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        const int slices = i >= 2 && i <= 13 ? c->num_layers : 1;  // the layers' tensors, or wte, wpe, lnfw, lnfb
+        const int slices = gpt2_param_slices(c, i);
         for (int l = 0; l < slices; l++) {
             const size_t end = at + sizes[i] / (size_t)slices;
             for (size_t cut = at; cut < end; cut = (cut / GRAD_NORM_CHUNK + 1) * GRAD_NORM_CHUNK) {
@@ -109,8 +112,7 @@ static inline size_t gpt2_norm_chunk_floor(const GPT2Config *c, size_t b) {
     size_t sizes[NUM_PARAMETER_TENSORS], at = 0;
     gpt2_param_sizes(sizes, c);
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        const int slices = i >= 2 && i <= 13 ? c->num_layers : 1;
-        const size_t per = sizes[i] / (size_t)slices;
+        const size_t per = sizes[i] / (size_t)gpt2_param_slices(c, i);
         if (b < at + sizes[i]) {
             const size_t slice = at + (b - at) / per * per, grid = b / GRAD_NORM_CHUNK * GRAD_NORM_CHUNK;
             return grid > slice ? grid : slice;

@@ -289,7 +289,7 @@ static void test_norm_chunks_for(const char *name, GPT2Config c) {
     size_t sizes[NUM_PARAMETER_TENSORS], at = 0;
     gpt2_param_sizes(sizes, &c);
     for (int i = 0; i < NUM_PARAMETER_TENSORS && ok; i++) {
-        const int slices = i >= 2 && i <= 13 ? c.num_layers : 1;
+        const int slices = i >= 2 && i <= 13 ? c.num_layers : 1;  // the blocks' tensors per layer
         for (int l = 0; l < slices && ok; l++) {
             if (!is_cut[at + l * (sizes[i] / slices)]) { ok = 0; snprintf(why, sizeof(why), "tensor %d layer %d: no cut", i, l); }
         }
