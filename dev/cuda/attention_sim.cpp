@@ -138,8 +138,9 @@ static long sim_backward(int HS, int B, int T, int NH, uint64_t seed, sim::Order
 // generation's kernels (attention_forward_rows): rows [r0, T) of one sequence in two calls, the second
 // reading the keys of the first call's rows, against the reference; the rows before r0 left as they
 // were. The first call's scratch holds 3 rows (its rows go in launches of 3), the second's all of
-// them. T past ATTN_ROWS_CHUNK splits a row's keys over several CTAs; past ATTN_ROWS_SPLITS chunks a
-// CTA takes several chunks (its online softmax across them).
+// them. Launches whose rows have at most ATTN_ROWS_CHUNK keys write out directly; past it a row's
+// keys are split over several CTAs and combined (T 200 has launches of both kinds); past
+// ATTN_ROWS_SPLITS chunks a CTA takes several chunks (its online softmax across them).
 static long sim_rows(int HS, int T, int r0, int NH, uint64_t seed) {
     const int C = NH * HS, mid = r0 + (T - r0) / 2;
     const RefForward ref(1, T, C, NH, seed);
@@ -271,8 +272,8 @@ int main(int argc, char **argv) {
     }
 
     printf("generation's rows kernel on the simulator vs the fp64 reference\n");
-    const int rows_cases[][4] = {{64, 1, 0, 2}, {64, 17, 0, 2}, {64, 100, 40, 3}, {128, 70, 10, 2}, {64, 1100, 1020, 1},
-                                  {64, 2300, 2296, 1}};
+    const int rows_cases[][4] = {{64, 1, 0, 2}, {64, 17, 0, 2}, {64, 100, 40, 3}, {128, 70, 10, 2}, {64, 200, 100, 2},
+                                  {64, 1100, 1020, 1}, {64, 2300, 2296, 1}};
     for (const auto &rc : rows_cases) {
         if (runs(rc[1])) { bad += sim_rows(rc[0], rc[1], rc[2], rc[3], seed++); }
     }

@@ -695,10 +695,13 @@ __host__ __device__ static inline int attn_rows_splits(int t, int *per) {
  * across tiles), and P V accumulates with HS / 8 threads per key row (one 16-byte load of v each)
  * and ATTN_ROWS_THREADS / (HS / 8) key groups; the groups' sums are added in group order.
  * Everything in fp32; a fixed order throughout, so the result is the same bits every run.
+ * out != NULL where every row of the launch has a single split (at most ATTN_ROWS_CHUNK keys): the
+ * CTA writes out and lse itself, as the combine kernel does with one split, and parts is unused.
  */
 template <int HS>
 __global__ void __launch_bounds__(ATTN_ROWS_THREADS)
-    attention_rows_split_kernel(float *parts, const floatX *qkv, int from, int C, int NH, float scale) {
+    attention_rows_split_kernel(float *parts, floatX *out, float *lse, const floatX *qkv, int from, int C, int NH,
+                                int lse_T, float scale) {
     constexpr int LANES = HS / 8, GROUPS = ATTN_ROWS_THREADS / LANES;
     __shared__ float q[HS];
     __shared__ float p[ATTN_ROWS_CHUNK];
@@ -745,13 +748,15 @@ __global__ void __launch_bounds__(ATTN_ROWS_THREADS)
     }
     for (int i = 0; i < 8; i++) { part[group * HS + lane * 8 + i] = acc[i]; }
     __syncthreads();
-    float *dst = parts + (((size_t)blockIdx.x * NH + h) * ATTN_ROWS_SPLITS + z) * ATTN_ROWS_PART(HS);
+    float *dst = out ? NULL : parts + (((size_t)blockIdx.x * NH + h) * ATTN_ROWS_SPLITS + z) * ATTN_ROWS_PART(HS);
     for (int d = tid; d < HS; d += ATTN_ROWS_THREADS) {
         float o = 0.0f;
         for (int g = 0; g < GROUPS; g++) { o += part[g * HS + d]; }
-        dst[d] = o;
+        if (out) { out[(size_t)t * C + h * HS + d] = __float2bfloat16(o / run_sum); } else { dst[d] = o; }
     }
-    if (tid == 0) {
+    if (out) {
+        if (lse != NULL && tid == 0) { lse[(size_t)h * lse_T + t] = run_max + logf(run_sum); }
+    } else if (tid == 0) {
         dst[HS] = run_max;
         dst[HS + 1] = run_sum;
     }
@@ -921,16 +926,22 @@ static inline void attention_forward_rows(floatX *out, float *lse, const floatX 
     const float scale = 1.0f / sqrtf((float)HS);
     for (int r0 = from; r0 < to; r0 += most) {
         const int rows = to - r0 < most ? to - r0 : most;
+        // rows of at most ATTN_ROWS_CHUNK keys have one split each: no combine launch
+        const int single = r0 + rows <= ATTN_ROWS_CHUNK;
+        const dim3 split_grid(rows, NH, single ? 1 : ATTN_ROWS_SPLITS);
         if (HS == 64) {
-            attention_rows_split_kernel<64><<<dim3(rows, NH, ATTN_ROWS_SPLITS), ATTN_ROWS_THREADS, 0, stream>>>(
-                scratch, qkv, r0, C, NH, scale);
-            cudaCheckLaunch();
-            attention_rows_combine_kernel<64><<<dim3(rows, NH), 64, 0, stream>>>(out, lse, scratch, r0, C, NH, lse_T);
+            attention_rows_split_kernel<64><<<split_grid, ATTN_ROWS_THREADS, 0, stream>>>(
+                scratch, single ? out : NULL, lse, qkv, r0, C, NH, lse_T, scale);
+            if (!single) {
+                attention_rows_combine_kernel<64><<<dim3(rows, NH), 64, 0, stream>>>(out, lse, scratch, r0, C, NH, lse_T);
+            }
         } else {
-            attention_rows_split_kernel<128><<<dim3(rows, NH, ATTN_ROWS_SPLITS), ATTN_ROWS_THREADS, 0, stream>>>(
-                scratch, qkv, r0, C, NH, scale);
-            cudaCheckLaunch();
-            attention_rows_combine_kernel<128><<<dim3(rows, NH), 128, 0, stream>>>(out, lse, scratch, r0, C, NH, lse_T);
+            attention_rows_split_kernel<128><<<split_grid, ATTN_ROWS_THREADS, 0, stream>>>(
+                scratch, single ? out : NULL, lse, qkv, r0, C, NH, lse_T, scale);
+            if (!single) {
+                attention_rows_combine_kernel<128><<<dim3(rows, NH), 128, 0, stream>>>(out, lse, scratch, r0, C, NH,
+                                                                                      lse_T);
+            }
         }
         cudaCheckLaunch();
     }
