@@ -89,21 +89,28 @@ static inline size_t gpt2_num_params(const GPT2Config *c) {
 // the slices of tensor i: one per layer for the blocks' tensors (2..13), else the whole tensor
 static inline int gpt2_param_slices(const GPT2Config *c, int i) { return i >= 2 && i <= 13 ? c->num_layers : 1; }
 
-static inline size_t gpt2_norm_chunks(const GPT2Config *c, size_t *starts) {
+// the cuts before flat index `below`, in order, into starts (if not NULL); returns how many (the
+// index of the chunk that starts at `below`, where that is a cut)
+static inline size_t gpt2_norm_cuts_below(const GPT2Config *c, size_t below, size_t *starts) {
     size_t sizes[NUM_PARAMETER_TENSORS], at = 0, n = 0;
     gpt2_param_sizes(sizes, c);
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+    for (int i = 0; i < NUM_PARAMETER_TENSORS && at < below; i++) {
         const int slices = gpt2_param_slices(c, i);
-        for (int l = 0; l < slices; l++) {
+        for (int l = 0; l < slices && at < below; l++) {
             const size_t end = at + sizes[i] / (size_t)slices;
-            for (size_t cut = at; cut < end; cut = (cut / GRAD_NORM_CHUNK + 1) * GRAD_NORM_CHUNK) {
+            for (size_t cut = at; cut < end && cut < below; cut = (cut / GRAD_NORM_CHUNK + 1) * GRAD_NORM_CHUNK) {
                 if (starts) { starts[n] = cut; }
                 n++;
             }
             at = end;
         }
     }
-    if (starts) { starts[n] = at; }
+    return n;
+}
+
+static inline size_t gpt2_norm_chunks(const GPT2Config *c, size_t *starts) {
+    const size_t n = gpt2_norm_cuts_below(c, (size_t)-1, starts);
+    if (starts) { starts[n] = gpt2_num_params(c); }
     return n;
 }
 

@@ -298,6 +298,11 @@ static void test_norm_chunks_for(const char *name, GPT2Config c) {
     for (size_t m = 0; m < P && ok; m += GRAD_NORM_CHUNK) {
         if (!is_cut[m]) { ok = 0; snprintf(why, sizeof(why), "%zu: no cut", m); }
     }
+    for (size_t k = 0; k <= n && ok; k += k < 64 ? 1 : 61) {  // a chunk's index from its start (ZeRO-1's shards)
+        if (gpt2_norm_cuts_below(&c, starts[k], NULL) != k) {
+            ok = 0; snprintf(why, sizeof(why), "%zu cuts before chunk %zu", gpt2_norm_cuts_below(&c, starts[k], NULL), k);
+        }
+    }
     for (size_t k = 0; k <= n && ok; k++) {  // around every cut and between cuts
         const size_t probes[4] = {starts[k] > 0 ? starts[k] - 1 : 0, starts[k], starts[k] + 1,
                                   k < n ? (starts[k] + starts[k + 1]) / 2 : P};

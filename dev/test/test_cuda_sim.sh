@@ -19,8 +19,9 @@
 #  3. MPI, host-staged (-pb mpi), 2 ranks: equals 1 rank with 2 micro-steps (bf16 tolerance); a
 #     frozen rank ends the job within -pt with the line of processes.h's deadline;
 #     ZeRO-1: bitwise -z 0 (logs, weights and optimizer state; 2 and 3 ranks), writes a state file
-#     per rank, resumes bitwise on 2 ranks and re-shards onto 1 rank; -pb nccl on 2 simulated GPUs is bitwise -pb mpi (also with the NCCL id through
-#     -pi fs's files instead of MPI), with -z 0 and with ZeRO-1's
+#     per rank, resumes bitwise on 2 ranks and re-shards onto 1 rank; -pb nccl on 2 simulated GPUs
+#     is bitwise -pb mpi (also with the NCCL id through -pi fs's files instead of MPI), with -z 0
+#     and with ZeRO-1's
 #     reduce-scatter layout (and the debug mode on); the host's collectives over NCCL, as when no
 #     MPI launched the ranks (LLMC_FORCE_NCCL=2): the same log and checkpoint files, and a resume;
 #  4. -opt muon (llmc/cuda/muon.cuh): against the CPU trainer's Muon; 2 ranks -pb mpi with ZeRO-1 (shards

@@ -905,6 +905,21 @@ static inline size_t attention_rows_scratch_bytes(int C, int NH) {
     return (size_t)NH * ATTN_ROWS_SPLITS * ATTN_ROWS_PART(C / NH) * sizeof(float);
 }
 
+// one launch of rows [r0, r0 + rows): the split kernel, and the combine unless every row has at most
+// ATTN_ROWS_CHUNK keys (one split each: the split kernel writes out itself)
+template <int HS>
+static inline void attention_rows_launch(floatX *out, float *lse, const floatX *qkv, int r0, int rows, int C, int NH,
+                                         int lse_T, float *scratch, cudaStream_t stream) {
+    const int single = r0 + rows <= ATTN_ROWS_CHUNK;
+    attention_rows_split_kernel<HS><<<dim3(rows, NH, single ? 1 : ATTN_ROWS_SPLITS), ATTN_ROWS_THREADS, 0, stream>>>(
+        scratch, single ? out : NULL, lse, qkv, r0, C, NH, lse_T, 1.0f / sqrtf((float)HS));
+    cudaCheckLaunch();
+    if (!single) {
+        attention_rows_combine_kernel<HS><<<dim3(rows, NH), HS, 0, stream>>>(out, lse, scratch, r0, C, NH, lse_T);
+        cudaCheckLaunch();
+    }
+}
+
 /*
  * Rows [from, to) of one sequence (B = 1): out (1, >= to, C) at those rows, from the queries of those
  * rows and the keys and values of rows 0 .. to-1 in qkv (1, >= to, 3C); lse (NH, lse_T) at those
@@ -923,27 +938,13 @@ static inline void attention_forward_rows(floatX *out, float *lse, const floatX 
     cudaRequire(scratch != NULL && scratch_bytes >= row_bytes, "scratch of %zu bytes, one row needs %zu", scratch_bytes,
                 row_bytes);
     const int most = scratch_bytes / row_bytes < (size_t)(to - from) ? (int)(scratch_bytes / row_bytes) : to - from;
-    const float scale = 1.0f / sqrtf((float)HS);
     for (int r0 = from; r0 < to; r0 += most) {
         const int rows = to - r0 < most ? to - r0 : most;
-        // rows of at most ATTN_ROWS_CHUNK keys have one split each: no combine launch
-        const int single = r0 + rows <= ATTN_ROWS_CHUNK;
-        const dim3 split_grid(rows, NH, single ? 1 : ATTN_ROWS_SPLITS);
         if (HS == 64) {
-            attention_rows_split_kernel<64><<<split_grid, ATTN_ROWS_THREADS, 0, stream>>>(
-                scratch, single ? out : NULL, lse, qkv, r0, C, NH, lse_T, scale);
-            if (!single) {
-                attention_rows_combine_kernel<64><<<dim3(rows, NH), 64, 0, stream>>>(out, lse, scratch, r0, C, NH, lse_T);
-            }
+            attention_rows_launch<64>(out, lse, qkv, r0, rows, C, NH, lse_T, scratch, stream);
         } else {
-            attention_rows_split_kernel<128><<<split_grid, ATTN_ROWS_THREADS, 0, stream>>>(
-                scratch, single ? out : NULL, lse, qkv, r0, C, NH, lse_T, scale);
-            if (!single) {
-                attention_rows_combine_kernel<128><<<dim3(rows, NH), 128, 0, stream>>>(out, lse, scratch, r0, C, NH,
-                                                                                      lse_T);
-            }
+            attention_rows_launch<128>(out, lse, qkv, r0, rows, C, NH, lse_T, scratch, stream);
         }
-        cudaCheckLaunch();
     }
 }
 

@@ -257,28 +257,23 @@ static inline void grad_reduce_rank_range(const GradReducer *red, int r, size_t 
     muon_zero_shard(&red->config, red->world_size, r, lo, cnt);
 }
 
-// the chunk index of cut `flat` in the sorted boundaries starts[0..n] (a shard edge is always a cut)
-static inline size_t grad_norm_chunk_index(const size_t *starts, size_t n, size_t flat) {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        const size_t mid = (lo + hi) / 2;
-        if (starts[mid] < flat) { lo = mid + 1; } else { hi = mid; }
-    }
-    if (starts[lo] != flat) { llmc_die("internal: a ZeRO-1 shard edge (%zu) is not a gradient-norm chunk edge", flat); }
-    return lo;
-}
+// ZeRO-1 on several ranks: each rank holds a shard of the optimizer state and sums its shard's chunks
+// of the gradient norm
+static inline int grad_reduce_sharded(const GradReducer *red) { return red->zero && red->world_size > 1; }
 
 // the norm's chunks, and which of them this rank sums (its shard's, with ZeRO-1 on several ranks)
 static inline void grad_reduce_norm_plan(GradReducer *red) {
-    red->norm_chunks = gpt2_norm_chunks(&red->config, NULL);
+    const GPT2Config *c = &red->config;
+    const size_t lo = red->offset, hi = red->offset + red->count;
+    red->norm_chunks = gpt2_norm_chunks(c, NULL);
     red->norm_first = 0;
     red->norm_count = red->norm_chunks;
-    if (red->zero && red->world_size > 1) {
-        size_t *starts = (size_t *)mallocCheck((red->norm_chunks + 1) * sizeof(size_t));
-        gpt2_norm_chunks(&red->config, starts);
-        red->norm_first = grad_norm_chunk_index(starts, red->norm_chunks, red->offset);
-        red->norm_count = grad_norm_chunk_index(starts, red->norm_chunks, red->offset + red->count) - red->norm_first;
-        free(starts);
+    if (grad_reduce_sharded(red)) {
+        if (gpt2_norm_chunk_floor(c, lo) != lo || gpt2_norm_chunk_floor(c, hi) != hi) {
+            llmc_die("internal: the ZeRO-1 shard [%zu, %zu) does not start and end at gradient-norm chunk edges", lo, hi);
+        }
+        red->norm_first = gpt2_norm_cuts_below(c, lo, NULL);
+        red->norm_count = gpt2_norm_cuts_below(c, hi, NULL) - red->norm_first;
     }
 }
 
@@ -605,7 +600,7 @@ static inline float grad_reduce_norm(GradReducer *red, const floatX *grads, floa
     for (size_t c = 0; c < red->norm_chunks; c++) {
         red->norm_all[c] = c >= first && c < first + count ? (double)red->norm_sums[c] : 0.0;
     }
-    if (red->zero && red->world_size > 1) {  // every rank calls it (a rank may hold no chunk, or all of them)
+    if (grad_reduce_sharded(red)) {  // every rank calls it (a rank may hold no chunk, or all of them)
         red->comm->allreduce_sum_f64(red->comm, red->norm_all, (int)red->norm_chunks);
     }
     return (float)sqrt(global_norm_total(red->norm_all, red->norm_chunks));
