@@ -31,10 +31,9 @@
  * for the logits that the backward pass reuses. gpt2_plan() adds it all up, row by row (--plan
  * prints it), before anything is allocated, and the allocations are sized by the same functions. GPT-2 1.5B (d48: C 1600, 1.56e9 parameters, 23.2 GiB of parameters, gradients and
  * optimizer state) at T = 1024 needs by that arithmetic 1.60 GiB per sequence with -r 2, 1.88 GiB
- * with -r 1 and 2.46 GiB with -r 0, so on one H200 (about 139 GiB usable) B = 64 fits with -r 2
- * (125.4 GiB; 72 at most), B = 48 with -r 1 (113.7 GiB; 56 at most), B = 32 with -r 0 (101.9 GiB;
- * 40 at most). These are computed, not yet measured: dev/test/test_gpu.sh runs d48 with -r 2 -b 64
- * and -r 1 -b 48 on the GPU.
+ * with -r 1 and 2.46 GiB with -r 0. Measured on an H200 (2026-11-27, dev/bench/RESULTS.md): B = 48
+ * with -r 1 allocated 116.6 GiB (the plan: 116.5), B = 64 with -r 2 129.1 GiB (129.1); -b auto
+ * with -r 2 takes B = 66-68 there.
  *
  * Attention (-at): our fused kernel (llmc/cuda/attention.cuh, deterministic) or, in builds with cuDNN,
  * cuDNN's fused SDPA (llmc/cuda/cudnn_att.h; its workspace joins the memory plan). Both read qkv and write

@@ -18,7 +18,8 @@
 #   biasgrad  ours with -bg 1 (the linear layers' bias gradients summed by the weight-gradient
 #           matmuls' cuBLASLt epilogue instead of our own pass over the data) on d12, T = 1024,
 #           B = 64, paired with llm.c's run of the d12 part (rows "d12 -bg 1");
-#   layers  build/bench_layers on d12 at B = 64: where the milliseconds of one step go (the phases,
+#   layers  build/bench_layers on d12 at B = 64 and at B = 16 (llm.c's fastest, where ours led it by
+#           only 5% on 2026-11-27): where the milliseconds of one step go (the phases,
 #           every operation alone), the backward time per layer, one 1-rank NCCL all-reduce of a
 #           layer's gradients, and from them (dev/bench/exposed_comm.py) the exposed communication
 #           per step on 8 GPUs and on 2 nodes, with and without the overlap;
@@ -178,7 +179,10 @@ if has biasgrad; then
     variant d12_bg1 "-bg 1"
     grep -h "^bias gradients\|^warning: -bg 1" "$OUTB/d12_bg1/"ours_*.log 2> /dev/null
 fi
-if has layers; then layers "$OUTB/layers_d12_b64.log" -e d12 -b 64 -t 1024 -r "$R" -x 20; fi
+if has layers; then
+    layers "$OUTB/layers_d12_b64.log" -e d12 -b 64 -t 1024 -r "$R" -x 20
+    layers "$OUTB/layers_d12_b16.log" -e d12 -b 16 -t 1024 -r "$R" -x 20
+fi
 if has d48; then
     rm -rf "$OUTB/d48" && mkdir -p "$OUTB/d48"
     echo "== d48, T=1024: ours at the largest B that fits with -r 1 and -r 2 (10 steps, 3 warm-up), llm.c at ours' -r 1 B"

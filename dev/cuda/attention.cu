@@ -297,6 +297,15 @@ static long check_cudnn_case(int B, int T, int NH, int HS, uint64_t seed) {
     printf("    cudnn - ours: out max |diff| %.3e, dqkv max |diff| %.3e (workspace %zu bytes)\n",
            max_diff_bf16(c.d_out.as<floatX>(), ours_out.as<floatX>(), c.n_out),
            max_diff_bf16(c.d_dqkv.as<floatX>(), ours_dqkv.as<floatX>(), c.n_qkv), ws_bytes);
+    // cuDNN's default (non-deterministic) backward, which the timings compare: within the same bounds
+    cudnn_att_set_deterministic(0);
+    size_t nd_bytes = 0;
+    cudnn_check(cudnn_att_prepare(B, T, NH, HS, SIZE_MAX, &nd_bytes));
+    DevBuf nd_workspace(nd_bytes);
+    Impl nd = cudnn_impl(c, nd_workspace, nd_bytes);
+    nd.name = "cudnn (default bwd)";
+    bad += check_impl(c, nd);
+    cudnn_att_set_deterministic(1);
     return bad;
 }
 #endif
@@ -359,6 +368,15 @@ static void timing(int B, int T, int NH, bool unfused) {
     report(cudnn_att_deterministic() ? "cudnn bwd (deterministic)" : "cudnn bwd (NON-deterministic)", time_ms([&] {
         cudnn_check(cudnn_att_backward(dqkv_d, dout_d, qkv_d, out_d, lse_d, B, T, NH, HS, ws.p, ws_bytes, 0));
     }, 20), bwd_flop);
+    // what determinism costs: cuDNN's default backward (dQ by atomics) on the same inputs
+    cudnn_att_set_deterministic(0);
+    size_t nd_bytes = 0;
+    cudnn_check(cudnn_att_prepare(B, T, NH, HS, SIZE_MAX, &nd_bytes));
+    DevBuf nd_ws(nd_bytes);
+    report("cudnn bwd (default, atomics)", time_ms([&] {
+        cudnn_check(cudnn_att_backward(dqkv_d, dout_d, qkv_d, out_d, lse_d, B, T, NH, HS, nd_ws.p, nd_bytes, 0));
+    }, 20), bwd_flop);
+    cudnn_att_set_deterministic(1);
 #endif
     DevBuf rows_scratch(attention_rows_scratch_bytes(C, NH));
     auto last_rows = [&] {  // a generation step of each sequence: its last row against all its keys

@@ -12,7 +12,8 @@
  * backward's input), also in evaluation, so that one graph serves every mode.
  * Backward: cuDNN's deterministic algorithm if its support check accepts it for the shape, else the
  * default one, which sums dQ with atomics (not bitwise reproducible); cudnn_att_deterministic() says
- * which was built.
+ * which was built. cudnn_att_set_deterministic(0) asks for the default one outright (the attention
+ * workbench times both: what determinism costs).
  */
 #include <math.h>
 #include <stdarg.h>
@@ -50,6 +51,7 @@ struct Plan {
 
 cudnnHandle_t handle = nullptr;
 std::map<Shape, Plan> forward_plans, backward_plans;
+bool want_deterministic = true;  // cudnn_att_set_deterministic
 char message[2048];
 char description[256];
 
@@ -169,8 +171,9 @@ const char *get_plan(bool backward, const Shape &s, size_t ws_limit, const Plan 
         Plan plan;
         const char *err;
         if (backward) {
-            err = build(&plan, backward_graph(s, true), ws_limit);
-            if (err) {  // cuDNN refused its deterministic algorithm for this shape: the default one
+            plan.deterministic = want_deterministic;
+            err = build(&plan, backward_graph(s, want_deterministic), ws_limit);
+            if (err && want_deterministic) {  // cuDNN refused its deterministic algorithm for this shape: the default one
                 std::string refused = err;
                 plan.deterministic = false;
                 err = build(&plan, backward_graph(s, false), ws_limit);
@@ -255,6 +258,11 @@ extern "C" const char *cudnn_att_describe(void) {
              v % 10000 / 100, v % 100, CUDNN_FRONTEND_MAJOR_VERSION, CUDNN_FRONTEND_MINOR_VERSION,
              CUDNN_FRONTEND_PATCH_VERSION, cudnn_att_deterministic() ? "deterministic" : "NON-deterministic");
     return description;
+}
+
+extern "C" void cudnn_att_set_deterministic(int deterministic) {
+    if (want_deterministic != (deterministic != 0)) { backward_plans.clear(); }
+    want_deterministic = deterministic != 0;
 }
 
 extern "C" void cudnn_att_forget_plans(void) {

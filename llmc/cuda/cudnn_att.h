@@ -48,6 +48,11 @@ const char *cudnn_att_backward(void *dqkv, const void *dout, const void *qkv, co
 // gradients), 0 if one does not (cuDNN's support check refused the deterministic one for its shape)
 int cudnn_att_deterministic(void);
 
+// deterministic 0: the backward graphs built from now on use cuDNN's default algorithm (dQ summed
+// with atomics) without trying the deterministic one; 1 (the default): the deterministic one where
+// cuDNN supports it. A change drops the backward graphs built so far.
+void cudnn_att_set_deterministic(int deterministic);
+
 // what was built, for the startup banner: e.g. "cuDNN 9.19.0, frontend 1.32.0, deterministic backward"
 const char *cudnn_att_describe(void);
 
