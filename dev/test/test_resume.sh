@@ -28,6 +28,7 @@
 #  - scripts/run_gpt2_124M.sh's relaunches (a stand-in trainer; Ctrl-C with mpirun exiting 1 is a stop): a crash after a new checkpoint is
 #    relaunched, two crashes in a row without one end the script with a line, RETRIES bounds them;
 #    the recipes refuse bad NGPU/NPROC/B/NP/PER_NODE and a TRAINER that is not there in one line.
+#   bash dev/test/test_resume.sh [TRAINER]   (RESUME_NO_TWIN=1: without train_gpt2.py's checks, as test_sanitize.sh runs it)
 source "$(dirname "$0")/lib.sh" test_resume "${1:-./train_gpt2}"
 # the references and the signal tests run 2 ranks as well
 require_mpi test-resume
@@ -108,6 +109,11 @@ same "np=2, killed before DONE_16: losses bitwise equal" faultB.loss ref2.loss
 flip() { $PY -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[len(b)//2]^=0x40; open(p,'wb').write(b)" "$1"; }  # a bit in the middle
 # trainer_of c|py: the command of ./train_gpt2 or of its PyTorch twin, in the array run
 trainer_of() { if [ "$1" = py ]; then run=($PY "$ROOT/train_gpt2.py"); else run=("$TRAINER"); fi; }
+# twin: whether the PyTorch twin's checks run: not with RESUME_NO_TWIN=1, which test_sanitize.sh
+# sets to run this script again on the sanitizer builds of the C trainer (the twin's runs would
+# repeat these, unchanged); TRAINERS: c, and py where they run
+twin() { [ "${RESUME_NO_TWIN:-0}" != 1 ]; }
+TRAINERS="c$(twin && echo ' py')"
 for f in state_00000036_00000.bin model_00000036.bin; do
     d=corrupt_${f%%_*}
     cp -r ref1 $d
@@ -133,12 +139,14 @@ grep -q "checkpoint 36 stays in $d as it is, its marker renamed DONE_00000036.sk
     && ok "a skipped checkpoint 36 rewritten and killed midway: its marker retired, the next -y 1 from 32, losses bitwise equal" \
     || { bad "a killed rewrite of a skipped checkpoint"; grep -h "resumed\|skipp\|stays" $d.out1 $d.out2 | head -4; }
 # train_gpt2.py retires a skipped marker alike
-d=rewrite_py; cp -r ref1 $d; rm $d/DONE_00000040; flip $d/model_00000036.bin
-$PY "$ROOT/train_gpt2.py" "${ARGS[@]}" -o $d -n 4 -y 1 -x 34 > $d.out 2>&1
-grep -q "checkpoint 36 stays in $d as it is, its marker renamed DONE_00000036.skipped" $d.out && [ -f $d/DONE_00000036.skipped ] \
-    && grep -q "resumed from checkpoint 32" $d.out && [ -f $d/DONE_00000034 ] \
-    && ok "train_gpt2.py: a skipped checkpoint's marker retired as DONE_00000036.skipped" \
-    || { bad "train_gpt2.py: a skipped checkpoint's marker"; grep -h "resumed\|skipp\|stays\|error" $d.out | head -4; }
+if twin; then
+    d=rewrite_py; cp -r ref1 $d; rm $d/DONE_00000040; flip $d/model_00000036.bin
+    $PY "$ROOT/train_gpt2.py" "${ARGS[@]}" -o $d -n 4 -y 1 -x 34 > $d.out 2>&1
+    grep -q "checkpoint 36 stays in $d as it is, its marker renamed DONE_00000036.skipped" $d.out && [ -f $d/DONE_00000036.skipped ] \
+        && grep -q "resumed from checkpoint 32" $d.out && [ -f $d/DONE_00000034 ] \
+        && ok "train_gpt2.py: a skipped checkpoint's marker retired as DONE_00000036.skipped" \
+        || { bad "train_gpt2.py: a skipped checkpoint's marker"; grep -h "resumed\|skipp\|stays\|error" $d.out | head -4; }
+fi
 
 # ---- preemption: SIGTERM to one rank of two; every rank checkpoints and exits 0
 "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" -o term > term.out1 2>&1 &
@@ -186,9 +194,11 @@ same "SIGTERM to one rank of 2 during validation, resume: losses bitwise equal" 
 EVAL="-h 1 -hf longhs.bin" EVAL_RESUME="-h 1 -hf longhs.bin -hm 20"
 stop_in_eval stophs HellaSwag "$TRAINER"
 same "SIGTERM during HellaSwag, resume: losses bitwise equal" stophs.loss ref1.loss
-stop_in_eval stophs_py HellaSwag $PY "$ROOT/train_gpt2.py"
-compare_logs ref1/main.log stophs_py/main.log trl=1e-4 > cmp.out && ok "train_gpt2.py, the same: its losses those of ./train_gpt2 ($(head -1 cmp.out | sed 's/^ *//'))" \
-    || { bad "train_gpt2.py after SIGTERM during HellaSwag"; cat cmp.out; }
+if twin; then
+    stop_in_eval stophs_py HellaSwag $PY "$ROOT/train_gpt2.py"
+    compare_logs ref1/main.log stophs_py/main.log trl=1e-4 > cmp.out && ok "train_gpt2.py, the same: its losses those of ./train_gpt2 ($(head -1 cmp.out | sed 's/^ *//'))" \
+        || { bad "train_gpt2.py after SIGTERM during HellaSwag"; cat cmp.out; }
+fi
 
 # ... but the final evaluation (the run's result, after its last checkpoint) runs whole
 "$TRAINER" "${ARGS[@]}" -x 2 -v 100 -j longval.bin -m 3000 -o stopfinal > stopfinal.out 2>&1 &
@@ -313,20 +323,22 @@ if torchrun_cmd; then
     done
     torchrun_stop tr_twice ctrl-c-twice "$TRAINER"
     exited_at_once tr_twice "Ctrl-C twice"
-    torchrun_stop tr_py ctrl-c $PY "$ROOT/train_gpt2.py"
-    stopped_once tr_py "train_gpt2.py, ctrl-c"
-    # where torchrun leaves its workers in its own process group (torch 1.x; torch 2 starts each in
-    # a session of its own and signals that), the Ctrl-C above reached the C trainer twice, and
-    # train_gpt2.py must have left the group (its Python handlers do not see a signal's sender, and
-    # Python runs a handler once for signals that come close together: in torchrun's group a Ctrl-C
-    # exited at once about one time in six)
-    if [ "$(cat tr_ctrl-c.group)" = same ]; then
-        [ "$(cat tr_py.group)" = own ] || bad "torchrun: train_gpt2.py did not take a process group of its own"
-        # a second Ctrl-C: torch 1.x's torchrun passes it on as well, and train_gpt2.py exits at once
-        torchrun_stop tr_py_twice ctrl-c-twice $PY "$ROOT/train_gpt2.py"
-        exited_at_once tr_py_twice "train_gpt2.py, Ctrl-C twice"
-    else
-        echo "note: this torchrun starts its workers in process groups of their own"
+    if twin; then
+        torchrun_stop tr_py ctrl-c $PY "$ROOT/train_gpt2.py"
+        stopped_once tr_py "train_gpt2.py, ctrl-c"
+        # where torchrun leaves its workers in its own process group (torch 1.x; torch 2 starts each in
+        # a session of its own and signals that), the Ctrl-C above reached the C trainer twice, and
+        # train_gpt2.py must have left the group (its Python handlers do not see a signal's sender, and
+        # Python runs a handler once for signals that come close together: in torchrun's group a Ctrl-C
+        # exited at once about one time in six)
+        if [ "$(cat tr_ctrl-c.group)" = same ]; then
+            [ "$(cat tr_py.group)" = own ] || bad "torchrun: train_gpt2.py did not take a process group of its own"
+            # a second Ctrl-C: torch 1.x's torchrun passes it on as well, and train_gpt2.py exits at once
+            torchrun_stop tr_py_twice ctrl-c-twice $PY "$ROOT/train_gpt2.py"
+            exited_at_once tr_py_twice "train_gpt2.py, Ctrl-C twice"
+        else
+            echo "note: this torchrun starts its workers in process groups of their own"
+        fi
     fi
     # torchrun --max-restarts: a worker killed once checkpoint 2 is written (train_gpt2's one process;
     # rank 1 of train_gpt2.py's two, so that torchrun stops rank 0 as well) is started again by torchrun
@@ -343,7 +355,7 @@ if torchrun_cmd; then
         wait $pid
     }
     "$TRAINER" "${RS_ARGS[@]}" -b 8 -o rs_ref > rs_ref.out 2>&1 || bad "torchrun restart: the reference run failed"
-    for prog in c py; do
+    for prog in $TRAINERS; do
         cmd=("$TRAINER") np=1 tol=0; [ $prog = py ] && cmd=($PY "$ROOT/train_gpt2.py") np=2 tol=1e-4
         restarted rs_$prog $np "${cmd[@]}"; rc=$?
         [ $rc = 0 ] && grep -q "^torchrun restarted this run's workers (restart 1): resuming" rs_$prog.out \
@@ -359,11 +371,14 @@ if torchrun_cmd; then
         || { bad "torchrun --max-restarts over another run's checkpoints: exit $rc"; tail -n 5 rs_other.out; }
     # a fatal error under torchrun is the root cause of its failure summary (the error file its agent
     # reads), not "<N/A>"
-    "${TORCHRUN[@]}" --nproc_per_node=1 --master_port="$(free_port)" $PY "$ROOT/train_gpt2.py" -i big.bin -b 0 > tr_err_py.out 2>&1
     grep -q "traceback : error: -o rs_ref holds the checkpoints of another run" rs_other.out \
-        && grep -q "traceback : error: -b 0: " tr_err_py.out \
-        && ok "torchrun's failure summary: the trainer's error line as its root cause (train_gpt2, train_gpt2.py)" \
-        || { bad "torchrun's failure summary without the error line"; grep -h "traceback" rs_other.out tr_err_py.out; }
+        && ok "torchrun's failure summary: the trainer's error line as its root cause" \
+        || { bad "torchrun's failure summary without the error line"; grep -h "traceback" rs_other.out; }
+    if twin; then
+        "${TORCHRUN[@]}" --nproc_per_node=1 --master_port="$(free_port)" $PY "$ROOT/train_gpt2.py" -i big.bin -b 0 > tr_err_py.out 2>&1
+        grep -q "traceback : error: -b 0: " tr_err_py.out && ok "torchrun's failure summary: train_gpt2.py's error line too" \
+            || { bad "torchrun's failure summary without train_gpt2.py's error line"; grep -h "traceback" tr_err_py.out; }
+    fi
     # torchrun's grace (SIGKILL that long after it passes a stop on): a checkpoint and a step that need
     # more than two thirds of it are warned of, once. The grace is its --shutdown-timeout (read from
     # the command line of the rank's parent, here a stand-in for newer torchruns), else
@@ -380,18 +395,21 @@ if torchrun_cmd; then
     "${TORCHRUN[@]}" --nproc_per_node=1 --master_port="$(free_port)" "$TRAINER" "${GRACE_ARGS[@]}" -o grace_30 > grace_30.out 2>&1
     TORCH_ELASTIC_SHUTDOWN_TIMEOUT=0 grace_run grace_cli100 c --shutdown-timeout=100
     grace_run grace_cli0 c --shutdown_timeout 0
-    TORCH_ELASTIC_SHUTDOWN_TIMEOUT=0 grace_run grace_py100 py --shutdown-timeout=100
-    grace_run grace_py0 py --shutdown_timeout 0
     warned() { grep -c "^warning: checkpoint 2 took .* torchrun sends SIGKILL $2 s after" "$1.out"; }
     [ "$(warned grace_env 0)" = 1 ] && [ "$(grep -c "^warning:" grace_env.out)" = 1 ] \
         && [ "$(grep -c "^warning:" grace_30.out)" = 0 ] && [ "$(grep -c "^warning:" grace_cli100.out)" = 0 ] \
         && [ "$(warned grace_cli0 0)" = 1 ] && [ -e grace_cli0/DONE_00000006 ] \
-        && [ "$(warned grace_py0 0)" = 1 ] && [ "$(grep -c "^warning:" grace_py100.out)" = 0 ] \
-        && ok "torchrun's grace: warned once where a checkpoint needs more of it than 2/3 (TORCH_ELASTIC_SHUTDOWN_TIMEOUT=0, --shutdown_timeout 0), not at 30 s nor where --shutdown-timeout=100 overrides the variable; train_gpt2.py alike" \
+        && ok "torchrun's grace: warned once where a checkpoint needs more of it than 2/3 (TORCH_ELASTIC_SHUTDOWN_TIMEOUT=0, --shutdown_timeout 0), not at 30 s nor where --shutdown-timeout=100 overrides the variable" \
         || { bad "torchrun's grace warning"; grep -h "^warning" grace_*.out; }
-    # the two trainers' warnings say the same but for the times
-    diff <(grep "^warning" grace_cli0.out | sed -E 's/[0-9.]+ s/X s/g') <(grep "^warning" grace_py0.out | sed -E 's/[0-9.]+ s/X s/g') \
-        || bad "torchrun's grace: train_gpt2.py's warning differs from train_gpt2's"
+    if twin; then
+        TORCH_ELASTIC_SHUTDOWN_TIMEOUT=0 grace_run grace_py100 py --shutdown-timeout=100
+        grace_run grace_py0 py --shutdown_timeout 0
+        # train_gpt2.py alike, its warning the same words but for the times
+        [ "$(warned grace_py0 0)" = 1 ] && [ "$(grep -c "^warning:" grace_py100.out)" = 0 ] \
+            && diff <(grep "^warning" grace_cli0.out | sed -E 's/[0-9.]+ s/X s/g') <(grep "^warning" grace_py0.out | sed -E 's/[0-9.]+ s/X s/g') \
+            && ok "torchrun's grace: train_gpt2.py alike, in the same words" \
+            || { bad "torchrun's grace: train_gpt2.py's warning"; grep -h "^warning" grace_cli0.out grace_py*.out; }
+    fi
 else
     skip_or_fail "test-resume's torchrun part" "torchrun (PyTorch)" "bash scripts/test.sh installs it" \
         || bad "the torchrun part not run"
@@ -466,7 +484,7 @@ want="DONE_00000012 DONE_00000024 DONE_00000036 DONE_00000040 "
 
 # a damaged newer checkpoint (an earlier run's, skipped and retired by -y 1) is neither counted nor
 # deleted by -nk: the resumed run's own newest stays (before: -nk 1 kept the damaged 40 and deleted 38 and 36)
-for tr in c py; do
+for tr in $TRAINERS; do
     d=prunebad_$tr; cp -r prune $d; flip $d/state_00000040_00000.bin
     trainer_of $tr
     "${run[@]}" "${ARGS[@]}" -o $d -n 2 -nk 1 -x 38 -y 1 > $d.out 2>&1 || bad "$tr: resume with -nk 1 and a damaged checkpoint 40 failed"
@@ -477,7 +495,7 @@ for tr in c py; do
 done
 # every checkpoint damaged: -y 1 stops with one line, touching nothing (before: a fresh start wrote among them)
 ckpt_files() { ls -l --time-style=+%s.%N "$1" | grep ' \(DONE\|model\|state\)_' | md5sum; }
-for tr in c py; do
+for tr in $TRAINERS; do
     d=allbad_$tr; cp -r prune $d; flip $d/state_00000040_00000.bin; flip $d/model_00000036.bin
     before=$(ckpt_files $d)
     trainer_of $tr
@@ -491,7 +509,7 @@ done
 
 # a resume with another -d (here: another -b without -d, whose default -d follows it) is refused,
 # naming the -d that resumes with the new -b; the same line from both trainers
-for tr in c py; do
+for tr in $TRAINERS; do
     trainer_of $tr
     cp -r prune newb_$tr
     "${run[@]}" "${ARGS[@]/#512/-1}" -b 4 -o newb_$tr -y 1 > newb_$tr.out 2>&1; rc=$?
@@ -500,7 +518,7 @@ for tr in c py; do
         && ok "$tr: a resume with another -b and the default -d: ${line:0:60}...${line: -90}" || { bad "$tr: a resume with another -b: exit $rc"; tail -n 2 newb_$tr.out; }
     eval "lines_$tr=\$line"
 done
-[ "$lines_c" = "$lines_py" ] || bad "the -d refusal differs: train_gpt2 '$lines_c', train_gpt2.py '$lines_py'"
+! twin || [ "$lines_c" = "$lines_py" ] || bad "the -d refusal differs: train_gpt2 '$lines_c', train_gpt2.py '$lines_py'"
 expect_error "-o where no folder can be made" "-o /proc/llmc_test/out: cannot create directory '/proc/llmc_test': " \
     "$TRAINER" "${ARGS[@]}" -o /proc/llmc_test/out
 
