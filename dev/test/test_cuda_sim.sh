@@ -34,12 +34,12 @@
 #     refusing that epilogue, SIM_CUBLASLT_NO_BGRADB=1: our column sums take over), and the racecheck
 #     hook LLMC_TEST_GEMM_NO_CLUSTER=1 where GEMMs with a cluster fail (SIM_CUBLASLT_CLUSTER_FAULT=1);
 #  7. bad launches: unsupported head size, too little free GPU memory for cuBLAS's workspace, a padded vocabulary not a multiple of 8, -pb mpi without
-#     mpirun, several ranks without NCCL or on one GPU with NCCL, -at cudnn (and test_gpt2cu's
-#     LLMC_ATTENTION=cudnn) in a build without cuDNN, bad LLMC_DEBUG_STREAMS, LLMC_GELU_FUSION and
+#     mpirun, several ranks without NCCL or on one GPU with NCCL, -at cudnn in a build without cuDNN
+#     (the AddressSanitizer build's), bad LLMC_DEBUG_STREAMS, LLMC_GELU_FUSION and
 #     LLMC_MATMUL_TUNE and LLMC_BIAS_GRAD and LLMC_TEST_GEMM_NO_CLUSTER, a clustered GEMM failing, a
 #     driver older than the runtime and none at all; bad -i and -j named before the GPU starts;
 #  8. the memory plan (--plan) equals the simulator's allocator peak, byte for byte (-r 0/1/2, -w 0,
-#     ZeRO-1 on 2 ranks); -b auto on a device of SIM_DEVICE_MEMORY bytes picks the B whose measured
+#     -at cudnn, ZeRO-1 on 2 ranks); -b auto on a device of SIM_DEVICE_MEMORY bytes picks the B whose measured
 #     peak fits the budget while B+1's does not, and on 2 ranks the smaller device decides; -r auto
 #     takes the least recomputation that fits, and a resume the checkpoint's level where it fits
 #     (bitwise); the phase times come from the events (adding up to at most the step's time) and
@@ -49,7 +49,13 @@
 # 11. a rollback (-rb) reloads a checkpoint mid-run: the CPU trainer's losses, and bitwise a resume;
 # 12. SIGTERM: a checkpoint after the step, exit 0, and -y 1 continues bitwise;
 # 13. a fatal error (a bad token) while a checkpoint is written in the background: it is finished
-#     first, and resumes bitwise.
+#     first, and resumes bitwise;
+# 14. -at cudnn on the simulator's stand-in for cuDNN's attention (dev/cuda/sim/cudnn_att.h: our
+#     kernels behind cudnn_att.h, which the trainer and test_gpt2cu here are built with): bitwise
+#     -at own, validation included; its workspace in the plan (section 8: byte for byte the peak); -b auto
+#     down to the B whose graphs cuDNN builds within its workspace limit, and a refusal at the run's
+#     own B a one-line error; a backward that is not deterministic warned of; a resume with -at own
+#     warned of; test_gpt2cu with LLMC_ATTENTION=cudnn.
 # usage: dev/test/test_cuda_sim.sh [build/cuda_sim]   (make test-cuda-trainer-sim builds it there)
 SIMT=$(realpath "${1:-build/cuda_sim}")
 SIM="$SIMT/train_gpt2cu" ASAN="$SIMT/train_gpt2cu_asan" TEST="$SIMT/test_gpt2cu" DROP="$SIMT/train_gpt2cu_dropwait"
@@ -114,7 +120,7 @@ for g in 0 1; do
 done
 grep -q "GELU -ge 0" sim_ge0.txt || bad "-ge 0 not in the banner"
 grep -q "gradient reduction: none (one process)" sim.txt || bad "no device/backend line on stdout"
-# -at auto, the default: a build without cuDNN (the simulator's) runs our kernel, and says why
+# -at auto, the default: our kernel at this T (cuDNN's from T 256 on, in builds with it), and says why
 grep -q "attention: own (llmc/cuda/attention.cuh) by -at auto" sim.txt || bad "the banner's attention: $(grep -o 'attention: [^|]*' sim.txt)"
 
 # -lg: the GPU line every N steps from NVML, here a stand-in libnvidia-ml.so.1 (dev/test/nvml_stub.c)
@@ -506,10 +512,8 @@ expect_error "-pb mpi under torchrun variables" "pb mpi reduces gradients with M
 # bootstrap (under mpirun, two ranks on one GPU: section 3)
 expect_error "local rank 1 with 1 GPU under torchrun" "local rank 1 but only 1 GPU(s) are visible on this node" \
     env SIM_DEVICES=1 RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29533 "$SIM" "${ARGS[@]}" -pt 5
-# the simulator, like any build without cuDNN, says how to build with it
-expect_error "-at cudnn in a build without cuDNN" "make cudnn-frontend" "$SIM" "${ARGS[@]}" -at cudnn
-expect_error "LLMC_ATTENTION=cudnn in a test build without cuDNN" "make cudnn-frontend" \
-    env LLMC_ATTENTION=cudnn "$TEST" fx.bin fx_state.bin fx_traj.txt
+# a build without cuDNN (the simulator's AddressSanitizer build) says how to build with it
+expect_error "-at cudnn in a build without cuDNN" "make cudnn-frontend" "$ASAN" "${ARGS[@]}" -at cudnn
 expect_error "LLMC_FORCE_NCCL=yes" "LLMC_FORCE_NCCL=yes: expected 0, 1 or 2" env LLMC_FORCE_NCCL=yes "$SIM" "${ARGS[@]}"
 # a driver older than the runtime (13.0 in the simulator), and none at all
 expect_error "a driver for CUDA 12.4" "the NVIDIA driver here supports CUDA 12.4, older than the CUDA 13.0 this train_gpt2cu was built with; update the driver, or build with a CUDA toolkit of 12.4 at most" \
@@ -534,7 +538,7 @@ done
 echo "8. memory plan against the allocator, -b auto, phases:"
 planned() { "$SIM" --plan "$1" "${@:2}" | sed -n 's/.*(GPU: \([0-9]*\) bytes).*/\1/p'; }
 peak() { grep -o 'sim: peak device bytes [0-9]*' "$1" | awk '{print $5}' | sort -n | tail -1; }  # the largest rank's
-for v in "-r 1" "-r 0" "-r 2" "-w 0"; do
+for v in "-r 1" "-r 0" "-r 2" "-w 0" "-at cudnn"; do  # -at cudnn: the stand-in's workspace (section 14)
     SIM_MEMORY_REPORT=1 "$SIM" "${ARGS[@]}" $v -x 1 -v 0 > mem.txt 2>&1 || bad "run with $v failed"
     want=$(planned 1 "${ARGS[@]}" $v); got=$(peak mem.txt)
     [ -n "$want" ] && [ "$want" = "$got" ] && ok "$v: planned $want bytes = the allocator's peak" || bad "$v: planned $want bytes, peak $got"
@@ -739,5 +743,35 @@ if [ $rc -eq 1 ] && grep -q "^error: shard 'badtoken.bin' has token id 200 at po
 else
     bad "a fatal error during checkpoint 4's background write: exit $rc, checkpoint 4 not finished"; tail -3 fatal.txt; ls fatal
 fi
+
+# ---- 14. -at cudnn on the simulator's stand-in (our kernels behind cudnn_att.h: the same bits as -at own)
+echo "14. -at cudnn on the simulator's stand-in for cuDNN:"
+SIM_CUDNN_REPORT=1 bg cud "$SIM" "${ARGS[@]}" -v 4 -m 2 -at cudnn -o cud -n 4
+LLMC_ATTENTION=cudnn bg test_cudnn "$TEST" fx.bin fx_state.bin fx_traj.txt
+joined cud test_cudnn
+# every layer's attention through cuDNN: 4 steps of 2 micro-steps and 2 validations of 2 batches, 2 layers
+# (the same bits as -at own cannot tell which kernel ran; the stand-in counts its calls)
+compare_logs cud/main.log sim/main.log trl=0 tel=0 norm=0 > cud.cmp && grep -q "attention: cudnn (the simulator's cuDNN stand-in (our kernels), deterministic backward" cud.txt \
+    && grep -q "^sim cudnn: 24 forward, 16 backward calls" cud.txt \
+    && ok "-at cudnn: bitwise -at own, validation included ($(head -1 cud.cmp | sed 's/^ *//')), $(grep -o '[0-9]* forward, [0-9]* backward calls' cud.txt) to cuDNN" \
+    || { bad "-at cudnn against -at own"; cat cud.cmp; grep -o 'attention: [^|]*' cud.txt; grep "^sim cudnn" cud.txt; }
+grep -E "FAIL|test_gpt2cu:" test_cudnn.txt | sed 's/^/  LLMC_ATTENTION=cudnn: /'
+grep -q "attention cudnn" test_cudnn.txt || bad "LLMC_ATTENTION=cudnn: test_gpt2cu's banner does not say cudnn"
+# -b auto: the stand-in needs 64 bytes of workspace per sequence here (our backward's scratch) and
+# refuses more than 2048, so B 32 is the largest cuDNN builds, whatever the memory holds; at the
+# run's own B a refusal is one line
+CUDB=(-i train.bin -e L2:C64:H1:T32:V128 -t 16 -d 1024 -x 1 -v 0 -s 0 -at cudnn)
+SIM_CUDNN_MAX_WORKSPACE=2048 "$SIM" "${CUDB[@]}" -b auto > cud_auto.txt 2>&1 && grep -q "^-b auto: B 32; up to 32 fit" cud_auto.txt \
+    && ok "-b auto with cuDNN's workspace limited: $(grep -o '^-b auto: B 32; up to 32 fit' cud_auto.txt)" || { bad "-b auto under cuDNN's refusals"; grep -m2 "b auto\|error" cud_auto.txt; }
+expect_error "-at cudnn refused at the run's B" "-at cudnn: cuDNN cannot build the attention for B=64 T=16 NH=1 HS=64.*-at own runs our kernel instead" \
+    env SIM_CUDNN_MAX_WORKSPACE=2048 "$SIM" "${CUDB[@]}" -b 64
+# where cuDNN refuses its deterministic backward (the default one then runs), the run says so
+SIM_CUDNN_DETERMINISTIC=0 "$SIM" "${ARGS[@]}" -at cudnn > cud_nd.txt 2>&1 \
+    && grep -q "^warning: -at cudnn: cuDNN refused its deterministic attention backward" cud_nd.txt && grep -q "NON-deterministic backward" cud_nd.txt \
+    && ok "a backward cuDNN cannot make deterministic: warned of, named in the banner" || { bad "no warning for a non-deterministic backward"; tail -3 cud_nd.txt; }
+# a resume with -at own of a checkpoint -at cudnn wrote: warned of (the steps then match only to rounding; here bitwise)
+"$SIM" "${ARGS[@]}" -v 4 -m 2 -at own -o cud -y 1 -x 6 > cud_own.txt 2>&1 \
+    && grep -q "^warning: -at own differs from the -at cudnn of the run that wrote checkpoint 4 in cud" cud_own.txt \
+    && ok "a -at cudnn checkpoint resumed with -at own: warned of" || { bad "the resume's -at warning"; grep -m3 "warning\|error" cud_own.txt; }
 
 finish
