@@ -54,8 +54,8 @@
 #     kernels behind cudnn_att.h, which the trainer and test_gpt2cu here are built with): bitwise
 #     -at own, validation included; its workspace in the plan (section 8: byte for byte the peak); -b auto
 #     down to the B whose graphs cuDNN builds within its workspace limit, and a refusal at the run's
-#     own B a one-line error; a backward that is not deterministic warned of; a resume with -at own
-#     warned of; test_gpt2cu with LLMC_ATTENTION=cudnn.
+#     own B a one-line error; -at auto's choice of it from T 256 on; a backward that is not
+#     deterministic warned of; a resume with -at own warned of; test_gpt2cu with LLMC_ATTENTION=cudnn.
 # usage: dev/test/test_cuda_sim.sh [build/cuda_sim]   (make test-cuda-trainer-sim builds it there)
 SIMT=$(realpath "${1:-build/cuda_sim}")
 SIM="$SIMT/train_gpt2cu" ASAN="$SIMT/train_gpt2cu_asan" TEST="$SIMT/test_gpt2cu" DROP="$SIMT/train_gpt2cu_dropwait"
@@ -765,6 +765,10 @@ SIM_CUDNN_MAX_WORKSPACE=2048 "$SIM" "${CUDB[@]}" -b auto > cud_auto.txt 2>&1 && 
     && ok "-b auto with cuDNN's workspace limited: $(grep -o '^-b auto: B 32; up to 32 fit' cud_auto.txt)" || { bad "-b auto under cuDNN's refusals"; grep -m2 "b auto\|error" cud_auto.txt; }
 expect_error "-at cudnn refused at the run's B" "-at cudnn: cuDNN cannot build the attention for B=64 T=16 NH=1 HS=64.*-at own runs our kernel instead" \
     env SIM_CUDNN_MAX_WORKSPACE=2048 "$SIM" "${CUDB[@]}" -b 64
+# -at auto (the default) in a cuDNN build: cuDNN's attention from T 256 on, ours below (the plan's row says which)
+at_row() { "$SIM" -i train.bin -e L2:C64:H1:T256:V128 -b 1 -t "$1" -d "$1" -x 1 -v 0 -s 0 --plan 1 2>&1 | grep -o "^  attention workspace .*"; }
+at_row 256 | grep -q "cuDNN's workspace$" && at_row 128 | grep -q "none: our kernel" \
+    && ok "-at auto in a cuDNN build: cuDNN's attention at T 256, ours at T 128" || bad "-at auto's choice: T 256 '$(at_row 256)', T 128 '$(at_row 128)'"
 # where cuDNN refuses its deterministic backward (the default one then runs), the run says so
 SIM_CUDNN_DETERMINISTIC=0 "$SIM" "${ARGS[@]}" -at cudnn > cud_nd.txt 2>&1 \
     && grep -q "^warning: -at cudnn: cuDNN refused its deterministic attention backward" cud_nd.txt && grep -q "NON-deterministic backward" cud_nd.txt \
