@@ -56,7 +56,12 @@ inline const char *get_plan(const Shape &s, size_t ws_limit, const Plan **out) {
         }
         Plan p = {attention_backward_scratch_bytes(s.B, s.T, s.NH * s.HS, s.NH), want_deterministic};
         const char *max_env = getenv("SIM_CUDNN_MAX_WORKSPACE"), *det_env = getenv("SIM_CUDNN_DETERMINISTIC");
-        const size_t max_ws = max_env ? strtoull(max_env, NULL, 10) : SIZE_MAX;
+        char *end = NULL;
+        const size_t max_ws = max_env ? strtoull(max_env, &end, 10) : SIZE_MAX;
+        if (max_env && (end == max_env || *end != '\0' || max_env[0] == '-')) {
+            snprintf(message, sizeof(message), "SIM_CUDNN_MAX_WORKSPACE=%s: expected a number of bytes", max_env);
+            return message;
+        }
         if (det_env && strcmp(det_env, "0") == 0) { p.deterministic = false; }
         if (p.workspace > max_ws || p.workspace > ws_limit) {
             snprintf(message, sizeof(message), "cuDNN cannot build the attention for B=%d T=%d NH=%d HS=%d (%s): no "
