@@ -256,6 +256,15 @@ static void cudnn_check(const char *err) {
     }
 }
 
+// cuDNN's default backward (dQ summed with atomics) from here on, its graphs built for the shape:
+// their workspace bytes (cudnn_att_set_deterministic(1) goes back to the deterministic one)
+static size_t cudnn_default_backward(int B, int T, int NH, int HS) {
+    cudnn_att_set_deterministic(0);
+    size_t bytes = 0;
+    cudnn_check(cudnn_att_prepare(B, T, NH, HS, SIZE_MAX, &bytes));
+    return bytes;
+}
+
 // cuDNN's SDPA through llmc/cuda/cudnn_att.h (the trainer's -at cudnn), with its own workspace
 static Impl cudnn_impl(const Case &c, DevBuf &workspace, size_t ws_bytes) {
     const int B = c.B, T = c.T, NH = c.NH, HS = c.HS;
@@ -298,9 +307,7 @@ static long check_cudnn_case(int B, int T, int NH, int HS, uint64_t seed) {
            max_diff_bf16(c.d_out.as<floatX>(), ours_out.as<floatX>(), c.n_out),
            max_diff_bf16(c.d_dqkv.as<floatX>(), ours_dqkv.as<floatX>(), c.n_qkv), ws_bytes);
     // cuDNN's default (non-deterministic) backward, which the timings compare: within the same bounds
-    cudnn_att_set_deterministic(0);
-    size_t nd_bytes = 0;
-    cudnn_check(cudnn_att_prepare(B, T, NH, HS, SIZE_MAX, &nd_bytes));
+    const size_t nd_bytes = cudnn_default_backward(B, T, NH, HS);
     DevBuf nd_workspace(nd_bytes);
     Impl nd = cudnn_impl(c, nd_workspace, nd_bytes);
     nd.name = "cudnn (default bwd)";
@@ -369,9 +376,7 @@ static void timing(int B, int T, int NH, bool unfused) {
         cudnn_check(cudnn_att_backward(dqkv_d, dout_d, qkv_d, out_d, lse_d, B, T, NH, HS, ws.p, ws_bytes, 0));
     }, 20), bwd_flop);
     // what determinism costs: cuDNN's default backward (dQ by atomics) on the same inputs
-    cudnn_att_set_deterministic(0);
-    size_t nd_bytes = 0;
-    cudnn_check(cudnn_att_prepare(B, T, NH, HS, SIZE_MAX, &nd_bytes));
+    const size_t nd_bytes = cudnn_default_backward(B, T, NH, HS);
     DevBuf nd_ws(nd_bytes);
     report("cudnn bwd (default, atomics)", time_ms([&] {
         cudnn_check(cudnn_att_backward(dqkv_d, dout_d, qkv_d, out_d, lse_d, B, T, NH, HS, nd_ws.p, nd_bytes, 0));
