@@ -62,6 +62,10 @@ inline const char *get_plan(const Shape &s, size_t ws_limit, const Plan **out) {
             snprintf(message, sizeof(message), "SIM_CUDNN_MAX_WORKSPACE=%s: expected a number of bytes", max_env);
             return message;
         }
+        if (det_env && strcmp(det_env, "0") != 0 && strcmp(det_env, "1") != 0) {
+            snprintf(message, sizeof(message), "SIM_CUDNN_DETERMINISTIC=%s: expected 0 or 1", det_env);
+            return message;
+        }
         if (det_env && strcmp(det_env, "0") == 0) { p.deterministic = false; }
         if (p.workspace > max_ws || p.workspace > ws_limit) {
             snprintf(message, sizeof(message), "cuDNN cannot build the attention for B=%d T=%d NH=%d HS=%d (%s): no "
@@ -139,7 +143,9 @@ extern "C" void cudnn_att_forget_plans(void) { sim_cudnn::plans.clear(); }
 
 extern "C" void cudnn_att_free(void) {
     const char *report = getenv("SIM_CUDNN_REPORT");
-    if (report && strcmp(report, "1") == 0) {
+    if (report && strcmp(report, "0") != 0 && strcmp(report, "1") != 0) {
+        fprintf(stderr, "sim cudnn: SIM_CUDNN_REPORT=%s: expected 0 or 1\n", report);
+    } else if (report && strcmp(report, "1") == 0) {
         fprintf(stderr, "sim cudnn: %ld forward, %ld backward calls\n", sim_cudnn::calls[0], sim_cudnn::calls[1]);
     }
     sim_cudnn::plans.clear();
