@@ -4,14 +4,18 @@ Greedy decoding as a test: a sharp model to decode (`make`), and a bf16 trainer'
 where it cannot be compared byte for byte with the fp32 trainers' (a top-1/top-2 gap below bf16's
 rounding flips a token, and the texts part from there on).
 
-  python greedy_within.py make <model.bin> [<descriptor> <seed> <lnf> <wpe> <attproj>]
+  python greedy_within.py make <model.bin> [<descriptor> <seed> <lnf> <wpe> <attproj> [<qk>]]
       a random model scaled so that greedy decoding is a sharp test: the final LayerNorm gain x<lnf>
       spreads the logits apart, the position embeddings x<wpe> and the attention output
       projections x<attproj> make the next token depend on the position and the context. By
       default the model of `check`: 128 tokens (GPT-2's ids 0-127, each one byte, so that printed
       bytes are token ids), head size 64 (the fused attention's), maxT 64, seed 8, x1000, x30,
       x30: its logits spread over hundreds of units (top-1/top-2 gaps on the prompt "a|b":
-      median 70, smallest 1.6)
+      median 70, smallest 1.6). Its attention is all but uniform (LayerNorm undoes x<wpe>, and
+      random queries and keys score near 0), so a mistake that reweights far keys barely moves
+      it; the query and key weights x<qk> make the scores sharp, so that it does: at maxT 256,
+      x4, a combine of the generation kernel's key splits that drops their rescaling puts a
+      token 152 below fp32's largest logit, where the right one stays within 1.3
   python greedy_within.py check <model.bin> <gpt2 dir> <prompt> <printed text> <tol>
       with the printed text as the context (teacher forcing; the window the last maxT tokens), each
       printed token's fp32 logit (the PyTorch reference, train_gpt2.py) must be within tol of the
@@ -29,7 +33,7 @@ sys.path.insert(0, HERE)
 import train_gpt2 as ref  # noqa: E402
 
 
-def make(path, descriptor="L2:C128:H2:T64:V128", seed="8", lnf="1000", wpe="30", attproj="30"):
+def make(path, descriptor="L2:C128:H2:T64:V128", seed="8", lnf="1000", wpe="30", attproj="30", qk="1"):
     model = ref.GPT(ref.Config.from_descriptor(descriptor))
     model.init_weights(int(seed))
     with torch.no_grad():
@@ -37,6 +41,7 @@ def make(path, descriptor="L2:C128:H2:T64:V128", seed="8", lnf="1000", wpe="30",
         model.wpe.weight *= float(wpe)
         for block in model.blocks:
             block.attproj.weight *= float(attproj)
+            block.qkv.weight[:2 * model.cfg.n_embd] *= float(qk)  # the query and key rows, not the values
     ref.write_model(model, path, "fp32")
 
 
@@ -66,7 +71,7 @@ def check(model_path, gpt2_dir, prompt, printed, tol):
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["make"] and len(sys.argv) in (3, 8):
+    if sys.argv[1:2] == ["make"] and len(sys.argv) in (3, 8, 9):
         make(*sys.argv[2:])
     elif sys.argv[1:2] == ["check"] and len(sys.argv) == 7:
         sys.exit(0 if check(*sys.argv[2:6], float(sys.argv[6])) else 1)

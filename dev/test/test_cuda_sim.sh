@@ -44,7 +44,8 @@
 #     takes the least recomputation that fits, and a resume the checkpoint's level where it fits
 #     (bitwise); the phase times come from the events (adding up to at most the step's time) and
 #     NVTX ranges nest;
-#  9. the generate mode (--prompt): greedy text within bf16's rounding of fp32's, past the window;
+#  9. the generate mode (--prompt): greedy text within bf16's rounding of fp32's, past the window
+#     (also at a 256-token window with sharp attention: the rows kernel's key splits combined);
 # 10. HellaSwag (-h 1, batches shorter than -t): the CPU trainer's accuracy; under AddressSanitizer;
 # 11. a rollback (-rb) reloads a checkpoint mid-run: the CPU trainer's losses, and bitwise a resume;
 # 12. SIGTERM: a checkpoint after the step, exit 0, and -y 1 continues bitwise;
@@ -669,6 +670,17 @@ fi
 gen_sim -rs 5 --temperature 100 > s5a.txt 2> /dev/null && gen_sim -rs 5 --temperature 100 > s5b.txt 2> /dev/null \
     && cmp -s s5a.txt s5b.txt && ! cmp -s s5a.txt greedy.txt \
     && ok "--prompt, sampled: the same text twice with -rs 5, not the greedy one" || bad "--prompt -rs 5 --temperature 100"
+# a 256-token window with sharp attention (queries and keys x4; greedy_within.py's header): each new
+# row's keys past 128 are split over CTAs and the parts combined (attention_forward_rows), and
+# every key's score counts, so a combine that weighs a part wrongly puts tokens far below fp32's
+$PY "$ROOT/dev/test/greedy_within.py" make sharp256.bin L2:C128:H2:T256:V128 8 1000 30 30 4 > /dev/null
+if "$SIM" -e sharp256.bin --prompt "a|b" -g 300 --bpe-dir gen/gpt2 -i no_such_data.bin --temperature 0 > greedy256.txt 2> greedy256.err; then
+    $PY "$ROOT/dev/test/greedy_within.py" check sharp256.bin gen/gpt2 "a|b" greedy256.txt 10 \
+        && ok "--prompt at a 256-token window, sharp attention: 300 tokens (rows past 128 keys in parts), fp32's up to bf16's rounding" \
+        || bad "--prompt at a 256-token window: the greedy text is not fp32's"
+else
+    bad "--prompt at a 256-token window failed"; tail -3 greedy256.err
+fi
 
 # ---- 10. HellaSwag (-h 1): its batches of rows of varying length (each batch as long as its
 # longest row, so T below -t) through forward_losses. The accuracy, a count, equals the CPU

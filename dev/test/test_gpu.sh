@@ -32,7 +32,8 @@
 #            20 steps (dev/test/test_gpu_vs_cpu.sh); two separate processes give bitwise-equal runs;
 #            a resume from a checkpoint is bitwise equal to the uninterrupted run (also with -mt 1:
 #            the resume takes the choices kept in -o); --prompt's greedy text within bf16's rounding
-#            of fp32's (dev/test/greedy_within.py; own and cuDNN attention) and d12's time per generated
+#            of fp32's (dev/test/greedy_within.py; own and cuDNN attention; at a 256-token window the
+#            rows kernel's key splits combined) and d12's time per generated
 #            token (a figure); HellaSwag's accuracy
 #            against the CPU trainer's; a fatal error while a checkpoint is written from the pinned
 #            snapshot (finished first, resumed bitwise); SIGTERM to a thread that is not the main
@@ -399,11 +400,16 @@ if has_part test; then
     step gpu_log 60 "./train_gpt2cu $A -d $MULTI_D -x 2 -v 0 -lg 1 > $WORK/lg.txt 2>&1; rc=\$?; cat $WORK/lg.txt; [ \$rc -eq 0 ] && [ \$(grep -cE '^  gpu: SM [0-9]+/[0-9]+ MHz \\| [0-9]+/[0-9]+ W \\| [0-9]+ C' $WORK/lg.txt) = 2 ]"
     grep -h "^  gpu:" "$WORK/lg.txt" 2> /dev/null | head -1 | sed 's/^/      /' | tee -a "$SUMMARY"
     # --prompt: greedy text within bf16's rounding of fp32's (dev/test/greedy_within.py), past the
-    # model's 64-token window; with -at cudnn the calls at the full window run cuDNN's attention
-    (unpack_embedded "$WORK/gen"; $PY dev/test/greedy_within.py make "$WORK/sharp.bin") > "$WORK/gen.txt" 2>&1  # else the step fails
+    # model's 64-token window; with -at cudnn the calls at the full window run cuDNN's attention;
+    # then at a 256-token window with sharp attention, where the new rows' keys past 128 are split
+    # over CTAs and combined (attention_forward_rows) and a part weighed wrongly shows
+    (unpack_embedded "$WORK/gen"; $PY dev/test/greedy_within.py make "$WORK/sharp.bin"
+     $PY dev/test/greedy_within.py make "$WORK/sharp256.bin" L2:C128:H2:T256:V128 8 1000 30 30 4) > "$WORK/gen.txt" 2>&1  # else the step fails
     GEN="./train_gpt2cu -e $WORK/sharp.bin --prompt 'a|b' -g 80 --bpe-dir $WORK/gen/gpt2 --temperature 0"
     CHECK="$PY dev/test/greedy_within.py check $WORK/sharp.bin $WORK/gen/gpt2 'a|b'"
-    step generate 60 "$GEN > $WORK/greedy.txt && $CHECK $WORK/greedy.txt 10 && $GEN -at cudnn > $WORK/greedy_cudnn.txt && $CHECK $WORK/greedy_cudnn.txt 10"
+    GEN256="./train_gpt2cu -e $WORK/sharp256.bin --prompt 'a|b' -g 300 --bpe-dir $WORK/gen/gpt2 --temperature 0"
+    CHECK256="$PY dev/test/greedy_within.py check $WORK/sharp256.bin $WORK/gen/gpt2 'a|b'"
+    step generate 90 "$GEN > $WORK/greedy.txt && $CHECK $WORK/greedy.txt 10 && $GEN -at cudnn > $WORK/greedy_cudnn.txt && $CHECK $WORK/greedy_cudnn.txt 10 && $GEN256 > $WORK/greedy256.txt && $CHECK256 $WORK/greedy256.txt 10"
     # generation's speed (a figure, not a check): d12's time per token, from 10 and from 510 greedy
     # tokens after a 5-token prompt (their difference leaves the start-up out); each token one row's forward
     GEN12="./train_gpt2cu -e d12 --prompt 'The meaning of life is' --bpe-dir $WORK/gen/gpt2 --temperature 0"
