@@ -17,6 +17,7 @@ def write(name, header, body):
 bad = h.copy(); bad[0] = 12345; write("magic.bin", bad, good[1024:])
 bad = h.copy(); bad[1] = 7; write("version.bin", bad, good[1024:])
 write("truncated.bin", h, good[1024:-100])
+open(f"{d}/headless.bin", "wb").write(good[:100])  # cut inside the header
 toks = np.frombuffer(good[1024:], dtype="<u2").copy(); toks[50] = 60000
 write("bigtoken.bin", h, toks.tobytes())
 EOF
@@ -70,6 +71,7 @@ expect() {
 expect "wrong shard magic"     "magic.bin"          -- -i "$TMP/magic.bin" "${BASE[@]}"
 expect "wrong shard version"   "has version 7"      -- -i "$TMP/version.bin" "${BASE[@]}"
 expect "truncated shard"       "truncated"          -- -i "$TMP/truncated.bin" "${BASE[@]}"
+expect "shard cut in its header" "shard '.*headless.bin' is 100 bytes, smaller than its 1024-byte header" -- -i "$TMP/headless.bin" "${BASE[@]}"
 expect "too few tokens"        "small.bin"          -- -i "$TMP/small.bin" "${BASE[@]}"
 expect "too few tokens (val)"  "-j"                 -- -i "$TMP/good.bin" -j "$TMP/nothing*.bin" -e "$MODEL" -b 2 -t 32 -x 1 -v 1 -s 0
 expect "token id >= vocab"     "token id 60000"     -- -i "$TMP/bigtoken.bin" -e "$MODEL" -b 2 -t 32 -x 5 -v 0 -s 0 -sh 0
@@ -120,6 +122,15 @@ expect "-o longer than a path can take below it" "-o: the directory's path is 40
 expect_error "bad LLMC_CPU_MATMUL" "LLMC_CPU_MATMUL=fast: the CPU matmul is auto, openblas or builtin" env LLMC_CPU_MATMUL=fast "$TRAINER" -i "$TMP/good.bin" "${BASE[@]}"
 expect "a smaller model's decode table" "-tk .*table10.bin has 10 tokens, fewer than the model's 50257" -- -i "$TMP/good.bin" "${BASE[@]}" -s 1 -tk "$TMP/table10.bin"
 expect "-o a file"             "-o .*good.bin exists and is not a folder" -- -i "$TMP/good.bin" "${BASE[@]}" -o "$TMP/good.bin"
+mkdir -p "$TMP/logdir/main.log"
+expect "a folder in main.log's place" "-o: cannot write the log '.*logdir/main.log': Is a directory; remove what is there" -- -i "$TMP/good.bin" "${BASE[@]}" -o "$TMP/logdir"
+
+# a shard too short for one window among good ones: named in a warning, the run trains on the rest
+mkdir -p "$TMP/mixed" && cp "$TMP/good.bin" "$TMP/mixed/a.bin" && cp "$TMP/small.bin" "$TMP/mixed/b.bin"
+"$TRAINER" -i "$TMP/mixed/*.bin" -e "$MODEL" -b 2 -t 64 -x 1 -v 0 -s 0 > "$TMP/out" 2> "$TMP/err" \
+    && grep -q "^warning: -i: shard '.*b.bin' has 40 tokens, fewer than T+1 = 65; it contributes no data" "$TMP/err" \
+    && grep -q "^step 1/1 " "$TMP/out" && ok "a shard shorter than a window among good ones: $(head -1 "$TMP/err")" \
+    || { bad "a shard shorter than a window among good ones"; tail -3 "$TMP/err"; }
 
 # issue 35: special files where a file is read. A FIFO blocked the reader forever (and SIGTERM did
 # not end it); a folder in a shard glob gave a message without its name. timeout: a regression
