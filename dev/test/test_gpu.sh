@@ -409,7 +409,7 @@ if has_part test; then
     CHECK="$PY dev/test/greedy_within.py check $WORK/sharp.bin $WORK/gen/gpt2 'a|b'"
     GEN256="./train_gpt2cu -e $WORK/sharp256.bin --prompt 'a|b' -g 300 --bpe-dir $WORK/gen/gpt2 --temperature 0"
     CHECK256="$PY dev/test/greedy_within.py check $WORK/sharp256.bin $WORK/gen/gpt2 'a|b'"
-    step generate 90 "$GEN > $WORK/greedy.txt && $CHECK $WORK/greedy.txt 10 && $GEN -at cudnn > $WORK/greedy_cudnn.txt && $CHECK $WORK/greedy_cudnn.txt 10 && $GEN256 > $WORK/greedy256.txt && $CHECK256 $WORK/greedy256.txt 10"
+    step generate 60 "$GEN > $WORK/greedy.txt && $CHECK $WORK/greedy.txt 10 && $GEN -at cudnn > $WORK/greedy_cudnn.txt && $CHECK $WORK/greedy_cudnn.txt 10 && $GEN256 > $WORK/greedy256.txt && $CHECK256 $WORK/greedy256.txt 10"
     # generation's speed (a figure, not a check): d12's time per token, from 10 and from 510 greedy
     # tokens after a 5-token prompt (their difference leaves the start-up out); each token one row's forward
     GEN12="./train_gpt2cu -e d12 --prompt 'The meaning of life is' --bpe-dir $WORK/gen/gpt2 --temperature 0"
