@@ -258,8 +258,8 @@ static inline void plan_auto_batch(TrainArgs *a, Comm *c, const Planner *pl) {
     int keep;
     const int B = plan_batch_choice(a, R, W, fit_all, &keep);
     if (B < 1 && a->total_batch == -1) {
-        llmc_die("-b auto: the train data (-i %s) holds fewer than %d windows of T+1 = %d tokens, one per rank; use more "
-                 "data or a shorter -t", a->train_glob, W, a->T + 1);
+        llmc_die("-b auto: the train data (-i %s) holds fewer windows of T+1 = %d tokens than the %d rank(s), one each; "
+                 "use more data or a shorter -t", a->train_glob, a->T + 1, W);
     }
     if (B < 1) {
         llmc_die("-b auto: up to B = %d fits, but none of 1..%d divides -d %lld over %d rank(s) at T %d; choose -d as a "

@@ -106,6 +106,10 @@ expect_error "-b auto that fits no divisor of -d" "none of 1..[0-9]* divides -d"
 expect_error "-b auto with a model that fits nowhere" "not even B = 1 fits" \
     "$TRAINER" -i train.bin -e L96:C4096:H32 -b auto -t 32 -x 1 -v 0
 expect_error "-b with a word other than auto" "expected an integer" "$TRAINER" "${SMALL[@]}" -b many
+# -d -1 (as many windows as the data holds) over a shard shorter than one window: no B to take
+$PY "$ROOT/dev/bench/make_random_shard.py" short.bin 40 2 512 > /dev/null
+expect_error "-b auto -d -1 on data shorter than a window" "-b auto: the train data (-i short.bin) holds fewer windows of T+1 = 65 tokens than the 1 rank(s)" \
+    "$TRAINER" -i short.bin -e L2:C64:H4:T64:V512 -t 64 -b auto -x 1 -v 0 -s 0
 expect_error "-tb 1 without -o" "add -o" "$TRAINER" "${SMALL[@]}" -b 4 -tb 1
 expect_error "--plan -1" "must be in" "$TRAINER" "${SMALL[@]}" --plan -1
 
