@@ -142,6 +142,10 @@ line=$(grep -m1 'error:' rb4.out)
 expect_error "-rb without checkpoints" "error: -rb 3 rolls back to a checkpoint: give the run -o <dir> and -n <steps>" \
     "$TRAINER" "${RB[@]}" -n 0 -o norb
 expect_error "-rb over -sm" "error: -rb 3 is more than -sm 2" "$TRAINER" "${RB[@]}" -sm 2 -o norb
+# the spikes before the first checkpoint (-n 50): nothing to roll back to, a one-line error
+LLMC_TEST_LOSS_SPIKE=27,28,29 expect_error "-rb before the first checkpoint" \
+    "error: 3 consecutive steps skipped .* and -rb found no complete checkpoint that loads in rbnone to roll back to" \
+    "$TRAINER" "${RB[@]}" -n 50 -o rbnone
 
 # ---- a fatal error while a checkpoint is written in the background: it is finished first. A token
 # out of the vocabulary at step 11's data (unshuffled: tokens 5120-5631), checkpoint 10 in flight
