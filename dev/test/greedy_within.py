@@ -4,7 +4,7 @@ Greedy decoding as a test: a sharp model to decode (`make`), and a bf16 trainer'
 where it cannot be compared byte for byte with the fp32 trainers' (a top-1/top-2 gap below bf16's
 rounding flips a token, and the texts part from there on).
 
-  python greedy_within.py make <model.bin> [<descriptor> <seed> <lnf> <wpe> <attproj> [<qk>]]
+  python greedy_within.py make <model.bin> [<descriptor> <seed> <lnf> <wpe> <attproj> [<qk>] | window256]
       a random model scaled so that greedy decoding is a sharp test: the final LayerNorm gain x<lnf>
       spreads the logits apart, the position embeddings x<wpe> and the attention output
       projections x<attproj> make the next token depend on the position and the context. By
@@ -13,9 +13,10 @@ rounding flips a token, and the texts part from there on).
       x30: its logits spread over hundreds of units (top-1/top-2 gaps on the prompt "a|b":
       median 70, smallest 1.6). Its attention is all but uniform (LayerNorm undoes x<wpe>, and
       random queries and keys score near 0), so a mistake that reweights far keys barely moves
-      it; the query and key weights x<qk> make the scores sharp, so that it does: at maxT 256,
-      x4, a combine of the generation kernel's key splits that drops their rescaling puts a
-      token 152 below fp32's largest logit, where the right one stays within 1.3
+      it; the query and key weights x<qk> make the scores sharp, so that it does. `window256`
+      is the tests' such model (WINDOW256 below: maxT 256, x4): a combine of the generation
+      kernel's key splits that drops their rescaling puts a token 152 below fp32's largest logit
+      there, where the right one stays within 1.3
   python greedy_within.py check <model.bin> <gpt2 dir> <prompt> <printed text> <tol>
       with the printed text as the context (teacher forcing; the window the last maxT tokens), each
       printed token's fp32 logit (the PyTorch reference, train_gpt2.py) must be within tol of the
@@ -31,6 +32,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 import train_gpt2 as ref  # noqa: E402
+
+# `make <model.bin> window256`: the default model at a 256-token window with sharp attention, whose
+# decoding passes rows of more than 128 keys (split over CTAs on a GPU) through the attention
+WINDOW256 = ("L2:C128:H2:T256:V128", "8", "1000", "30", "30", "4")
 
 
 def make(path, descriptor="L2:C128:H2:T64:V128", seed="8", lnf="1000", wpe="30", attproj="30", qk="1"):
@@ -71,7 +76,9 @@ def check(model_path, gpt2_dir, prompt, printed, tol):
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["make"] and len(sys.argv) in (3, 8, 9):
+    if sys.argv[1:2] == ["make"] and sys.argv[3:] == ["window256"]:
+        make(sys.argv[2], *WINDOW256)
+    elif sys.argv[1:2] == ["make"] and len(sys.argv) in (3, 8, 9):
         make(*sys.argv[2:])
     elif sys.argv[1:2] == ["check"] and len(sys.argv) == 7:
         sys.exit(0 if check(*sys.argv[2:6], float(sys.argv[6])) else 1)

@@ -670,10 +670,10 @@ fi
 gen_sim -rs 5 --temperature 100 > s5a.txt 2> /dev/null && gen_sim -rs 5 --temperature 100 > s5b.txt 2> /dev/null \
     && cmp -s s5a.txt s5b.txt && ! cmp -s s5a.txt greedy.txt \
     && ok "--prompt, sampled: the same text twice with -rs 5, not the greedy one" || bad "--prompt -rs 5 --temperature 100"
-# a 256-token window with sharp attention (queries and keys x4; greedy_within.py's header): each new
+# a 256-token window with sharp attention (greedy_within.py's window256 model): each new
 # row's keys past 128 are split over CTAs and the parts combined (attention_forward_rows), and
 # every key's score counts, so a combine that weighs a part wrongly puts tokens far below fp32's
-$PY "$ROOT/dev/test/greedy_within.py" make sharp256.bin L2:C128:H2:T256:V128 8 1000 30 30 4 > /dev/null
+$PY "$ROOT/dev/test/greedy_within.py" make sharp256.bin window256 > /dev/null
 if "$SIM" -e sharp256.bin --prompt "a|b" -g 300 --bpe-dir gen/gpt2 -i no_such_data.bin --temperature 0 > greedy256.txt 2> greedy256.err; then
     $PY "$ROOT/dev/test/greedy_within.py" check sharp256.bin gen/gpt2 "a|b" greedy256.txt 10 \
         && ok "--prompt at a 256-token window, sharp attention: 300 tokens (rows past 128 keys in parts), fp32's up to bf16's rounding" \

@@ -404,7 +404,7 @@ if has_part test; then
     # then at a 256-token window with sharp attention, where the new rows' keys past 128 are split
     # over CTAs and combined (attention_forward_rows) and a part weighed wrongly shows
     (unpack_embedded "$WORK/gen"; $PY dev/test/greedy_within.py make "$WORK/sharp.bin"
-     $PY dev/test/greedy_within.py make "$WORK/sharp256.bin" L2:C128:H2:T256:V128 8 1000 30 30 4) > "$WORK/gen.txt" 2>&1  # else the step fails
+     $PY dev/test/greedy_within.py make "$WORK/sharp256.bin" window256) > "$WORK/gen.txt" 2>&1  # else the step fails
     GEN="./train_gpt2cu -e $WORK/sharp.bin --prompt 'a|b' -g 80 --bpe-dir $WORK/gen/gpt2 --temperature 0"
     CHECK="$PY dev/test/greedy_within.py check $WORK/sharp.bin $WORK/gen/gpt2 'a|b'"
     GEN256="./train_gpt2cu -e $WORK/sharp256.bin --prompt 'a|b' -g 300 --bpe-dir $WORK/gen/gpt2 --temperature 0"
