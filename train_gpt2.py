@@ -1795,24 +1795,60 @@ def token_losses(model, x, y, autocast):
         return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1), reduction="none").view(y.shape)
 
 
-def val_loss(a, dist, model, val, autocast, stop=()):
+EVAL_STOP_EVERY_BATCHES, EVAL_STOP_EVERY_EXAMPLES = 4, 16  # train_loop.h's
+
+
+class EvalStop:
+    """train_loop.h's EvalStop: on several ranks, whether any got a stop signal is agreed after every
+    `every` units of each rank's share (batches, examples) up to `common` (the units every share has),
+    so that a signal to one rank stops the others within a few units; a rank that got one skips its
+    units up to the next agreement. stop: the run's list of signals, None where the pass runs whole"""
+
+    def __init__(self, dist, stop, every, common):
+        self.dist, self.stop, self.every, self.common = dist, stop, every, common
+        self.next, self.agreed, self.skipped = every, False, False
+
+    def agreed_by(self, done):
+        """before unit `done` of this rank's share (math.inf after its last): the agreements due; True where
+        the pass stops here, on every rank"""
+        if self.stop is None:
+            return False
+        if self.dist.world == 1:
+            self.agreed = bool(self.stop)
+        while not self.agreed and self.next <= min(done, self.common):
+            self.agreed = self.dist.allreduce([float(bool(self.stop))], op="max")[0] > 0
+            self.next += self.every
+        return self.agreed
+
+    def skip(self):
+        """whether this rank skips its next unit (its own signal; the others hear of it at the next agreement)"""
+        self.skipped = self.skipped or bool(self.stop)
+        return self.skipped
+
+
+def val_loss(a, dist, model, val, autocast, stop=None):
     """mean loss over the first -m*B windows of the val data (all with -m -1), any rank count; None where
-    a stop signal (stop not empty) cut it short on some rank (train_loop.h's train_val_loss)"""
+    a stop signal (in stop, the run's list; None: the pass runs whole) cut it short on some rank
+    (train_loop.h's train_val_loss)"""
     B, T = a.B, a.T
     M = val.total_windows if a.val_batches < 0 else min(a.val_batches * B, val.total_windows)
     nmb = (M + B - 1) // B
     mine = (nmb + dist.world - 1) // dist.world  # rank 0's batches
     progress = Progress(dist.rank == 0, "val loss", "batches", nmb)
+    halt = EvalStop(dist, stop, EVAL_STOP_EVERY_BATCHES, nmb // dist.world)
     acc = [0.0, 0.0, 0.0]  # loss sum, tokens, the ranks that stopped
     for j in range(dist.rank, nmb, dist.world):
-        if stop:  # the run stops: its checkpoint first, not the rest of the evaluation
-            acc[2] = 1.0
+        if halt.agreed_by(j // dist.world):  # the run stops: its checkpoint first, not the rest of the evaluation
             break
+        if halt.skip():
+            continue
         count = min(B, M - j * B)
         rows = torch.from_numpy(val.read(j * B, count)).to(dist.device)
         acc[0] += token_losses(model, rows[:, :-1], rows[:, 1:], autocast).double().sum().item()
         acc[1] += count * T
         progress.update((j // dist.world + 1) / mine)
+    halt.agreed_by(math.inf)  # the agreements after this rank's last batch
+    acc[2] = float(halt.agreed or halt.skipped)
     acc = dist.allreduce(acc)
     if acc[2] > 0:
         return None
@@ -1858,10 +1894,10 @@ def load_hellaswag(path, vocab_size):
     return examples
 
 
-def hellaswag(a, dist, model, examples, autocast, stop=()):
+def hellaswag(a, dist, model, examples, autocast, stop=None):
     """acc_norm as llmc/hellaswag.h scores it: each completion's mean loss after the context (rows
     cut from the left to T+1 tokens), the lowest wins; examples rank, rank+W, ...; batches of B rows.
-    (None, None) where a stop signal (stop not empty) cut it short on some rank"""
+    (None, None) where a stop signal (in stop, as val_loss's) cut it short on some rank"""
     n = len(examples) if a.hellaswag_max < 0 else min(a.hellaswag_max, len(examples))
     rows = []  # (example, completion, tokens, first scored position)
     for e in range(dist.rank, n, dist.world):
@@ -1872,11 +1908,12 @@ def hellaswag(a, dist, model, examples, autocast, stop=()):
             rows.append((e, c, toks[skip:], max(0, len(ctx) - 1 - skip)))
     scores = {}
     progress = Progress(dist.rank == 0, "HellaSwag", "examples", n)
-    stopped = 0
+    halt = EvalStop(dist, stop, EVAL_STOP_EVERY_EXAMPLES, n // dist.world)
     for b in range(0, len(rows), a.B):
-        if stop:  # the run stops: its checkpoint first, not the rest of the evaluation
-            stopped = 1
+        if halt.agreed_by((rows[b][0] - dist.rank) // dist.world):  # the run stops: its checkpoint first
             break
+        if halt.skip():
+            continue
         batch = rows[b: b + a.B]
         Tb = max(len(r[2]) - 1 for r in batch)
         # pad with the row's last tokens; causal attention keeps padding out of the scored positions
@@ -1887,7 +1924,8 @@ def hellaswag(a, dist, model, examples, autocast, stop=()):
             scores.setdefault(e, {})[c] = np.float32(losses[i, start: len(toks) - 1].sum() / (len(toks) - 1 - start))
         progress.update((b + len(batch)) / len(rows))
     correct = sum(int(min(sc, key=lambda c: (sc[c], c)) == examples[e][0]) for e, sc in scores.items())
-    acc = dist.allreduce([correct, len(scores), stopped])
+    halt.agreed_by(math.inf)  # the agreements after this rank's last batch
+    acc = dist.allreduce([correct, len(scores), float(halt.agreed or halt.skipped)])
     return (None, None) if acc[2] > 0 else (acc[0], acc[1])
 
 
@@ -2563,7 +2601,7 @@ def train_main(argv):
             t0 = time.time()
             # the final evaluation runs whole: it is the run's result, and a resume of its last step would not
             # evaluate again
-            may_stop = () if last else stop
+            may_stop = None if last else stop
             vl = val_loss(a, dist, model, val, autocast, may_stop)
             if vl is not None and rank == 0:
                 print(f"val loss {vl:.6f} ({time.time() - t0:.2f} s)", flush=True)

@@ -165,8 +165,10 @@ static inline int eval_row(const EvalExample *e, int c, int T, int *inputs, int 
     return len;
 }
 
-// the losses of B rows of T positions; returns nonzero where the evaluation is to stop there (a stop signal)
-typedef int (*EvalForwardFn)(void *ctx, const int *inputs, const int *targets, int B, int T, float *losses);
+// the losses of B rows of T positions, the batch after `examples_done` whole examples of this rank's
+// share; returns nonzero where the evaluation is to stop there (a stop signal)
+typedef int (*EvalForwardFn)(void *ctx, int examples_done, const int *inputs, const int *targets, int B, int T,
+                             float *losses);
 
 // the examples evalset_run evaluates over all ranks: the first `limit`, or all if limit < 0
 static inline int evalset_count(const EvalSet *es, int limit) {
@@ -222,7 +224,7 @@ static inline int evalset_run(const EvalSet *es, int limit, int rank, int world,
             // pad with the row's last tokens; causal attention keeps padding out of the scored positions
             for (int t = row_len[r]; t < Tb; t++) { in[t] = in[row_len[r] - 1]; tg[t] = tg[row_len[r] - 1]; }
         }
-        if (fwd(ctx, inputs, targets, nrows, Tb, losses)) {
+        if (fwd(ctx, row_ex[0], inputs, targets, nrows, Tb, losses)) {
             stopped = 1;
             break;
         }

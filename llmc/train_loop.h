@@ -186,17 +186,71 @@ static inline void progress_update(Progress *p, double frac) {
     fflush(stdout);
 }
 
+/*
+ * A stop signal during an evaluation pass, on several ranks: the ranks agree whether any of them got
+ * one every EVAL_STOP_EVERY_* units of their share (batches, examples), so that a signal to one rank
+ * (one node's preemption notice) stops the others within a few units, not after their whole share.
+ * The k-th agreement falls after k*every units on every rank, for those within `common` (the units
+ * each rank's share has at least), so every rank makes the same all-reduces; a rank that got the
+ * signal skips its units up to the next one. On one process the signal stops the pass at once.
+ */
+#define EVAL_STOP_EVERY_BATCHES 4   // validation: an all-reduce of one int per 4 forward batches
+#define EVAL_STOP_EVERY_EXAMPLES 16 // HellaSwag: per 16 examples (64 rows, 4 batches of B=16)
+typedef struct {
+    Comm *c;
+    int may_stop;             // 0 in the final evaluation, which runs whole
+    long long every, common;  // the agreements: after every, 2*every, ... <= common units
+    long long next;           // units after which the next agreement falls
+    int agreed;               // some rank got a signal: every rank stops here
+    int skipped;              // this rank skipped units of its share (its own signal)
+} EvalStop;
+
+static inline void eval_stop_start(EvalStop *e, Comm *c, int may_stop, long long every, long long common) {
+    e->c = c;
+    e->may_stop = may_stop;
+    e->every = every;
+    e->common = common;
+    e->next = every;
+    e->agreed = 0;
+    e->skipped = 0;
+}
+
+// before unit `done` (0-based) of this rank's share, or with LLONG_MAX after its last: the
+// agreements due by then. Returns 1 where the pass stops here, on every rank.
+static inline int eval_stop_agreed(EvalStop *e, long long done) {
+    if (!e->may_stop) { return 0; }
+    if (e->c->world_size == 1) { return e->agreed = llmc_stop_signal != 0; }
+    while (!e->agreed && e->next <= done && e->next <= e->common) {
+        int flag = llmc_stop_signal != 0;
+        e->c->allreduce_max_i32(e->c, &flag, 1);
+        e->agreed = flag;
+        e->next += e->every;
+    }
+    return e->agreed;
+}
+
+// whether this rank skips its next unit: it got a stop signal, the others hear of it at the next agreement
+static inline int eval_stop_skip(EvalStop *e) {
+    if (e->may_stop && llmc_stop_signal) { e->skipped = 1; }
+    return e->skipped;
+}
+
 // HellaSwag's forward (ctx is an EvalCtx): the Backend's, counting rows for the progress line
 typedef struct {
     Backend *b;
     Progress progress;
     long long rows_done, rows_total;  // rows (example x completion) of rank 0's share
-    int may_stop;                     // a stop signal cuts the pass short
+    EvalStop stop;                    // a stop signal cuts the pass short
 } EvalCtx;
 
-static int train_eval_forward(void *ctx, const int *inputs, const int *targets, int B, int T, float *losses) {
+static int train_eval_forward(void *ctx, int examples_done, const int *inputs, const int *targets, int B, int T,
+                              float *losses) {
     EvalCtx *e = (EvalCtx *)ctx;
-    if (e->may_stop && llmc_stop_signal) { return 1; }  // the run stops: its checkpoint first, not the rest of the pass
+    if (eval_stop_agreed(&e->stop, examples_done)) { return 1; }  // the run stops: its checkpoint first
+    if (eval_stop_skip(&e->stop)) {  // the result is void: no forward, losses of 0 for the scoring to read
+        memset(losses, 0, (size_t)B * T * sizeof(float));
+        return 0;
+    }
     e->b->forward_losses(e->b, inputs, targets, B, T, losses);
     e->rows_done += B;
     progress_update(&e->progress, (double)e->rows_done / (double)e->rows_total);
@@ -204,18 +258,20 @@ static int train_eval_forward(void *ctx, const int *inputs, const int *targets, 
 }
 
 // HellaSwag acc_norm over the first -hm examples (all with -hm -1), split across ranks; may_stop:
-// a stop signal ends this rank's share early, and then *stopped (on every rank: the result is void)
+// a stop signal on any rank ends the pass on every rank (EvalStop), and then *stopped (the result is void)
 static inline float train_hellaswag(const TrainArgs *a, Comm *c, Backend *b, const EvalSet *hs, int may_stop,
                                     int *stopped) {
     EvalCtx e;
     e.b = b;
-    e.may_stop = may_stop;
     e.rows_done = 0;
     e.rows_total = evalset_rank_rows(hs, a->hellaswag_max, c->rank, c->world_size);
-    progress_start(&e.progress, c->rank == 0, "HellaSwag", "examples", evalset_count(hs, a->hellaswag_max));
+    const int n = evalset_count(hs, a->hellaswag_max);
+    eval_stop_start(&e.stop, c, may_stop, EVAL_STOP_EVERY_EXAMPLES, n / c->world_size);
+    progress_start(&e.progress, c->rank == 0, "HellaSwag", "examples", n);
     int evaluated;
     int correct = evalset_run(hs, a->hellaswag_max, c->rank, c->world_size, a->B, a->T, train_eval_forward, &e, &evaluated);
-    double acc[3] = {(double)correct, (double)evaluated, (double)(correct < 0)};  // [2]: the ranks that stopped
+    eval_stop_agreed(&e.stop, LLONG_MAX);  // the agreements after this rank's last batch
+    double acc[3] = {(double)correct, (double)evaluated, (double)(correct < 0 || e.stop.agreed || e.stop.skipped)};
     c->allreduce_sum_f64(c, acc, 3);
     *stopped = acc[2] > 0;
     if (*stopped) { return 0.0f; }
@@ -227,7 +283,7 @@ static inline float train_hellaswag(const TrainArgs *a, Comm *c, Backend *b, con
 }
 
 // mean validation loss over the first -m*B windows of the val data (all with -m -1), any rank count;
-// may_stop: a stop signal ends this rank's share early, and then *stopped (on every rank: the result is void)
+// may_stop: a stop signal on any rank ends the pass on every rank (EvalStop), and then *stopped (the result is void)
 static inline float train_val_loss(const TrainArgs *a, Comm *c, Backend *b, DataLoader *val, int *inputs,
                                    int *targets, float *losses, int may_stop, int *stopped) {
     int B = a->B, T = a->T;
@@ -237,12 +293,12 @@ static inline float train_val_loss(const TrainArgs *a, Comm *c, Backend *b, Data
     long long mine = (nmb + c->world_size - 1) / c->world_size;  // rank 0's batches
     Progress p;
     progress_start(&p, c->rank == 0, "val loss", "batches", nmb);
+    EvalStop stop;
+    eval_stop_start(&stop, c, may_stop, EVAL_STOP_EVERY_BATCHES, nmb / c->world_size);
     double acc[3] = {0.0, 0.0, 0.0};  // loss sum, token count, the ranks that stopped
     for (long long j = c->rank; j < nmb; j += c->world_size) {
-        if (may_stop && llmc_stop_signal) {  // the run stops: its checkpoint first, not the rest of the pass
-            acc[2] = 1.0;
-            break;
-        }
+        if (eval_stop_agreed(&stop, j / c->world_size)) { break; }  // the run stops: its checkpoint first
+        if (eval_stop_skip(&stop)) { continue; }
         int count = (int)(M - j * B < B ? M - j * B : B);
         dataloader_read(val, j * B, count, inputs, targets);
         b->forward_losses(b, inputs, targets, count, T, losses);
@@ -250,6 +306,8 @@ static inline float train_val_loss(const TrainArgs *a, Comm *c, Backend *b, Data
         acc[1] += (double)count * T;
         progress_update(&p, (double)(j / c->world_size + 1) / (double)mine);
     }
+    eval_stop_agreed(&stop, LLONG_MAX);  // the agreements after this rank's last batch
+    acc[2] = stop.agreed || stop.skipped;
     c->allreduce_sum_f64(c, acc, 3);
     *stopped = acc[2] > 0;
     if (*stopped) { return 0.0f; }
@@ -689,8 +747,8 @@ static inline void train_prepare(TrainRun *r) {
 }
 
 // what runs before step s trains: validation and HellaSwag when due, a sample when due. Returns 0
-// where a stop signal voided the evaluation (every rank alike; the ranks that got the signal ended
-// their share early): nothing of it is logged
+// where a stop signal voided the evaluation (every rank alike, within a few batches of the signal):
+// nothing of it is logged
 static inline int train_evaluate(TrainRun *r, int s) {
     const TrainArgs *a = r->a;
     Backend *b = r->b;

@@ -7,10 +7,13 @@
 typedef struct {
     const char *path;
     int vocab, B, T;
+    int share;  // the examples of one rank's share, at most (set per file)
 } EvalCase;
 
-static int stand_in_forward(void *ctx, const int *inputs, const int *targets, int B, int T, float *losses) {
+static int stand_in_forward(void *ctx, int examples_done, const int *inputs, const int *targets, int B, int T,
+                            float *losses) {
     const EvalCase *c = (const EvalCase *)ctx;
+    if (examples_done < 0 || examples_done >= c->share) { fuzz_fail("a batch after %d of %d examples", examples_done, c->share); }
     if (B < 1 || B > c->B || T < 1 || T > c->T) { fuzz_fail("forward called with B=%d T=%d (limits %d, %d)", B, T, c->B, c->T); }
     for (int i = 0; i < B * T; i++) {
         if (inputs[i] < 0 || inputs[i] >= c->vocab || targets[i] < 0 || targets[i] >= c->vocab) {
@@ -25,6 +28,7 @@ static void run_eval(void *arg) {
     EvalCase *c = (EvalCase *)arg;
     EvalSet es;
     evalset_load(&es, c->path, c->vocab);
+    c->share = (es.num_examples + 1) / 2;
     int evaluated = 0, total = 0;
     for (int rank = 0; rank < 2; rank++) {
         int correct = evalset_run(&es, -1, rank, 2, c->B, c->T, stand_in_forward, c, &evaluated);
