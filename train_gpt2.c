@@ -1147,6 +1147,38 @@ static void cpu_plan(void *ctx, int B, int recompute, MemPlan *p) {
 
 // ----------------------------------------------------------------------------
 #ifndef TESTING
+/*
+ * Each process's threads (OpenMP's, which OpenBLAS's OpenMP build follows): OMP_NUM_THREADS where
+ * set; else the CPUs it may run on, shared out among the ranks that may run on the same ones (at
+ * least 1 each). OpenMP alone starts a thread per CPU in every rank: 2 ranks under mpirun
+ * --bind-to none on 2 cores took 2.7x as long with 2 threads each as with 1 (RESULTS.md). Rank 0 says
+ * what it chose where ranks share CPUs, and warns where OMP_NUM_THREADS oversubscribes them.
+ */
+static void cpu_threads_choose(Comm *c) {
+    if (c->world_size == 1) { return; }
+    int cpus;
+    const int sharers = comm_cpu_sharers(c, &cpus);
+    const char *env = getenv("OMP_NUM_THREADS");
+    if (sharers <= 1) { return; }
+    if (env != NULL && env[0] != '\0') {
+        const int t = omp_threads_max();
+        if (c->rank == 0 && t > 1 && (long)t * sharers > cpus) {
+            printf("warning: OMP_NUM_THREADS=%s: %d processes share %d CPUs here with %d threads each, %d threads in all, "
+                   "which slows every step; give OMP_NUM_THREADS=%d (the CPUs / the processes), or unset it for that\n",
+                   env, sharers, cpus, t, t * sharers, cpus / sharers > 1 ? cpus / sharers : 1);
+        }
+        return;
+    }
+    const int t = cpus / sharers > 1 ? cpus / sharers : 1;
+#ifdef _OPENMP
+    omp_set_num_threads(t);
+#endif
+    if (c->rank == 0) {
+        printf("threads: %d per process (%d processes share %d CPUs here; OMP_NUM_THREADS sets another count)\n", t,
+               sharers, cpus);
+    }
+}
+
 int main(int argc, char **argv) {
     TrainSetup run;
     train_start(&run, &argc, &argv);
@@ -1164,6 +1196,7 @@ int main(int argc, char **argv) {
                  "./train_gpt2 ..., or under SLURM srun --mpi=pmix (the default of scripts/multi_node/slurm.sbatch)%s",
                  run.comm.world_size, run.comm.launcher, build, run.comm.world_size, batch);
     }
+    cpu_threads_choose(&run.comm);
     const int plan_ranks = run.args.plan > 0 ? run.args.plan : run.comm.world_size;
     CpuPlan cp = {&run.args, run.config, plan_ranks, plan_process_rss()};
     Planner planner = {"train_gpt2", cpu_plan, &cp, 1, plan_ram(run.args.plan > 0 ? plan_ranks : run.comm.local_size), 0};

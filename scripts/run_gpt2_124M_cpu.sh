@@ -2,7 +2,8 @@
 # GPT-2 124M on CPUs with train_gpt2 (fp32, MPI across processes): the same hyperparameters and
 # tokens per step as scripts/run_gpt2_124M.sh. It is the numerical reference and a fallback, not
 # a practical way to train 10B tokens: one step of 524,288 tokens takes hours on a small machine.
-# NPROC processes (default 1) each use OMP_NUM_THREADS threads; B (4) sequences per micro-step.
+# NPROC processes (default 1) each use OMP_NUM_THREADS threads (unset: the CPUs shared out among the
+# NPROC, which train_gpt2 chooses); B (4) sequences per micro-step.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 NPROC=${NPROC:-1}

@@ -14,6 +14,7 @@
 #     tasks of srun --mpi=pmix (a build without MPI, as launch_probe is); the handshake against
 #     another world size, a rank given twice, another job's rank 0 on the port, a program there
 #     that is not rank 0: each an error line on the rank that finds it, at once.
+#  5. stopping an mpirun job (SIGUSR1, the recipe's signals); 6. the threads of ranks that share CPUs.
 source "$(dirname "$0")/lib.sh" test_mpi "${1:-./train_gpt2}"
 require_mpi test-mpi
 $PY "$ROOT/dev/bench/make_random_shard.py" train.bin 60000 1 512
@@ -332,5 +333,27 @@ wait $job && grep -q "^stopped by a signal after step" usr1.out && ls usr1 | gre
 export TRAINER_ABS=$(realpath "$TRAINER")  # the recipe runs in the repository's root
 recipe_stop rstop_pid pid "SIGTERM to the script's PID alone"
 recipe_stop rstop_ctrlc group "Ctrl-C (SIGINT to its process group)"
+
+# ---- 6. threads: ranks that may run on the same CPUs (--bind-to none) share them out, OMP_NUM_THREADS
+# unset (nproc: coreutils' count of the CPUs this process may run on); the plan's attention buffers are per thread,
+# so its line shows the count OpenMP took. One CPU each (mpirun's core binding): nothing to share.
+# OMP_NUM_THREADS that oversubscribes the CPUs: a warning.
+cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # (nproc takes OMP_NUM_THREADS for its answer where set)
+want=$(( cpus / 2 > 1 ? cpus / 2 : 1 ))
+env -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" --plan 2 > thr.out 2>&1
+grep -q "^threads: $want per process (2 processes share $cpus CPUs here; OMP_NUM_THREADS sets another count)$" thr.out \
+    && grep -q "per-thread product buffers ($want threads)" thr.out \
+    && ok "2 ranks on the same $cpus CPUs, OMP_NUM_THREADS unset: $want thread(s) each, in the plan too" \
+    || { bad "2 ranks on the same CPUs: not $want thread(s) each"; grep -i "thread" thr.out | head -n 3; }
+if [ "$cpus" -ge 2 ]; then
+    env -u OMP_NUM_THREADS mpirun --allow-run-as-root --bind-to core -np 2 "$TRAINER" "${ARGS[@]}" --plan 2 > thr_core.out 2>&1
+    ! grep -q "^threads: \|^warning: OMP" thr_core.out && grep -q "per-thread product buffers (1 threads)" thr_core.out \
+        && ok "2 ranks bound to a core each: 1 thread each, nothing said" \
+        || { bad "2 ranks bound to a core each"; grep -i "thread\|error" thr_core.out | head -n 3; }
+    OMP_NUM_THREADS=$cpus "${MPIRUN[@]}" -np 2 "$TRAINER" "${ARGS[@]}" --plan 2 > thr_over.out 2>&1
+    grep -q "^warning: OMP_NUM_THREADS=$cpus: 2 processes share $cpus CPUs here with $cpus threads each" thr_over.out \
+        && ok "OMP_NUM_THREADS=$cpus for 2 ranks on $cpus CPUs: $(grep -o 'warning: OMP.*slows every step' thr_over.out)" \
+        || { bad "OMP_NUM_THREADS=$cpus on 2 ranks sharing $cpus CPUs: no warning"; head -n 3 thr_over.out; }
+fi
 
 finish
