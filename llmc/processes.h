@@ -607,27 +607,27 @@ static inline void comm_check_same(Comm *c, uint64_t h, const char *what, const 
  * The CPUs this process may run on (its affinity mask) in *cpus, and how many ranks of the job
  * may run on the very same ones (itself included): those on the same machine (the same kernel
  * boot id; containers on one machine share it) with the same mask. mpirun --bind-to none, a
- * socket binding, or srun without --cpus-per-task give several ranks one mask; a core binding
+ * socket binding, or srun without a CPU binding give several ranks one mask; a core binding
  * gives each its own.
  */
 #define COMM_MAX_CPUS 8192
 static inline int comm_cpu_sharers(Comm *c, int *cpus) {
     cpu_set_t *set = CPU_ALLOC(COMM_MAX_CPUS);
     const size_t size = CPU_ALLOC_SIZE(COMM_MAX_CPUS);
-    CPU_ZERO_S(size, set);
+    if (set) { CPU_ZERO_S(size, set); }
     char machine[64] = "";
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
     if (f == NULL || fgets(machine, sizeof(machine), f) == NULL) { gethostname(machine, sizeof(machine) - 1); }
     if (f) { fclose(f); }
     uint64_t h = fnv1a64(0, machine, strlen(machine));
-    if (sched_getaffinity(0, size, set) == 0) {
+    if (set && sched_getaffinity(0, size, set) == 0) {
         *cpus = CPU_COUNT_S(size, set);
         h = fnv1a64(h, set, size);
     } else {  // no mask to read: the machine's CPUs, shared by its ranks
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         *cpus = n > 0 ? (int)n : 1;
     }
-    CPU_FREE(set);
+    if (set) { CPU_FREE(set); }
     if (c->world_size == 1) { return 1; }
     uint64_t *all = (uint64_t *)mallocCheck(c->world_size * sizeof(uint64_t));
     c->allgather_u64(c, h, all);
