@@ -1815,6 +1815,7 @@ class EvalStop:
             return False
         if self.dist.world == 1:
             self.agreed = bool(self.stop)
+            return self.agreed
         while not self.agreed and self.next <= min(done, self.common):
             self.agreed = self.dist.allreduce([float(bool(self.stop))], op="max")[0] > 0
             self.next += self.every
@@ -1824,6 +1825,11 @@ class EvalStop:
         """whether this rank skips its next unit (its own signal; the others hear of it at the next agreement)"""
         self.skipped = self.skipped or bool(self.stop)
         return self.skipped
+
+    def finish(self):
+        """after this rank's last unit (or an agreed stop): the agreements still due; True where its share is void"""
+        self.agreed_by(math.inf)
+        return self.agreed or self.skipped
 
 
 def val_loss(a, dist, model, val, autocast, stop=None):
@@ -1847,8 +1853,7 @@ def val_loss(a, dist, model, val, autocast, stop=None):
         acc[0] += token_losses(model, rows[:, :-1], rows[:, 1:], autocast).double().sum().item()
         acc[1] += count * T
         progress.update((j // dist.world + 1) / mine)
-    halt.agreed_by(math.inf)  # the agreements after this rank's last batch
-    acc[2] = float(halt.agreed or halt.skipped)
+    acc[2] = float(halt.finish())
     acc = dist.allreduce(acc)
     if acc[2] > 0:
         return None
@@ -1924,8 +1929,7 @@ def hellaswag(a, dist, model, examples, autocast, stop=None):
             scores.setdefault(e, {})[c] = np.float32(losses[i, start: len(toks) - 1].sum() / (len(toks) - 1 - start))
         progress.update((b + len(batch)) / len(rows))
     correct = sum(int(min(sc, key=lambda c: (sc[c], c)) == examples[e][0]) for e, sc in scores.items())
-    halt.agreed_by(math.inf)  # the agreements after this rank's last batch
-    acc = dist.allreduce([correct, len(scores), float(halt.agreed or halt.skipped)])
+    acc = dist.allreduce([correct, len(scores), float(halt.finish())])
     return (None, None) if acc[2] > 0 else (acc[0], acc[1])
 
 

@@ -617,7 +617,7 @@ static inline int comm_cpu_sharers(Comm *c, int *cpus) {
     if (set) { CPU_ZERO_S(size, set); }
     char machine[64] = "";
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (f == NULL || fgets(machine, sizeof(machine), f) == NULL) { gethostname(machine, sizeof(machine) - 1); }
+    if (f == NULL || fgets(machine, sizeof(machine), f) == NULL) { llmc_hostname(machine, sizeof(machine), ""); }
     if (f) { fclose(f); }
     uint64_t h = fnv1a64(0, machine, strlen(machine));
     if (set && sched_getaffinity(0, size, set) == 0) {

@@ -235,6 +235,13 @@ static inline int eval_stop_skip(EvalStop *e) {
     return e->skipped;
 }
 
+// after this rank's last unit (or an agreed stop): the agreements still due; 1 where this rank's
+// share is void (a stop agreed, or units skipped), which the pass's last all-reduce tells every rank
+static inline int eval_stop_finish(EvalStop *e) {
+    eval_stop_agreed(e, LLONG_MAX);
+    return e->agreed || e->skipped;
+}
+
 // HellaSwag's forward (ctx is an EvalCtx): the Backend's, counting rows for the progress line
 typedef struct {
     Backend *b;
@@ -270,8 +277,7 @@ static inline float train_hellaswag(const TrainArgs *a, Comm *c, Backend *b, con
     progress_start(&e.progress, c->rank == 0, "HellaSwag", "examples", n);
     int evaluated;
     int correct = evalset_run(hs, a->hellaswag_max, c->rank, c->world_size, a->B, a->T, train_eval_forward, &e, &evaluated);
-    eval_stop_agreed(&e.stop, LLONG_MAX);  // the agreements after this rank's last batch
-    double acc[3] = {(double)correct, (double)evaluated, (double)(correct < 0 || e.stop.agreed || e.stop.skipped)};
+    double acc[3] = {(double)correct, (double)evaluated, (double)eval_stop_finish(&e.stop)};  // [2]: stopped
     c->allreduce_sum_f64(c, acc, 3);
     *stopped = acc[2] > 0;
     if (*stopped) { return 0.0f; }
@@ -306,8 +312,7 @@ static inline float train_val_loss(const TrainArgs *a, Comm *c, Backend *b, Data
         acc[1] += (double)count * T;
         progress_update(&p, (double)(j / c->world_size + 1) / (double)mine);
     }
-    eval_stop_agreed(&stop, LLONG_MAX);  // the agreements after this rank's last batch
-    acc[2] = stop.agreed || stop.skipped;
+    acc[2] = eval_stop_finish(&stop);
     c->allreduce_sum_f64(c, acc, 3);
     *stopped = acc[2] > 0;
     if (*stopped) { return 0.0f; }
