@@ -46,16 +46,27 @@ take() {
     } 9> "$LOGS/.lock"
     echo "$n"
 }
-run_one() {  # run_one <target>: its make into its log, its line
-    local t=$1 t0 rc skips
-    t0=$(date +%s)
+# children_cpu: the CPU seconds (user + system) of this shell's finished children so far, into
+# $cpu, from the builtin times (into a file: in a command substitution, a subshell would answer,
+# whose count starts at 0)
+children_cpu() {
+    local f=$LOGS/.times.$BASHPID  # (this shell's pid, not the substitution's below)
+    times > "$f"
+    cpu=$(awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] } printf "%d", s }' "$f")
+}
+run_one() {  # run_one <target>: its make into its log, its line (wall time, and the CPU time its
+    # processes took: which tests wait more than they compute, for the lanes' order)
+    local t=$1 t0 c0 cpu rc skips took
+    t0=$(date +%s); children_cpu; c0=$cpu
     make --no-print-directory "$t" > "$LOGS/$t.log" 2>&1 < /dev/null
     rc=$?
     echo "$rc" > "$LOGS/$t.rc"
+    children_cpu
+    took=$(printf '%4d s, CPU %4d s' $(( $(date +%s) - t0 )) $(( cpu - c0 )))
     # a skip's own line ("<what>: SKIPPED (missing: ...); to run it: ..."), as the test printed it
     skips=$(grep '^[^ ].*: SKIPPED' "$LOGS/$t.log")
-    if [ $rc -eq 0 ]; then printf 'ok    %-24s %4d s\n%s' "$t" $(( $(date +%s) - t0 )) "${skips:+$skips$'\n'}"
-    else printf 'FAIL  %-24s %4d s  (exit %d; %s)\n' "$t" $(( $(date +%s) - t0 )) $rc "$LOGS/$t.log"; fi
+    if [ $rc -eq 0 ]; then printf 'ok    %-24s %s\n%s' "$t" "$took" "${skips:+$skips$'\n'}"
+    else printf 'FAIL  %-24s %s  (exit %d; %s)\n' "$t" "$took" $rc "$LOGS/$t.log"; fi
 }
 lane() {
     local i
