@@ -28,7 +28,8 @@
 #  - scripts/run_gpt2_124M.sh's relaunches (a stand-in trainer; Ctrl-C with mpirun exiting 1 is a stop): a crash after a new checkpoint is
 #    relaunched, two crashes in a row without one end the script with a line, RETRIES bounds them;
 #    the recipes refuse bad NGPU/NPROC/B/NP/PER_NODE and a TRAINER that is not there in one line.
-#   bash dev/test/test_resume.sh [TRAINER]   (RESUME_NO_TWIN=1: without train_gpt2.py's checks, as test_sanitize.sh runs it)
+#   bash dev/test/test_resume.sh [TRAINER]   (RESUME_LEAN=1: each of the C trainer's paths once, as
+#                                             test_sanitize.sh runs it on its builds; below)
 source "$(dirname "$0")/lib.sh" test_resume "${1:-./train_gpt2}"
 # the references and the signal tests run 2 ranks as well
 require_mpi test-resume
@@ -109,10 +110,13 @@ same "np=2, killed before DONE_16: losses bitwise equal" faultB.loss ref2.loss
 flip() { $PY -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[len(b)//2]^=0x40; open(p,'wb').write(b)" "$1"; }  # a bit in the middle
 # trainer_of c|py: the command of ./train_gpt2 or of its PyTorch twin, in the array run
 trainer_of() { if [ "$1" = py ]; then run=($PY "$ROOT/train_gpt2.py"); else run=("$TRAINER"); fi; }
-# twin: whether the PyTorch twin's checks run: not with RESUME_NO_TWIN=1, which test_sanitize.sh
-# sets to run this script again on the sanitizer builds of the C trainer (the twin's runs would
-# repeat these, unchanged); TRAINERS: c, and py where they run
-twin() { [ "${RESUME_NO_TWIN:-0}" != 1 ]; }
+# lean: RESUME_LEAN=1, which test_sanitize.sh sets to run this script again on the sanitizer builds
+# of the C trainer: each of its paths once. Left out there: the PyTorch twin's runs, the torchrun
+# stops that differ from the Ctrl-C ones only in torchrun's part, the grace checks' real torchrun
+# (a stand-in's command line takes the same path), and the recipe scripts' relaunches (a stand-in
+# trainer: no C). twin: whether the twin's checks run; TRAINERS: c, and py where they run
+lean() { [ "${RESUME_LEAN:-0}" = 1 ]; }
+twin() { ! lean; }
 TRAINERS="c$(twin && echo ' py')"
 for f in state_00000036_00000.bin model_00000036.bin; do
     d=corrupt_${f%%_*}
@@ -328,7 +332,8 @@ exited_at_once() {  # exited_at_once NAME WHAT: the second signal ended the run,
         || { bad "torchrun, $2: did not exit at once"; grep -v "^step\|^  " "$1.out" | tail -n 8; }
 }
 if torchrun_cmd; then
-    for how in ctrl-c hangup sigterm-rank-first sigterm-launcher-first sigterm-to-torchrun; do
+    # (lean: the Ctrl-C, whose signal comes from the terminal and from torchrun, takes both ways in)
+    for how in ctrl-c $(lean || echo hangup sigterm-rank-first sigterm-launcher-first sigterm-to-torchrun); do
         torchrun_stop "tr_$how" $how "$TRAINER"
         stopped_once "tr_$how" $how
     done
@@ -401,9 +406,14 @@ if torchrun_cmd; then
             $PY -c 'import subprocess, sys; sys.exit(subprocess.call(sys.argv[sys.argv.index("--") + 1:]))' "$@" -- \
             "${prog[@]}" "${GRACE_ARGS[@]}" -o "$name" > "$name.out" 2>&1
     }
-    TORCH_ELASTIC_SHUTDOWN_TIMEOUT=0 "${TORCHRUN[@]}" --nproc_per_node=1 --master_port="$(free_port)" "$TRAINER" \
-        "${GRACE_ARGS[@]}" -o grace_env > grace_env.out 2>&1
-    "${TORCHRUN[@]}" --nproc_per_node=1 --master_port="$(free_port)" "$TRAINER" "${GRACE_ARGS[@]}" -o grace_30 > grace_30.out 2>&1
+    if lean; then  # the stand-in's command line without --shutdown-timeout, as torchrun's
+        TORCH_ELASTIC_SHUTDOWN_TIMEOUT=0 grace_run grace_env c
+        grace_run grace_30 c
+    else
+        TORCH_ELASTIC_SHUTDOWN_TIMEOUT=0 "${TORCHRUN[@]}" --nproc_per_node=1 --master_port="$(free_port)" "$TRAINER" \
+            "${GRACE_ARGS[@]}" -o grace_env > grace_env.out 2>&1
+        "${TORCHRUN[@]}" --nproc_per_node=1 --master_port="$(free_port)" "$TRAINER" "${GRACE_ARGS[@]}" -o grace_30 > grace_30.out 2>&1
+    fi
     TORCH_ELASTIC_SHUTDOWN_TIMEOUT=0 grace_run grace_cli100 c --shutdown-timeout=100
     grace_run grace_cli0 c --shutdown_timeout 0
     warned() { grep -c "^warning: checkpoint 2 took .* torchrun sends SIGKILL $2 s after" "$1.out"; }
@@ -436,11 +446,15 @@ pid=$!
 wait_line "^step 2/" busy.out 60
 touch busy/model_00000099.bin.tmp.7  # as if the holder were writing a checkpoint
 held="error: -o busy is in use by another run (pid $pid on $(hostname), started [0-9-]* [0-9:]* UTC): two runs"
-"$TRAINER" "${ARGS[@]}" -o busy -y 1 > busy2.out 2>&1; rc=$?
-$PY "$ROOT/train_gpt2.py" "${ARGS[@]}" -o busy -y 1 > busy3.out 2>&1; rc3=$?
-[ $rc -eq 1 ] && [ $rc3 -eq 1 ] && grep -q "^$held" busy2.out && grep -q "^$held" busy3.out && [ -e busy/model_00000099.bin.tmp.7 ] \
-    && ok "a second run into a running one's -o (train_gpt2, train_gpt2.py): refused, its files untouched: $(grep -m1 -o 'in use by another run ([^)]*)' busy2.out)" \
-    || { bad "a second run into a running one's -o: exits $rc, $rc3"; tail -n 2 busy2.out busy3.out; }
+refused=1
+for tr in $TRAINERS; do
+    trainer_of $tr
+    "${run[@]}" "${ARGS[@]}" -o busy -y 1 > busy_$tr.out 2>&1; rc=$?
+    [ $rc -eq 1 ] && grep -q "^$held" busy_$tr.out || { refused=0; bad "$tr: a second run into a running one's -o: exit $rc"; tail -n 2 busy_$tr.out; }
+done
+[ $refused = 1 ] && [ -e busy/model_00000099.bin.tmp.7 ] \
+    && ok "a second run into a running one's -o ($TRAINERS): refused, its files untouched: $(grep -m1 -o 'in use by another run ([^)]*)' busy_c.out)" \
+    || bad "a second run into a running one's -o: refused $refused, the holder's temporary file $(ls busy | grep tmp)"
 kill -TERM $pid; wait $pid; rc=$?
 "$TRAINER" "${ARGS[@]}" -o busy -y 1 -x 2 > busy4.out 2>&1; rc4=$?
 [ $rc -eq 0 ] && grep -q "checkpoint [0-9]* is in busy" busy.out && [ $rc4 -eq 1 ] && grep -q "is past the end of this run" busy4.out \
@@ -454,28 +468,31 @@ fd = os.open('odd/llmc_run.lock', os.O_RDWR | os.O_CREAT)
 os.write(fd, b'\x1b[2Jodd\x07\xff holder\n'); fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)" > odd.held &
 hpid=$!
 wait_line held odd.held 5
-"$TRAINER" "${ARGS[@]}" -o odd > odd.out 2>&1; rc=$?
-$PY "$ROOT/train_gpt2.py" "${ARGS[@]}" -o odd > odd2.out 2>&1; rc2=$?
-kill $hpid; wait $hpid 2> /dev/null
 want="error: -o odd is in use by another run (?[2Jodd?? holder): two runs"
-[ $rc -eq 1 ] && [ $rc2 -eq 1 ] && grep -qF "$want" odd.out && grep -qF "$want" odd2.out \
-    && ok "a lock file of another making: shown as printable ASCII ($(grep -o 'in use by another run ([^)]*)' odd.out))" \
-    || { bad "a lock file of another making: exits $rc, $rc2"; tail -n 1 odd.out odd2.out | cat -v; }
+for tr in $TRAINERS; do
+    trainer_of $tr
+    "${run[@]}" "${ARGS[@]}" -o odd > odd_$tr.out 2>&1; rc=$?
+    [ $rc -eq 1 ] && grep -qF "$want" odd_$tr.out \
+        && ok "$tr: a lock file of another making: shown as printable ASCII ($(grep -o 'in use by another run ([^)]*)' odd_$tr.out))" \
+        || { bad "$tr: a lock file of another making: exit $rc"; tail -n 1 odd_$tr.out | cat -v; }
+done
+kill $hpid; wait $hpid 2> /dev/null
 
 # a filesystem without locks (Lustre mounted without flock; a preloaded flock that fails with
 # ENOLCK stands in): one warning, and the run trains and checkpoints as before (both trainers)
 printf '#include <errno.h>\n#include <sys/file.h>\nint flock(int fd, int op) { (void)fd; (void)op; errno = ENOLCK; return -1; }\n' > noflock.c
 cc -shared -fPIC -o noflock.so noflock.c || bad "could not build the flock stand-in"
 nolock_line() { echo "warning: -o $1: cannot lock $1/llmc_run.lock (No locks available): nothing keeps a second run out of this folder"; }
-# (an AddressSanitizer build, test_sanitize's, wants its runtime first in the list: told not to check)
-ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$PWD/noflock.so "$TRAINER" "${ARGS[@]}" -x 4 -n 4 -o nolock \
-    > nolock.out 2> nolock.err; rc=$?
-LD_PRELOAD=$PWD/noflock.so $PY "$ROOT/train_gpt2.py" "${ARGS[@]}" -x 4 -n 4 -o nolock2 > nolock2.out 2> nolock2.err; rc2=$?
-[ $rc -eq 0 ] && [ $rc2 -eq 0 ] && grep -qxF "$(nolock_line nolock)" nolock.err && grep -qxF "$(nolock_line nolock2)" nolock2.err \
-    && [ "$(cat nolock.err nolock2.err | grep -c 'cannot lock')" = 2 ] \
-    && [ -f nolock/DONE_00000004 ] && [ -f nolock2/DONE_00000004 ] \
-    && ok "no locks on the filesystem: one warning, the run trains and checkpoints ($(nolock_line nolock | cut -c1-60)...)" \
-    || { bad "no locks on the filesystem: exits $rc, $rc2"; tail -n 2 nolock.err nolock2.err; }
+for tr in $TRAINERS; do
+    d=nolock_$tr
+    trainer_of $tr
+    # (an AddressSanitizer build, test_sanitize's, wants its runtime first in the list: told not to check)
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$PWD/noflock.so "${run[@]}" "${ARGS[@]}" \
+        -x 4 -n 4 -o $d > $d.out 2> $d.err; rc=$?
+    [ $rc -eq 0 ] && grep -qxF "$(nolock_line $d)" $d.err && [ "$(grep -c 'cannot lock' $d.err)" = 1 ] && [ -f $d/DONE_00000004 ] \
+        && ok "$tr: no locks on the filesystem: one warning, the run trains and checkpoints ($(nolock_line $d | cut -c1-60)...)" \
+        || { bad "$tr: no locks on the filesystem: exit $rc"; tail -n 2 $d.err; }
+done
 
 # ---- pruning: keep the newest 2 complete checkpoints
 "$TRAINER" "${ARGS[@]}" -o prune -n 4 -nk 2 > prune.out 2>&1 || bad "run with -nk 2 failed"
@@ -587,6 +604,8 @@ else
     bad "the random step 150 was not skipped as an outlier"; grep -E "^s:(149|150|151) " spike/main.log
 fi
 
+# (lean: the rest runs the recipe scripts with a stand-in trainer, no C of this build: the end)
+if lean; then finish; exit 0; fi
 # ---- scripts/run_gpt2_124M.sh's relaunches: a stand-in trainer (TRAINER, NGPU=1: no make, no
 # mpirun; dev/test/relaunch_stub.sh) that, at its n-th call, writes the marker of the checkpoint in
 # line n of STUB_PLAN ("-": none) and exits with the code there

@@ -32,8 +32,9 @@ step loader "$BUILD/test_dataloader"
 step bad_input bash "$ROOT/dev/test/test_bad_input.sh" "$BUILD/train_gpt2"
 # resume runs ranks under mpirun; OpenMPI unloads its plugins before LeakSanitizer looks, so their
 # allocations can be neither attributed nor suppressed: leak checks off here, every other check on.
-# RESUME_NO_TWIN=1: without the PyTorch twin's runs, which test-resume makes and these builds do not change
-ASAN_OPTIONS=${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0} RESUME_NO_TWIN=1 step resume bash "$ROOT/dev/test/test_resume.sh" "$BUILD/train_gpt2"
+# RESUME_LEAN=1: each of the C trainer's paths once (without the PyTorch twin's runs, which these builds
+# do not change, the torchrun stops that differ only in torchrun's part, the recipe scripts' relaunches)
+ASAN_OPTIONS=${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0} RESUME_LEAN=1 step resume bash "$ROOT/dev/test/test_resume.sh" "$BUILD/train_gpt2"
 # the threads (the checkpoint writer, MPI's, a signal on another thread) under ThreadSanitizer.
 # PMIX_MCA_gds=hash: PMIx 5 (Ubuntu 24.04's OpenMPI) keeps the job's data in a shared-memory segment
 # that each rank maps at the address its launcher chose, which TSan's memory layout does not leave
