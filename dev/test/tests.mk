@@ -9,9 +9,8 @@ SKIP_OR_FAIL = bash -c '. dev/test/lib.sh --tools && skip_or_fail "$$@"' skip_or
 NVCC_HINT = install the CUDA toolkit 12 or 13 (https://developer.nvidia.com/cuda-downloads) or put nvcc on PATH
 
 # in the order make test starts them, the longest first (two at a time, the lanes then end together;
-# by the times of a CI-like run of 2026-12-07: test-cuda-trainer-sim 330 s, test-resume 206,
-# test-sanitize about 170 with its lean test-resume, test-aarch64 124, test-torch-ddp 120); the
-# waiting ones (TEST_WAITING) have a lane of their own
+# by the times of CI's run of d8cc65d: test-cuda-trainer-sim 334 s, test-resume 179, test-sanitize
+# 167, test-aarch64 125, test-torch-ddp 100); the waiting ones (TEST_WAITING) have a lane of their own
 TEST_TARGETS = test-cuda-trainer-sim test-resume test-sanitize test-aarch64 test-torch-ddp test-fuzz test-gpu-script \
                test-finetune test-cuda-sim test-books-smoke test-model test-tokenizer test-generate test-cpu-matmul \
                test-data test-build test-plan test-muon test-export test-bad-input test-run-state test-cuda-host \
