@@ -23,6 +23,7 @@
 #ifndef SIM_CUBLASLT_H
 #define SIM_CUBLASLT_H
 
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -286,10 +287,16 @@ static inline uint64_t sim_lt_burst_wait(const SimLtDesc *d, const SimLtLayout *
     return ++calls[i] > SIM_LT_BURST_CALLS ? (uint64_t)SIM_LT_CANDIDATES * sim_lt_wait_unit() : 0;
 }
 
-static inline void sim_lt_busy_wait(uint64_t us) {
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    do { clock_gettime(CLOCK_MONOTONIC, &t); } while ((uint64_t)((t.tv_sec - t0.tv_sec) * 1000000 + (t.tv_nsec - t0.tv_nsec) / 1000) < us);
+// a candidate's extra time, on the host's clock that the events read (sim/streams.h): slept to a
+// deadline, not spun, so that it takes no core from the processes beside it (spun, the -mt 1 runs
+// of test_cuda_sim.sh kept a core busy for about a minute)
+static inline void sim_lt_wait(uint64_t us) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    const uint64_t ns = (uint64_t)t.tv_nsec + us * 1000;
+    t.tv_sec += (time_t)(ns / 1000000000);
+    t.tv_nsec = (long)(ns % 1000000000);
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) == EINTR) {}
 }
 
 static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t A,
@@ -470,7 +477,7 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
     const uint64_t wait_us = algo->data[5] > 0 ? algo->data[5] : sim_lt_burst_wait(d, Al, Bl, Dl, bt, algo);
     sim::enqueue(stream, [=, dd = *d, Al = *Al, Bl = *Bl, Cl = *Cl, Dl = *Dl]() {
         sim_lt_product(&dd, a, A, &Al, B, &Bl, bt, C, &Cl, D, &Dl, m, n, k);
-        if (wait_us > 0) { sim_lt_busy_wait(wait_us); }
+        if (wait_us > 0) { sim_lt_wait(wait_us); }
     });
     return CUBLAS_STATUS_SUCCESS;
 }
