@@ -183,11 +183,12 @@ stopped_step() { sed -n 's/^stopped by a signal after step \([0-9]*\);.*/\1/p' "
 # --monitor_interval=0.1, torch 2's default: torch 1.13's agent looks at its workers every 5 s, so
 # each run there ended up to 5 s after its workers (6.2 s for `true`, 1.7 s with 0.1)
 torchrun_cmd() {
-    local nopy=--no-python
+    local nopy=--no-python flags
     "$PY" -m torch.distributed.run --help 2> /dev/null | grep -q -- --no-python || nopy=--no_python
-    TORCHRUN=("$PY" -m torch.distributed.run "$nopy" --monitor_interval=0.1)
+    flags=("$nopy" --monitor_interval=0.1)
+    TORCHRUN=("$PY" -m torch.distributed.run "${flags[@]}")
     timeout 120 "${TORCHRUN[@]}" --nproc_per_node=1 --master_port="$(free_port)" true > /dev/null 2>&1 && return 0
-    TORCHRUN=("$PY" "$LLMC_TEST_DIR/torchrun_compat.py" "$nopy" --monitor_interval=0.1)
+    TORCHRUN=("$PY" "$LLMC_TEST_DIR/torchrun_compat.py" "${flags[@]}")
     timeout 120 "${TORCHRUN[@]}" --nproc_per_node=1 --master_port="$(free_port)" true > /dev/null 2>&1
 }
 # rank_pid R PATTERN: the pid of mpirun's rank R among the processes whose command line matches

@@ -80,15 +80,17 @@ run() {  # run <name> <binary> args...: stdout+stderr to <name>.txt, complain on
 }
 # two single-process runs at a time (the simulator uses one core): bg <name> <cmd...>, then joined;
 # aside <name> <cmd...> starts one that mostly sleeps beside them, joined later by name alone
-bg_pids=() aside_pids=()
-bg() { local name=$1; shift; ( "$@" > "$name.txt" 2>&1; echo $? > "$name.rc" ) & bg_pids+=($!); }
-aside() { local name=$1; shift; ( "$@" > "$name.txt" 2>&1; echo $? > "$name.rc" ) & aside_pids+=("$name:$!"); }
+bg_pids=()
+declare -A aside_pid=()
+launch() { local name=$1; shift; ( "$@" > "$name.txt" 2>&1; echo $? > "$name.rc" ) & }
+bg() { launch "$@"; bg_pids+=($!); }
+aside() { launch "$@"; aside_pid[$1]=$!; }
 joined() {  # joined <name>...: wait for the background runs (bg's, and the named aside ones), complain about failed ones
-    local n p
+    local n
     [ ${#bg_pids[@]} -eq 0 ] || wait "${bg_pids[@]}"  # (a bare wait would wait for the aside ones too)
     bg_pids=()
     for n in "$@"; do
-        for p in "${aside_pids[@]}"; do [ "${p%%:*}" = "$n" ] && wait "${p#*:}"; done
+        [ -z "${aside_pid[$n]:-}" ] || wait "${aside_pid[$n]}"
         [ "$(cat "$n.rc" 2>/dev/null)" = 0 ] || { bad "$n exited non-zero"; tail -5 "$n.txt"; }
     done
 }
