@@ -217,10 +217,13 @@ endif
 # flags it adds, or nothing). A stamp is rewritten only when that changes, and each binary depends
 # on the stamps of the features it is built with, so a plain make rebuilds exactly those binaries
 # when a feature appears or goes (MPI installed after the first build, NO_MPI=1, ...). The stamps
-# are written while the Makefile is read, so make -n and make -q see a change too.
+# are written while the Makefile is read, so make -n and make -q see a change too. Each make writes
+# its probes' answer to a file of its own (.new.<pid>) and compares that: makes started together
+# (make test's lanes) would otherwise truncate one another's answer, see a change and rewrite the
+# stamp, and binaries would go stale under the tests.
 FEATURE_DIR := build/features
-feature_stamp = $(shell mkdir -p $(FEATURE_DIR) && f=$(FEATURE_DIR)/$(1) && printf '%s\n' '$(strip $(subst ',,$(2)))' > $$f.new && \
-                  { cmp -s $$f.new $$f && rm -f $$f.new || mv -f $$f.new $$f; } && echo $$f)
+feature_stamp = $(shell mkdir -p $(FEATURE_DIR) && f=$(FEATURE_DIR)/$(1) && n=$$f.new.$$$$ && printf '%s\n' '$(strip $(subst ',,$(2)))' > $$n && \
+                  { cmp -s $$n $$f && rm -f $$n || mv -f $$n $$f; } && echo $$f)
 STAMP_OPENMP := $(call feature_stamp,openmp,$(filter -fopenmp,$(CFLAGS)))
 STAMP_OPENBLAS := $(call feature_stamp,openblas,$(CPU_BLAS) $(LDLIBS_CPU))
 STAMP_MPI := $(call feature_stamp,mpi,$(MPI_CFLAGS) $(MPI_LDLIBS) | CUDA: $(if $(filter -DUSE_MPI,$(NVCC_FLAGS)),$(MPI_INCDIRS) $(MPI_LIBDIRS)))

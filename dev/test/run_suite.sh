@@ -32,6 +32,10 @@ start=$(date +%s)
 echo "make test: building what the tests use (make -j$jobs ...)"
 make --no-print-directory -j"$jobs" "${builds[@]}" > "$LOGS/builds.log" 2>&1 \
     || { tail -n 40 "$LOGS/builds.log"; echo "make test: the build failed (the whole log: $LOGS/builds.log)" >&2; exit 1; }
+# the feature stamps as the build left them: a test's make that finds them changed rebuilds the
+# binaries, maybe two tests the same binary at once (checked at the end)
+stamps() { ls -l --time-style=+%s.%N build/features 2> /dev/null; }
+stamps_built=$(stamps)
 echo "make test: built in $(( $(date +%s) - start )) s; $(( ${#tests[@]} + ${#waiting[@]} )) tests, $jobs at a time and" \
      "${#waiting[@]} that mostly wait beside them (each one's output in $LOGS/<test>.log)"
 
@@ -86,12 +90,17 @@ trap - INT TERM
 
 failed=()
 for t in "${tests[@]}" "${waiting[@]}"; do [ "$(cat "$LOGS/$t.rc" 2> /dev/null)" = 0 ] || failed+=("$t"); done
+if [ "$(stamps)" != "$stamps_built" ]; then
+    echo "make test: build/features changed while the tests ran (a test's make rebuilt binaries the others use):"
+    diff <(echo "$stamps_built") <(stamps) | sed -n 's/^> /  now: /p'
+    stamps_changed=1
+fi
 for t in "${failed[@]}"; do
     echo "======== $t ($LOGS/$t.log):"
     cat "$LOGS/$t.log" 2> /dev/null || echo "(no log: it did not run)"
 done
-if [ ${#failed[@]} -gt 0 ]; then
-    echo "make test: FAILED: ${failed[*]} ($(( $(date +%s) - start )) s; logs in $LOGS)" >&2
+if [ ${#failed[@]} -gt 0 ] || [ -n "${stamps_changed:-}" ]; then
+    echo "make test: FAILED:${failed[*]:+ ${failed[*]}}${stamps_changed:+ build/features} ($(( $(date +%s) - start )) s; logs in $LOGS)" >&2
     exit 1
 fi
 echo "make test: all tests passed ($(( $(date +%s) - start )) s)"

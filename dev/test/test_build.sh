@@ -32,6 +32,19 @@ up_to_date "an unchanged feature set rebuilds nothing" train_gpt2 export_hf
 [ -z "$(make -C "$W" -n train_gpt2 export_hf 2>/dev/null | grep -E '^(cc|gcc|clang) ')" ] \
     || bad "make -n lists compile commands for an unchanged feature set"
 
+# makes started together (make test's lanes, make -j's sub-makes) all read the Makefile at once:
+# each compares its own probe results with the stamps, so none rewrites a stamp of an unchanged set
+# (a rewritten stamp makes the binaries stale, and two tests would then rebuild one at once)
+stamps() { ls -l --time-style=+%s.%N "$W/build/features"; }
+before=$(stamps)
+for i in 1 2 3; do
+    for j in 1 2 3 4 5 6 7 8; do make -C "$W" -q train_gpt2 > /dev/null 2>&1 & done
+    wait
+done
+[ "$(stamps)" = "$before" ] && ok "24 makes at once, 8 at a time, leave the feature stamps as they were" \
+    || { bad "makes started together rewrote feature stamps:"; diff <(echo "$before") <(stamps); }
+up_to_date "... and train_gpt2 is still up to date" train_gpt2
+
 # OpenMP, which every gcc has: NO_OMP=1 changes the set, the plain make changes it back
 if links libgomp; then
     stale "OpenMP turned off (NO_OMP=1): train_gpt2 is due" train_gpt2 NO_OMP=1

@@ -8,14 +8,10 @@ SHARED_DATA ?= ../shared/data
 SKIP_OR_FAIL = bash -c '. dev/test/lib.sh --tools && skip_or_fail "$$@"' skip_or_fail
 NVCC_HINT = install the CUDA toolkit 12 or 13 (https://developer.nvidia.com/cuda-downloads) or put nvcc on PATH
 
-# in the order make test starts them, about the longest first (two at a time, the lanes then end
-# together; by the times of CI's run of d8cc65d: test-cuda-trainer-sim 334 s, test-resume 179,
-# test-sanitize 167, test-aarch64 125, test-torch-ddp 100); the waiting ones (TEST_WAITING) have a
-# lane of their own. test-resume does not start beside test-cuda-trainer-sim: both depend on
-# train_gpt2, and where a make at the start of the tests found it stale (seen once in CI, b70fc8d:
-# build/features/openmp and openblas rewritten then, by what is not yet known) both rebuilt it at
-# once and mpirun met the half-written binary
-TEST_TARGETS = test-sanitize test-cuda-trainer-sim test-resume test-aarch64 test-torch-ddp test-fuzz test-gpu-script \
+# in the order make test starts them, the longest first (two at a time, the lanes then end together;
+# by the times of CI's run of d8cc65d: test-cuda-trainer-sim 334 s, test-resume 179, test-sanitize
+# 167, test-aarch64 125, test-torch-ddp 100); the waiting ones (TEST_WAITING) have a lane of their own
+TEST_TARGETS = test-cuda-trainer-sim test-resume test-sanitize test-aarch64 test-torch-ddp test-fuzz test-gpu-script \
                test-finetune test-cuda-sim test-books-smoke test-model test-tokenizer test-generate test-cpu-matmul \
                test-data test-build test-plan test-muon test-export test-bad-input test-run-state test-cuda-host \
                test-prebuilt test-plot test-hellaswag test-cuda-build test-attention-sim test-bench-tools test-tensorboard \
