@@ -1678,6 +1678,16 @@ def test_loss_spike(data_step):
     return 1000.0 if str(data_step) in spikes.split(",") else 1.0
 
 
+def fault_sample(step):
+    """LLMC_FAULT=sample:<step> (llmc/checkpoint.h), the only fault point of the twin: rank 0 (the one that
+    samples) killed as the sample after <step> steps begins, or with :stop:0 frozen there for a test to signal"""
+    faults = os.environ.get("LLMC_FAULT", "").split(",")
+    sig = signal.SIGSTOP if f"sample:{step}:stop:0" in faults else signal.SIGKILL if f"sample:{step}" in faults else None
+    if sig:
+        sys.stdout.flush()
+        os.kill(os.getpid(), sig)
+
+
 def rollback(a, dist, cfg, st, model, opt, muon, reason):
     """-rb: back to the newest complete checkpoint, passing over the data since it (llmc/train_loop.h's
     train_rollback)"""
@@ -2137,14 +2147,21 @@ def generate_main(a, dist):
     out.flush()
 
 
-def sample(a, model, tokenizer, st, device, autocast):
+def sample(a, model, tokenizer, st, device, autocast, stop):
     """train_sample: gen tokens from EOT, one coin of the checkpointed RNG per token, as the C loop
-    (the text differs from the C trainer's: another summation order picks other tokens at ties)"""
+    (the text differs from the C trainer's: another summation order picks other tokens at ties); a
+    stop signal ends it at the next token, the coins left drawn still. False where it was cut short"""
     V = model.cfg.vocab_size
     tokens = [EOT if EOT < V else 0]
     out = sys.stdout.buffer
     print("generating:\n---", flush=True)
-    for t in range(1, min(a.gen_tokens, a.T) + 1):
+    n = min(a.gen_tokens, a.T)
+    for t in range(1, n + 1):
+        if stop:
+            for _ in range(t, n + 1):
+                st.sample_rng, _ = xorshift_f32(st.sample_rng)
+            print("\n---\nsample cut short by a stop signal", flush=True)
+            return False
         with torch.no_grad(), autocast():
             logits, _ = model(torch.tensor([tokens[:t]], device=device))
         probs = torch.softmax(logits[0, t - 1].float(), dim=-1).cpu().numpy()
@@ -2157,6 +2174,7 @@ def sample(a, model, tokenizer, st, device, autocast):
             out.write(piece)
         out.flush()
     print("\n---", flush=True)
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2630,10 +2648,11 @@ def train_main(argv):
             eval_time[0] += time.time() - t0
             eval_time[1] += 1
         if rank == 0 and a.sample_every > 0 and ((s > 0 and s % a.sample_every == 0) or last):
+            fault_sample(s)
             t0 = time.time()
-            sample(a, model, tokenizer, st, device, autocast)
-            sample_time[0] += time.time() - t0
-            sample_time[1] += 1
+            if sample(a, model, tokenizer, st, device, autocast, stop):
+                sample_time[0] += time.time() - t0
+                sample_time[1] += 1
         if last:
             break
 

@@ -100,7 +100,8 @@ static inline void ckpt_path(char *out, size_t n, const char *dir, const char *k
  * there with SIGSTOP (a hung rank, or a pause in which a test changes the disk). where: state (every
  * rank, in the middle of writing its state file of checkpoint <step>: once half of its first
  * section, m, is written), done (rank 0, after every file of checkpoint <step> but the marker),
- * step (every rank, as training step <step> of the step line begins), start (step 0: the end of
+ * step (every rank, as training step <step> of the step line begins), sample (rank 0, as the
+ * sample after <step> steps begins, before the step line's step <step> + 1), start (step 0: the end of
  * start-up, where it always freezes, for a test to signal it; train_loop.h). Any other value is an
  * error, so a typo cannot make a crash test pass without its crash.
  */
@@ -120,9 +121,9 @@ static inline int fault_due(const char *where, int step) {
         long at = colon ? strtol(colon + 1, &end, 10) : -1, rank = -1;
         if (end && !strncmp(end, ":stop:", 6)) { rank = strtol(end + 6, &end, 10); }
         const int known = colon && (!strncmp(buf, "state:", 6) || !strncmp(buf, "done:", 5) || !strncmp(buf, "step:", 5) ||
-                                    !strncmp(buf, "start:", 6));
+                                    !strncmp(buf, "sample:", 7) || !strncmp(buf, "start:", 6));
         if (len >= sizeof(buf) || !known || end == colon + 1 || *end != '\0' || at < 0 || at > INT_MAX) {
-            llmc_die("LLMC_FAULT=%s: expected a list of state:<step>, done:<step> or step:<step>, each with :stop:<rank> "
+            llmc_die("LLMC_FAULT=%s: expected a list of state:<step>, done:<step>, step:<step> or sample:<step>, each with :stop:<rank> "
                      "to freeze that rank instead, or start:0 (a test hook; unset it)", f);
         }
         const size_t n = strlen(where);

@@ -14,6 +14,7 @@
 #ifndef LLMC_GENERATE_H
 #define LLMC_GENERATE_H
 
+#include <signal.h>
 #include "args.h"
 #include "backend.h"
 #include "tokenizer.h"
@@ -97,14 +98,23 @@ static inline int sample_token(const float *probs, int n, float temperature, int
     return sample_from_weights(w, n, (float)(coin * total));
 }
 
-// the training loop's sample: -g tokens after EOT, printed through the decode table (-tk)
-static inline void train_sample(const TrainArgs *a, Backend *b, Tokenizer *tok, unsigned long long *rng, int *tokens,
-                                float *probs, float *scratch) {
+// the training loop's sample: -g tokens after EOT, printed through the decode table (-tk). A stop
+// signal (*stop set) ends it at the next token, as a long sample could outlast a launcher's grace
+// before SIGKILL; the coins it would have drawn are drawn still, so that the RNG checkpointed after
+// the step is the uninterrupted run's. Returns 0 where it was cut short.
+static inline int train_sample(const TrainArgs *a, Backend *b, Tokenizer *tok, unsigned long long *rng, int *tokens,
+                               float *probs, float *scratch, const volatile sig_atomic_t *stop) {
     int V = b->config.vocab_size;
     int n = a->gen_tokens < a->T ? a->gen_tokens : a->T;
     tokens[0] = GPT2_EOT < V ? GPT2_EOT : 0;
     printf("generating:\n---\n");
     for (int t = 1; t <= n; t++) {
+        if (*stop) {
+            for (; t <= n; t++) { sample_random_f32(rng); }
+            printf("\n---\nsample cut short by a stop signal\n");
+            fflush(stdout);
+            return 0;
+        }
         b->forward_probs(b, tokens, t, t - 1, t - 1, probs);  // tokens[0, t-1) as in the previous call
         int next = sample_token(probs, V, a->temperature, a->top_k, sample_random_f32(rng), scratch);
         if (t < a->T) { tokens[t] = next; }
@@ -112,6 +122,7 @@ static inline void train_sample(const TrainArgs *a, Backend *b, Tokenizer *tok, 
         fflush(stdout);
     }
     printf("\n---\n");
+    return 1;
 }
 
 #ifdef USE_PCRE2

@@ -783,10 +783,13 @@ static inline int train_evaluate(TrainRun *r, int s) {
         r->eval_time.count++;
     }
     if (sample) {
+        ckpt_fault("sample", s);  // a test's hook (LLMC_FAULT=sample:<s>:stop:0): rank 0 frozen as the sample begins
         double t0 = llmc_wall_seconds();
-        train_sample(a, b, &r->tok, &r->st.sample_rng, r->inputs, r->probs, r->sample_scratch);
-        r->sample_time.seconds += llmc_wall_seconds() - t0;
-        r->sample_time.count++;
+        // cut short by a stop signal, it goes on to train step s (the other ranks are in it already)
+        if (train_sample(a, b, &r->tok, &r->st.sample_rng, r->inputs, r->probs, r->sample_scratch, &llmc_stop_signal)) {
+            r->sample_time.seconds += llmc_wall_seconds() - t0;
+            r->sample_time.count++;
+        }
     }
     if (b->range) { b->range(NULL, 0); }
     r->eval_ms += (llmc_wall_seconds() - te) * 1000.0;

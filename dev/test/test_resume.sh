@@ -6,6 +6,7 @@
 #    and its marker retired (DONE_N.skipped): a rewrite of its step killed midway is not resumed;
 #  - SIGTERM / SIGINT on any rank: every rank finishes the step, a checkpoint is written, exit 0;
 #    during a validation or HellaSwag pass, the pass is voided on every rank instead (not the final one);
+#    during a sample, the sample ends at its next token and the resume samples as the uninterrupted run;
 #    a second signal exits at once; the same for SIGPIPE (stdout's reader gone: `| tee` killed, or
 #    ended by the same Ctrl-C), SIGHUP (which stays ignored under nohup), SIGUSR1 and SIGUSR2;
 #  - under torchrun (its own, or torch 1.13's through torchrun_compat.py): Ctrl-C and a closed
@@ -215,14 +216,58 @@ elif twin; then
         || bad "train_gpt2.py's stop during HellaSwag not run"
 fi
 
-# ... but the final evaluation (the run's result, after its last checkpoint) runs whole
+# ... but the final evaluation (the run's result, after its last checkpoint) runs whole (a sample
+# after it does not: below)
 "$TRAINER" "${ARGS[@]}" -x 2 -v 100 -j longval.bin -m 3000 -o stopfinal > stopfinal.out 2>&1 &
 pid=$!
 wait_line "^step 2/2" stopfinal.out 120
 kill -TERM $pid; wait $pid; rc=$?
-[ $rc = 0 ] && ! grep -q "cut short" stopfinal.out && grep -q "^s:2 tel" stopfinal/main.log \
-    && ok "SIGTERM during the final validation: it runs whole and is logged" \
+[ $rc = 0 ] && ! grep -q "^validation cut short" stopfinal.out && grep -q "^s:2 tel" stopfinal/main.log \
+    && grep -q "^sample cut short by a stop signal$" stopfinal.out \
+    && ok "SIGTERM during the final validation: it runs whole and is logged (the sample after it is cut short)" \
     || { bad "SIGTERM during the final validation (exit $rc)"; grep -v "^step\|\.\.\." stopfinal.out | tail -n 4; }
+
+# a stop signal during a sample (rank 0's, which it freezes itself in as the sample after step 8
+# begins: LLMC_FAULT=sample:8:stop:0): the sample ends at its next token, and the coins it would
+# have drawn are drawn still, so the resumed run's losses, its later samples and the sampling RNG in
+# its last checkpoint are the uninterrupted run's
+sample_rng() { od -A n -t d8 -j 80 -N 8 "$1/state_00000040_00000.bin" | tr -d ' '; }  # the state header's int64 at 20
+stop_in_sample() {  # stop_in_sample NAME REF LAUNCHER...: the run of ARGS into NAME, REF the uninterrupted run
+    local name=$1 ref=$2 pid p frozen=
+    shift 2
+    LLMC_FAULT=sample:8:stop:0 "$@" "${ARGS[@]}" -n 4 -o $name > $name.out1 2>&1 &
+    pid=$!
+    for _ in $(seq 300); do
+        for p in $(pgrep -f "train_gpt2.* -o $name"); do [ "$(awk '{print $3}' /proc/$p/stat 2> /dev/null)" = T ] && frozen=$p; done
+        [ -z "$frozen" ] && kill -0 $pid 2> /dev/null || break
+        sleep 0.1
+    done
+    [ -n "$frozen" ] || { bad "stop during a sample ($name): no rank froze at the sample"; kill -KILL $pid; wait $pid; return 1; }
+    kill -TERM $frozen; kill -CONT $frozen
+    wait $pid; rc=$?
+    [ $rc -eq 0 ] && grep -q "^sample cut short by a stop signal$" $name.out1 && [ -f $name/DONE_00000009 ] \
+        && grep -q "stopped by a signal after step 9; checkpoint 9 is in $name" $name.out1 \
+        && ok "SIGTERM during a sample ($name): cut short, step 9 trained, checkpoint 9" \
+        || { bad "SIGTERM during a sample ($name): exit $rc"; grep -v "^step" $name.out1 | tail -n 5; }
+    LLMC_FAULT= "$@" "${ARGS[@]}" -n 4 -o $name -y 1 > $name.out2 2>&1 || bad "resume after SIGTERM during a sample ($name) failed"
+    [ "$(sample_rng $name)" = "$(sample_rng $ref)" ] && ok "... the resumed run's sampling RNG at step 40 is $ref's" \
+        || bad "stop during a sample ($name): the sampling RNG at step 40 $(sample_rng $name), not ${ref}'s $(sample_rng $ref)"
+}
+stop_in_sample stopsample ref1 "$TRAINER"
+final_losses stopsample > stopsample.loss
+same "SIGTERM during a sample, resume: losses bitwise equal" stopsample.loss ref1.loss
+samples_after ref1.out 9 > ref.samples; samples_after stopsample.out2 9 > stopsample.samples
+same "SIGTERM during a sample, resume: the later samples equal" stopsample.samples ref.samples
+if ! lean; then
+    stop_in_sample stopsample2 ref2 "${MPIRUN[@]}" -np 2 -x LLMC_FAULT "$TRAINER"
+    final_losses stopsample2 > stopsample2.loss
+    same "SIGTERM to rank 0 of 2 during a sample, resume: losses bitwise equal" stopsample2.loss ref2.loss
+fi
+if twin && torchrun_cmd; then
+    stop_in_sample stopsample_py ref2 "${TORCHRUN[@]}" --nproc_per_node=2 --master_port="$(free_port)" $PY "$ROOT/train_gpt2.py"
+    compare_logs ref2/main.log stopsample_py/main.log trl=1e-4 > cmp.out && ok "train_gpt2.py, the same: its losses those of ./train_gpt2 ($(head -1 cmp.out | sed 's/^ *//'))" \
+        || { bad "train_gpt2.py after SIGTERM during a sample"; cat cmp.out; }
+fi
 
 # SIGINT on a single process
 "$TRAINER" "${ARGS[@]}" -o int > int.out1 2>&1 &
