@@ -595,7 +595,7 @@ FLAGS = {
     "ml": ("muon_lr", float, 0.02, 0.0, 10.0, "Muon: peak learning rate of the matrices (-k's schedule)"),
     "mm": ("muon_momentum", float, 0.95, 0.0, 0.999, "Muon: Nesterov momentum"),
     "mns": ("muon_ns_steps", int, 5, 1, 100, "Muon: Newton-Schulz iterations"),
-    "x": ("max_steps", int, -1, -1, (1 << 31) - 1, "optimizer steps to run; -1 = one epoch of the train data"),
+    "x": ("max_steps", int, -1, -1, (1 << 31) - 1, "optimizer steps to run; -1 = one epoch of the train data; 0 = evaluate -e only (reads no -i)"),
     "v": ("val_every", int, 20, 0, (1 << 31) - 1, "validation loss every N steps"),
     "m": ("val_batches", int, 20, -1, (1 << 31) - 1, "validation batches of B sequences; -1 = all"),
     "h": ("hellaswag_eval", int, 0, 0, 1, "HellaSwag accuracy at every validation"),
@@ -2433,8 +2433,10 @@ def train_main(argv):
     model = resolve_model(a, device)
     cfg = model.cfg
     V = cfg.vocab_size
-    train = DataLoader(a.train_glob, "-i", T, V, a.shuffle, a.seed)
-    train.require(N, "-i", "one optimizer step (d/T windows)")
+    train = None  # -x 0 evaluates the model: no train data is read
+    if a.max_steps != 0:
+        train = DataLoader(a.train_glob, "-i", T, V, a.shuffle, a.seed)
+        train.require(N, "-i", "one optimizer step (d/T windows)")
     if a.rollback_after > 0 and (not a.output_dir or a.checkpoint_every <= 0):
         die(f"-rb {a.rollback_after} rolls back to a checkpoint: give the run -o <dir> and -n <steps>")
     if a.rollback_after > a.guard_max_skips:
@@ -2444,14 +2446,15 @@ def train_main(argv):
     if a.val_every > 0:
         val = DataLoader(a.val_glob, "-j", T, V, 0, 0)
         val.require(1, "-j", "validation")
-    epoch_steps = train.total_windows // N
+    epoch_steps = train.total_windows // N if train else 0
     M = a.max_steps if a.max_steps >= 0 else min(epoch_steps, (1 << 31) - 1)
     examples = None
     if a.hellaswag_eval:
         if a.val_every <= 0:
             die("-h 1 evaluates HellaSwag at every validation; set -v > 0")
         examples = load_hellaswag(a.hellaswag, V)
-    shards = [(os.path.basename(sh.path), sh.n, sh.digest) for sh in train.shards + (val.shards if val else [])]
+    shards = [(os.path.basename(sh.path), sh.n, sh.digest)
+              for sh in (train.shards if train else []) + (val.shards if val else [])]
     dist.check_same((a.argv, shards), "flags or data files", "start every rank with the same command line and the same data")
 
     # ---- output dir, resume
@@ -2570,8 +2573,11 @@ def train_main(argv):
         print(f"model: L {cfg.n_layer} | C {cfg.n_embd} | NH {cfg.n_head} | maxT {cfg.block_size} | V {V} | "
               f"Vp {cfg.padded_vocab_size} | {P} parameters")
         print(f"batch: B {B} | T {T} | ranks {W} | grad accum {A} | total {a.total_batch} tokens per step")
-        print(f"train data: {train.total_tokens} tokens in {len(train.paths)} shard(s), {epoch_steps} steps per epoch"
-              f"{', shuffled' if a.shuffle else ''}")
+        if train:
+            print(f"train data: {train.total_tokens} tokens in {len(train.paths)} shard(s), {epoch_steps} steps per epoch"
+                  f"{', shuffled' if a.shuffle else ''}")
+        else:
+            print("train data: none read (-x 0: the model is evaluated, not trained)")
         if val:
             print(f"val data: {val.total_tokens} tokens in {len(val.paths)} shard(s)")
         if muon:

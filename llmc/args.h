@@ -60,7 +60,7 @@
     X(F32, muon_lr, "ml", "muon-lr", "<float>", 0.02, 0.0, 10.0, "Muon: peak learning rate of the matrices (-k's schedule)") \
     X(F32, muon_momentum, "mm", "muon-momentum", "<float>", 0.95, 0.0, 0.999, "Muon: Nesterov momentum")              \
     X(INT, muon_ns_steps, "mns", "muon-ns-steps", "<int>", 5, 1, 100, "Muon: Newton-Schulz iterations")               \
-    X(INT, max_steps, "x", "steps", "<int>", -1, -1, INT_MAX, "optimizer steps to run; -1 = one epoch of the train data") \
+    X(INT, max_steps, "x", "steps", "<int>", -1, -1, INT_MAX, "optimizer steps to run; -1 = one epoch of the train data; 0 = evaluate -e only (reads no -i)") \
     X(SECTION, _eval, "", "", "", 0, 0, 0, "evaluation, sampling, checkpoints (0 turns a feature off)")                 \
     X(INT, val_every, "v", "val-every", "<int>", 20, 0, INT_MAX, "validation loss every N steps")                       \
     X(INT, val_batches, "m", "val-batches", "<int>", 20, -1, INT_MAX,                                                   \

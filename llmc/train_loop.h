@@ -45,7 +45,7 @@ static inline void train_start(TrainSetup *run, int *argc, char ***argv) {
     comm_apply_args(&run->comm, &run->args);
     run->model_file = train_resolve_model(&run->args, &run->config);
     if (!run->args.prompt[0] && run->args.plan <= 0) {  // the data a run opens later, checked before a GPU starts
-        dataloader_check(run->args.train_glob, "-i");
+        if (run->args.max_steps != 0) { dataloader_check(run->args.train_glob, "-i"); }  // -x 0 reads none
         if (run->args.val_every > 0) { dataloader_check(run->args.val_glob, "-j"); }
     }
 }
@@ -570,8 +570,10 @@ typedef struct {
 // the train and val data, the run's length and the HellaSwag set; then every rank must agree
 static inline void train_open_data(TrainRun *r) {
     const TrainArgs *a = r->a;
-    dataloader_init(&r->train, a->train_glob, "-i", r->T, r->V, a->shuffle, a->seed);
-    dataloader_require(&r->train, r->N, "-i", "one optimizer step (d/T windows)");
+    if (a->max_steps != 0) {  // -x 0 evaluates -e's model: no train data is read (r->train stays empty)
+        dataloader_init(&r->train, a->train_glob, "-i", r->T, r->V, a->shuffle, a->seed);
+        dataloader_require(&r->train, r->N, "-i", "one optimizer step (d/T windows)");
+    }
     r->have_val = a->val_every > 0;
     if (r->have_val) {
         dataloader_init(&r->val, a->val_glob, "-j", r->T, r->V, 0, 0);
@@ -586,7 +588,7 @@ static inline void train_open_data(TrainRun *r) {
 
     // every rank must run the same thing
     uint64_t h = args_hash(a);
-    h = dataloader_hash(&r->train, h);
+    h = dataloader_hash(&r->train, h);  // (-x 0: empty, nothing)
     if (r->have_val) { h = dataloader_hash(&r->val, h); }
     comm_check_same(r->c, h, "flags or data files", "start every rank with the same command line and the same data");
 }
@@ -692,8 +694,12 @@ static inline void train_print_banner(const TrainRun *r) {
            b->num_params);
     printf("batch: B %d | T %d | ranks %d | grad accum %d | total %lld tokens per step\n", r->B, r->T, r->W, r->A,
            a->total_batch);
-    printf("train data: %lld tokens in %d shard(s), %lld steps per epoch%s\n", r->train.total_tokens,
-           r->train.num_shards, r->epoch_steps, a->shuffle ? ", shuffled" : "");
+    if (a->max_steps == 0) {
+        printf("train data: none read (-x 0: the model is evaluated, not trained)\n");
+    } else {
+        printf("train data: %lld tokens in %d shard(s), %lld steps per epoch%s\n", r->train.total_tokens,
+               r->train.num_shards, r->epoch_steps, a->shuffle ? ", shuffled" : "");
+    }
     if (r->have_val) { printf("val data: %lld tokens in %d shard(s)\n", r->val.total_tokens, r->val.num_shards); }
     if (opt_is_muon(a)) {
         printf("optimizer: muon (-ml %g, momentum %g, %d Newton-Schulz steps) on the blocks' matrices, AdamW (-l %g) "

@@ -47,6 +47,7 @@
 #  9. the generate mode (--prompt): greedy text within bf16's rounding of fp32's, past the window
 #     (also at a 256-token window with sharp attention: the rows kernel's key splits combined);
 # 10. HellaSwag (-h 1, batches shorter than -t): the CPU trainer's accuracy; under AddressSanitizer;
+#     -x 0 (an evaluation, no train data read): the CPU trainer's val loss and accuracy;
 # 11. a rollback (-rb) reloads a checkpoint mid-run: the CPU trainer's losses, and bitwise a resume;
 # 12. SIGTERM: a checkpoint after the step, exit 0, and -y 1 continues bitwise;
 # 13. a fatal error (a bad token) while a checkpoint is written in the background: it is finished
@@ -708,6 +709,12 @@ joined hs_sim hs_asan
 compare_logs hs_sim/main.log hs_cpu/main.log hsw=0 && ok "HellaSwag: the CPU trainer's accuracy ($(grep -a -m1 '^HellaSwag:' hs_sim.txt | cut -d' ' -f2-4))" \
     || bad "HellaSwag: the simulated CUDA trainer's accuracy is not the CPU trainer's"
 grep -q '^HellaSwag: [0-9]*/2 ' hs_asan.txt && ok "HellaSwag under AddressSanitizer: 2 examples" || bad "HellaSwag under AddressSanitizer"
+# -x 0: an evaluation of -e without train data (-i names no file): the CPU trainer's val loss and accuracy
+EV=(-i nowhere.bin -j val.bin -e L2:C64:H1:T32:V128 -b 2 -t 16 -x 0 -v 1 -m 2 -s 0 -h 1 -hf hs.bin)
+run ev_cpu "$CPU" "${EV[@]}" -o ev_cpu
+run ev_sim "$SIM" "${EV[@]}" -o ev_sim
+grep -q "^train data: none read (-x 0" ev_sim.txt && compare_logs ev_sim/main.log ev_cpu/main.log tel=2e-3 hsw=0 \
+    && ok "-x 0 without train data: the CPU trainer's val loss and HellaSwag" || bad "-x 0 without train data"
 
 # ---- 11. rollback (-sl 5 -rb 2, llmc/guard.h's LLMC_TEST_LOSS_SPIKE): the losses of steps 26 and 27
 # x1000 skip both (after the guard's 20 steps of history), and the run reloads checkpoint 24 into

@@ -2,7 +2,8 @@
 # HellaSwag in the trainer (-h 1): the accuracy it reports equals an independent computation with
 # the PyTorch reference on the same model and eval file, on 1, 2 and 3 ranks (examples split
 # across ranks, counts summed). The eval file is synthetic, in llm.c's layout, with contexts that
-# must be cut to fit T, and is also checked for bad versions.
+# must be cut to fit T, and is also checked for bad versions. -x 0 (an evaluation of -e) reads no
+# train data.
 source "$(dirname "$0")/lib.sh" test_hellaswag "${1:-./train_gpt2}"
 
 MODEL=L2:C64:H4:T64:V512
@@ -54,7 +55,8 @@ open("hs_v2.bin", "wb").write(h.tobytes() + np.array(stream, dtype="<u2").tobyte
 print(f"{correct}/{len(examples)}")
 EOF
 echo "reference: $(cat expected.txt)"
-ARGS=(-i train.bin -j train.bin -e model.bin -b 4 -t 48 -x 0 -v 1 -m 1 -s 0 -h 1 -hf hs.bin -o out)
+EVAL=(-j train.bin -e model.bin -b 4 -t 48 -x 0 -v 1 -m 1 -s 0 -h 1 -hf hs.bin -o out)
+ARGS=(-i train.bin "${EVAL[@]}")
 for np in 1 2 3; do
     if [ $np -gt 1 ] && ! have_mpi; then
         skip_or_fail "test-hellaswag np=$np" "MPI (mpirun, and $TRAINER built with it)" "$MPI_HINT" || bad "np=$np not run"
@@ -66,6 +68,27 @@ for np in 1 2 3; do
     [ "$got" = "$(cat expected.txt)" ] && echo "ok   np=$np: HellaSwag $got equals the reference" || { bad "np=$np: HellaSwag '$got', reference $(cat expected.txt)"; tail -3 out$np.txt; }
     grep -q "^s:0 hsw:" out/main.log || bad "np=$np: no hsw line in main.log"
 done
+# -x 0 evaluates the model without reading train data: -i names no file, and the val loss and
+# HellaSwag are those of the runs above (1 and 2 ranks; and the twin's val loss within 1e-6)
+evals() { grep -o "^val loss [0-9.]*\|HellaSwag: [0-9]*/[0-9]*" "$1" | tr '\n' ' '; }
+for np in 1 2; do
+    rm -rf out
+    if [ $np -eq 1 ]; then "$TRAINER" -i nowhere/*.bin "${EVAL[@]}" > noi$np.txt 2>&1
+    elif have_mpi; then "${MPIRUN[@]}" -np 2 "$TRAINER" -i nowhere/*.bin "${EVAL[@]}" > noi$np.txt 2>&1
+    else continue; fi
+    [ -n "$(evals out$np.txt)" ] && [ "$(evals noi$np.txt)" = "$(evals out$np.txt)" ] \
+        && grep -q "^train data: none read (-x 0" noi$np.txt && echo "ok   np=$np, -x 0 without train data: $(evals noi$np.txt)" \
+        || { bad "np=$np, -x 0 without train data: '$(evals noi$np.txt)', with it '$(evals out$np.txt)'"; tail -3 noi$np.txt; }
+done
+rm -rf out
+$PY "$ROOT/train_gpt2.py" -i nowhere/*.bin "${EVAL[@]}" > noi_py.txt 2>&1
+$PY - noi_py.txt out1.txt <<'EOF2' && echo "ok   train_gpt2.py, -x 0 without train data: $(evals noi_py.txt)" || { bad "train_gpt2.py, -x 0 without train data"; tail -3 noi_py.txt; }
+import re, sys
+py, c = (open(f).read() for f in sys.argv[1:])
+vals = [float(re.search(r"^val loss ([0-9.]+)", t, re.M).group(1)) for t in (py, c)]
+hs = [re.search(r"HellaSwag: [0-9]+/[0-9]+", t).group(0) for t in (py, c)]
+assert abs(vals[0] - vals[1]) <= 1e-6 * vals[1] and hs[0] == hs[1], (vals, hs)
+EOF2
 "$TRAINER" "${ARGS[@]}" -hf hs_v2.bin > v2.txt 2>&1
 grep -q "error: HellaSwag file 'hs_v2.bin' has version 2" v2.txt && echo "ok   wrong version: $(grep error: v2.txt)" || { bad "wrong-version eval file"; tail -2 v2.txt; }
 head -c 3000 hs.bin > trunc.bin
