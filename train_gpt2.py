@@ -805,6 +805,9 @@ def parse_train_args(argv):
         fail("-hm 0 evaluates no examples; give -hm N >= 1, -1 for all, or -h 0 for no HellaSwag")
     if a.total_batch == 0:
         fail("-d 0: the total batch is -1 (= B*T*ranks) or a multiple of B*T*ranks tokens")
+    if a.max_steps == 0 and a.val_every <= 0 and a.sample_every <= 0 and not a.prompt:
+        fail("-x 0 trains no step, and with -v 0 and -s 0 there is nothing to evaluate; give -v N to validate, "
+             "-s N to sample, or -x N to train")
     # the C trainers keep these as float32: compute with the same values
     a.lr, a.final_lr_frac, a.weight_decay = np.float32(a.lr), np.float32(a.final_lr_frac), np.float32(a.weight_decay)
     a.decay_frac = np.float32(a.decay_frac)

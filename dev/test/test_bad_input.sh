@@ -112,6 +112,7 @@ expect "tokenizer count"       "tok_count.bin' claims 16777216 tokens" -- -i "$T
 # issue 35: values that make a result meaningless (-m 0 logged "val loss -nan", -hm 0 "HellaSwag 0/0")
 expect "-m 0"                  "-m 0 validates on no batches" -- -i "$TMP/good.bin" -j "$TMP/good.bin" "${BASE[@]}" -v 1 -m 0
 expect "-hm 0"                 "-hm 0 evaluates no examples" -- "${HS[@]}" -hf "$TMP/hs_ok.bin" -hm 0
+expect "-x 0 -v 0 -s 0"        "-x 0 trains no step, and with -v 0 and -s 0 there is nothing to evaluate" -- -i "$TMP/good.bin" "${BASE[@]}" -x 0
 expect "-d 0"                  "-d 0: the total batch is -1" -- -i "$TMP/good.bin" "${BASE[@]}" -d 0
 expect "B*T past an int"       "B\*T = 3000000000 positions" -- -i "$TMP/good.bin" -e L1:C32:H2:T1000000 -b 3000 -t 1000000
 expect "memory past the machine" "B=1000000 T=64 needs [0-9.]* GiB of RAM per process" -- -i "$TMP/good.bin" "${BASE[@]}" -b 1000000 -t 64

@@ -265,6 +265,7 @@ torch_error "a range" "-b 0: must be in 1..1048576 (see --help)" "${ARGS[@]}" -b
 torch_error "-b auto (the C trainers')" "-b auto: the memory plan that chooses B is the C trainers'" "${ARGS[@]}" -b auto -o bad
 torch_error "-m 0 (a loss over no data)" "-m 0 validates on no batches" "${ARGS[@]}" -b 4 -m 0 -o bad
 torch_error "-hm 0" "-hm 0 evaluates no examples" "${ARGS[@]}" -b 4 -hm 0 -o bad
+torch_error "-x 0 -v 0 -s 0 (nothing to do)" "-x 0 trains no step, and with -v 0 and -s 0 there is nothing to evaluate" "${ARGS[@]}" -b 4 -x 0 -v 0 -s 0 -o bad
 torch_error "-d 0" "-d 0: the total batch is -1 (= B\*T\*ranks) or a multiple" "${ARGS[@]}" -b 4 -d 0 -o bad
 torch_error "a choice" "-k foo: expected one of cosine|linear|constant|wsd" "${ARGS[@]}" -b 4 -k foo -o bad
 torch_error "a long name's range" "--batch 0: must be in 1..1048576 (see --help)" "${ARGS[@]}" --batch=0 -o bad
