@@ -2631,8 +2631,8 @@ def train_main(argv):
         if val and (s % a.val_every == 0 or last):
             t0 = time.time()
             # the final evaluation runs whole: it is the run's result, and a resume of its last step would not
-            # evaluate again
-            may_stop = None if last else stop
+            # evaluate again; but -x 0's is all the run does, and a stop signal ends it (nothing is written)
+            may_stop = None if last and M > 0 else stop
             vl = val_loss(a, dist, model, val, autocast, may_stop)
             if vl is not None and rank == 0:
                 print(f"val loss {vl:.6f} ({time.time() - t0:.2f} s)", flush=True)
@@ -2648,7 +2648,10 @@ def train_main(argv):
             if vl is None or correct is None:  # a stop signal: the checkpoint of step s, and -y 1 evaluates again
                 if rank == 0:
                     print(f"{'validation' if vl is None else 'HellaSwag'} cut short by a stop signal", flush=True)
-                checkpoint_after(True, in_evaluation=True)
+                if M > 0:
+                    checkpoint_after(True, in_evaluation=True)
+                elif rank == 0:
+                    print("stopped by a signal: the evaluation (-x 0) is not finished, nothing was logged", flush=True)
                 break
             log_line(s, f"tel:{vl:.9g}")
             if hsw:

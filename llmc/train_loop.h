@@ -773,11 +773,13 @@ static inline int train_evaluate(TrainRun *r, int s) {
         double t0 = llmc_wall_seconds();
         flight_where(s + 1, 0, last ? "the final validation" : "validation before the step");
         // the final evaluation runs whole: it is the run's result, its checkpoint is written already, and
-        // a resume of the run's last step would not evaluate again
+        // a resume of the run's last step would not evaluate again; but -x 0's is all the run does,
+        // and a stop signal ends it (nothing is written)
         int stopped_val = 0, stopped_hs = 0;
-        float vl = train_val_loss(a, r->c, b, &r->val, r->inputs, r->targets, r->losses, !last, &stopped_val);
+        const int may_stop = !last || r->M == 0;
+        float vl = train_val_loss(a, r->c, b, &r->val, r->inputs, r->targets, r->losses, may_stop, &stopped_val);
         flight_where(s + 1, 0, last ? "the final HellaSwag" : "HellaSwag before the step");
-        float hsw = a->hellaswag_eval && !stopped_val ? train_hellaswag(a, r->c, b, &r->hs, !last, &stopped_hs) : -1.0f;
+        float hsw = a->hellaswag_eval && !stopped_val ? train_hellaswag(a, r->c, b, &r->hs, may_stop, &stopped_hs) : -1.0f;
         if (stopped_val || stopped_hs) {
             if (r->rank == 0) { printf("%s cut short by a stop signal\n", stopped_val ? "validation" : "HellaSwag"); }
             if (b->range) { b->range(NULL, 0); }
@@ -977,7 +979,8 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
         signals_install();
         for (int s = r.st.step;; s++) {
             if (!train_evaluate(&r, s)) {  // a stop signal: the checkpoint of step s, and -y 1 evaluates again
-                train_checkpoint(&r, 1);
+                if (r.M > 0) { train_checkpoint(&r, 1); }
+                else if (r.rank == 0) { printf("stopped by a signal: the evaluation (-x 0) is not finished, nothing was logged\n"); }
                 break;
             }
             if (s == r.M) { break; }

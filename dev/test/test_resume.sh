@@ -5,7 +5,8 @@
 #  - a corrupt newest checkpoint (model or state file) is skipped with a warning naming the file,
 #    and its marker retired (DONE_N.skipped): a rewrite of its step killed midway is not resumed;
 #  - SIGTERM / SIGINT on any rank: every rank finishes the step, a checkpoint is written, exit 0;
-#    during a validation or HellaSwag pass, the pass is voided on every rank instead (not the final one);
+#    during a validation or HellaSwag pass, the pass is voided on every rank instead (not the final one,
+#    but -x 0's, with nothing logged or written);
 #    during a sample, the sample ends at its next token and the resume samples as the uninterrupted run;
 #    a second signal exits at once; the same for SIGPIPE (stdout's reader gone: `| tee` killed, or
 #    ended by the same Ctrl-C), SIGHUP (which stays ignored under nohup), SIGUSR1 and SIGUSR2;
@@ -226,6 +227,21 @@ kill -TERM $pid; wait $pid; rc=$?
     && grep -q "^sample cut short by a stop signal$" stopfinal.out \
     && ok "SIGTERM during the final validation: it runs whole and is logged (the sample after it is cut short)" \
     || { bad "SIGTERM during the final validation (exit $rc)"; grep -v "^step\|\.\.\." stopfinal.out | tail -n 4; }
+
+# ... except -x 0's, which is all that run does: a stop ends it, and nothing is logged or written
+for t in $TRAINERS; do
+    trainer_of $t
+    "${run[@]}" "${ARGS[@]}" -x 0 -v 1 -j longval.bin -m -1 -s 0 -n 4 -o stopx0_$t > stopx0_$t.out 2>&1 &
+    pid=$!
+    wait_line "^steps: " stopx0_$t.out 60
+    sleep 1
+    kill -TERM $pid; wait $pid; rc=$?
+    [ $rc = 0 ] && grep -q "^validation cut short by a stop signal$" stopx0_$t.out \
+        && grep -q "^stopped by a signal: the evaluation (-x 0) is not finished, nothing was logged$" stopx0_$t.out \
+        && ! grep -q "tel" stopx0_$t/main.log && [ -z "$(ls stopx0_$t | grep '^\(model\|state\|DONE\)_')" ] \
+        && ok "SIGTERM during -x 0's evaluation ($t): cut short, exit 0, nothing logged, no checkpoint" \
+        || { bad "SIGTERM during -x 0's evaluation ($t, exit $rc)"; tail -n 3 stopx0_$t.out; ls stopx0_$t; }
+done
 
 # a stop signal during a sample (rank 0's, which it freezes itself in as the sample after step 8
 # begins: LLMC_FAULT=sample:8:stop:0): the sample ends at its next token, and the coins it would
