@@ -2436,8 +2436,9 @@ def train_main(argv):
     model = resolve_model(a, device)
     cfg = model.cfg
     V = cfg.vocab_size
-    train = None  # -x 0 evaluates the model: no train data is read
-    if a.max_steps != 0:
+    evaluate_only = a.max_steps == 0  # -x 0: the model evaluated, no step trained, no train data read
+    train = None
+    if not evaluate_only:
         train = DataLoader(a.train_glob, "-i", T, V, a.shuffle, a.seed)
         train.require(N, "-i", "one optimizer step (d/T windows)")
     if a.rollback_after > 0 and (not a.output_dir or a.checkpoint_every <= 0):
@@ -2632,7 +2633,7 @@ def train_main(argv):
             t0 = time.time()
             # the final evaluation runs whole: it is the run's result, and a resume of its last step would not
             # evaluate again; but -x 0's is all the run does, and a stop signal ends it (nothing is written)
-            may_stop = None if last and M > 0 else stop
+            may_stop = None if last and not evaluate_only else stop
             vl = val_loss(a, dist, model, val, autocast, may_stop)
             if vl is not None and rank == 0:
                 print(f"val loss {vl:.6f} ({time.time() - t0:.2f} s)", flush=True)
@@ -2648,7 +2649,7 @@ def train_main(argv):
             if vl is None or correct is None:  # a stop signal: the checkpoint of step s, and -y 1 evaluates again
                 if rank == 0:
                     print(f"{'validation' if vl is None else 'HellaSwag'} cut short by a stop signal", flush=True)
-                if M > 0:
+                if not evaluate_only:
                     checkpoint_after(True, in_evaluation=True)
                 elif rank == 0:
                     print("stopped by a signal: the evaluation (-x 0) is not finished, nothing was logged", flush=True)

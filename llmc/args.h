@@ -208,6 +208,9 @@ static inline int args_f32_in_range(const char *name, float v) {
     return 0;
 }
 
+// -x 0: the run evaluates -e's model (validation, HellaSwag, a sample), trains no step and reads no -i
+static inline int args_evaluate_only(const TrainArgs *a) { return a->max_steps == 0; }
+
 static inline void *args_field(TrainArgs *a, const ArgSpec *s) { return (char *)a + s->offset; }
 static inline const void *args_cfield(const TrainArgs *a, const ArgSpec *s) { return (const char *)a + s->offset; }
 
@@ -471,7 +474,7 @@ static inline void args_parse(TrainArgs *a, int argc, char **argv) {
     if (a->val_batches == 0) { args_fail("-m 0 validates on no batches; give -m N >= 1, -1 for all, or -v 0 for no validation"); }
     if (a->hellaswag_max == 0) { args_fail("-hm 0 evaluates no examples; give -hm N >= 1, -1 for all, or -h 0 for no HellaSwag"); }
     if (a->total_batch == 0) { args_fail("-d 0: the total batch is -1 (= B*T*ranks) or a multiple of B*T*ranks tokens"); }
-    if (a->max_steps == 0 && a->val_every <= 0 && a->sample_every <= 0 && !a->prompt[0]) {
+    if (args_evaluate_only(a) && a->val_every <= 0 && a->sample_every <= 0 && !a->prompt[0]) {
         args_fail("-x 0 trains no step, and with -v 0 and -s 0 there is nothing to evaluate; give -v N to validate, "
                   "-s N to sample, or -x N to train");
     }

@@ -45,7 +45,7 @@ static inline void train_start(TrainSetup *run, int *argc, char ***argv) {
     comm_apply_args(&run->comm, &run->args);
     run->model_file = train_resolve_model(&run->args, &run->config);
     if (!run->args.prompt[0] && run->args.plan <= 0) {  // the data a run opens later, checked before a GPU starts
-        if (run->args.max_steps != 0) { dataloader_check(run->args.train_glob, "-i"); }  // -x 0 reads none
+        if (!args_evaluate_only(&run->args)) { dataloader_check(run->args.train_glob, "-i"); }
         if (run->args.val_every > 0) { dataloader_check(run->args.val_glob, "-j"); }
     }
 }
@@ -570,7 +570,7 @@ typedef struct {
 // the train and val data, the run's length and the HellaSwag set; then every rank must agree
 static inline void train_open_data(TrainRun *r) {
     const TrainArgs *a = r->a;
-    if (a->max_steps != 0) {  // -x 0 evaluates -e's model: no train data is read (r->train stays empty)
+    if (!args_evaluate_only(a)) {  // (-x 0: r->train stays empty)
         dataloader_init(&r->train, a->train_glob, "-i", r->T, r->V, a->shuffle, a->seed);
         dataloader_require(&r->train, r->N, "-i", "one optimizer step (d/T windows)");
     }
@@ -694,7 +694,7 @@ static inline void train_print_banner(const TrainRun *r) {
            b->num_params);
     printf("batch: B %d | T %d | ranks %d | grad accum %d | total %lld tokens per step\n", r->B, r->T, r->W, r->A,
            a->total_batch);
-    if (a->max_steps == 0) {
+    if (args_evaluate_only(a)) {
         printf("train data: none read (-x 0: the model is evaluated, not trained)\n");
     } else {
         printf("train data: %lld tokens in %d shard(s), %lld steps per epoch%s\n", r->train.total_tokens,
@@ -776,7 +776,7 @@ static inline int train_evaluate(TrainRun *r, int s) {
         // a resume of the run's last step would not evaluate again; but -x 0's is all the run does,
         // and a stop signal ends it (nothing is written)
         int stopped_val = 0, stopped_hs = 0;
-        const int may_stop = !last || r->M == 0;
+        const int may_stop = !last || args_evaluate_only(a);
         float vl = train_val_loss(a, r->c, b, &r->val, r->inputs, r->targets, r->losses, may_stop, &stopped_val);
         flight_where(s + 1, 0, last ? "the final HellaSwag" : "HellaSwag before the step");
         float hsw = a->hellaswag_eval && !stopped_val ? train_hellaswag(a, r->c, b, &r->hs, may_stop, &stopped_hs) : -1.0f;
@@ -979,7 +979,7 @@ static inline int train_run(TrainArgs *a, Comm *c, Backend *b) {
         signals_install();
         for (int s = r.st.step;; s++) {
             if (!train_evaluate(&r, s)) {  // a stop signal: the checkpoint of step s, and -y 1 evaluates again
-                if (r.M > 0) { train_checkpoint(&r, 1); }
+                if (!args_evaluate_only(a)) { train_checkpoint(&r, 1); }
                 else if (r.rank == 0) { printf("stopped by a signal: the evaluation (-x 0) is not finished, nothing was logged\n"); }
                 break;
             }

@@ -284,11 +284,12 @@ same_files() {
     [ "$(ls "$3" | grep -c '^\(model\|state\|DONE\)_')" -eq $n ] && ok "$1: $n checkpoint files byte for byte equal" \
         || { bad "$1: other checkpoint files in $3"; return 1; }
 }
-# wait_frozen PID: until the process stops itself (LLMC_FAULT=...:stop:<rank>, start:0), at most 30 s;
-# 1 if it ended or never stopped
+# frozen PID: the process is stopped (SIGSTOP: LLMC_FAULT=...:stop:<rank>, start:0)
+frozen() { [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" = T ]; }
+# wait_frozen PID: until the process stops itself, at most 30 s; 1 if it ended or never stopped
 wait_frozen() {
     for _ in $(seq 300); do
-        [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" = T ] && return 0
+        frozen "$1" && return 0
         kill -0 "$1" 2>/dev/null || return 1
         sleep 0.1
     done

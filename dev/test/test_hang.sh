@@ -33,7 +33,7 @@ freeze() {
     t0=
     for _ in $(seq 600); do
         pid=$(rank_pid "$victim" "$TRAINER .*-o $TMP/$dir\$")
-        [ -n "$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = T ] && { t0=$SECONDS; break; }
+        [ -n "$pid" ] && frozen "$pid" && { t0=$SECONDS; break; }
         sleep 0.1
     done
     [ -n "$t0" ] || { bad "$dir: rank $victim never froze itself"; kill -9 $job; return; }

@@ -249,17 +249,17 @@ done
 # its last checkpoint are the uninterrupted run's
 sample_rng() { od -A n -t d8 -j 80 -N 8 "$1/state_00000040_00000.bin" | tr -d ' '; }  # the state header's int64 at 20
 stop_in_sample() {  # stop_in_sample NAME REF LAUNCHER...: the run of ARGS into NAME, REF the uninterrupted run
-    local name=$1 ref=$2 pid p frozen=
+    local name=$1 ref=$2 pid p stopped=
     shift 2
     LLMC_FAULT=sample:8:stop:0 "$@" "${ARGS[@]}" -n 4 -o $name > $name.out1 2>&1 &
     pid=$!
     for _ in $(seq 300); do
-        for p in $(pgrep -f "train_gpt2.* -o $name"); do [ "$(awk '{print $3}' /proc/$p/stat 2> /dev/null)" = T ] && frozen=$p; done
-        [ -z "$frozen" ] && kill -0 $pid 2> /dev/null || break
+        for p in $(pgrep -f "train_gpt2.* -o $name"); do frozen $p && stopped=$p; done
+        [ -z "$stopped" ] && kill -0 $pid 2> /dev/null || break
         sleep 0.1
     done
-    [ -n "$frozen" ] || { bad "stop during a sample ($name): no rank froze at the sample"; kill -KILL $pid; wait $pid; return 1; }
-    kill -TERM $frozen; kill -CONT $frozen
+    [ -n "$stopped" ] || { bad "stop during a sample ($name): no rank froze at the sample"; kill -KILL $pid; wait $pid; return 1; }
+    kill -TERM $stopped; kill -CONT $stopped
     wait $pid; rc=$?
     [ $rc -eq 0 ] && grep -q "^sample cut short by a stop signal$" $name.out1 && [ -f $name/DONE_00000009 ] \
         && grep -q "stopped by a signal after step 9; checkpoint 9 is in $name" $name.out1 \
